@@ -90,7 +90,7 @@ def test_a_malformed_task_line_is_skipped_with_its_location(demo_subset: Path, t
     (["eval", "tasks/demo.jsonl", "--policy", "gpt", "-o", "x"], "unknown policy 'gpt'"),
     (["eval", "tasks/demo.jsonl", "--policy", "oracle", "--policy-arg", "oops", "-o", "x"], "KEY=VALUE"),
     (["eval", "tasks/demo.jsonl", "--policy", "oracle", "--env", "nowhere", "-o", "x"], "is not installed"),
-    (["build", "svn://x", "-o", "x.jsonl"], "unknown source"),
+    (["build", "svn://x", "-o", "x.jsonl"], "no such directory, archive or PyPI"),
     (["build", "repost-eval:/nonexistent", "-o", "x.jsonl"], "not found"),
     (["report", "."], "not a run directory"),
 ])

@@ -29,6 +29,12 @@ KNOWN_FAILURES = {
     "1027": "the test defines its own get_all_values_new_implementation and never calls the candidate",
 }
 
+# Ground truths that pass or fail depending on the machine's state (seen failing under load).
+FLAKY = {
+    "671": "compares disk usage read twice from the live system (psutil); other processes' writes change it",
+    "752": "trains a TensorFlow LSTM on unseeded random data within the 30 s timeout",
+}
+
 pytestmark = pytest.mark.slow
 
 
@@ -45,6 +51,6 @@ def test_at_least_290_of_296_ground_truths_pass(env_python: str) -> None:
         results = list(pool.map(lambda t: validate_task(sb, t, mutants=0), tasks))
     failed = {r.task_name.split("/")[1].split("-")[0]: r.cause for r in results if not r.passed}
     assert len(results) - len(failed) >= 290, failed
-    assert set(failed) <= set(KNOWN_FAILURES), failed
+    assert set(failed) <= set(KNOWN_FAILURES) | set(FLAKY), failed
     weak = [r.task_name for r in results if r.accepts_do_nothing]
     assert 10 <= len(weak) <= 20, weak  # the data's README: ~5% accept a do-nothing candidate

@@ -19,6 +19,7 @@ from gym_repost.analysis.source import (
     replace_body,
     signature_text,
 )
+from gym_repost.construct.context import BODY_PLACEHOLDER, redact_target
 from gym_repost.errors import BuildError
 from gym_repost.task import (
     Evaluation,
@@ -28,9 +29,6 @@ from gym_repost.task import (
     Target,
     TaskMetadata,
 )
-
-BODY_PLACEHOLDER = ["# Body removed: writing this function is the task.", "..."]
-"""What the agent's view of the repository shows instead of the target's body."""
 
 _STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 
@@ -183,7 +181,7 @@ def make_function_task(
         evaluation=Evaluation(script=script, insert_line=insert_line, indent=indent,
                               test_function=test_function, timeout=timeout,
                               files=dict(extra_files or {}), requirements=list(requirements or [])),
-        context=context, prompt=prompt,
+        context=redact_target(context, repository.target_file, qualname), prompt=prompt,
         metadata=TaskMetadata(num_tests=num_tests, num_asserts=num_asserts, standalone=standalone,
                               external_packages=external_imports(tree, local_modules),
                               notes=notes, **extra),  # type: ignore[arg-type]

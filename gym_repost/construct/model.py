@@ -136,13 +136,17 @@ class DependencySlice:
             library or third-party) that the fragments use, as source lines, deduplicated.
         shims: statements that bind names the fragments use under another spelling
             (``from .x import a as b`` -> ``b = a``; ``import pkg.mod as m`` ->
-            ``m = types.SimpleNamespace(...)``), placed after the fragments.
+            ``m = types.SimpleNamespace(...)``), placed after the fragments. (A shim some
+            fragment needs while the module is imported is a fragment of kind ``import``
+            instead, placed before that user.)
         context: the dependency-only context (for the agent's prompt, as R2E builds it):
             per file, its imports and the fragments from it, as markdown blocks headed
             ``## path``.
         standalone: True when no fragment other than the target's own comes from the
             repository.
         third_party: top-level names of third-party modules imported.
+        renamed: names changed to avoid a clash in the script's single namespace,
+            ``module.name`` (or the import's local name) -> the name in the script.
     """
 
     target: Candidate
@@ -152,6 +156,7 @@ class DependencySlice:
     context: str = ""
     standalone: bool = True
     third_party: list[str] = field(default_factory=list)
+    renamed: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

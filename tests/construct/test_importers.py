@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from gym_repost.construct.context import parse_context
 from gym_repost.construct.importers.manifest import import_manifest
-from gym_repost.construct.importers.repost_eval import import_repost_eval, parse_context
+from gym_repost.construct.importers.repost_eval import import_repost_eval
 from gym_repost.construct.sources import import_source
 from gym_repost.errors import BuildError, ConfigError
 from gym_repost.task import FunctionTask
@@ -98,3 +99,19 @@ def test_manifest_level_errors(tmp_path: Path) -> None:
 def test_unknown_sources_name_the_known_forms() -> None:
     with pytest.raises(ConfigError, match="humaneval, repost-eval:PATH"):
         import_source("ftp://example.org/x")
+
+
+def test_no_task_context_holds_the_target_body(humaneval_tasks: list[FunctionTask]) -> None:
+    """The dependency-only context shows the target like the repository view: body removed."""
+    from gym_repost.analysis.source import find_function
+    from gym_repost.task import load_tasks
+
+    tasks = list(humaneval_tasks) + list(load_tasks(Path(__file__).resolve().parents[2] / "tasks" / "demo.jsonl"))
+    if REPOST_EVAL.is_dir():
+        tasks += [t for t in import_repost_eval(REPOST_EVAL) if isinstance(t, FunctionTask)]
+    for task in tasks:
+        span = find_function(task.target.source, task.target.name)
+        body = "\n".join(ln.strip() for ln in task.target.source.split("\n")[span.body_start - 1:] if ln.strip())
+        context = "\n".join(ln.strip() for ln in task.context.split("\n") if ln.strip())
+        assert len(body) < 20 or body not in context, task.name
+        assert "Body removed" in task.context or task.repository.target_file not in task.context, task.name

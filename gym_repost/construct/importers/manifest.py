@@ -33,6 +33,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from gym_repost.construct.context import render_context
 from gym_repost.construct.function_task import make_function_task, repository_view
 from gym_repost.errors import BuildError
 from gym_repost.task import FunctionTask, Provenance
@@ -92,11 +93,6 @@ def read_repository(root: Path) -> dict[str, str]:
     return files
 
 
-def context_markdown(files: dict[str, str], paths: list[str]) -> str:
-    """Files as markdown blocks headed ``## path``, the format of RepoST's context."""
-    return "".join(f"```python\n## {p}\n{files[p].rstrip()}\n```\n\n" for p in paths if p in files)
-
-
 def load_manifest(path: Path) -> Manifest:
     """Read and validate a manifest.
 
@@ -141,7 +137,7 @@ def manifest_task(base: Path, manifest: Manifest, entry: ManifestTask,
         name=entry.name or f"{repo.name}/{entry.qualname}", provenance=provenance,
         script=script_path.read_text(encoding="utf-8"),
         repository=repository_view(files, entry.file, entry.qualname, complete=True),
-        context=context_markdown(files, context_paths), extra_files=extra,
+        context=render_context(files, context_paths), extra_files=extra,
         requirements=entry.requirements, timeout=entry.timeout, standalone=entry.standalone,
         local_modules=frozenset(p.split("/")[0].removesuffix(".py") for p in files),
     )

@@ -16,11 +16,11 @@ copied into the project. Each of the 296 examples becomes a function task:
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from gym_repost.construct.context import parse_context
 from gym_repost.construct.function_task import (
     external_imports,
     make_function_task,
@@ -32,37 +32,6 @@ from gym_repost.task import FunctionTask, Provenance, RepositoryView
 
 DATA_FILE = "checked_test_set_final.json"
 PROMPTS_FILE = "ExecEval_data.json"
-_HEADER = re.compile(r"^#{1,2} (\S.*?)\s*$")
-
-
-def parse_context(markdown: str) -> dict[str, str]:
-    """Split a dependency-only context into files: ```` ```python ```` blocks headed by
-    ``## path`` (or ``# path``). A block closes at an unindented fence followed by the
-    next block or the end, so fences inside docstrings do not cut a file short."""
-    lines = markdown.split("\n")
-    files: dict[str, str] = {}
-    i = 0
-    while i < len(lines):
-        header = _HEADER.match(lines[i + 1]) if lines[i].startswith("```") and i + 1 < len(lines) else None
-        if header is None:
-            i += 1
-            continue
-        j = i + 2
-        while j < len(lines) and not _block_ends(lines, j):
-            j += 1
-        body = "\n".join(lines[i + 2: j]).strip("\n") + "\n"
-        path = header.group(1)
-        files[path] = files[path] + "\n" + body if path in files else body
-        i = j + 1
-    return files
-
-
-def _block_ends(lines: list[str], j: int) -> bool:
-    if lines[j].rstrip() != "```":
-        return False
-    rest = (ln for ln in lines[j + 1:] if ln.strip())
-    following = next(rest, None)
-    return following is None or following.startswith("```")
 
 
 def _repository(example: dict[str, Any]) -> RepositoryView:

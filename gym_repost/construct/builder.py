@@ -1,0 +1,114 @@
+"""The deterministic construction policy: no LLM.
+
+Per candidate it writes the sandboxed module (dependency slice) and runs it, installing
+what is missing; generates equivalence tests from traced, strategy and searched inputs
+(:mod:`gym_repost.construct.testgen`); runs the finished script with the ground truth;
+submits; and, when the quality checks reject the tests for coverage, searches again
+with a larger budget before giving up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from gym_repost.construct.agent import BuildContext
+from gym_repost.construct.model import Drop, GeneratedTests
+from gym_repost.policy.base import tool_call
+
+
+@dataclass(frozen=True)
+class BuilderSettings:
+    """Budgets of the deterministic builder."""
+
+    test_budget: float = 3.0
+    """Seconds of input search per attempt (inside the sandbox)."""
+    attempts: int = 2
+    """Test-generation attempts (each with twice the budget of the previous)."""
+    max_installs: int = 3
+    seed: int = 0
+
+
+class DeterministicBuilder:
+    """A :class:`~gym_repost.construct.agent.BuildPolicy` that needs no model.
+
+    Written as a generator of actions: each ``yield`` hands a tool call to the episode
+    and receives the observation and info of its result.
+    """
+
+    def __init__(self, settings: BuilderSettings | None = None) -> None:
+        self.settings = settings or BuilderSettings()
+        self._plan: Iterator[dict[str, Any]] | None = None
+        self._last: tuple[str, dict[str, Any]] = ("", {})
+
+    def reset(self, context: BuildContext, observation: str) -> None:
+        """Begin an episode."""
+        self.context = context
+        self._plan = self._actions()
+
+    def act(self, observation: str, info: dict[str, Any]) -> dict[str, Any]:
+        """The next step of the plan."""
+        assert self._plan is not None, "reset() first"
+        self._last = (observation, info)
+        try:
+            return next(self._plan)
+        except StopIteration:
+            return tool_call("abandon", reason="builder finished without a verdict", stage="quality")
+
+    @property
+    def _data(self) -> dict[str, Any]:
+        return self._last[1].get("data", {})
+
+    def _actions(self) -> Iterator[dict[str, Any]]:
+        sandboxed = self.context.sandboxed
+        if sandboxed is None:
+            yield tool_call("abandon", reason="no sandboxed script", stage="sandboxing")
+            return
+        yield tool_call("write_script", script=sandboxed.module)
+        yield from self._run_installing("sandboxing", "script does not run as a module")
+        for attempt in range(self.settings.attempts):
+            generated = self._generate(attempt)
+            if isinstance(generated, Drop):
+                yield tool_call("abandon", reason=generated.reason, stage=generated.stage, detail=generated.detail)
+                return
+            yield tool_call("write_script", script=sandboxed.module.rstrip("\n") + "\n\n\n" + generated.code)
+            yield from self._run_installing("execution", "ground truth fails")
+            yield tool_call("submit")
+            if self._data.get("kept"):
+                return
+            if self._data.get("reason") != "branch coverage below threshold":
+                break
+        yield tool_call("abandon", reason=self._data.get("reason") or "rejected", stage="quality",
+                        detail=self._data.get("detail", ""))
+
+    def _run_installing(self, stage: str, reason: str) -> Iterator[dict[str, Any]]:
+        """Run the script; install a missing module and rerun, a bounded number of times."""
+        for _ in range(self.settings.max_installs + 1):
+            yield tool_call("run_script")
+            if self._data.get("passed"):
+                return
+            module = self._data.get("missing_module") or _missing_from_report(self._data.get("report"))
+            if module is None:
+                break
+            yield tool_call("install", packages=module)
+            if not self._last[1].get("ok"):
+                break
+        yield tool_call("abandon", reason=reason, stage=stage, detail=self._last[0][-300:])
+
+    def _generate(self, attempt: int) -> GeneratedTests | Drop:
+        from gym_repost.construct.testgen import generate_tests
+
+        ctx = self.context
+        assert ctx.sandboxed is not None
+        return generate_tests(ctx.sandbox, ctx.sandboxed, seeds=ctx.seeds,
+                              budget=self.settings.test_budget * (2 ** attempt),
+                              seed=self.settings.seed + attempt, min_assertions=ctx.thresholds.min_assertions)
+
+
+def _missing_from_report(report: dict[str, Any] | None) -> str | None:
+    from gym_repost.construct.execution import missing_module
+
+    if not report or report.get("exception") not in ("ModuleNotFoundError", "ImportError"):
+        return None
+    return missing_module(report.get("message") or "")

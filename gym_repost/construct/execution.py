@@ -1,0 +1,114 @@
+"""Stage 6: run an evaluation script in the sandbox; install what it is missing.
+
+On ``ModuleNotFoundError`` the missing module's distribution (import name resolved by
+:func:`~gym_repost.construct.packages.distribution_for`) is installed into the
+sandbox's package cache and the run is retried, a bounded number of times. Installs are
+remembered per build, so two candidates missing the same package install it once, and
+a package that failed to install is not tried again.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from dataclasses import dataclass, field
+
+from gym_repost.construct.packages import distribution_for
+from gym_repost.harness import run_function_tests
+from gym_repost.harness.report import TestReport
+from gym_repost.sandbox.base import RunResult, Sandbox
+from gym_repost.task import FunctionTask
+
+logger = logging.getLogger(__name__)
+
+_MISSING = re.compile(r"No module named '([^']+)'")
+
+
+def missing_module(text: str) -> str | None:
+    """The top-level module a ``ModuleNotFoundError`` message names, if any."""
+    found = _MISSING.search(text)
+    return found.group(1).split(".")[0] if found else None
+
+
+@dataclass
+class PackageInstaller:
+    """Installs distributions into a sandbox's package cache, once each per build.
+
+    Attributes:
+        refuse: top-level names never installed (the repository's own packages: a
+            script that still imports them is a sandboxing failure, not a missing
+            dependency).
+    """
+
+    sandbox: Sandbox
+    refuse: frozenset[str] = frozenset()
+    timeout: float = 600.0
+    installed: dict[str, str] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def install_for(self, module: str) -> tuple[bool, str]:
+        """Install the distribution providing ``module``; ``(ok, what happened)``."""
+        if module in self.refuse:
+            return False, f"{module} is the repository's own package (the script still imports it)"
+        dist = distribution_for(module)
+        with self._lock:
+            if dist in self.installed:
+                return True, f"{dist} already installed"
+            if dist in self.failed:
+                return False, f"installing {dist} failed before: {self.failed[dist]}"
+            result = self._install(dist)
+            if result.ok:
+                self.installed[dist] = module
+                return True, f"installed {dist}"
+            reason = _pip_error(result)
+            self.failed[dist] = reason
+            return False, f"installing {dist} failed: {reason}"
+
+    def _install(self, dist: str) -> RunResult:
+        logger.info("installing %s into the sandbox's package cache", dist)
+        try:
+            return self.sandbox.install([dist], timeout=self.timeout)
+        except NotImplementedError as exc:
+            return RunResult(returncode=1, stdout="", stderr=str(exc))
+
+
+def _pip_error(result: RunResult) -> str:
+    lines = [ln.strip() for ln in (result.stderr or result.stdout).splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith("ERROR")]
+    return (errors or lines or [f"pip exited with {result.returncode}"])[-1][:200]
+
+
+@dataclass
+class ExecutionOutcome:
+    """The last run of the ground truth and what was installed on the way."""
+
+    report: TestReport
+    installs: list[str] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        """The ground truth passes the script's tests."""
+        return self.report.passed
+
+
+def run_with_installs(sandbox: Sandbox, task: FunctionTask, installer: PackageInstaller | None,
+                      max_installs: int = 5) -> ExecutionOutcome:
+    """Run the task's tests with its ground truth, installing missing packages.
+
+    Raises:
+        SandboxError: the sandbox failed (infrastructure).
+    """
+    outcome = ExecutionOutcome(run_function_tests(sandbox, task, task.ground_truth))
+    while installer is not None and len(outcome.installs) < max_installs:
+        module = missing_module(outcome.report.message) \
+            if outcome.report.exception in ("ModuleNotFoundError", "ImportError") else None
+        if module is None:
+            break
+        ok, what = installer.install_for(module)
+        outcome.installs.append(what)
+        if not ok:
+            break
+        outcome.report = run_function_tests(sandbox, task, task.ground_truth)
+    return outcome

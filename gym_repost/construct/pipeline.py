@@ -1,0 +1,210 @@
+"""The construction pipeline: a repository in, function tasks and drop reasons out.
+
+    ingest -> extract -> dependencies -> sandboxing -> tracing -> construction episodes
+                                                       (tests, execution, quality per candidate)
+
+Static stages run on the host (they parse, never execute, the repository); everything
+that executes repository code runs in the sandbox. Each candidate ends as a kept task or
+a :class:`~gym_repost.construct.model.Drop` naming the stage and the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gym_repost.construct.agent import BuildContext, BuildOutcome, BuildPolicy, run_build_episode
+from gym_repost.construct.execution import PackageInstaller
+from gym_repost.construct.model import Candidate, DependencySlice, Drop, SandboxedScript, SourceRepository
+from gym_repost.construct.quality import QualityThresholds, Split
+from gym_repost.construct.stats import StageTimer, drop_table, table2
+from gym_repost.errors import InfrastructureError
+from gym_repost.sandbox.base import Sandbox
+from gym_repost.task import FunctionTask
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class BuildSettings:
+    """What ``gym-repost build`` was asked to do."""
+
+    split: Split = "train"
+    max_candidates: int = 30
+    seed: int = 0
+    licenses: str = "permissive"
+    workers: int = 2
+    trace: bool = True
+    """Run the repository's own tests (in the sandbox) to harvest real inputs."""
+    test_budget: float = 3.0
+    min_kill_rate: float = 0.5
+    mutants: int = 10
+    cache_dir: Path | None = None
+
+    def thresholds(self) -> QualityThresholds:
+        """The quality thresholds of the split."""
+        return QualityThresholds.for_split(self.split, min_kill_rate=self.min_kill_rate, mutants=self.mutants,
+                                           seed=self.seed)
+
+
+@dataclass
+class Prepared:
+    """A candidate after the static stages."""
+
+    candidate: Candidate
+    slice: DependencySlice
+    sandboxed: SandboxedScript
+
+
+@dataclass
+class BuildResult:
+    """Everything a build produced."""
+
+    repo: SourceRepository
+    tasks: list[FunctionTask]
+    drops: list[Drop]
+    candidates: int
+    timings: dict[str, float]
+    outcomes: list[tuple[Candidate, BuildOutcome]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    infra_errors: list[str] = field(default_factory=list)
+
+    def statistics(self) -> dict[str, Any]:
+        """Table 2, the drop table and the stage timings."""
+        return {"table2": table2(self.candidates, self.tasks), "drops": drop_table(self.drops),
+                "timings": dict(self.timings), "infra_errors": len(self.infra_errors)}
+
+
+def prepare(repo: SourceRepository, candidates: Sequence[Candidate]) -> tuple[list[Prepared], list[Drop]]:
+    """Stages 3 and 4 for every candidate: dependency slice, then the sandboxed module."""
+    from gym_repost.construct.dependencies import build_index, slice_dependencies
+    from gym_repost.construct.sandboxing import sandbox_script
+
+    index = build_index(repo)
+    prepared, drops = [], []
+    for candidate in candidates:
+        sliced = slice_dependencies(index, candidate)
+        if isinstance(sliced, Drop):
+            drops.append(sliced)
+            continue
+        script = sandbox_script(sliced)
+        if isinstance(script, Drop):
+            drops.append(script)
+            continue
+        prepared.append(Prepared(candidate, sliced, script))
+    return prepared, drops
+
+
+def trace_seeds(sandbox: Sandbox, repo: SourceRepository, candidates: Sequence[Candidate],
+                installer: PackageInstaller, attempts: int = 4) -> tuple[dict[str, list[Any]], list[str]]:
+    """Inputs the repository's own tests pass to the candidates (run in the sandbox).
+
+    Missing third-party modules are installed and the suite rerun, a bounded number of
+    times. Returns the recorded calls per candidate key and notes.
+    """
+    from gym_repost.construct.testgen import trace_repository
+
+    notes: list[str] = []
+    result = trace_repository(sandbox, repo, candidates)
+    for _ in range(attempts):
+        missing = [m for m in result.missing_modules if m not in installer.refuse]
+        if not missing:
+            break
+        installed = [m for m in missing if installer.install_for(m)[0]]
+        notes.append(f"tracing: installed providers of {', '.join(installed) or 'nothing'} "
+                     f"(missing: {', '.join(missing)})")
+        if not installed:
+            break
+        result = trace_repository(sandbox, repo, candidates)
+    notes.extend(f"tracing: {e}" for e in result.errors[:5])
+    return result.calls, notes
+
+
+PolicyFactory = Callable[[], BuildPolicy]
+
+
+def _construct(prepared: Sequence[Prepared], repo: SourceRepository, sandbox: Sandbox, installer: PackageInstaller,
+               seeds: dict[str, list[Any]], settings: BuildSettings, policy_factory: PolicyFactory,
+               on_candidate: Callable[[Candidate, BuildOutcome | None], None] | None) -> list[Any]:
+    def one(item: Prepared) -> tuple[Candidate, BuildOutcome | str]:
+        context = BuildContext(repo=repo, candidate=item.candidate, slice=item.slice, sandboxed=item.sandboxed,
+                               sandbox=sandbox, installer=installer, thresholds=settings.thresholds(),
+                               split=settings.split, seeds=seeds.get(item.candidate.key, []))
+        try:
+            outcome: BuildOutcome | str = run_build_episode(context, policy_factory())
+        except InfrastructureError as exc:
+            outcome = f"{item.candidate.key}: {type(exc).__name__}: {exc}"
+        if on_candidate is not None:
+            on_candidate(item.candidate, outcome if isinstance(outcome, BuildOutcome) else None)
+        return item.candidate, outcome
+
+    with ThreadPoolExecutor(max_workers=settings.workers) as pool:
+        return list(pool.map(one, prepared))
+
+
+def build_function_tasks(source: str, settings: BuildSettings, sandbox: Sandbox,
+                         policy_factory: PolicyFactory | None = None,
+                         on_candidate: Callable[[Candidate, BuildOutcome | None], None] | None = None,
+                         on_stage: Callable[[str, int], None] | None = None) -> BuildResult:
+    """Build function tasks from ``source`` (a directory, an archive or ``pypi:NAME[==V]``).
+
+    Raises:
+        BuildError: the source as a whole cannot be used (missing, not an archive, a
+            refused license, too large).
+    """
+    from gym_repost.construct.builder import BuilderSettings, DeterministicBuilder
+    from gym_repost.construct.extract import extract_candidates
+    from gym_repost.construct.ingest import ingest
+
+    timer = StageTimer()
+    with timer("ingest"):
+        repo = ingest(source, cache_dir=settings.cache_dir, licenses=settings.licenses)
+    with timer("extract"):
+        candidates, drops, _ = extract_candidates(repo, max_candidates=settings.max_candidates, seed=settings.seed)
+    if on_stage:
+        on_stage("candidates", len(candidates))
+    with timer("dependencies+sandboxing"):
+        prepared, static_drops = prepare(repo, candidates)
+    installer = PackageInstaller(sandbox, refuse=_own_packages(repo))
+    notes: list[str] = []
+    seeds: dict[str, list[Any]] = {}
+    if settings.trace and prepared:
+        with timer("tracing"):
+            seeds, notes = trace_seeds(sandbox, repo, [p.candidate for p in prepared], installer)
+    factory = policy_factory or (lambda: DeterministicBuilder(BuilderSettings(test_budget=settings.test_budget,
+                                                                              seed=settings.seed)))
+    with timer("construction"):
+        results = _construct(prepared, repo, sandbox, installer, seeds, settings, factory, on_candidate)
+    return _collect(repo, len(candidates), drops + static_drops, results, timer, notes)
+
+
+def _collect(repo: SourceRepository, n_candidates: int, drops: list[Drop], results: list[Any], timer: StageTimer,
+             notes: list[str]) -> BuildResult:
+    tasks, outcomes, infra = [], [], []
+    for candidate, outcome in results:
+        if isinstance(outcome, str):
+            infra.append(outcome)
+            drops.append(Drop(candidate.file, candidate.qualname, "execution", "sandbox failure", outcome))
+            continue
+        outcomes.append((candidate, outcome))
+        if outcome.task is not None:
+            tasks.append(outcome.task)
+        elif outcome.drop is not None:
+            drops.append(outcome.drop)
+    return BuildResult(repo=repo, tasks=tasks, drops=drops, candidates=n_candidates,
+                       timings=timer.seconds, outcomes=outcomes, notes=repo.notes + notes, infra_errors=infra)
+
+
+def _own_packages(repo: SourceRepository) -> frozenset[str]:
+    """Top-level import names the repository itself provides."""
+    names = set()
+    for path in repo.python_files:
+        parts = path.split("/")
+        if parts[0] == "src" and len(parts) > 1:
+            parts = parts[1:]
+        names.add(parts[0].removesuffix(".py"))
+    return frozenset(names)

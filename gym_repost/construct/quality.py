@@ -1,0 +1,146 @@
+"""Stage 7: is a built task good enough to keep?
+
+RepoST's sanity checks for sandboxing and for tests (the target is present and unchanged,
+``test_{name}`` uses both the original and the candidate, at least three assertions, a
+``__main__`` block that calls the test outside any try/except), then measurements: the
+ground truth passes, branch coverage of the target alone (coverage.py), and, beyond
+RepoST, test strength: a do-nothing candidate must fail and enough mutants of the
+target must be killed.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Literal
+
+from gym_repost.analysis.source import dedent_code, find_function
+from gym_repost.analysis.strength import TaskValidation, validate_task
+from gym_repost.sandbox.base import Sandbox
+from gym_repost.task import FunctionTask
+
+Split = Literal["train", "eval"]
+
+
+@dataclass(frozen=True)
+class QualityThresholds:
+    """What a task must reach to be kept."""
+
+    min_branch_coverage: float = 0.8
+    min_kill_rate: float = 0.5
+    min_assertions: int = 3
+    mutants: int = 10
+    seed: int = 0
+
+    @classmethod
+    def for_split(cls, split: Split, **overrides: float | int) -> QualityThresholds:
+        """RepoST's thresholds: branch coverage >= 80% for train, 100% for eval."""
+        return cls(min_branch_coverage=1.0 if split == "eval" else 0.8, **overrides)  # type: ignore[arg-type]
+
+
+@dataclass
+class QualityReport:
+    """The checks' results; ``reason`` is the first failed check's drop category."""
+
+    checks: dict[str, bool] = field(default_factory=dict)
+    branch_coverage: float | None = None
+    branches: int | None = None
+    kill_rate: float | None = None
+    mutants: int = 0
+    reason: str | None = None
+    detail: str = ""
+    validation: TaskValidation | None = None
+
+    @property
+    def passed(self) -> bool:
+        """Every check passed."""
+        return self.reason is None
+
+
+def _test_function(tree: ast.Module, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+            return node
+    return None
+
+
+def _names_used(node: ast.AST) -> set[str]:
+    names = set()
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Name):
+            names.add(sub.id)
+        elif isinstance(sub, ast.Attribute):
+            names.add(sub.attr)
+    return names
+
+
+def _main_calls_test(tree: ast.Module, test_name: str) -> bool:
+    """A top-level ``if __name__ == "__main__":`` calls the test outside any try."""
+    for node in tree.body:
+        if not (isinstance(node, ast.If) and "__name__" in _names_used(node.test)):
+            continue
+        for stmt in node.body:
+            if (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+                    and test_name in _names_used(stmt.value.func)):
+                return True
+    return False
+
+
+def sanity_checks(task: FunctionTask, original_source: str) -> dict[str, bool]:
+    """RepoST's sanity checks, by name (True = passed)."""
+    tree = ast.parse(task.evaluation.script)
+    name = task.target.name
+    span = find_function(task.evaluation.script, task.target.qualname, tree)
+    test = _test_function(tree, task.evaluation.test_function)
+    used = _names_used(test) if test is not None else set()
+    try:
+        unchanged = ast.dump(ast.parse(dedent_code(original_source))) == ast.dump(ast.parse(task.target.source))
+    except SyntaxError:
+        unchanged = False
+    return {
+        "target present": span is not None,
+        "target unchanged (AST)": unchanged,
+        "test calls both functions": {name, f"{name}_new_implementation"} <= used,
+        "at least 3 assertions": task.metadata.num_asserts >= 3,
+        "main calls the test outside try": _main_calls_test(tree, task.evaluation.test_function),
+    }
+
+
+def check_quality(sandbox: Sandbox, task: FunctionTask, original_source: str,
+                  thresholds: QualityThresholds) -> QualityReport:
+    """Run every check; stop measuring at the first failure.
+
+    Raises:
+        SandboxError: the sandbox failed (infrastructure).
+    """
+    report = QualityReport(checks=sanity_checks(task, original_source))
+    failed = [name for name, ok in report.checks.items() if not ok]
+    if task.metadata.num_asserts < thresholds.min_assertions:
+        failed.append(f"at least {thresholds.min_assertions} assertions")
+    if failed:
+        report.reason, report.detail = "sanity check failed", failed[0]
+        return report
+    validation = validate_task(sandbox, task, mutants=thresholds.mutants, seed=thresholds.seed, coverage=True)
+    report.validation = validation
+    return _judge(report, validation, thresholds)
+
+
+def _judge(report: QualityReport, validation: TaskValidation, thresholds: QualityThresholds) -> QualityReport:
+    if not validation.passed:
+        report.reason, report.detail = "ground truth fails", validation.cause
+        return report
+    if validation.coverage is not None:
+        report.branch_coverage = validation.coverage.branch_coverage
+        report.branches = validation.coverage.branches
+    if validation.mutants is not None and validation.mutants.total:
+        report.kill_rate = validation.mutants.score
+        report.mutants = validation.mutants.total
+    if validation.accepts_do_nothing:
+        report.reason, report.detail = "tests accept a do-nothing candidate", ""
+    elif report.branch_coverage is not None and report.branch_coverage < thresholds.min_branch_coverage:
+        report.reason = "branch coverage below threshold"
+        report.detail = f"{100 * report.branch_coverage:.0f}% < {100 * thresholds.min_branch_coverage:.0f}%"
+    elif report.kill_rate is not None and report.kill_rate < thresholds.min_kill_rate:
+        report.reason = "mutant kill rate below threshold"
+        report.detail = f"{100 * report.kill_rate:.0f}% < {100 * thresholds.min_kill_rate:.0f}%"
+    return report

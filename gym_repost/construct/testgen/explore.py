@@ -1,0 +1,250 @@
+"""Stage 5, test generation without an LLM: search inputs in the sandbox, write the test, verify it.
+
+:func:`generate_tests` ships the sandboxed module and the explorer
+(:mod:`~gym_repost.construct.testgen.explore_main` and the modules it imports) into one
+sandbox run that searches inputs for the target and chooses the test's inputs; replays
+them under another hash seed (an outcome that depends on set or dict ordering across
+processes is not a property an equivalent implementation must share); writes the test
+(:mod:`~gym_repost.construct.testgen.writer`); and checks that it passes with the ground
+truth and fails with a do-nothing candidate. Nothing of the repository runs on the host.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import logging
+import secrets
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from gym_repost.analysis.mutation import generate_mutants, sample_mutants
+from gym_repost.analysis.source import find_function, function_source
+from gym_repost.construct.function_task import make_function_task
+from gym_repost.construct.model import Drop, GeneratedTests, SandboxedScript
+from gym_repost.construct.testgen.trace import RecordedCall
+from gym_repost.construct.testgen.writer import ChosenInput, write_tests
+from gym_repost.errors import BuildError
+from gym_repost.harness import do_nothing_candidate, run_function_tests
+from gym_repost.sandbox.base import Sandbox
+from gym_repost.task import FunctionTask, Provenance, RepositoryView
+
+logger = logging.getLogger(__name__)
+
+MARK = "@@gym-repost-explore@@"
+MODULE_FILE = "_gr_module.py"
+CONFIG_FILE = "_gr_explore.json"
+SHIPPED = {"_gr_explore.py": "explore_main.py", "_gr_runtime.py": "runtime.py", "_gr_hints.py": "hints.py",
+           "_gr_pools.py": "pools.py", "_gr_mutate.py": "mutate.py", "_gr_strategies.py": "strategies.py",
+           "_gr_selection.py": "selection.py"}
+REPLAY_HASH_SEED = "1"
+MAX_MUTANTS = 40
+"""Mutants of the target the search uses to choose inputs that tell them apart."""
+
+
+@lru_cache(maxsize=1)
+def explorer_files() -> dict[str, str]:
+    """The in-sandbox explorer's files, by the name they take in the run directory."""
+    package = resources.files("gym_repost.construct.testgen")
+    return {name: package.joinpath(source).read_text("utf-8") for name, source in SHIPPED.items()}
+
+
+def run_explorer(sandbox: Sandbox, module: str, config: dict[str, Any], timeout: float,
+                 env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run the explorer on ``module`` with ``config``; its JSON report.
+
+    A run that ends without a report gives ``{"ok": False, "kind": "crash", ...}``.
+    """
+    token = secrets.token_hex(16)
+    files = {**explorer_files(), MODULE_FILE: module,
+             CONFIG_FILE: json.dumps({**config, "module_file": MODULE_FILE})}
+    result = sandbox.run(files, ["python3", "_gr_explore.py", CONFIG_FILE], timeout=timeout,
+                         stdin=token + "\n", env=env)
+    for line in reversed(result.stdout.split("\n")):
+        if line.startswith(MARK + token):
+            return json.loads(line[len(MARK + token):])
+    why = "timed out" if result.timed_out else f"exit {result.returncode}"
+    return {"ok": False, "kind": "crash", "error": f"the explorer {why}: {(result.stderr or '')[-300:]}"}
+
+
+def generate_tests(sandbox: Sandbox, script: SandboxedScript, *, seeds: Sequence[RecordedCall] = (),
+                   budget: float = 3.0, seed: int = 0, min_assertions: int = 3,
+                   max_inputs: int = 12) -> GeneratedTests | Drop:
+    """Equivalence tests for the script's target, or why none could be written.
+
+    Args:
+        sandbox: where the target runs (and only there).
+        script: the sandboxed module holding the target.
+        seeds: inputs recorded from the repository's tests (:func:`~.trace.trace_repository`).
+        budget: seconds of input search inside the sandbox.
+        seed: seed of the search's random choices (same seed, same inputs).
+        min_assertions: fewer usable inputs than this drops the candidate.
+        max_inputs: most assertions the test gets.
+
+    Returns:
+        :class:`GeneratedTests`, or a :class:`Drop` at stage ``tests`` whose reason is one
+        of: ``target not in script``, ``async target``, ``module does not import``,
+        ``test generation failed``, ``inputs cannot be built``, ``non-deterministic``,
+        ``too few inputs``, ``no input returns normally``, ``tests fail on the ground truth``,
+        ``tests accept a do-nothing candidate``.
+
+    Raises:
+        SandboxError: the sandbox itself failed (infrastructure).
+    """
+    target = script.target
+    span = find_function(script.module, target.qualname)
+    if span is None:
+        return _drop(script, "target not in script", f"{target.qualname} is not defined in the sandboxed module")
+    if span.is_async:
+        return _drop(script, "async target", "coroutines are not supported by the deterministic builder")
+    config = {"qualname": target.qualname, "name": target.name, "class_name": target.class_name,
+              "start_line": span.start, "end_line": span.end, "budget": budget, "seed": seed,
+              "max_inputs": max_inputs, "seeds": [asdict(s) for s in seeds],
+              "mutants": target_mutants(function_source(script.module, span), seed),
+              "may_be_random": "random" in script.module}
+    found = run_explorer(sandbox, script.module, config, timeout=2 * budget + 40)
+    if not found.get("ok"):
+        return _failed(script, found)
+    inputs, notes = _hash_stable(sandbox, script, config, found)
+    return _finish(sandbox, script, found, inputs, notes, min_assertions)
+
+
+def target_mutants(source: str, seed: int) -> list[dict[str, Any]]:
+    """Up to :data:`MAX_MUTANTS` mutants of the target's source, for the in-sandbox selection."""
+    try:
+        mutants = generate_mutants(source)
+    except SyntaxError:
+        return []
+    return [{"source": m.source, "line": m.line} for m in sample_mutants(mutants, MAX_MUTANTS, seed)]
+
+
+def may_depend_on_hash_order(module: str, inputs: Sequence[dict[str, Any]]) -> bool:
+    """True when the module or an input builds sets or hashes: only then can an outcome
+    change with PYTHONHASHSEED (dicts keep insertion order)."""
+    texts = [module] + [f"{i.get('instance')}, {i['args']}, {i['kwargs']}" for i in inputs]
+    for text in texts:
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            return True
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Set, ast.SetComp)) or (
+                    isinstance(node, ast.Name) and node.id in ("set", "frozenset", "hash")):
+                return True
+    return False
+
+
+def _hash_stable(sandbox: Sandbox, script: SandboxedScript, config: dict[str, Any],
+                 found: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The chosen inputs whose outcome is the same under another PYTHONHASHSEED."""
+    inputs = found["inputs"]
+    if not inputs or not may_depend_on_hash_order(script.module, inputs):
+        return inputs, []
+    replayed = run_explorer(sandbox, script.module, {**config, "replay": True, "inputs": inputs},
+                            timeout=40, env={"PYTHONHASHSEED": REPLAY_HASH_SEED})
+    if not replayed.get("ok"):
+        return inputs, [f"hash-seed replay failed: {replayed.get('error', '')[:200]}"]
+    stable = [i for i, fp in zip(inputs, replayed["fingerprints"]) if fp == i["fingerprint"]]
+    dropped = len(inputs) - len(stable)
+    return stable, ([f"dropped {dropped} input(s) whose outcome depends on the hash seed"] if dropped else [])
+
+
+def _finish(sandbox: Sandbox, script: SandboxedScript, found: dict[str, Any], inputs: list[dict[str, Any]],
+            notes: list[str], min_assertions: int) -> GeneratedTests | Drop:
+    stats = found["stats"]
+    if len(inputs) < min_assertions:
+        return _too_few(script, found, inputs, notes, min_assertions)
+    if not any(i["kind"].startswith("ok:") for i in inputs):
+        kinds = sorted({i["kind"].split(":", 1)[1] for i in inputs})
+        return _drop(script, "no input returns normally", f"every input raises: {', '.join(kinds)}")
+    items = [ChosenInput(args=i["args"], kwargs=i["kwargs"], instance=i["instance"], origin=i["origin"],
+                       seeded=i["seeded"]) for i in inputs]
+    code = write_tests(script.target.name, found["target_kind"], script.target.class_name, items)
+    verdict = verify(sandbox, script, code)
+    if verdict is not None:
+        return verdict
+    notes += _notes(found)
+    return GeneratedTests(code=code, inputs=dict(Counter(i.origin for i in items)), assertions=len(items),
+                          branch_coverage=found["branch_coverage"],
+                          deterministic=not (stats["seeded"] or stats["nondeterministic"]), notes=tuple(notes))
+
+
+def _notes(found: dict[str, Any]) -> list[str]:
+    stats = found["stats"]
+    notes = [f"searched {stats['executed']} inputs in {found['elapsed']:.1f}s; branch coverage "
+             f"{_percent(found['branch_coverage'])} of {found['branches']} branches"]
+    if stats["seeded"]:
+        notes.append(f"{stats['seeded']} input(s) give stable results only with random seeded: seeded")
+    if stats["nondeterministic"]:
+        notes.append(f"dropped {stats['nondeterministic']} non-deterministic input(s)")
+    if stats["timeouts"]:
+        notes.append(f"{stats['timeouts']} input(s) timed out and were dropped")
+    if found["missing_branches"]:
+        notes.append(f"branches not reached (script lines): {found['missing_branches'][:8]}")
+    return notes
+
+
+def _percent(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.0f}%"
+
+
+def _too_few(script: SandboxedScript, found: dict[str, Any], inputs: list[dict[str, Any]], notes: list[str],
+             min_assertions: int) -> Drop:
+    stats = found["stats"]
+    if stats["nondeterministic"] and not inputs:
+        return _drop(script, "non-deterministic",
+                     f"the ground truth gave different results on the same input "
+                     f"({stats['nondeterministic']} inputs), even with random seeded")
+    if found["unbuildable"] and not inputs:
+        detail = "; ".join(f"{name}: {why}" for name, why in found["unbuildable"].items())
+        return _drop(script, "inputs cannot be built", detail)
+    detail = (f"{len(inputs)} usable input(s), {min_assertions} needed; searched {stats['executed']}, "
+              f"{stats['invalid']} unusable")
+    if found["build_errors"]:
+        detail += f"; e.g. {found['build_errors'][0]}"
+    return _drop(script, "too few inputs", "; ".join([detail, *notes]))
+
+
+def _failed(script: SandboxedScript, found: dict[str, Any]) -> Drop:
+    kind = found.get("kind")
+    reason = {"import": "module does not import", "target": "target not in script"}.get(
+        kind or "", "test generation failed")
+    return _drop(script, reason, found.get("error", ""))
+
+
+def _drop(script: SandboxedScript, reason: str, detail: str = "") -> Drop:
+    logger.info("%s: %s (%s)", script.target.key, reason, detail[:200])
+    return Drop(file=script.target.file, qualname=script.target.qualname, stage="tests", reason=reason,
+                detail=detail)
+
+
+def verification_task(script: SandboxedScript, code: str) -> FunctionTask:
+    """A throw-away task holding the module with the test code appended.
+
+    Raises:
+        BuildError: the script lacks the target or its test.
+    """
+    target = script.target
+    full = script.module.rstrip("\n") + "\n\n\n" + code
+    provenance = Provenance(source="testgen", repo="testgen", file=target.file, qualname=target.qualname)
+    view = RepositoryView(files={target.file: script.module}, target_file=target.file, complete=False)
+    return make_function_task(name=f"testgen/{target.qualname}", provenance=provenance, script=full,
+                              repository=view)
+
+
+def verify(sandbox: Sandbox, script: SandboxedScript, code: str) -> Drop | None:
+    """None when the test passes with the ground truth and fails with a do-nothing candidate."""
+    try:
+        task = verification_task(script, code)
+    except BuildError as exc:
+        return _drop(script, "test generation failed", str(exc))
+    report = run_function_tests(sandbox, task, task.ground_truth)
+    if not report.passed:
+        return _drop(script, "tests fail on the ground truth", report.to_text()[-500:])
+    if run_function_tests(sandbox, task, do_nothing_candidate(task)).passed:
+        return _drop(script, "tests accept a do-nothing candidate")
+    return None

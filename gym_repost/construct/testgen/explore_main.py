@@ -1,0 +1,511 @@
+"""Search inputs for one target and choose the test's inputs (runs inside the sandbox).
+
+Not imported by gym-repost at run time: its text is copied into the run directory as
+``_gr_explore.py`` together with ``_gr_runtime.py``, ``_gr_hints.py``, ``_gr_pools.py``,
+``_gr_mutate.py``, the sandboxed module and a JSON configuration, and started as::
+
+    python3 _gr_explore.py CONFIG
+
+It reads a one-time token from standard input and prints, as its very last line, a marker,
+the token and a JSON report. The search: seeds (inputs traced from the repository's
+tests), then inputs from strategies (per parameter value pools built from annotations,
+defaults, usage and constants: a base input, one parameter varied at a time, random
+combinations), interleaved with mutants of kept inputs. Every input runs through the
+same ``_gr_outcome`` the final test uses, under coverage.py restricted to the target's
+lines and a per-call timer; an input is kept when it reaches arcs of the target not
+reached before or a new outcome class. Then a greedy choice: arcs first, then outcome
+classes, then distinct results; each chosen input is run twice more and kept only when
+its outcome does not change (seeding ``random`` when that makes it stable).
+
+In replay mode (``"replay": true``) it only runs the given inputs once each and reports
+their outcome fingerprints (the host compares them across hash seeds).
+"""
+
+import ast
+import contextlib
+import hashlib
+import importlib.util
+import io
+import json
+import linecache
+import os
+import random
+import resource
+import signal
+import sys
+import time
+
+try:
+    from . import hints, mutate, pools, runtime, selection, strategies
+except ImportError:  # in the sandbox, shipped as top-level modules
+    import _gr_hints as hints  # type: ignore[no-redef,import-not-found]
+    import _gr_mutate as mutate  # type: ignore[no-redef,import-not-found]
+    import _gr_pools as pools  # type: ignore[no-redef,import-not-found]
+    import _gr_runtime as runtime  # type: ignore[no-redef,import-not-found]
+    import _gr_selection as selection  # type: ignore[no-redef,import-not-found]
+    import _gr_strategies as strategies  # type: ignore[no-redef,import-not-found]
+
+MARK = "@@gym-repost-explore@@"
+MODULE_NAME = "_gr_target_module"
+STALL_TRIALS = 100
+STALL_SHARE = 0.4
+"""The search gives up after STALL_TRIALS inputs and this share of its time without news."""
+MAX_KEPT_TRIALS = 3000
+
+
+class CallTimeout(BaseException):
+    """The per-call timer expired (a BaseException: the target's handlers must not catch it)."""
+
+
+class Trial:
+    """One input run against the ground truth."""
+
+    __slots__ = ("source", "origin", "error", "arcs", "kind", "fingerprint", "deliberate", "duration",
+                 "seeded", "random")
+
+    def __init__(self, source, origin, error=None):
+        self.source, self.origin, self.error = source, origin, error
+        self.arcs, self.kind, self.fingerprint = frozenset(), "", ""
+        self.deliberate, self.duration, self.seeded, self.random = True, 0.0, False, False
+
+    @property
+    def raised(self):
+        return self.kind.startswith("raised:")
+
+    def rank(self):
+        return (selection.ORIGIN_RANK.get(self.origin, 3), self.raised, len(self.source))
+
+
+def _on_alarm(signum, frame):
+    raise CallTimeout()
+
+
+def load_module(path):
+    """Import the sandboxed module from ``path`` under a fixed name."""
+    spec = importlib.util.spec_from_file_location(MODULE_NAME, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[MODULE_NAME] = module
+    spec.loader.exec_module(module)
+    for name, value in vars(runtime).items():
+        if name.startswith(("_gr_", "_GR_")):
+            module.__dict__.setdefault(name, value)
+    return module
+
+
+def target_text(module_text, start, end):
+    """The module's text with everything but lines ``start..end`` commented out (line numbers kept).
+
+    Parsing only the target keeps coverage.py's analysis fast on large modules; a method
+    gets a ``class`` header on the line before it so that its indentation parses.
+    """
+    lines = module_text.split("\n")
+    body = lines[start - 1: end]
+    indented = bool(body) and body[0][:1] in (" ", "\t")
+    # comment lines, not blank ones: coverage.py's exclusion regexes start with ^\s*,
+    # which is quadratic over a long run of blank lines
+    head = ["#"] * (start - 1)
+    if indented and head:
+        head[-1] = "class _GrOwner:"
+    return "\n".join(head + body) + "\n"
+
+
+def _unpacked(arc):
+    """An arc as ``(from, to)``: coverage.py's C tracer packs both lines into one int."""
+    if isinstance(arc, tuple):
+        return arc
+    first, second = arc & 0xFFFFFFF, (arc >> 28) & 0xFFFFFFF
+    return (-first if arc & (1 << 56) else first, -second if arc & (1 << 57) else second)
+
+
+class ArcRecorder:
+    """Arcs of the target's lines executed by each input, as coverage.py counts them.
+
+    coverage.py runs for the whole search; after each input the arcs its tracer gathered
+    are read straight from the collector's in-memory sets and cleared (going through
+    ``Coverage.get_data()`` would write them to SQLite: milliseconds per input).
+    """
+
+    def __init__(self, path, start, end):
+        import coverage
+        from coverage.config import DEFAULT_EXCLUDE
+        from coverage.parser import PythonParser
+
+        self.path, self.start, self.end = os.path.abspath(path), start, end
+        with open(path, encoding="utf-8") as fh:
+            text = target_text(fh.read(), start, end)
+        self.parser = PythonParser(text=text, filename=self.path,
+                                   exclude="|".join("(?:%s)" % e for e in DEFAULT_EXCLUDE))
+        self.parser.parse_source()
+        self.possible = frozenset(a for a in self.parser.arcs() if start <= a[0] <= end)
+        exits = self.parser.exit_counts()
+        self.branches = frozenset(a for a in self.possible if a[0] > 0 and exits.get(a[0], 0) > 1)
+        self.cov = coverage.Coverage(branch=True, data_file=None, include=[self.path])
+        self.cov.start()
+        self._data = getattr(getattr(self.cov, "_collector", None), "data", None)
+        self.collect()
+
+    def collect(self):
+        """Arcs of the target reached since the last call (and forget them)."""
+        raw = set()
+        if isinstance(self._data, dict):
+            real = os.path.realpath(self.path)
+            for name, arcs in list(self._data.items()):
+                if os.path.realpath(name) == real and isinstance(arcs, set):
+                    raw.update(_unpacked(a) for a in arcs)
+                    arcs.clear()
+        else:
+            data = self.cov.get_data()
+            raw.update(data.arcs(self.path) or [])
+            data.erase()
+        return frozenset(self.parser.translate_arcs(raw)) & self.possible
+
+
+class Target:
+    """The function under test, how to call it, and what its source says about inputs."""
+
+    def __init__(self, module, config):
+        self.module, self.config = module, config
+        self.name = config["name"]
+        self.owner = self._owner()
+        self.kind = self._kind()
+        tree = ast.parse(open(module.__file__, encoding="utf-8").read())
+        self.tree = tree
+        node = pools.find_def(tree, config["qualname"])
+        if node is None:
+            raise LookupError("%s is not defined in the sandboxed module" % config["qualname"])
+        self.hints = hints.analyse(node, is_method=self.kind in ("method", "property", "classmethod"))
+
+    def _owner(self):
+        if not self.config.get("class_name"):
+            return None
+        value = self.module
+        for part in self.config["class_name"].split("."):
+            value = getattr(value, part)
+        return value
+
+    def _kind(self):
+        if self.owner is None:
+            return "function"
+        raw = next((vars(k)[self.name] for k in self.owner.__mro__ if self.name in vars(k)), None)
+        if raw is None:
+            raise LookupError("%s has no attribute %s" % (self.owner.__qualname__, self.name))
+        if isinstance(raw, staticmethod):
+            return "staticmethod"
+        if isinstance(raw, classmethod):
+            return "classmethod"
+        if isinstance(raw, property) or (hasattr(raw, "__get__") and not callable(raw)):
+            return "property"
+        return "method"
+
+    @property
+    def needs_instance(self):
+        return self.kind in ("method", "property")
+
+    def outcome(self, instance, args, kwargs, seeded, on_error):
+        """The outcome of one call, as ``_gr_outcome`` (or ``_gr_seeded``) computes it.
+
+        The callable is wrapped to report the exception it raises; for a method the
+        wrapper is itself bound to the instance, so that ``_gr_outcome`` observes the
+        instance's state exactly as in the final test.
+        """
+        if self.kind == "function":
+            fn = _watched(self.module.__dict__[self.name], on_error)
+        elif self.kind == "property":
+            name = self.name
+            fn, args, kwargs = _watched(lambda _gr_self: getattr(_gr_self, name), on_error), (instance,), {}
+        elif self.kind == "method":
+            method = _watched(getattr(instance, self.name), on_error)
+            fn = runtime._gr_types.MethodType(lambda _self, *a, **k: method(*a, **k), instance)
+        else:
+            fn = _watched(getattr(self.owner, self.name), on_error)
+        observe = runtime._gr_seeded if seeded else runtime._gr_outcome
+        return observe(fn, *args, **kwargs)
+
+
+def _watched(fn, on_error):
+    def call(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except BaseException as exc:
+            on_error(exc)
+            raise
+    return call
+
+
+def outcome_kind(result):
+    """``ok:<type tag>`` or ``raised:<exception type>`` of a ``_gr_outcome`` result."""
+    if result[0] == "raised":
+        return "raised:" + result[1]
+    value = result[1]
+    if isinstance(value, tuple) and value and isinstance(value[0], str):
+        return "ok:" + value[0]
+    return "ok:" + type(value).__name__
+
+
+def _is_raise_line(exc, path):
+    tb = exc.__traceback__
+    last = None
+    while tb is not None:
+        last = tb
+        tb = tb.tb_next
+    if last is None or os.path.abspath(last.tb_frame.f_code.co_filename) != path:
+        return False
+    return linecache.getline(path, last.tb_lineno).strip().startswith("raise")
+
+
+class Explorer:
+    """Runs inputs, keeps the ones that reach something new, and chooses the test's inputs."""
+
+    def __init__(self, target, recorder, config):
+        self.target, self.recorder, self.config = target, recorder, config
+        self.namespace = target.module.__dict__
+        self.timeout = float(config.get("call_timeout", 0.5))
+        self.trials, self.kept = [], []
+        self.covered, self.classes, self.prints = set(), set(), set()
+        self.stats = {"executed": 0, "invalid": 0, "timeouts": 0, "nondeterministic": 0, "seeded": 0,
+                      "mutants": 0, "mutants_killed": 0}
+        self.build_errors = {}
+        self.slow = []
+        self.path = os.path.abspath(target.module.__file__)
+
+    def execute(self, source, origin, seeded=False):
+        """Run one input; a :class:`Trial` (with ``error`` set when it is unusable)."""
+        trial = Trial(source, origin)
+        self.stats["executed"] += 1
+        errors = []
+        sink = io.StringIO()
+        started = time.perf_counter()
+        signal.setitimer(signal.ITIMER_REAL, self.timeout)
+        random_state = random.getstate() if self.config.get("may_be_random") else None
+        try:
+            with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+                state = self._run(trial, seeded, errors)
+                if trial.error is None:
+                    self._describe(trial, state, errors, seeded)
+        except CallTimeout:
+            trial.error = "timeout"
+            self.stats["timeouts"] += 1
+        except Exception as exc:  # noqa: BLE001 - the outcome itself could not be observed
+            trial.error = "observe: %s: %s" % (type(exc).__name__, str(exc)[:100])
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            trial.duration = time.perf_counter() - started
+        trial.random = random_state is not None and not seeded and random.getstate() != random_state
+        if trial.duration > 2 * self.timeout:
+            self.slow.append((round(trial.duration, 2), source[:120]))
+        return trial
+
+    def _run(self, trial, seeded, errors):
+        try:
+            instance, args, kwargs = eval(trial.source, self.namespace)  # noqa: S307 - generated source
+        except Exception as exc:  # noqa: BLE001 - an input that does not build is skipped
+            trial.error = "build: %s: %s" % (type(exc).__name__, str(exc)[:100])
+            self.build_errors[type(exc).__name__] = trial.error
+            return None
+        if self.target.needs_instance and instance is None:
+            trial.error = "no instance"
+            return None
+        if self.recorder:
+            self.recorder.collect()
+        state = self.target.outcome(instance, args, kwargs, seeded, errors.append)
+        if self.recorder:
+            trial.arcs = self.recorder.collect()
+        return state
+
+    def _describe(self, trial, state, errors, seeded):
+        trial.kind = outcome_kind(state[0])
+        trial.deliberate = not errors or _is_raise_line(errors[-1], self.path)
+        try:
+            text = repr(state)
+        except Exception:  # noqa: BLE001 - a state we cannot print cannot be compared stably
+            trial.error = "unprintable outcome"
+            return
+        trial.fingerprint = hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()
+        trial.seeded = seeded
+
+    def consider(self, source, origin):
+        """Run an input; keep it when it reaches new arcs or a new outcome class.
+
+        Returns True when it was kept (novel).
+        """
+        trial = self.execute(source, origin)
+        if trial.error is not None:
+            self.stats["invalid"] += 1
+            return False
+        if len(self.trials) < MAX_KEPT_TRIALS:
+            self.trials.append(trial)
+        self.prints.add(trial.fingerprint)
+        new_class = trial.kind not in self.classes and trial.deliberate
+        if trial.arcs - self.covered or new_class:
+            self.kept.append(trial)
+            self.covered |= trial.arcs
+            self.classes.add(trial.kind)
+            if len(self.trials) >= MAX_KEPT_TRIALS:
+                self.trials.append(trial)
+            return True
+        return False
+
+    def complete(self, max_inputs):
+        """Every branch (or, without branches, every arc) reached and enough distinct results."""
+        if self.recorder is None:
+            return False
+        goal = self.recorder.branches or self.recorder.possible
+        return goal <= self.covered and len(self.prints) >= max_inputs + 4
+
+    def stable(self, trial):
+        """Run a chosen input twice more; seed ``random`` when that makes it stable.
+
+        An input whose call drew from the global ``random`` generator is always seeded:
+        agreeing twice by chance (a shuffle of three letters) is not being deterministic.
+        """
+        if not trial.random:
+            again = [self.execute(trial.source, trial.origin) for _ in range(2)]
+            if all(t.error is None and t.fingerprint == trial.fingerprint and not t.random for t in again):
+                return True
+        if not self.config.get("may_be_random", True):
+            self.stats["nondeterministic"] += 1
+            return False
+        seeded = [self.execute(trial.source, trial.origin, seeded=True) for _ in range(3)]
+        if all(t.error is None and t.fingerprint == seeded[0].fingerprint for t in seeded):
+            trial.seeded, trial.fingerprint, trial.kind = True, seeded[0].fingerprint, seeded[0].kind
+            self.stats["seeded"] += 1
+            return True
+        self.stats["nondeterministic"] += 1
+        return False
+
+
+def search(explorer, generator, seeds, rng, deadline, max_inputs):
+    """Seeds, then strategies interleaved with mutants of kept inputs, until the deadline,
+    completion, or a long run of inputs that reach nothing new."""
+    seen = set()
+    for seed in seeds:
+        source = mutate.join_input(seed.get("instance"), seed["args"], seed["kwargs"])
+        if source not in seen:
+            seen.add(source)
+            explorer.consider(source, "traced")
+    generated, replacements = generator.inputs(), strategies.replacement_values(generator)
+    stalled, last_news = 0, time.monotonic()
+    patience = STALL_SHARE * max(0.0, deadline - last_news)
+    while time.monotonic() < deadline and not explorer.complete(max_inputs):
+        if stalled > STALL_TRIALS and generator.varied and time.monotonic() - last_news > patience:
+            break
+        mutating = explorer.kept and rng.random() < (0.5 if generator.varied else 0.2)
+        if mutating:
+            source, origin = mutate.mutate(rng.choice(explorer.kept).source, rng, replacements), "search"
+        else:
+            source, origin = next(generated), "strategy"
+        if source is None or source in seen:
+            stalled += 1
+            continue
+        seen.add(source)
+        if explorer.consider(source, origin):
+            stalled, last_news = 0, time.monotonic()
+        else:
+            stalled += 1
+
+
+def report(explorer, chosen, generator, started):
+    """The JSON report of a search."""
+    recorder = explorer.recorder
+    covered = set().union(*(t.arcs for t in chosen)) if chosen else set()
+    branches = recorder.branches if recorder else frozenset()
+    inputs = []
+    for t in chosen:
+        instance, args, kwargs = mutate.split_input(t.source)
+        inputs.append({"instance": instance, "args": args, "kwargs": kwargs, "origin": t.origin,
+                       "seeded": t.seeded, "kind": t.kind, "fingerprint": t.fingerprint})
+    return {
+        "ok": True, "target_kind": explorer.target.kind, "inputs": inputs, "branches": len(branches),
+        "branches_covered": len(branches & covered),
+        "branch_coverage": (len(branches & covered) / len(branches) if branches else 1.0) if recorder else None,
+        "missing_branches": sorted(branches - covered)[:20],
+        "arcs": len(recorder.possible) if recorder else None,
+        "arcs_covered": len(recorder.possible & covered) if recorder else None,
+        "searched_branch_coverage": (len(branches & explorer.covered) / len(branches) if branches else 1.0)
+        if recorder else None,
+        "stats": explorer.stats, "unbuildable": generator.unbuildable,
+        "build_errors": sorted(set(explorer.build_errors.values()))[:5],
+        "slow": sorted(explorer.slow, reverse=True)[:5],
+        "elapsed": round(time.monotonic() - started, 3),
+    }
+
+
+def replay(explorer, config):
+    """Fingerprints of the given inputs, one run each."""
+    prints = []
+    for item in config["inputs"]:
+        source = mutate.join_input(item.get("instance"), item["args"], item["kwargs"])
+        trial = explorer.execute(source, item.get("origin", "search"), seeded=bool(item.get("seeded")))
+        prints.append(trial.fingerprint if trial.error is None else None)
+    return {"ok": True, "fingerprints": prints}
+
+
+def explore(config):
+    """Load the module, search, choose: the report (``ok`` False with ``kind`` on failure)."""
+    started = time.monotonic()
+    signal.setitimer(signal.ITIMER_REAL, float(config.get("import_timeout", 20.0)))
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            module = load_module(config["module_file"])
+    except BaseException as exc:  # noqa: BLE001 - reported to the host
+        return {"ok": False, "kind": "import", "error": "%s: %s" % (type(exc).__name__, str(exc)[:300])}
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    try:
+        target = Target(module, config)
+    except (LookupError, AttributeError, SyntaxError) as exc:
+        return {"ok": False, "kind": "target", "error": "%s: %s" % (type(exc).__name__, str(exc)[:300])}
+    if config.get("replay"):
+        return replay(Explorer(target, None, config), config)
+    try:
+        recorder = ArcRecorder(module.__file__, config["start_line"], config["end_line"])
+    except ImportError:
+        recorder = None
+    explorer = Explorer(target, recorder, config)
+    explorer.stats["setup"] = round(time.monotonic() - started, 3)
+    searching = time.monotonic()
+    rng = random.Random(config.get("seed", 0))
+    builder = pools.PoolBuilder(module.__dict__, target.tree, target.hints.constants, MODULE_NAME)
+    seeds = config.get("seeds", [])
+    generator = strategies.Strategies(target, builder, seeds, rng)
+    budget = float(config.get("budget", 3.0))
+    search(explorer, generator, seeds, rng, searching + 0.5 * budget, int(config.get("max_inputs", 12)))
+    mutants = selection.Mutants(target, config.get("mutants", []), config["start_line"])
+    chosen = selection.select(explorer, int(config.get("max_inputs", 12)), mutants, searching + 0.9 * budget,
+                              rng, strategies.replacement_values(generator))
+    return report(explorer, chosen, generator, started)
+
+
+def limit_memory(megabytes):
+    """Lower the address-space limit, so that a huge input fails fast with MemoryError
+    instead of spending seconds in C code the per-call timer cannot interrupt."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    wanted = megabytes * 1024 * 1024
+    if soft == resource.RLIM_INFINITY or soft > wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_AS, (wanted, hard))
+        except (ValueError, OSError):
+            pass
+
+
+def main():
+    token = sys.stdin.readline().strip()
+    with open(sys.argv[1], encoding="utf-8") as fh:
+        config = json.load(fh)
+    signal.signal(signal.SIGALRM, _on_alarm)
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 3000))
+    limit_memory(int(config.get("memory_mb", 1536)))
+    try:
+        result = explore(config)
+    except BaseException as exc:  # noqa: BLE001 - reported to the host
+        result = {"ok": False, "kind": "crash", "error": "%s: %s" % (type(exc).__name__, str(exc)[:300])}
+    try:
+        text = json.dumps(result)
+    except (TypeError, ValueError) as exc:
+        text = json.dumps({"ok": False, "kind": "crash", "error": "report: %s" % exc})
+    os.write(1, ("\n" + MARK + token + text + "\n").encode("utf-8", "replace"))
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

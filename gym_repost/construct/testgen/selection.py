@@ -1,0 +1,186 @@
+"""Choose the test's inputs among those the search ran (standard library only).
+
+Runs in the sandbox as ``_gr_selection.py``. Greedy, in this order: inputs that reach arcs
+of the target no chosen input reaches; inputs that tell mutants of the target apart from
+it (each mutant is swapped into the module in turn and the candidates that execute the
+mutated line are run until one changes the outcome, then a few mutations of them are
+tried); one input per outcome class
+(result type or exception type); distinct results. Every input is run twice more before
+it is taken and dropped when its outcome changes (see ``Explorer.stable``).
+"""
+
+import ast
+import contextlib
+import random
+import time
+
+try:
+    from . import mutate
+except ImportError:  # in the sandbox, shipped as a top-level module
+    import _gr_mutate as mutate  # type: ignore[no-redef,import-not-found]
+
+ORIGIN_RANK = {"traced": 0, "strategy": 1, "search": 2}
+"""Inputs from the repository's tests first, then strategies, then the search's mutants."""
+MUTANT_SLOTS = 4
+"""Inputs kept free, when arcs alone would fill the test, for inputs that kill mutants."""
+HUNT_TRIES = 12
+"""Mutated inputs tried against a mutant no input of the search tells apart."""
+
+
+class Mutants:
+    """Mutants of the target (sources written by the host), swapped into the module one at a time."""
+
+    def __init__(self, target, items, start_line):
+        self.target, self.entries = target, []
+        for item in items:
+            namespace = {}
+            try:
+                exec(compile(item["source"], "<mutant>", "exec"), target.module.__dict__, namespace)  # noqa: S102
+            except Exception:  # noqa: BLE001 - a mutant that does not build is left out
+                continue
+            if target.name in namespace:
+                self.entries.append((start_line + item["line"] - 1, namespace[target.name]))
+
+    @contextlib.contextmanager
+    def swapped(self, replacement):
+        """The target's binding (in its module or class) replaced for the duration."""
+        holder = self.target.owner
+        name = self.target.name
+        if holder is None:
+            original = self.target.module.__dict__[name]
+            self.target.module.__dict__[name] = replacement
+        else:
+            original = vars(holder)[name]
+            setattr(holder, name, replacement)
+        try:
+            yield
+        finally:
+            if holder is None:
+                self.target.module.__dict__[name] = original
+            else:
+                setattr(holder, name, original)
+
+
+class Selection:
+    """The test's inputs, chosen greedily; every input taken is checked for stability first."""
+
+    def __init__(self, explorer, max_inputs, rng=None, replacements=()):
+        self.explorer, self.max_inputs = explorer, max_inputs
+        self.rng, self.replacements = rng or random.Random(0), list(replacements)
+        self.chosen, self.covered, self.classes, self.prints = [], set(), set(), set()
+        self.rejected = set()
+        self.pool = sorted(explorer.trials, key=lambda t: t.rank())
+
+    @property
+    def full(self):
+        return len(self.chosen) >= self.max_inputs
+
+    def take(self, trial):
+        if id(trial) in self.rejected or trial in self.chosen or self.full:
+            return False
+        if not self.explorer.stable(trial):
+            self.rejected.add(id(trial))
+            return False
+        self.chosen.append(trial)
+        self.covered.update(trial.arcs)
+        self.classes.add(trial.kind)
+        self.prints.add(trial.fingerprint)
+        return True
+
+    def by_arcs(self, limit=None):
+        """Greedy set cover of the arcs the search reached (at most ``limit`` inputs in all)."""
+        while not self.full and len(self.chosen) < (limit or self.max_inputs):
+            best = max((t for t in self.pool if id(t) not in self.rejected and t not in self.chosen),
+                       key=lambda t: (len(t.arcs - self.covered), -ORIGIN_RANK.get(t.origin, 3), not t.raised),
+                       default=None)
+            if best is None or not best.arcs - self.covered:
+                return
+            self.take(best)
+
+    def by_mutants(self, mutants, deadline):
+        """For each mutant, the first input (chosen ones first) whose outcome it changes."""
+        explorer = self.explorer
+        useful = [t for t in self.pool if t.deliberate and t not in self.chosen and t.duration < 0.2]
+        saved = explorer.timeout
+        explorer.timeout = min(saved, 0.05 + 10 * max([t.duration for t in self.chosen + useful] or [0.01]))
+        try:
+            for line, replacement in mutants.entries:
+                if self.full or time.monotonic() > deadline:
+                    break
+                first = explorer.recorder.parser.first_line(line) if explorer.recorder else None
+                order = [t for t in self.chosen + useful
+                         if first is None or any(first in arc for arc in t.arcs)][:60]
+                with mutants.swapped(replacement):
+                    killer = next((t for t in order if self._kills(t, deadline)), None)
+                if killer is None and order:
+                    killer = self._hunt(mutants, replacement, order, deadline)
+                explorer.stats["mutants"] += 1
+                explorer.stats["mutants_killed"] += killer is not None
+                if killer is not None and killer not in self.chosen:
+                    self.take(killer)
+        finally:
+            explorer.timeout = saved
+
+    def _hunt(self, mutants, replacement, order, deadline):
+        """Mutate inputs that reach the mutated line until one tells the mutant apart."""
+        explorer = self.explorer
+        for _ in range(HUNT_TRIES):
+            if time.monotonic() > deadline:
+                return None
+            source = mutate.mutate(self.rng.choice(order).source, self.rng, self.replacements)
+            if source is None:
+                continue
+            original = explorer.execute(source, "search")
+            if original.error is not None or not original.deliberate or original.duration > 0.2:
+                continue
+            with mutants.swapped(replacement):
+                if self._kills(original, deadline):
+                    explorer.trials.append(original)
+                    return original
+        return None
+
+    def _kills(self, trial, deadline):
+        if time.monotonic() > deadline:
+            return False
+        other = self.explorer.execute(trial.source, trial.origin, seeded=trial.seeded)
+        return other.error == "timeout" or (other.error is None and other.fingerprint != trial.fingerprint)
+
+    def by_outcome_classes(self):
+        for trial in self.pool:
+            if trial.deliberate and trial.kind not in self.classes:
+                self.take(trial)
+
+    def by_diversity(self):
+        """Distinct results: first one per way of calling (arguments given), then shortest first."""
+        usable = [t for t in self.pool if t.deliberate and t.duration < 0.2]
+        shapes = set()
+        for trial in sorted(usable, key=lambda t: (ORIGIN_RANK.get(t.origin, 3), t.raised, -len(t.arcs))):
+            shape = _call_shape(trial.source)
+            if shape not in shapes and trial.fingerprint not in self.prints and self.take(trial):
+                shapes.add(shape)
+        for trial in sorted(usable, key=lambda t: (ORIGIN_RANK.get(t.origin, 3), t.raised, -len(t.arcs),
+                                                   len(t.source))):
+            if self.full:
+                return
+            if trial.fingerprint not in self.prints:
+                self.take(trial)
+
+
+def _call_shape(source):
+    """How an input calls the target: number of positional arguments and keyword names."""
+    node = ast.parse(source, mode="eval").body
+    args, kwargs = node.elts[1], node.elts[2]
+    keys = tuple(sorted(ast.unparse(k) for k in getattr(kwargs, "keys", []) if k is not None))
+    return len(getattr(args, "elts", [])), keys
+
+
+def select(explorer, max_inputs, mutants=None, deadline=None, rng=None, replacements=()):
+    """Choose the test's inputs: arcs, then mutants killed, outcome classes, distinct results."""
+    selection = Selection(explorer, max_inputs, rng, replacements)
+    if mutants is not None and mutants.entries:
+        selection.by_arcs(max_inputs - min(MUTANT_SLOTS, len(mutants.entries)))
+        selection.by_mutants(mutants, deadline if deadline is not None else time.monotonic() + 1.0)
+    selection.by_arcs()
+    selection.by_outcome_classes()
+    selection.by_diversity()
+    return selection.chosen

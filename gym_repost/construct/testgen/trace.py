@@ -1,0 +1,203 @@
+"""Inputs from the repository's own tests: run them once in the sandbox, record the targets' calls.
+
+:func:`trace_repository` runs the repository's test suite (and the doctests of the
+targets' files) with pytest inside the sandbox, under a tracer that records the
+arguments real tests pass to each target, written back as source at call time
+(:mod:`~gym_repost.construct.testgen.trace_main`). A suite that fails, hangs or cannot be
+collected gives partial or no traces, never an exception: the result says what happened,
+and which modules were missing so that the caller can install them and trace again
+(:func:`trace_with_installs` does both).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import re
+import secrets
+import sys
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from gym_repost.construct.model import Candidate, SourceRepository
+from gym_repost.sandbox.base import Sandbox
+
+logger = logging.getLogger(__name__)
+
+MARK = "@@gym-repost-trace@@"
+SCRIPT_NAME = "_gr_trace.py"
+CONFIG_NAME = "_gr_trace.json"
+_TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
+
+
+@dataclass(frozen=True)
+class RecordedCall:
+    """One call of a target, written as source.
+
+    Attributes:
+        args: source of a tuple expression, e.g. ``"(1, 'a', [2, 3])"``.
+        kwargs: source of a dict expression, e.g. ``"{'sep': '-'}"``.
+        instance: for methods and properties, source of an expression that rebuilds
+            ``self`` (``Counter(5)``, ``_gr_build(Counter, {'value': 5})``), else None.
+        origin: ``traced``, ``strategy`` or ``search``.
+    """
+
+    args: str
+    kwargs: str
+    instance: str | None = None
+    origin: str = "traced"
+
+
+@dataclass
+class TraceResult:
+    """What running the repository's tests under the tracer gave.
+
+    Attributes:
+        calls: ``Candidate.key`` -> recorded calls (every candidate has a list, maybe empty).
+        missing_modules: top-level modules the tests could not import that are neither
+            the repository's own nor the standard library's: install them and trace again.
+        errors: collection errors and what went wrong, short.
+        tests_run: test items run (doctests included).
+        tests_failed: reports that failed (a failing test may still have given traces).
+        timed_out: the deadline stopped the suite, or the sandbox killed the run.
+        duration: seconds of the sandbox run.
+    """
+
+    calls: dict[str, list[RecordedCall]]
+    missing_modules: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    tests_run: int = 0
+    tests_failed: int = 0
+    timed_out: bool = False
+    duration: float = 0.0
+
+    @property
+    def traced(self) -> int:
+        """Number of candidates with at least one recorded call."""
+        return sum(1 for calls in self.calls.values() if calls)
+
+
+@lru_cache(maxsize=1)
+def trace_program() -> str:
+    """Text of the in-sandbox tracer (``trace_main.py``)."""
+    return resources.files("gym_repost.construct.testgen").joinpath("trace_main.py").read_text("utf-8")
+
+
+def test_files(repo: SourceRepository) -> list[str]:
+    """The repository's pytest test files (``test_*.py``, ``*_test.py``), sorted."""
+    return sorted(p for p in repo.python_files if _TEST_FILE.search(p))
+
+
+def doctest_files(repo: SourceRepository, candidates: Sequence[Candidate]) -> list[str]:
+    """The candidates' files that hold doctests (``>>>``), sorted."""
+    files = {c.file for c in candidates}
+    return sorted(f for f in files if f in repo.files and ">>>" in repo.files[f] and not _TEST_FILE.search(f))
+
+
+def source_roots(repo: SourceRepository) -> list[str]:
+    """Directories to put on ``sys.path`` besides the root (``src`` for a src layout)."""
+    return ["src"] if any(p.startswith("src/") and p.endswith("/__init__.py") for p in repo.files) else []
+
+
+def local_modules(repo: SourceRepository) -> set[str]:
+    """Top-level module names the repository itself provides."""
+    names = set()
+    for path in repo.python_files:
+        parts = path.split("/")
+        if parts[0] == "src" and len(parts) > 1:
+            parts = parts[1:]
+        names.add(parts[0][:-3] if parts[0].endswith(".py") else parts[0])
+    return names
+
+
+def pytest_arguments(repo: SourceRepository, candidates: Sequence[Candidate]) -> list[str]:
+    """Command-line arguments of the tracing pytest run."""
+    args = ["-q", "-p", "no:cacheprovider", "-o", "addopts=", "-p", "no:randomly",
+            "--continue-on-collection-errors", *test_files(repo)]
+    doctests = doctest_files(repo, candidates)
+    if doctests:
+        args += ["--doctest-modules", *doctests]
+    return args
+
+
+def _targets(candidates: Sequence[Candidate]) -> list[dict[str, Any]]:
+    return [{"key": c.key, "file": c.file, "lines": sorted({c.start_line, c.def_line}), "name": c.name,
+             "kind": c.kind, "class_name": c.class_name} for c in candidates]
+
+
+def trace_repository(sandbox: Sandbox, repo: SourceRepository, candidates: Sequence[Candidate], *,
+                     timeout: float = 300, max_calls_per_target: int = 20,
+                     test_timeout: float = 10.0) -> TraceResult:
+    """Run the repository's tests once in the sandbox and record the candidates' calls.
+
+    Args:
+        sandbox: where the tests run.
+        repo: the repository (all its files go into the run directory).
+        candidates: the functions whose calls to record.
+        timeout: seconds for the whole run; the suite stops a little before.
+        max_calls_per_target: most calls kept per candidate (spread over the tests).
+        test_timeout: seconds per test before it is interrupted.
+
+    Raises:
+        SandboxError: the sandbox itself failed (infrastructure).
+    """
+    if not candidates or not (test_files(repo) or doctest_files(repo, candidates)):
+        return TraceResult(calls={c.key: [] for c in candidates}, errors=["no tests to run"])
+    config = {"targets": _targets(candidates), "max_calls": max_calls_per_target, "test_timeout": test_timeout,
+              "deadline": max(5.0, timeout - 15.0), "sys_path": source_roots(repo),
+              "args": pytest_arguments(repo, candidates)}
+    token = secrets.token_hex(16)
+    files = {**repo.files, SCRIPT_NAME: trace_program(), CONFIG_NAME: json.dumps(config)}
+    result = sandbox.run(files, ["python3", SCRIPT_NAME, CONFIG_NAME], timeout=timeout, stdin=token + "\n")
+    data = _payload(result.stdout, token)
+    if data is None:
+        why = "timed out" if result.timed_out else f"exited with {result.returncode}"
+        logger.warning("tracing %s %s", repo.name, why)
+        return TraceResult(calls={c.key: [] for c in candidates}, timed_out=result.timed_out,
+                           errors=[f"the tracer {why}: {(result.stderr or '')[-300:]}"], duration=result.duration)
+    return _result(data, repo, candidates, result.duration)
+
+
+def _payload(stdout: str, token: str) -> dict[str, Any] | None:
+    for line in reversed(stdout.split("\n")):
+        if line.startswith(MARK + token):
+            return json.loads(zlib.decompress(base64.b64decode(line[len(MARK + token):])))
+    return None
+
+
+def _result(data: dict[str, Any], repo: SourceRepository, candidates: Sequence[Candidate],
+            duration: float) -> TraceResult:
+    local = local_modules(repo)
+    missing = [m for m in data["missing"] if m not in local and m not in sys.stdlib_module_names]
+    calls = {c.key: [RecordedCall(args=r["args"], kwargs=r["kwargs"], instance=r["instance"])
+                     for r in data["calls"].get(c.key, [])] for c in candidates}
+    return TraceResult(calls=calls, missing_modules=missing, errors=data["errors"], tests_run=data["tests_run"],
+                       tests_failed=data["tests_failed"], timed_out=data["deadline_hit"], duration=duration)
+
+
+def trace_with_installs(sandbox: Sandbox, repo: SourceRepository, candidates: Sequence[Candidate],
+                        install: Callable[[str], bool], *, max_rounds: int = 3, **options: Any) -> TraceResult:
+    """:func:`trace_repository`, installing missing modules and tracing again.
+
+    Args:
+        install: installs the distribution for a top-level module name; True on success
+            (e.g. ``lambda m: installer.install_for(m)[0]``).
+        max_rounds: most install-and-retrace rounds.
+        options: passed to :func:`trace_repository`.
+    """
+    tried: set[str] = set()
+    result = trace_repository(sandbox, repo, candidates, **options)
+    for _ in range(max_rounds):
+        todo = [m for m in result.missing_modules if m not in tried]
+        if not todo:
+            break
+        tried.update(todo)
+        if not any([install(m) for m in todo]):
+            break
+        result = trace_repository(sandbox, repo, candidates, **options)
+    return result

@@ -1,0 +1,147 @@
+"""The whole construction pipeline: real repositories in, validated tasks out; bad input."""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import tarfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gym_repost.analysis.strength import validate_task
+from gym_repost.construct.pipeline import BuildResult, BuildSettings, build_function_tasks
+from gym_repost.errors import BuildError
+from gym_repost.sandbox import Sandbox
+
+ROOT = Path(__file__).resolve().parents[2]
+
+TINY_MODULE = textwrap.dedent('''\
+    """Small text utilities."""
+
+    import random
+
+    VOWELS = "aeiou"
+
+
+    def count_vowels(text):
+        """How many vowels ``text`` has (case-insensitive)."""
+        total = 0
+        for ch in text.lower():
+            if ch in VOWELS:
+                total += 1
+        return total
+
+
+    def initials(name, sep="."):
+        """Initials of a full name: ``initials("Ada Lovelace") == "A.L."``."""
+        parts = [p for p in name.split() if p]
+        if not parts:
+            return ""
+        return sep.join(p[0].upper() for p in parts) + sep
+
+
+    def shuffle_words(text):
+        """The words of ``text`` in a random order."""
+        words = text.split()
+        random.shuffle(words)
+        return " ".join(words)
+
+
+    def wait_for_server(host, port):
+        """Block until a server answers (needs the network)."""
+        import socket
+        while True:
+            try:
+                return socket.create_connection((host, port), timeout=1)
+            except OSError:
+                continue
+    ''')
+
+
+MIT = (ROOT / "tasks" / "demo" / "repo" / "LICENSE").read_text()
+
+
+def _tiny_repo(tmp_path: Path, license_text: str | None = MIT) -> Path:
+    repo = tmp_path / "tinytext"
+    (repo / "tinytext").mkdir(parents=True)
+    (repo / "tinytext" / "__init__.py").write_text("")
+    (repo / "tinytext" / "words.py").write_text(TINY_MODULE)
+    (repo / "tinytext" / "broken.py").write_text("def oops(:\n    return 1\n")
+    if license_text:
+        (repo / "LICENSE").write_text(license_text)
+    return repo
+
+
+def _build(source: str | Path, sandbox: Sandbox, **settings: object) -> BuildResult:
+    return build_function_tasks(str(source), BuildSettings(workers=2, **settings), sandbox)  # type: ignore[arg-type]
+
+
+def test_a_small_directory_builds_and_every_kept_task_validates(tmp_path: Path, sandbox: Sandbox) -> None:
+    result = _build(_tiny_repo(tmp_path), sandbox, split="eval")
+    kept = {t.target.qualname for t in result.tasks}
+    assert {"count_vowels", "initials"} <= kept
+    reasons = {(d.qualname, d.stage): d.reason for d in result.drops}
+    assert ("*", "extract") in reasons and "syntax" in reasons[("*", "extract")]       # broken.py
+    assert any(q == "wait_for_server" for q, _ in reasons)                               # network keyword
+    for task in result.tasks:
+        check = validate_task(sandbox, task, mutants=5, coverage=True)
+        assert check.passed and not check.accepts_do_nothing, task.name
+        assert check.coverage is not None and check.coverage.branch_coverage == 1.0      # the eval split
+        assert task.provenance.license == "MIT" and task.metadata.split == "eval"
+        assert "Body removed" in task.repository.files[task.repository.target_file]
+    stats = result.statistics()
+    assert stats["table2"]["tasks kept"] == len(result.tasks) and stats["drops"]
+    assert set(stats["timings"]) >= {"ingest", "extract", "construction"}
+
+
+def test_an_archive_source_builds_the_same(tmp_path: Path, sandbox: Sandbox) -> None:
+    repo = _tiny_repo(tmp_path)
+    archive = tmp_path / "tinytext-1.0.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(repo, arcname="tinytext-1.0")
+    result = _build(archive, sandbox, trace=False)
+    assert {t.target.qualname for t in result.tasks} >= {"count_vowels", "initials"}
+    assert result.repo.version == "1.0"
+
+
+def test_the_demo_repository_builds(sandbox: Sandbox, tmp_path: Path) -> None:
+    shutil.copytree(ROOT / "tasks" / "demo" / "repo", tmp_path / "shopkit")
+    result = _build(tmp_path / "shopkit", sandbox, max_candidates=8, trace=False)
+    assert result.candidates == 8 and len(result.tasks) >= 3
+    assert all(d.reason for d in result.drops)
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda p: str(p / "missing"), "no such directory, archive or PyPI package"),
+    (lambda p: (p / "x.tar.gz").write_text("not an archive") and str(p / "x.tar.gz"), "not a source archive"),
+])
+def test_unusable_sources_are_refused_clearly(tmp_path: Path, sandbox: Sandbox, make, message: str) -> None:
+    with pytest.raises(BuildError, match=message):
+        _build(make(tmp_path), sandbox)
+
+
+def test_a_repository_without_a_license_is_refused_unless_asked(tmp_path: Path, sandbox: Sandbox) -> None:
+    repo = _tiny_repo(tmp_path, license_text=None)
+    with pytest.raises(BuildError, match="no license"):
+        _build(repo, sandbox)
+    assert _build(repo, sandbox, licenses="any", trace=False).tasks
+
+
+PACKAGES = [("inflection", "0.5.1"), ("toolz", "1.2.0"), ("humanize", "4.17.0"), ("semver", "3.1.1"),
+            ("python-slugify", "9.2.0")]
+
+
+@pytest.mark.slow
+@pytest.mark.network
+@pytest.mark.parametrize(("name", "version"), PACKAGES)
+def test_real_pypi_packages_meet_the_quality_target(name: str, version: str, sandbox: Sandbox) -> None:
+    """Yield >= 30%, every kept ground truth passes, median coverage >= 90%, kill rate >= 80%."""
+    result = _build(f"pypi:{name}=={version}", sandbox)
+    table = result.statistics()["table2"]
+    assert table["yield"] >= 0.3, table
+    assert table["median branch coverage"] >= 0.9 and table["median mutant kill rate"] >= 0.8, table
+    for task in result.tasks:
+        assert validate_task(sandbox, task, mutants=0).passed, task.name
+    assert statistics.median(t.metadata.num_asserts for t in result.tasks) >= 3

@@ -1,0 +1,649 @@
+"""Stage 5, test generation without an LLM: helpers, hints, pools, tracer, search, writer."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import collections
+import datetime
+import decimal
+import enum
+import functools
+import operator
+import random
+import re
+import socket
+import textwrap
+import time
+import types
+from pathlib import Path
+
+import pytest
+
+from gym_repost.analysis.mutation import generate_mutants
+from gym_repost.analysis.source import find_function
+from gym_repost.construct.model import Candidate, Drop, GeneratedTests, SandboxedScript, SourceRepository
+from gym_repost.construct.testgen import (
+    ChosenInput,
+    RecordedCall,
+    generate_tests,
+    hints,
+    mutate,
+    pools,
+    runtime,
+    trace_main,
+    trace_repository,
+    write_tests,
+)
+from gym_repost.construct.testgen.explore import may_depend_on_hash_order, verification_task
+from gym_repost.construct.testgen.writer import call_arguments, runtime_helpers
+from gym_repost.harness import do_nothing_candidate, run_function_tests
+
+# ---------------------------------------------------------------- helpers
+
+
+def candidate(module: str, qualname: str, file: str = "pkg/mod.py", kind: str | None = None) -> Candidate:
+    """A Candidate for ``qualname`` as defined in ``module`` (lines as in that text)."""
+    span = find_function(module, qualname)
+    assert span is not None
+    decorators = tuple(ast.unparse(d) for d in span.node.decorator_list)
+    if kind is None:
+        kind = "function" if span.class_name is None else next(
+            (d for d in ("staticmethod", "classmethod", "property") if d in decorators), "method")
+    return Candidate(file=file, module=file[:-3].replace("/", "."), qualname=qualname, name=span.name,
+                     class_name=span.class_name, kind=kind, start_line=span.start, def_line=span.def_line,
+                     end_line=span.end, signature="", decorators=decorators, docstring=span.docstring,
+                     source="\n".join(module.split("\n")[span.start - 1: span.end]))
+
+
+def script(module: str, qualname: str) -> SandboxedScript:
+    module = textwrap.dedent(module)
+    return SandboxedScript(target=candidate(module, qualname), module=module)
+
+
+def generated(sandbox, module: str, qualname: str, **options) -> GeneratedTests:
+    result = generate_tests(sandbox, script(module, qualname), **{"budget": 2.0, **options})
+    assert isinstance(result, GeneratedTests), result
+    return result
+
+
+def kill_rate(sandbox, sandboxed: SandboxedScript, code: str) -> float:
+    task = verification_task(sandboxed, code)
+    mutants = generate_mutants(task.ground_truth)
+    killed = sum(not run_function_tests(sandbox, task, m.source, timeout=5).passed for m in mutants)
+    return killed / len(mutants)
+
+
+# ---------------------------------------------------------------- runtime: states and outcomes
+
+
+class Plain:
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+
+class Slotted:
+    __slots__ = ("x",)
+
+    def __init__(self, x):
+        self.x = x
+
+
+def test_state_compares_objects_without_eq_by_type_and_attributes():
+    assert runtime._gr_state(Plain(1, [2])) == runtime._gr_state(Plain(1, [2]))
+    assert runtime._gr_state(Plain(1, [2])) != runtime._gr_state(Plain(1, [3]))
+    assert runtime._gr_state(Slotted(4)) == ("Slotted", [("x", 4)])
+
+
+def test_state_of_floats_sets_dicts_bools():
+    nan = float("nan")
+    assert runtime._gr_state(nan) == runtime._gr_state(float("nan")) == ("float", "nan")
+    assert runtime._gr_state(0.1 + 0.2) == runtime._gr_state(0.3)
+    assert runtime._gr_state(-0.0) == runtime._gr_state(0.0)
+    assert runtime._gr_state({3, 1, 2}) == runtime._gr_state({2, 3, 1})
+    assert runtime._gr_state({"b": 1, "a": 2}) == runtime._gr_state({"a": 2, "b": 1})
+    assert runtime._gr_state(True) != runtime._gr_state(1)
+    assert runtime._gr_state(1.0) != runtime._gr_state(1)
+    assert runtime._gr_state([1, 2]) != runtime._gr_state((1, 2))
+
+
+def test_state_drains_iterators_and_is_cycle_safe():
+    def numbers():
+        yield 1
+        yield 2
+        raise ValueError("stop")
+
+    assert runtime._gr_state(numbers()) == ("iter", [1, 2, ("raised", "ValueError", "stop")])
+    looped: list = [1]
+    looped.append(looped)
+    assert runtime._gr_state(looped) == ("list", [1, ("cycle", "list")])
+    deep: list = []
+    for _ in range(50):
+        deep = [deep]
+    assert "deep" in repr(runtime._gr_state(deep))
+
+
+def test_outcome_records_result_exception_output_and_mutated_arguments():
+    def grow(items, extra):
+        print("growing")
+        items.extend(extra)
+        return len(items)
+
+    def fail(x):
+        raise KeyError(f"missing {x} at 0x7f3a2b1c9d00")
+
+    result, printed, warned, args, kwargs, owner = runtime._gr_outcome(grow, [1], [2, 3])
+    assert result == ("ok", 3)
+    assert printed == "growing\n"
+    assert args == ("tuple", [("list", [1, 2, 3]), ("list", [2, 3])])
+    assert runtime._gr_outcome(fail, 5)[0] == ("raised", "KeyError", "'missing 5 at 0x?'")
+    assert runtime._gr_outcome(fail, 5) != runtime._gr_outcome(fail, 6)
+
+
+def test_outcome_of_a_method_includes_the_instance_state():
+    class Counter:
+        def __init__(self):
+            self.total = 0
+
+        def add(self, n):
+            self.total += n
+
+        def add_new_implementation(self, n):
+            self.total += n + 1
+
+    assert runtime._gr_outcome(Counter().add, 2)[5] == (Counter.__qualname__, [("total", 2)])
+    assert runtime._gr_outcome(Counter().add, 2) != runtime._gr_outcome(Counter().add_new_implementation, 2)
+
+
+def test_build_makes_instances_without_init():
+    built = runtime._gr_build(Slotted, {"x": 7})
+    assert built.x == 7
+    assert runtime._gr_state(runtime._gr_build(Plain, {"a": 1, "b": 2})) == runtime._gr_state(Plain(1, 2))
+
+
+# ---------------------------------------------------------------- hints and pools
+
+
+def _hints(source: str, is_method: bool = False) -> hints.TargetHints:
+    node = ast.parse(textwrap.dedent(source)).body[0]
+    assert isinstance(node, ast.FunctionDef)
+    return hints.analyse(node, is_method)
+
+
+def test_hints_from_usage_literals_and_isinstance():
+    found = _hints('''
+        def f(name, n, items, table, mode="fast", *rest, flag=False, **options):
+            if isinstance(n, bool):
+                return None
+            if mode == "slow" or n > 10:
+                name = name.strip().lower()
+            for item in items:
+                table[item] = table.get(item, 0) + n
+            return name
+        ''')
+    usage = {p.name: p.usage for p in found.params}
+    assert [p.kind for p in found.params] == ["positional", "positional", "positional", "positional", "positional",
+                                              "var_positional", "keyword_only", "var_keyword"]
+    assert usage["name"].tags == {"str"}
+    assert "number" in usage["n"].tags and usage["n"].literals == ["10", "9", "11"]
+    assert usage["n"].types == ["bool"]
+    assert usage["items"].tags == {"iter"}
+    assert "dict" in usage["table"].tags
+    assert usage["mode"].literals == ["'slow'"]
+    assert found.params[4].default == "'fast'"
+    assert set(found.constants) == {"'slow'", "10", "0"}
+
+
+def test_hints_of_self_attributes():
+    found = _hints('''
+        def pop(self, default=None):
+            if not self.items:
+                return default
+            self.count -= 1
+            return self.items.pop()
+        ''', is_method=True)
+    assert [p.name for p in found.params] == ["default"]
+    assert {"truthy", "list"} <= found.self_attributes["items"].tags
+
+
+def _builder(namespace: dict | None = None, constants: list[str] | None = None) -> pools.PoolBuilder:
+    return pools.PoolBuilder(namespace or {}, None, constants or [], "_gr_target_module")
+
+
+def test_pools_from_annotations():
+    builder = _builder()
+    assert builder.for_annotation("list[int]")[:3] == ["[]", "[0]", "[0, 1, -1]"]
+    assert builder.for_annotation("Literal['a', 'b']") == ["'a'", "'b'"]
+    assert builder.for_annotation("Optional[bool]") == ["None", "True", "False"]
+    assert all(ast.literal_eval(v) == {} or isinstance(ast.literal_eval(v), dict)
+               for v in builder.for_annotation("dict[str, int]"))
+    assert builder.for_annotation("int | None")[:2] == ["0", "None"]
+
+
+class Color(enum.Enum):
+    RED = 1
+    BLUE = 2
+
+
+class Box:
+    def __init__(self, width: int, label: str = "x"):
+        self.width, self.label = width, label
+
+
+Box.__module__ = "_gr_target_module"  # as if defined in the sandboxed module
+
+
+def test_pools_for_enums_classes_and_foreign_types():
+    shapes = types.SimpleNamespace(Color=Color)
+    builder = _builder({"Color": Color, "Box": Box, "socket": socket, "shapes": shapes})
+    assert builder.for_annotation("Color") == ["Color.RED", "Color.BLUE"]
+    assert builder.for_annotation("shapes.Color") == ["shapes.Color.RED", "shapes.Color.BLUE"]
+    made = builder.for_annotation("Box")
+    assert made[0] == "Box(0)"
+    assert "Box(1)" in made
+    assert any(m.startswith("Box(0, label=") for m in made)
+    with pytest.raises(pools.Unbuildable):
+        builder.for_annotation("socket.socket")
+
+
+def test_pools_from_defaults_usage_and_constants():
+    found = _hints('''
+        def f(count=3, text="", sep=","):
+            if text.startswith("#"):
+                return sep.join([text] * count)
+            return text
+        ''')
+    builder = _builder(constants=found.constants)
+    by_name = {p.name: builder.for_param(p) for p in found.params}
+    assert by_name["count"][:3] == pools.INT[:3]
+    assert "'#'" in by_name["text"] and "'ab#'" in by_name["text"]
+    assert "''" in by_name["sep"]
+
+
+def test_mutations_keep_the_call_shape():
+    source = mutate.join_input("_gr_build(Box, {'width': 3})", "(1, 'ab', [1, 2])", "{'flag': True}")
+    rng = random.Random(0)
+    for _ in range(200):
+        mutant = mutate.mutate(source, rng, ["None", "0"])
+        assert mutant is not None
+        instance, args, kwargs = mutate.split_input(mutant)
+        assert instance is not None and instance.startswith("_gr_build(Box, {'width': ")
+        assert len(ast.parse(args, mode="eval").body.elts) == 3
+        assert list(ast.literal_eval(kwargs)) == ["flag"]
+
+
+# ---------------------------------------------------------------- writer
+
+
+def test_call_arguments_keeps_text_and_keywords():
+    assert call_arguments("(1, 'a b', [2, 3])", "{'sep': '-', 'not an id': 1}") == \
+        "1, 'a b', [2, 3], sep='-', **{'not an id': 1}"
+    assert call_arguments("()", "{}") == ""
+
+
+def test_writer_output_calls_both_and_has_a_main_block():
+    code = write_tests("add", "method", "Counter", [
+        ChosenInput(args="(1,)", kwargs="{}", instance="Counter(5)", origin="traced"),
+        ChosenInput(args="(-1,)", kwargs="{}", instance="_gr_build(Counter, {'value': 0, 'history': []})"),
+        ChosenInput(args="(2,)", kwargs="{}", instance="Counter(0)", seeded=True),
+    ])
+    tree = ast.parse(code)
+    test = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "test_add")
+    used = {n.attr for n in ast.walk(test) if isinstance(n, ast.Attribute)}
+    assert {"add", "add_new_implementation"} <= used
+    assert sum(isinstance(n, ast.Assert) for n in ast.walk(test)) == 3
+    assert "_gr_seeded(Counter(0).add, 2)" in code
+    assert code.rstrip().endswith('if __name__ == "__main__":\n    test_add()')
+    assert runtime_helpers().startswith("import contextlib as _gr_contextlib")
+
+
+def test_hash_order_check_looks_for_sets():
+    assert may_depend_on_hash_order("def f(x):\n    return sorted(x)\n", [{"args": "(1,)", "kwargs": "{}"}]) is False
+    assert may_depend_on_hash_order("def f(x):\n    return list(set(x))\n", [{"args": "(1,)", "kwargs": "{}"}])
+    assert may_depend_on_hash_order("def f(x):\n    return list(x)\n", [{"args": "({1, 2},)", "kwargs": "{}"}])
+
+
+# ---------------------------------------------------------------- writing values back as source
+
+
+Pair = collections.namedtuple("Pair", "left right")
+
+
+def double_it(x):
+    return x * 2
+
+
+def test_values_are_written_back_as_source_that_rebuilds_them(tmp_path):
+    serializer = trace_main.Serializer(str(tmp_path))
+    values = [None, True, -3, 2.5, float("nan"), float("-inf"), 1 - 2j, "a'b\n", b"\x00", bytearray(b"ab"),
+              [1, [2]], (1,), {"k": {3, 1}}, frozenset({"x"}), set(), range(2, 9, 3),
+              decimal.Decimal("1.50"), datetime.date(2020, 2, 29),
+              datetime.datetime(2020, 1, 1, 12, tzinfo=datetime.timezone.utc), re.IGNORECASE,
+              re.compile("a+", re.I), re.search("b+", "abbbc"), len, operator.add, str.upper, int,
+              functools.partial(max, 3), argparse.Namespace(verbose=True), collections.deque([1, 2]),
+              collections.OrderedDict(a=1), lambda x: x + 1, double_it]
+    namespace = {name: value for name, value in vars(runtime).items() if name.startswith("_gr_")}
+    for value in values:
+        source = serializer.to_source(value)
+        rebuilt = eval(source, dict(namespace))  # noqa: S307 - our own source
+        if callable(value) and not isinstance(value, (type, functools.partial)):
+            assert rebuilt(5, 6) == value(5, 6) if value is operator.add else True
+            continue
+        if isinstance(value, re.Match):
+            assert (rebuilt.span(), rebuilt.group()) == (value.span(), value.group())
+            continue
+        assert runtime._gr_state(rebuilt) == runtime._gr_state(value), source
+    assert eval(serializer.to_source(lambda x: x + 1))(1) == 2  # noqa: S307
+    assert serializer.to_source(double_it).startswith("_gr_func(")
+    assert eval(serializer.to_source(double_it), dict(namespace))(4) == 8  # noqa: S307
+
+
+def test_values_that_cannot_be_written_back_are_refused(tmp_path):
+    serializer = trace_main.Serializer(str(tmp_path))
+    offset = 3
+    with socket.socket() as sock:
+        for value in (sock, iter([1]), (x for x in "ab"), lambda x: x + offset, Pair(1, 2), "x" * 5000):
+            with pytest.raises(trace_main.Unrepresentable):
+                serializer.to_source(value)
+    looped: list = []
+    looped.append(looped)
+    with pytest.raises(trace_main.Unrepresentable):
+        serializer.to_source(looped)
+
+
+# ---------------------------------------------------------------- tracing the repository's tests
+
+
+def repository(tmp_path: Path, files: dict[str, str]) -> SourceRepository:
+    files = {k: textwrap.dedent(v) for k, v in files.items()}
+    return SourceRepository(name="shapes", version="0", source=str(tmp_path), root=tmp_path, files=files)
+
+
+GEOMETRY = '''
+    class Point:
+        def __init__(self, x, y):
+            self.x, self.y = x, y
+
+        def norm1(self):
+            return abs(self.x) + abs(self.y)
+
+
+    def scale(point, factor=1):
+        return Point(point.x * factor, point.y * factor)
+
+
+    def push_all(items, extra):
+        items.extend(extra)
+        return len(items)
+    '''
+
+
+def test_trace_records_arguments_instances_and_mutated_lists(sandbox, tmp_path):
+    repo = repository(tmp_path, {
+        "shapes/__init__.py": "",
+        "shapes/geometry.py": GEOMETRY,
+        "tests/test_geometry.py": '''
+            from shapes.geometry import Point, push_all, scale
+
+            def test_scale():
+                assert scale(Point(1, 2), 3).x == 3
+                assert scale(Point(0, 5)).y == 5
+
+            def test_push():
+                xs = [1]
+                assert push_all(xs, [2, 3]) == 3
+                assert xs == [1, 2, 3]
+
+            def test_norm():
+                assert Point(-2, 1).norm1() == 3
+            ''',
+    })
+    module = repo.files["shapes/geometry.py"]
+    targets = [candidate(module, q, "shapes/geometry.py") for q in ("scale", "push_all", "Point.norm1")]
+    result = trace_repository(sandbox, repo, targets, timeout=60)
+    assert result.tests_run == 3 and result.tests_failed == 0 and not result.missing_modules
+    calls = {c.qualname: result.calls[c.key] for c in targets}
+    assert RecordedCall(args="(_gr_build(Point, {'x': 1, 'y': 2}), 3)", kwargs="{}") in calls["scale"]
+    assert RecordedCall(args="(_gr_build(Point, {'x': 0, 'y': 5}),)", kwargs="{}") in calls["scale"]
+    assert calls["push_all"] == [RecordedCall(args="([1], [2, 3])", kwargs="{}")]
+    rebuilt = "_gr_build(Point, {'x': -2, 'y': 1})"
+    assert calls["Point.norm1"] == [RecordedCall(args="()", kwargs="{}", instance=rebuilt)]
+
+
+def test_trace_reports_missing_modules(sandbox, tmp_path):
+    repo = repository(tmp_path, {
+        "shapes/__init__.py": "",
+        "shapes/geometry.py": GEOMETRY,
+        "tests/test_needs.py": '''
+            import gym_repost_no_such_module_xyz
+            from shapes.geometry import push_all
+
+            def test_push():
+                assert push_all([], [1]) == 1
+            ''',
+        "tests/test_plain.py": '''
+            from shapes.geometry import push_all
+
+            def test_push():
+                assert push_all([0], []) == 1
+            ''',
+    })
+    target = candidate(repo.files["shapes/geometry.py"], "push_all", "shapes/geometry.py")
+    result = trace_repository(sandbox, repo, [target], timeout=60)
+    assert result.missing_modules == ["gym_repost_no_such_module_xyz"]
+    assert result.calls[target.key] == [RecordedCall(args="([0], [])", kwargs="{}")]
+
+
+def test_a_hanging_test_suite_is_bounded(sandbox, tmp_path):
+    repo = repository(tmp_path, {
+        "shapes/__init__.py": "",
+        "shapes/geometry.py": GEOMETRY,
+        "tests/test_hang.py": '''
+            from shapes.geometry import push_all
+
+            def test_hangs():
+                push_all([7], [])
+                while True:
+                    pass
+
+            def test_after():
+                assert push_all([], [8]) == 1
+            ''',
+    })
+    target = candidate(repo.files["shapes/geometry.py"], "push_all", "shapes/geometry.py")
+    started = time.monotonic()
+    result = trace_repository(sandbox, repo, [target], timeout=60, test_timeout=1.0)
+    assert time.monotonic() - started < 15
+    assert result.tests_run == 2 and result.tests_failed == 1
+    assert [c.args for c in result.calls[target.key]] == ["([7], [])", "([], [8])"]
+
+
+# ---------------------------------------------------------------- the search, end to end
+
+
+NESTED = '''
+    def grade(score, curve=0, strict=False):
+        """Letter grade of a score in 0..100."""
+        if not isinstance(score, (int, float)):
+            raise TypeError("score must be a number")
+        total = score + curve
+        if total > 100:
+            total = 100
+        if total >= 90:
+            return "A"
+        elif total >= 75:
+            if strict and total < 80:
+                return "C"
+            return "B"
+        elif total >= 50:
+            return "C" if total % 2 == 0 else "D"
+        return "F"
+    '''
+
+
+def test_search_reaches_every_branch_and_kills_mutants(sandbox):
+    sandboxed = script(NESTED, "grade")
+    result = generated(sandbox, NESTED, "grade")
+    assert result.branch_coverage == 1.0
+    assert result.assertions >= 3
+    task = verification_task(sandboxed, result.code)
+    assert run_function_tests(sandbox, task, task.ground_truth).passed
+    assert not run_function_tests(sandbox, task, do_nothing_candidate(task)).passed
+    assert kill_rate(sandbox, sandboxed, result.code) >= 0.8
+
+
+COLLATZ = '''
+    def steps(n, limit=1000):
+        count = 0
+        while n != 1 and count < limit:
+            if n % 2:
+                n = 3 * n + 1
+            else:
+                n //= 2
+            count += 1
+        return count
+    '''
+
+
+def test_search_on_a_loop_with_nested_branches(sandbox):
+    result = generated(sandbox, COLLATZ, "steps")
+    assert result.branch_coverage == 1.0
+    assert kill_rate(sandbox, script(COLLATZ, "steps"), result.code) >= 0.8
+
+
+STACK = '''
+    class Stack:
+        def __init__(self, limit=3):
+            self.items = []
+            self.limit = limit
+
+        def push(self, item):
+            if len(self.items) >= self.limit:
+                raise OverflowError(f"stack full at {self.limit}")
+            self.items.append(item)
+            return len(self.items)
+    '''
+
+
+def test_methods_compare_the_state_of_self(sandbox):
+    result = generated(sandbox, STACK, "Stack.push")
+    assert result.branch_coverage == 1.0
+    assert ".push_new_implementation, " in result.code
+    sandboxed = script(STACK, "Stack.push")
+    task = verification_task(sandboxed, result.code)
+    forgets_to_store = "def push(self, item):\n    if len(self.items) >= self.limit:\n" \
+        "        raise OverflowError(f'stack full at {self.limit}')\n    return len(self.items) + 1\n"
+    assert not run_function_tests(sandbox, task, forgets_to_store).passed
+    wrong_message = forgets_to_store.replace("full at", "is full at").replace(
+        "return len(self.items) + 1", "self.items.append(item)\n    return len(self.items)")
+    assert not run_function_tests(sandbox, task, wrong_message).passed
+
+
+EVENS = '''
+    def evens(limit, start=0):
+        n = start
+        while n < limit:
+            if n % 2 == 0:
+                yield n
+            n += 1
+    '''
+
+
+def test_a_generator_is_compared_by_what_it_yields(sandbox):
+    result = generated(sandbox, EVENS, "evens")
+    assert result.branch_coverage == 1.0
+    task = verification_task(script(EVENS, "evens"), result.code)
+    eager = "def evens(limit, start=0):\n    return [n for n in range(start, limit) if n % 2 == 0]\n"
+    assert not run_function_tests(sandbox, task, eager).passed
+    lazy = "def evens(limit, start=0):\n    yield from (n for n in range(start, limit) if n % 2 == 0)\n"
+    assert run_function_tests(sandbox, task, lazy).passed
+
+
+DEDUPE = '''
+    def dedupe_in_place(items):
+        """Remove repeated items, keep the first of each; return how many were removed."""
+        seen = []
+        removed = 0
+        for item in list(items):
+            if item in seen:
+                items.remove(item)
+                removed += 1
+            else:
+                seen.append(item)
+        return removed
+    '''
+
+
+def test_a_function_that_mutates_its_list_argument(sandbox):
+    result = generated(sandbox, DEDUPE, "dedupe_in_place")
+    task = verification_task(script(DEDUPE, "dedupe_in_place"), result.code)
+    counts_only = "def dedupe_in_place(items):\n    return len(items) - len(set(items))\n"
+    assert not run_function_tests(sandbox, task, counts_only).passed
+
+
+PARSE = '''
+    def parse_port(text):
+        if not text.isdigit():
+            raise ValueError(f"not a number: {text!r}")
+        port = int(text)
+        if not 0 < port < 65536:
+            raise ValueError(f"out of range: {port}")
+        return port
+    '''
+
+
+def test_exceptions_are_compared_by_type_and_message(sandbox):
+    result = generated(sandbox, PARSE, "parse_port")
+    assert result.branch_coverage == 1.0
+    task = verification_task(script(PARSE, "parse_port"), result.code)
+    other_type = PARSE.replace("raise ValueError(f\"out of range", "raise OverflowError(f\"out of range")
+    assert not run_function_tests(sandbox, task, textwrap.dedent(other_type)).passed
+    other_text = PARSE.replace("not a number", "bad number")
+    assert not run_function_tests(sandbox, task, textwrap.dedent(other_text)).passed
+
+
+RANDOM = '''
+    import random
+
+    def roll(sides=6, times=3):
+        return [random.randint(1, sides) for _ in range(times)]
+    '''
+
+CLOCK = '''
+    import time
+
+    def stamp(label):
+        return f"{label}@{time.time()}"
+    '''
+
+
+def test_randomness_is_seeded_and_clocks_are_dropped(sandbox):
+    seeded = generated(sandbox, RANDOM, "roll")
+    assert not seeded.deterministic
+    assert "_gr_seeded(roll" in seeded.code
+    assert any("seeded" in note for note in seeded.notes)
+    dropped = generate_tests(sandbox, script(CLOCK, "stamp"), budget=1.0)
+    assert isinstance(dropped, Drop) and dropped.reason == "non-deterministic" and dropped.stage == "tests"
+
+
+SOCKET = '''
+    import socket
+
+    def send_all(sock: socket.socket, payload: bytes) -> int:
+        sock.sendall(payload)
+        return len(payload)
+    '''
+
+
+def test_inputs_that_cannot_be_built_drop_the_candidate(sandbox):
+    dropped = generate_tests(sandbox, script(SOCKET, "send_all"), budget=1.0)
+    assert isinstance(dropped, Drop)
+    assert dropped.reason == "inputs cannot be built"
+    assert "sock" in dropped.detail and "socket.socket" in dropped.detail
+
+
+def test_traced_seeds_are_used_first(sandbox):
+    seeds = [RecordedCall(args="(95, 0, True)", kwargs="{}"), RecordedCall(args="(77,)", kwargs="{'strict': True}")]
+    result = generated(sandbox, NESTED, "grade", seeds=seeds)
+    assert result.inputs.get("traced", 0) >= 1
+    assert "_gr_outcome(grade, 77, strict=True)" in result.code or "_gr_outcome(grade, 95, 0, True)" in result.code
