@@ -94,5 +94,25 @@ class PolicyError(InfrastructureError):
     """A policy could not be loaded or crashed while choosing an action."""
 
 
+class LLMError(InfrastructureError):
+    """A model endpoint failed: a permanent error (bad key, unknown model), or transient
+    ones (rate limits, 5xx, timeouts) that outlasted the retry budget.
+
+    Attributes:
+        attempts: HTTP attempts made.
+        transient: the last failure was of a kind that is retried.
+    """
+
+    def __init__(self, message: str, *, attempts: int = 0, transient: bool = False) -> None:
+        self.attempts = attempts
+        self.transient = transient
+        super().__init__(message)
+
+
 class RunDirError(GymRepostError, ValueError):
     """A run directory belongs to a different configuration or is damaged."""
+
+
+class DataError(GymRepostError, ValueError):
+    """Input to a training-data builder is malformed (an execution matrix that is not
+    rectangular or not 0/1, pass rates outside [0, 1])."""

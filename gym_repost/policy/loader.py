@@ -1,7 +1,8 @@
 """Turn a ``--policy`` string into a factory of policy objects.
 
-Forms: ``oracle``, ``mutant``, ``scripted:FILE``, ``path/to/file.py:ClassName`` and
-``package.module:ClassName``. The factory makes one policy per episode.
+Forms: ``oracle``, ``mutant``, ``scripted:FILE``, ``llm:PROVIDER/MODEL``,
+``path/to/file.py:ClassName`` and ``package.module:ClassName``. The factory makes one
+policy per episode.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 from gym_repost.errors import ConfigError, PolicyError
 from gym_repost.policy.base import Policy
 
-_BUILTIN = ("oracle", "mutant", "scripted:FILE", "path/to/file.py:ClassName",
+_BUILTIN = ("oracle", "mutant", "scripted:FILE", "llm:PROVIDER/MODEL", "path/to/file.py:ClassName",
             "package.module:ClassName")
 
 
@@ -77,6 +78,14 @@ def _check_policy_class(cls: Any, spec: str) -> None:
                           "(see gym_repost.policy.base.Policy)")
 
 
+def _llm_factory(spec: str, options: dict[str, Any]) -> PolicyFactory:
+    from gym_repost.policy.llm import LLMPolicy
+
+    model = spec.removeprefix("llm:")
+    LLMPolicy(model, **options).check()  # a bad option, a missing SDK or key fails now, not per episode
+    return PolicyFactory(spec, lambda: LLMPolicy(model, **options), options)
+
+
 def load_policy(spec: str, **options: Any) -> PolicyFactory:
     """A factory for the policy named by ``spec``; ``options`` go to its constructor.
 
@@ -94,6 +103,8 @@ def load_policy(spec: str, **options: Any) -> PolicyFactory:
     if spec.startswith("scripted:"):
         entries = read_script(spec.split(":", 1)[1])
         return PolicyFactory(spec, lambda: ScriptedPolicy(entries=entries, **options), options)
+    if spec.startswith("llm:"):
+        return _llm_factory(spec, options)
     target, sep, name = spec.rpartition(":")
     if not sep or not name.isidentifier() or not target:
         raise ConfigError(f"unknown policy {spec!r}; use one of: {', '.join(_BUILTIN)}")
