@@ -1,0 +1,217 @@
+"""AceCoder: preference pairs from synthesized tests and program pass rates (Zeng et al., 2025).
+
+Per question (task):
+
+1. a test sampler proposes about 20 assert-style tests;
+2. a proxy solution (the task's ground truth by default, or one sample of a stronger
+   model) runs against them; tests the proxy fails are removed, and a question left with
+   fewer than 5 tests is dropped;
+3. each model (code sampler) samples programs; duplicates within a model are removed
+   (same code up to formatting and comments); each program's pass rate over the kept
+   tests is measured, one sandboxed process per program;
+4. within one model's programs, :func:`preference_pairs` picks (chosen, rejected) pairs.
+
+Records: DPO ``{prompt, chosen, rejected}`` with both pass rates and the model, and
+optionally the filtered tests per question (AceCode-87K's shape).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gym_repost.data.base import CodeSampler, TestSampler, TestSuite
+from gym_repost.data.execution import DEFAULT_TEST_TIMEOUT, CodeRun, run_code_against_tests
+from gym_repost.data.records import code_response, instruction_prompt, normalized_code, task_fields, task_seed
+from gym_repost.errors import DataError
+from gym_repost.sandbox.base import Sandbox
+from gym_repost.task import FunctionTask
+
+logger = logging.getLogger(__name__)
+
+PASS_RATE_GAP = 0.4
+"""The chosen program's pass rate must exceed the rejected one's by this much."""
+MIN_CHOSEN_PASS_RATE = 0.8
+"""The chosen program's pass rate must exceed this."""
+MIN_TESTS = 5
+"""Questions with fewer tests left after filtering are dropped."""
+_EPS = 1e-9
+
+
+def _check_rates(pass_rates: Sequence[float]) -> None:
+    for i, rate in enumerate(pass_rates):
+        if not isinstance(rate, (int, float)) or math.isnan(rate) or not 0.0 <= rate <= 1.0:
+            raise DataError(f"pass rate {i} is {rate!r}; pass rates lie within [0, 1]")
+
+
+def is_preferred(chosen: float, rejected: float, *, strict: bool = True) -> bool:
+    """AceCoder's pair rule for two pass rates.
+
+    Strict (the paper's rule): ``chosen > rejected + 0.4``, ``chosen > 0.8`` and
+    ``rejected > 0``. Non-strict (the rule of AceCoder's released pair-building code,
+    ``create_rm_dataset.py``): ``chosen >= rejected + 0.4``, ``chosen >= 0.8`` and still
+    ``rejected > 0``. Comparisons allow 1e-9 of float error, so rates computed as
+    ``passed / total`` behave as the exact fractions at the boundaries (0.8 - 0.4 is a
+    gap of exactly 0.4).
+    """
+    gap = chosen - rejected - PASS_RATE_GAP
+    over = chosen - MIN_CHOSEN_PASS_RATE
+    if strict:
+        return gap > _EPS and over > _EPS and rejected > _EPS
+    return gap >= -_EPS and over >= -_EPS and rejected > _EPS
+
+
+def preference_pairs(pass_rates: Sequence[float], *, strict: bool = True) -> list[tuple[int, int]]:
+    """Every ``(chosen_index, rejected_index)`` pair that :func:`is_preferred` accepts.
+
+    Args:
+        pass_rates: one pass rate per program, all from one model's samples.
+        strict: the paper's strict rule (default) or the released code's non-strict one.
+
+    Returns:
+        Pairs ordered by chosen index, then rejected index. Pass duplicate-free
+        programs: equal programs would give equal pairs.
+
+    Raises:
+        DataError: a pass rate is outside [0, 1] or not a number.
+    """
+    _check_rates(pass_rates)
+    indices = range(len(pass_rates))
+    return [(i, j) for i in indices for j in indices
+            if i != j and is_preferred(pass_rates[i], pass_rates[j], strict=strict)]
+
+
+def filter_tests(suite: TestSuite, proxy: CodeRun) -> TestSuite:
+    """The tests of ``suite`` that the proxy solution passes."""
+    return suite.select([k for k, o in enumerate(proxy.outcomes) if o.passed])
+
+
+def dedupe_codes(codes: Sequence[str]) -> list[str]:
+    """``codes`` without repeats (equal up to formatting and comments), first kept."""
+    seen: dict[str, str] = {}
+    for code in codes:
+        seen.setdefault(normalized_code(code), code)
+    return list(seen.values())
+
+
+@dataclass(frozen=True)
+class Program:
+    """One sampled program and its run against the kept tests."""
+
+    model: str
+    code: str
+    run: CodeRun
+
+    @property
+    def pass_rate(self) -> float:
+        """Share of the kept tests passed."""
+        return self.run.pass_rate
+
+
+@dataclass(frozen=True)
+class AcecoderQuestion:
+    """One task through the AceCoder pipeline.
+
+    Attributes:
+        task: the task.
+        proposed: the tests the test sampler proposed.
+        tests: the tests the proxy passes.
+        dropped: why the question was dropped (too few tests), else None.
+        programs: the deduplicated programs of every model, with their runs.
+        pairs: ``(chosen, rejected)`` indices into ``programs``, each within one model.
+        strict: which pair rule was used.
+    """
+
+    task: FunctionTask
+    proposed: TestSuite
+    tests: TestSuite
+    dropped: str | None
+    programs: tuple[Program, ...] = ()
+    pairs: tuple[tuple[int, int], ...] = ()
+    strict: bool = True
+
+    def pair_records(self) -> list[dict[str, Any]]:
+        """DPO records, one per pair."""
+        prompt = instruction_prompt(self.task)
+        records = []
+        for i, j in self.pairs:
+            chosen, rejected = self.programs[i], self.programs[j]
+            records.append({"prompt": prompt, "chosen": code_response(chosen.code),
+                            "rejected": code_response(rejected.code), **task_fields(self.task),
+                            "method": "acecoder", "model": chosen.model, "strict": self.strict,
+                            "chosen_pass_rate": chosen.pass_rate, "rejected_pass_rate": rejected.pass_rate,
+                            "num_tests": len(self.tests)})
+        return records
+
+    def tests_record(self) -> dict[str, Any]:
+        """The question with its kept tests (and what was proposed and dropped)."""
+        return {**task_fields(self.task), "question": instruction_prompt(self.task),
+                "tests": list(self.tests.tests), "test_style": self.tests.style,
+                "test_labels": list(self.tests.labels), "proposed": len(self.proposed), "kept": len(self.tests),
+                "removed_labels": self.removed_labels(), "dropped": self.dropped}
+
+    def removed_labels(self) -> dict[str, int]:
+        """How many tests of each label the proxy removed (empty for unlabelled tests)."""
+        counts = dict.fromkeys(self.proposed.labels, 0)
+        for label in self.proposed.labels:
+            counts[label] += 1
+        for label in self.tests.labels:
+            counts[label] -= 1
+        return counts
+
+
+def _programs(task: FunctionTask, sampler: CodeSampler, tests: TestSuite, sandbox: Sandbox, *,
+              samples: int, seed: int, test_timeout: float) -> list[Program]:
+    codes = dedupe_codes(sampler.sample_code(task, samples, seed=task_seed(seed, task.id, f"acecoder:{sampler.name}")))
+    return [Program(sampler.name, code, run_code_against_tests(sandbox, task, code, tests, test_timeout=test_timeout))
+            for code in codes]
+
+
+def _pairs_within_models(programs: Sequence[Program], strict: bool) -> list[tuple[int, int]]:
+    pairs: list[tuple[int, int]] = []
+    for model in dict.fromkeys(p.model for p in programs):
+        members = [k for k, p in enumerate(programs) if p.model == model]
+        rates = [programs[k].pass_rate for k in members]
+        pairs += [(members[i], members[j]) for i, j in preference_pairs(rates, strict=strict)]
+    return pairs
+
+
+def _proxy_code(task: FunctionTask, proxy: CodeSampler | None, seed: int) -> str | None:
+    if proxy is None:
+        return task.ground_truth
+    codes = proxy.sample_code(task, 1, seed=task_seed(seed, task.id, "acecoder:proxy"))
+    return codes[0] if codes else None
+
+
+def run_acecoder_task(task: FunctionTask, test_sampler: TestSampler, code_samplers: Sequence[CodeSampler],
+                      sandbox: Sandbox, *, n_tests: int = 20, samples: int = 16, min_tests: int = MIN_TESTS,
+                      strict: bool = True, proxy: CodeSampler | None = None, seed: int = 0,
+                      test_timeout: float = DEFAULT_TEST_TIMEOUT) -> AcecoderQuestion:
+    """Propose tests, filter them with the proxy, sample and score programs, pair them.
+
+    Args:
+        proxy: the sampler whose first sample is the proxy solution; None for the task's
+            ground truth.
+
+    Raises:
+        SandboxError: the sandbox failed (an infrastructure error).
+    """
+    proposed = test_sampler.sample_tests(task, n_tests, seed=task_seed(seed, task.id, "acecoder:tests"))
+    proxy_code = _proxy_code(task, proxy, seed)
+    if proxy_code is None:
+        return AcecoderQuestion(task, proposed, proposed.select([]), "the proxy gave no solution", strict=strict)
+    kept = filter_tests(proposed, run_code_against_tests(sandbox, task, proxy_code, proposed,
+                                                         test_timeout=test_timeout))
+    if len(kept) < min_tests:
+        return AcecoderQuestion(task, proposed, kept, f"{len(kept)} tests left after filtering "
+                                f"(fewer than {min_tests})", strict=strict)
+    programs: list[Program] = []
+    for sampler in code_samplers:
+        programs += _programs(task, sampler, kept, sandbox, samples=samples, seed=seed, test_timeout=test_timeout)
+    pairs = _pairs_within_models(programs, strict)
+    logger.debug("%s: %d/%d tests kept, %d programs, %d pairs", task.name, len(kept), len(proposed),
+                 len(programs), len(pairs))
+    return AcecoderQuestion(task, proposed, kept, None, tuple(programs), tuple(pairs), strict)

@@ -1,0 +1,224 @@
+"""Execution matrices: run codes against tests, one sandboxed process per code.
+
+>>> matrix = execution_matrix(sandbox, task, codes, suite)
+>>> matrix.matrix        # rows are codes, columns tests, 1 = pass
+>>> matrix.outcomes      # "pass" / "fail" / "error" / "timeout" per cell
+
+Each code gets one sandbox run of the in-sandbox runner (``matrix_main.py``), which runs
+every test in a child process of its own with its own timeout; the run as a whole has a
+sandbox timeout too. Assertion failures (``fail``) are kept apart from errors and
+timeouts. A code that cannot be placed into the evaluation script (no such function,
+a syntax error) is not run: its row carries the reason and counts as ``error``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import logging
+import secrets
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Literal
+
+from gym_repost.data.base import TestSuite
+from gym_repost.errors import CandidateError
+from gym_repost.harness import assemble
+from gym_repost.sandbox.base import RunResult, Sandbox
+from gym_repost.task import FunctionTask
+
+logger = logging.getLogger(__name__)
+
+RUNNER_NAME = "_gym_repost_matrix.py"
+SPEC_NAME = "_gym_repost_matrix.json"
+SCRIPT_NAME = "evaluation.py"
+MARK = "@@gym-repost-matrix@@"
+"""Prefix of the runner's verdict line (see ``matrix_main.py``)."""
+
+DEFAULT_TEST_TIMEOUT = 2.0
+"""Seconds one test may take, loading the script included."""
+
+Outcome = Literal["pass", "fail", "error", "timeout"]
+
+
+@dataclass(frozen=True)
+class TestOutcome:
+    """What one test did against one code."""
+
+    __test__ = False  # not a pytest test class
+
+    outcome: Outcome
+    exception: str | None = None
+    message: str = ""
+    phase: Literal["load", "test"] = "test"
+
+    @property
+    def passed(self) -> bool:
+        """True for ``pass``."""
+        return self.outcome == "pass"
+
+
+@dataclass(frozen=True)
+class CodeRun:
+    """One row of an execution matrix: a code against every test.
+
+    Attributes:
+        outcomes: one per test, in the suite's order.
+        invalid: why the code could not be placed into the script (then it was not run).
+    """
+
+    outcomes: tuple[TestOutcome, ...]
+    invalid: str | None = None
+
+    @property
+    def passed(self) -> int:
+        """Number of tests passed."""
+        return sum(o.passed for o in self.outcomes)
+
+    @property
+    def pass_rate(self) -> float:
+        """Share of tests passed (0.0 for an empty suite)."""
+        return self.passed / len(self.outcomes) if self.outcomes else 0.0
+
+
+@dataclass(frozen=True)
+class ExecutionMatrix:
+    """Codes (rows) against tests (columns)."""
+
+    rows: tuple[CodeRun, ...]
+    n_tests: int
+
+    @property
+    def matrix(self) -> list[list[int]]:
+        """1 where the code passes the test, else 0."""
+        return [[int(o.passed) for o in row.outcomes] for row in self.rows]
+
+    @property
+    def outcomes(self) -> list[list[str]]:
+        """The outcome of every cell."""
+        return [[o.outcome for o in row.outcomes] for row in self.rows]
+
+    def outcome_counts(self) -> dict[str, int]:
+        """How many cells have each outcome."""
+        counts = {"pass": 0, "fail": 0, "error": 0, "timeout": 0}
+        for row in self.rows:
+            for o in row.outcomes:
+                counts[o.outcome] += 1
+        return counts
+
+
+@lru_cache(maxsize=1)
+def runner_source() -> str:
+    """Text of the in-sandbox runner (``matrix_main.py``)."""
+    return resources.files("gym_repost.data").joinpath("matrix_main.py").read_text("utf-8")
+
+
+def _is_main_guard(node: ast.stmt) -> bool:
+    if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare):
+        return False
+    sides = [node.test.left, *node.test.comparators]
+    names = {s.id for s in sides if isinstance(s, ast.Name)}
+    values = {s.value for s in sides if isinstance(s, ast.Constant)}
+    return len(sides) == 2 and names == {"__name__"} and values == {"__main__"}
+
+
+def without_main_block(script: str) -> str:
+    """The script with its top-level ``if __name__ == "__main__":`` blocks removed."""
+    tree = ast.parse(script)
+    lines = script.split("\n")
+    for node in reversed(tree.body):
+        if _is_main_guard(node):
+            del lines[node.lineno - 1: node.end_lineno]
+    return "\n".join(lines)
+
+
+def imported_modules(script: str) -> list[str]:
+    """Top-level modules the script imports at its top level (preloaded by the runner)."""
+    names: list[str] = []
+    for node in ast.parse(script).body:
+        if isinstance(node, ast.Import):
+            names += [a.name.split(".")[0] for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.append(node.module.split(".")[0])
+    return [n for n in dict.fromkeys(names) if n != "__future__"]
+
+
+def runner_files(task: FunctionTask, code: str, suite: TestSuite, test_timeout: float) -> dict[str, str]:
+    """Every file one runner run needs.
+
+    Raises:
+        CandidateError: ``code`` cannot be placed into the task's evaluation script.
+    """
+    script = without_main_block(assemble(task, code).script)
+    spec = {"script": SCRIPT_NAME, "name": task.target.name, "class_name": task.target.class_name,
+            "style": suite.style, "tests": list(suite.tests), "timeout": test_timeout,
+            "preload": imported_modules(task.evaluation.script)}
+    return {**task.evaluation.files, SCRIPT_NAME: script, SPEC_NAME: json.dumps(spec),
+            RUNNER_NAME: runner_source()}
+
+
+def run_timeout(n_tests: int, test_timeout: float) -> float:
+    """Sandbox timeout of one runner run: every test's time plus a margin."""
+    return n_tests * (test_timeout + 0.5) + 10.0
+
+
+def _verdict_line(stdout: str) -> dict[str, Any] | None:
+    lines = [ln for ln in stdout.rstrip("\n").split("\n") if ln]
+    if not lines or not lines[-1].startswith(MARK):
+        return None
+    try:
+        data = json.loads(lines[-1][len(MARK):])
+    except json.JSONDecodeError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _uniform(n: int, outcome: Outcome, exception: str, message: str) -> tuple[TestOutcome, ...]:
+    return tuple(TestOutcome(outcome, exception, message, "load") for _ in range(n))
+
+
+def parse_runner(result: RunResult, token: str, n_tests: int) -> tuple[TestOutcome, ...]:
+    """The outcome of every test from a runner run.
+
+    The verdict counts only when it is the last line of stdout and carries ``token``;
+    otherwise every test is an ``error`` (``timeout`` when the whole run timed out).
+    """
+    data = _verdict_line(result.stdout)
+    if data is not None and data.get("token") == token and len(data.get("results", [])) == n_tests:
+        return tuple(TestOutcome(r["outcome"], r.get("exception"), r.get("message", ""),
+                                 r.get("phase", "test")) for r in data["results"])
+    if result.timed_out:
+        return _uniform(n_tests, "timeout", "Timeout", "the test runner ran out of time")
+    logger.debug("runner gave no verdict (status %s): %s", result.returncode, result.stderr[-500:])
+    return _uniform(n_tests, "error", "NoVerdict",
+                    f"the test runner ended (status {result.returncode}) without a valid verdict")
+
+
+def run_code_against_tests(sandbox: Sandbox, task: FunctionTask, code: str, suite: TestSuite, *,
+                           test_timeout: float = DEFAULT_TEST_TIMEOUT) -> CodeRun:
+    """Run every test of ``suite`` against ``code`` in one sandboxed process.
+
+    Raises:
+        SandboxError: the sandbox itself failed (an infrastructure error).
+    """
+    if not suite.tests:
+        return CodeRun(())
+    try:
+        files = runner_files(task, code, suite, test_timeout)
+    except CandidateError as exc:
+        outcomes = _uniform(len(suite), "error", "InvalidCandidate", str(exc)[:300])
+        return CodeRun(outcomes, invalid=str(exc))
+    token = secrets.token_hex(16)
+    result = sandbox.run(files, ["python3", RUNNER_NAME, SPEC_NAME],
+                         timeout=run_timeout(len(suite), test_timeout), stdin=token + "\n")
+    return CodeRun(parse_runner(result, token, len(suite)))
+
+
+def execution_matrix(sandbox: Sandbox, task: FunctionTask, codes: Sequence[str], suite: TestSuite, *,
+                     test_timeout: float = DEFAULT_TEST_TIMEOUT) -> ExecutionMatrix:
+    """Run every code against every test: ``len(codes)`` sandbox runs, not J x J."""
+    rows = tuple(run_code_against_tests(sandbox, task, code, suite, test_timeout=test_timeout)
+                 for code in codes)
+    return ExecutionMatrix(rows, len(suite))

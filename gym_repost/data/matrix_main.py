@@ -1,0 +1,212 @@
+"""Runs one code against a list of tests inside the sandbox (standard library only).
+
+This file is not imported by gym-repost: its text is copied into the run directory as
+``_gym_repost_matrix.py`` and started as::
+
+    python3 _gym_repost_matrix.py SPEC
+
+SPEC is a JSON file: ``script`` (the evaluation script with the code inserted as
+``{name}_new_implementation``, its ``__main__`` block removed), ``name``, ``class_name``,
+``style`` (``assert``: bind the code to the target's own name first; ``equivalence``:
+leave the script's layout as it is), ``tests`` (sources), ``timeout`` (seconds per test)
+and ``preload`` (modules the script imports, imported once here so each test starts fast).
+
+Each test runs in its own child process (``fork``): the child loads the script as a fresh
+``__main__`` module, binds the code, runs the test with stdout and stderr sent to
+``/dev/null``, and reports one JSON line on a private pipe. This process kills the
+child's process group when the test's time is up, so one test's infinite loop, crash,
+``os._exit`` or output flood touches only that test, and tests cannot see each other's
+state.
+
+The verdict line, printed last on stdout, carries a one-time token the host wrote on
+standard input. This process never runs the code under test, and the token is read from
+stdin only after every test has finished (children close their copy of it at once), so
+no code under test ever holds the token: a code that exits early or prints a fake result
+cannot claim passes. (Like the test harness, it does not defend against code that
+forges its own child's report pipe: the sandbox is the security boundary, not this file.)
+
+Outcomes per test: ``pass``; ``fail`` (an ``AssertionError``); ``error`` (any other
+exception, an early exit, a crash); ``timeout``. ``phase`` says whether it happened while
+loading the script (then every test gets the same outcome: the script is loaded the same
+way for each) or in the test.
+"""
+
+import json
+import os
+import select
+import signal
+import sys
+import time
+import types
+
+MARK = "@@gym-repost-matrix@@"
+_MAX_MESSAGE = 300
+
+
+def _verdict(outcome, exc=None, phase="test"):
+    result = {"outcome": outcome, "phase": phase, "exception": None, "message": ""}
+    if exc is not None:
+        result["exception"] = type(exc).__name__
+        try:
+            result["message"] = str(exc)[:_MAX_MESSAGE]
+        except BaseException:  # noqa: BLE001 - a broken __str__ must not hide the verdict
+            result["message"] = "<str() failed>"
+    return result
+
+
+def _bind(namespace, name, class_name):
+    """Make the code under test answer to the target's own name."""
+    new = name + "_new_implementation"
+    if class_name is None:
+        namespace[name] = namespace[new]
+        return
+    owner = namespace[class_name]
+    # through __dict__ so that staticmethod and classmethod wrappers are kept
+    setattr(owner, name, owner.__dict__[new])
+
+
+def _load(spec):
+    module = types.ModuleType("__main__")
+    path = os.path.abspath(spec["script"])
+    module.__file__ = path
+    sys.modules["__main__"] = module
+    with open(path, encoding="utf-8") as fh:
+        code = compile(fh.read(), path, "exec", dont_inherit=True)
+    exec(code, module.__dict__)  # noqa: S102 - running the script is the point
+    if spec["style"] == "assert":
+        _bind(module.__dict__, spec["name"], spec.get("class_name"))
+    return module.__dict__
+
+
+def _run_test(spec, index, report):
+    try:
+        namespace = _load(spec)
+    except BaseException as exc:  # noqa: BLE001 - every failure is a verdict
+        return _verdict("error", exc, phase="load")
+    report({"loaded": True})
+    try:
+        code = compile(spec["tests"][index], "<test %d>" % index, "exec", dont_inherit=True)
+        exec(code, namespace)  # noqa: S102
+    except AssertionError as exc:
+        return _verdict("fail", exc)
+    except BaseException as exc:  # noqa: BLE001
+        return _verdict("error", exc)
+    return _verdict("pass")
+
+
+def _child(spec, index, write_fd):
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+
+    def report(data):
+        os.write(write_fd, (json.dumps(data) + "\n").encode())
+
+    report(_run_test(spec, index, report))
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:  # noqa: BLE001
+            pass
+
+
+def _read_lines(fd, deadline):
+    """Lines the child sent until its verdict, EOF or the deadline."""
+    buffer, lines = b"", []
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return lines, True
+        ready, _, _ = select.select([fd], [], [], left)
+        if not ready:
+            return lines, True
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            return lines, False
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            try:
+                lines.append(json.loads(line.decode("utf-8", "replace")))
+            except ValueError:
+                continue
+            if "outcome" in lines[-1]:
+                return lines, False
+
+
+def _kill_group(pid):
+    for kill in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
+        try:
+            kill()
+        except OSError:
+            pass
+
+
+def _exit_verdict(status, phase):
+    if os.WIFSIGNALED(status):
+        message = "the process was killed by signal %d (memory or process limit?)" % os.WTERMSIG(status)
+    else:
+        code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else status
+        message = "the process exited with status %d before the test finished" % code
+    return {"outcome": "error", "phase": phase, "exception": "EarlyExit", "message": message}
+
+
+def _run_in_child(spec, index, secret_fd):
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(secret_fd)
+            os.close(read_fd)
+            os.setpgid(0, 0)
+            _child(spec, index, write_fd)
+        finally:
+            os._exit(0)
+    try:
+        os.setpgid(pid, pid)
+    except OSError:  # the child already did it, or already exited
+        pass
+    os.close(write_fd)
+    lines, timed_out = _read_lines(read_fd, time.monotonic() + spec["timeout"])
+    _kill_group(pid)
+    _, status = os.waitpid(pid, 0)
+    os.close(read_fd)
+    phase = "test" if any(line.get("loaded") for line in lines) else "load"
+    if lines and "outcome" in lines[-1]:
+        return lines[-1]
+    if timed_out:
+        return {"outcome": "timeout", "phase": phase, "exception": "Timeout",
+                "message": "the test did not finish within %.3g seconds" % spec["timeout"]}
+    return _exit_verdict(status, phase)
+
+
+def _preload(modules):
+    for name in modules:
+        try:
+            __import__(name)
+        except BaseException:  # noqa: BLE001 - the test's own load reports the problem
+            pass
+
+
+def main():
+    secret_fd = os.dup(0)  # the token stays in the pipe until every test has run
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    with open(sys.argv[1], encoding="utf-8") as fh:
+        spec = json.load(fh)
+    sys.path[0] = os.path.dirname(os.path.abspath(spec["script"]))
+    _preload(spec.get("preload", []))
+    results, load_failure = [], None
+    for index in range(len(spec["tests"])):
+        if load_failure is None:
+            result = _run_in_child(spec, index, secret_fd)
+            if result.get("phase") == "load":
+                load_failure = result
+        results.append(load_failure or result)
+    token = os.read(secret_fd, 4096).decode("utf-8", "replace").strip()
+    os.write(1, ("\n" + MARK + json.dumps({"token": token, "results": results}) + "\n").encode())
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()

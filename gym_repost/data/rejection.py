@@ -1,0 +1,292 @@
+"""Rejection sampling (RepoST): SFT data from the passing solutions of an evaluation run.
+
+From a run directory made by ``gym-repost eval`` with n samples per task:
+
+* every passing solution becomes an SFT example (the task's prompt, the code as the
+  answer), duplicates within a task dropped;
+* optionally the ground truth is added for every task;
+* with a :class:`~gym_repost.data.base.Repairer` (``--debug-failures``), each failed
+  solution is tested again to get its full report, handed to the repairer with that
+  report, and the repaired code is added when it passes.
+
+:class:`RejectionSummary` holds RepoST's Table 9 numbers: tasks with at least one
+passing solution before and after debugging.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from gym_repost.data.base import Repairer
+from gym_repost.data.records import SftFormat, normalized_code, sft_record
+from gym_repost.env.function_env import FunctionEnv
+from gym_repost.errors import InfrastructureError, PolicyError, RunDirError, TaskFormatError
+from gym_repost.evaluate.records import Episode, RunConfig, RunDir
+from gym_repost.evaluate.runner import tasks_digest
+from gym_repost.harness import run_function_tests
+from gym_repost.policy.base import tool_call
+from gym_repost.policy.loader import PolicyFactory
+from gym_repost.prompting import render_prompt
+from gym_repost.sandbox.base import Sandbox
+from gym_repost.task import FunctionTask, load_tasks
+
+logger = logging.getLogger(__name__)
+
+Origin = Literal["sample", "repaired", "ground_truth"]
+
+
+@dataclass(frozen=True)
+class Solution:
+    """A passing solution of a task and where it comes from."""
+
+    code: str
+    origin: Origin
+    sample: int | None = None
+
+
+@dataclass
+class TaskOutcome:
+    """What one task contributed."""
+
+    task: FunctionTask
+    solutions: list[Solution] = field(default_factory=list)
+    solved_before: bool = False
+    failed: int = 0
+    repair_attempts: int = 0
+    repaired: int = 0
+    repair_errors: int = 0
+    infra_errors: int = 0
+
+    @property
+    def solved_after(self) -> bool:
+        """At least one passing sample or repaired solution."""
+        return self.solved_before or self.repaired > 0
+
+
+@dataclass(frozen=True)
+class RejectionSummary:
+    """RepoST's Table 9 shape, plus the counts behind it.
+
+    ``passing_samples``, ``repaired_solutions`` and ``ground_truth`` count the solutions
+    kept (after dropping duplicates within a task); ``repaired`` counts every repair that
+    passed.
+    """
+
+    tasks: int
+    solved_before: int
+    solved_after: int
+    passing_samples: int
+    repaired_solutions: int
+    failed_samples: int
+    repair_attempts: int
+    repaired: int
+    repair_errors: int
+    ground_truth: int
+    records: int
+    infra_errors: int
+
+
+def load_run(run_dir: str | Path, tasks_path: str | Path | None = None
+             ) -> tuple[RunConfig, list[Episode], dict[str, FunctionTask]]:
+    """The configuration, episodes and function tasks (by id) of a finished evaluation run.
+
+    Args:
+        run_dir: the run directory.
+        tasks_path: the task file, when not the one the run's ``config.json`` names.
+
+    Raises:
+        RunDirError: no such directory, no ``config.json``, the task file is missing or
+            changed since the run.
+    """
+    path = Path(run_dir)
+    if not path.is_dir():
+        raise RunDirError(f"{path}: no such run directory")
+    config = RunDir(path).read_config()
+    if config is None:
+        raise RunDirError(f"{path} has no config.json: not a run directory made by `gym-repost eval`")
+    source = Path(tasks_path) if tasks_path is not None else Path(config.tasks)
+    try:
+        tasks = load_tasks(source)
+    except TaskFormatError as exc:
+        raise RunDirError(f"cannot read the run's tasks ({exc}); pass the task file with --tasks") from None
+    if tasks_digest(tasks) != config.tasks_digest:
+        raise RunDirError(f"{source} changed since the run in {path} (its task ids differ from the run's); "
+                          "pass the task file the run used with --tasks")
+    functions = {t.id: t for t in tasks if isinstance(t, FunctionTask)}
+    if len(functions) < len(tasks):
+        logger.warning("%s: %d tasks are not function tasks; rejection sampling skips them",
+                       source, len(tasks) - len(functions))
+    return config, RunDir(path).episodes(), functions
+
+
+def _repair_observation(statement: str, task: FunctionTask, code: str, report: str) -> str:
+    return render_prompt("gym_repost.data", "repair.j2", statement=statement.rstrip(),
+                         qualname=task.target.qualname, code=code, report=report)
+
+
+class PolicyRepairer:
+    """Repairs with a policy acting in the task's environment.
+
+    The environment starts with the failed code written; the policy's first observation
+    is the task statement, the failed code and its test report (``prompts/repair.j2``),
+    and its ``info`` also holds them as ``failed_code`` and ``failure_report``. The
+    repaired code is whatever the policy has written when the episode ends.
+
+    Args:
+        factory: makes the policy (``load_policy(spec)``).
+        sandbox: where tests run.
+        max_steps: step budget of a repair episode.
+        max_submissions: submissions allowed in a repair episode.
+    """
+
+    def __init__(self, factory: PolicyFactory, sandbox: Sandbox, *, max_steps: int = 30,
+                 max_submissions: int = 1) -> None:
+        self.factory = factory
+        self.sandbox = sandbox
+        self.max_steps = max_steps
+        self.max_submissions = max_submissions
+
+    def repair(self, task: FunctionTask, code: str, report: str, *, seed: int) -> str | None:
+        """Play one repair episode; return the code written at its end."""
+        env = FunctionEnv(task, sandbox=self.sandbox, max_steps=self.max_steps + 1,
+                          max_submissions=self.max_submissions)
+        policy = self.factory()
+        try:
+            statement, info = env.reset(seed=seed)
+            env.step(tool_call("write_code", code=code))
+            observation = _repair_observation(statement, task, code, report)
+            info = {**info, "failed_code": code, "failure_report": report}
+            policy.reset(task, observation, info, seed=seed)
+            done = False
+            while not done:
+                observation, _, terminated, truncated, info = env.step(policy.act(observation, info))
+                done = terminated or truncated
+            return env.code
+        finally:
+            close = getattr(policy, "close", None)
+            if callable(close):
+                close()
+            env.close()
+
+
+def _add(outcome: TaskOutcome, seen: set[str], solution: Solution, dedupe: bool) -> None:
+    key = normalized_code(solution.code)
+    if dedupe and key in seen:
+        return
+    seen.add(key)
+    outcome.solutions.append(solution)
+
+
+def _try_repair(task: FunctionTask, episode: Episode, repairer: Repairer, sandbox: Sandbox) -> str | None:
+    """The repaired code when it passes, else None.
+
+    Raises:
+        PolicyError: the repairer crashed (the caller counts a repair error).
+    """
+    assert episode.code is not None
+    report = run_function_tests(sandbox, task, episode.code)
+    if report.passed:
+        logger.warning("%s sample %d: failed in the run but passes now (flaky tests?); not repaired",
+                       task.name, episode.sample)
+        return None
+    try:
+        repaired = repairer.repair(task, episode.code, report.to_text(), seed=episode.seed)
+    except InfrastructureError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a user's policy may raise anything
+        raise PolicyError(f"the repairer raised {type(exc).__name__}: {exc}") from exc
+    if repaired is None or not run_function_tests(sandbox, task, repaired).passed:
+        return None
+    return repaired
+
+
+def collect_task(task: FunctionTask, episodes: Sequence[Episode], sandbox: Sandbox | None, *,
+                 repairer: Repairer | None = None, ground_truth: bool = False,
+                 dedupe: bool = True) -> TaskOutcome:
+    """The passing (and repaired) solutions of one task's episodes."""
+    outcome = TaskOutcome(task)
+    seen: set[str] = set()
+    ordered = sorted(episodes, key=lambda e: e.sample)
+    for ep in ordered:
+        if ep.status == "infra_error":
+            outcome.infra_errors += 1
+        elif ep.status == "passed" and ep.code is not None:
+            outcome.solved_before = True
+            _add(outcome, seen, Solution(ep.code, "sample", ep.sample), dedupe)
+        else:
+            outcome.failed += 1
+    for ep in ordered:
+        if repairer is None or sandbox is None or ep.status != "failed" or not ep.code:
+            continue
+        outcome.repair_attempts += 1
+        try:
+            repaired = _try_repair(task, ep, repairer, sandbox)
+        except InfrastructureError as exc:
+            logger.error("%s sample %d: repair failed: %s", task.name, ep.sample, exc)
+            outcome.repair_errors += 1
+            continue
+        if repaired is not None:
+            outcome.repaired += 1
+            _add(outcome, seen, Solution(repaired, "repaired", ep.sample), dedupe)
+    if ground_truth:
+        _add(outcome, seen, Solution(task.ground_truth, "ground_truth"), dedupe)
+    return outcome
+
+
+def solution_records(outcome: TaskOutcome, fmt: SftFormat = "messages",
+                     system: str | None = None) -> list[dict[str, Any]]:
+    """SFT records of one task's solutions."""
+    return [{**sft_record(outcome.task, s.code, fmt, system), "method": "rejection",
+             "origin": s.origin, "sample": s.sample} for s in outcome.solutions]
+
+
+def summarize_rejection(outcomes: Sequence[TaskOutcome], records: int) -> RejectionSummary:
+    """Table 9's numbers over every task of the run."""
+    return RejectionSummary(
+        tasks=len(outcomes), solved_before=sum(o.solved_before for o in outcomes),
+        solved_after=sum(o.solved_after for o in outcomes),
+        passing_samples=sum(s.origin == "sample" for o in outcomes for s in o.solutions),
+        repaired_solutions=sum(s.origin == "repaired" for o in outcomes for s in o.solutions),
+        failed_samples=sum(o.failed for o in outcomes), repair_attempts=sum(o.repair_attempts for o in outcomes),
+        repaired=sum(o.repaired for o in outcomes), repair_errors=sum(o.repair_errors for o in outcomes),
+        ground_truth=sum(s.origin == "ground_truth" for o in outcomes for s in o.solutions),
+        records=records, infra_errors=sum(o.infra_errors for o in outcomes))
+
+
+def episodes_by_task(episodes: Sequence[Episode], tasks: dict[str, FunctionTask]
+                     ) -> list[tuple[FunctionTask, list[Episode]]]:
+    """Each task of the run (in task-file order) with its episodes."""
+    grouped: dict[str, list[Episode]] = {task_id: [] for task_id in tasks}
+    for ep in episodes:
+        if ep.task_id in grouped:
+            grouped[ep.task_id].append(ep)
+    return [(tasks[task_id], eps) for task_id, eps in grouped.items()]
+
+
+def build_rejection(groups: Sequence[tuple[FunctionTask, list[Episode]]], sandbox: Sandbox | None, *,
+                    repairer: Repairer | None = None, ground_truth: bool = False, dedupe: bool = True,
+                    fmt: SftFormat = "messages", system: str | None = None, workers: int = 1,
+                    on_task: Callable[[TaskOutcome], None] | None = None
+                    ) -> tuple[list[dict[str, Any]], RejectionSummary]:
+    """SFT records and Table 9's numbers for a run's tasks (``workers`` tasks at once;
+    records keep the order of ``groups``).
+
+    Args:
+        sandbox: where repairs are tested; needed only with a ``repairer``.
+    """
+    def one(group: tuple[FunctionTask, list[Episode]]) -> TaskOutcome:
+        outcome = collect_task(group[0], group[1], sandbox, repairer=repairer, ground_truth=ground_truth,
+                               dedupe=dedupe)
+        if on_task is not None:
+            on_task(outcome)
+        return outcome
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        outcomes = list(pool.map(one, groups))
+    records = [r for o in outcomes for r in solution_records(o, fmt, system)]
+    return records, summarize_rejection(outcomes, len(records))

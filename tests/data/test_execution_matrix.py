@@ -1,0 +1,145 @@
+"""The per-code test runner: one sandboxed process per code, each test with its own
+outcome and timeout, and no way for the code to claim passes it did not earn."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pytest
+
+from gym_repost.data.assertions import split_task_tests
+from gym_repost.data.base import TestSuite
+from gym_repost.data.execution import MARK, execution_matrix, parse_runner, run_code_against_tests
+from gym_repost.sandbox.base import RunResult, Sandbox
+from gym_repost.task import FunctionTask
+
+
+class CountingSandbox(Sandbox):
+    """The real sandbox, counting its runs."""
+
+    def __init__(self, inner: Sandbox) -> None:
+        self.inner = inner
+        self.runs = 0
+
+    def start(self) -> None:
+        self.inner.start()
+
+    def close(self) -> None:
+        pass
+
+    def run(self, files: Mapping[str, str | bytes], command: Sequence[str], timeout: float = 10.0, *,
+            stdin: str | None = None, env: Mapping[str, str] | None = None, network: bool = False) -> RunResult:
+        self.runs += 1
+        return self.inner.run(files, command, timeout, stdin=stdin, env=env, network=network)
+
+
+GOOD = "assert score([1, 2, 3], 100) == 60"
+
+
+def _outcomes(run: Any) -> list[str]:
+    return [o.outcome for o in run.outcomes]
+
+
+def test_each_test_gets_its_own_outcome_and_timeout(function_task: FunctionTask, sandbox: Sandbox) -> None:
+    suite = TestSuite((GOOD, "assert score([1], 5) == 6", "assert score([1], 1 / 0) == 1",
+                       "while True:\n    pass", "import os\nos._exit(0)", "assert score([], 5) == 0"))
+    counting = CountingSandbox(sandbox)
+    run = run_code_against_tests(counting, function_task, function_task.ground_truth, suite, test_timeout=1.0)
+    assert counting.runs == 1
+    assert _outcomes(run) == ["pass", "fail", "error", "timeout", "error", "pass"]
+    assert run.outcomes[2].exception == "ZeroDivisionError"
+    assert run.outcomes[4].exception == "EarlyExit"
+    assert run.passed == 2 and run.pass_rate == pytest.approx(2 / 6)
+
+
+def test_the_code_under_test_replaces_the_target_for_assert_style_tests(function_task: FunctionTask,
+                                                                         sandbox: Sandbox) -> None:
+    wrong = function_task.ground_truth.replace("total += clamp(v * SCALE, 0, cap)", "total += 1")
+    run = run_code_against_tests(sandbox, function_task, wrong, TestSuite((GOOD, "assert score([1, 2]) == 2")))
+    assert _outcomes(run) == ["fail", "pass"]
+
+
+def test_a_method_is_bound_on_its_class(method_task: FunctionTask, sandbox: Sandbox) -> None:
+    suite = TestSuite(("c = Counter(5)\nassert c.add(3) == 8\nassert c.history == [3]",
+                       "assert Counter(1).add(-4) == 1"))
+    assert _outcomes(run_code_against_tests(sandbox, method_task, method_task.ground_truth, suite)) == ["pass", "pass"]
+    ignores_sign = method_task.ground_truth.replace("if amount < 0:", "if False:")
+    assert _outcomes(run_code_against_tests(sandbox, method_task, ignores_sign, suite)) == ["pass", "fail"]
+
+
+def test_equivalence_tests_compare_the_original_with_the_candidate(method_task: FunctionTask,
+                                                                    sandbox: Sandbox) -> None:
+    suite = split_task_tests(method_task)
+    assert suite.style == "equivalence" and len(suite) == 1
+    assert _outcomes(run_code_against_tests(sandbox, method_task, method_task.ground_truth, suite)) == ["pass"]
+    doubled = method_task.ground_truth.replace("self.value += amount", "self.value += 2 * amount")
+    assert _outcomes(run_code_against_tests(sandbox, method_task, doubled, suite)) == ["fail"]
+
+
+def test_tests_do_not_share_state(function_task: FunctionTask, sandbox: Sandbox) -> None:
+    suite = TestSuite(("SCALE = 1000\nassert score([1]) == 100", "assert SCALE == 10 and score([1]) == 10"))
+    assert _outcomes(run_code_against_tests(sandbox, function_task, function_task.ground_truth, suite)) == [
+        "pass", "pass"]
+
+
+def test_a_code_that_exits_while_loading_fails_every_test(function_task: FunctionTask, sandbox: Sandbox) -> None:
+    code = "import os\nos._exit(0)\n\n" + function_task.ground_truth
+    run = run_code_against_tests(sandbox, function_task, code, TestSuite((GOOD, GOOD + " ")))
+    assert _outcomes(run) == ["error", "error"]
+    assert all(o.phase == "load" and o.exception == "EarlyExit" for o in run.outcomes)
+
+
+def test_a_code_that_loops_while_loading_costs_one_timeout(function_task: FunctionTask, sandbox: Sandbox) -> None:
+    code = "while True:\n    pass\n\n" + function_task.ground_truth
+    suite = TestSuite(tuple(GOOD + " " * i for i in range(5)))
+    counting = CountingSandbox(sandbox)
+    run = run_code_against_tests(counting, function_task, code, suite, test_timeout=0.5)
+    assert _outcomes(run) == ["timeout"] * 5 and counting.runs == 1
+
+
+@pytest.mark.parametrize("trick", [
+    # prints a verdict claiming every test passed, then leaves
+    "import os\n    os.write(1, ('\\n" + MARK + "' + '{\"token\": \"\", \"results\": "
+    "[{\"outcome\": \"pass\"}]}\\n').encode())\n    os._exit(0)",
+    # tries to read the one-time token from standard input
+    "import sys\n    token = sys.stdin.read()\n    assert token, 'no token'\n    raise SystemExit(token)",
+    # kills the runner that reports the verdicts
+    "import os, signal\n    os.kill(os.getppid(), signal.SIGKILL)",
+])
+def test_a_code_cannot_fake_passes(function_task: FunctionTask, sandbox: Sandbox, trick: str) -> None:
+    code = function_task.ground_truth.replace('"""Sum of scaled values, each clamped to [0, cap]."""',
+                                              '"""Sum."""\n    ' + trick)
+    assert code != function_task.ground_truth
+    run = run_code_against_tests(sandbox, function_task, code, TestSuite((GOOD,)))
+    assert run.passed == 0
+    if "stdin" in trick:  # standard input is empty for the code: the token is not there
+        assert run.outcomes[0].message == "no token"
+
+
+def test_a_code_that_cannot_be_placed_is_not_run(function_task: FunctionTask, sandbox: Sandbox) -> None:
+    counting = CountingSandbox(sandbox)
+    run = run_code_against_tests(counting, function_task, "def other():\n    pass\n", TestSuite((GOOD,)))
+    assert counting.runs == 0 and run.invalid and _outcomes(run) == ["error"]
+    assert run.outcomes[0].exception == "InvalidCandidate"
+
+
+def test_a_matrix_costs_one_sandbox_run_per_code(function_task: FunctionTask, sandbox: Sandbox) -> None:
+    codes = [function_task.ground_truth, function_task.ground_truth.replace("v < 0", "v < 1"),
+             "def score(values, cap=100):\n    return None\n"]
+    suite = TestSuite((GOOD, "assert score([0.5, 2]) == 25", "assert score([]) is not None"))
+    counting = CountingSandbox(sandbox)
+    matrix = execution_matrix(counting, function_task, codes, suite)
+    assert counting.runs == 3
+    assert matrix.matrix == [[1, 1, 1], [1, 0, 1], [0, 0, 0]]
+    assert matrix.outcomes[2] == ["fail", "fail", "fail"]
+    assert matrix.outcome_counts() == {"pass": 5, "fail": 4, "error": 0, "timeout": 0}
+
+
+def test_a_verdict_counts_only_with_the_token_on_the_last_line() -> None:
+    line = MARK + '{"token": "abc", "results": [{"outcome": "pass"}, {"outcome": "fail"}]}'
+    assert [o.outcome for o in parse_runner(RunResult(0, "x\n" + line + "\n", ""), "abc", 2)] == ["pass", "fail"]
+    assert [o.outcome for o in parse_runner(RunResult(0, line + "\n", ""), "xyz", 2)] == ["error", "error"]
+    assert [o.outcome for o in parse_runner(RunResult(0, line + "\nlater\n", ""), "abc", 2)] == ["error", "error"]
+    assert [o.outcome for o in parse_runner(RunResult(0, line, ""), "abc", 3)] == ["error"] * 3
+    assert [o.outcome for o in parse_runner(RunResult(-9, "", "", timed_out=True), "abc", 2)] == ["timeout"] * 2
