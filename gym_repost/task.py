@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from gym_repost.errors import TaskFormatError
 
@@ -173,10 +173,155 @@ class FunctionTask(_Model):
         return self.target.source
 
 
-Task = Union[FunctionTask]
-"""Any task kind. Test-file tasks join this union when they land."""
+class TestFileEvaluation(_Model):
+    """Where a test file goes, how it runs and how it is scored.
 
-_TASK_KINDS: dict[str, type[BaseModel]] = {"function": FunctionTask}
+    The test file is written at :attr:`test_path` inside a copy of the repository view
+    and run with pytest from the repository root (the repository's own pytest
+    configuration is ignored; its ``conftest.py`` files are used). Coverage and mutants
+    are those of :attr:`focal_file`.
+    """
+
+    __test__ = False  # not a pytest test class
+
+    test_path: str
+    """Where the test file is placed: the ground truth's own path (POSIX, relative)."""
+    focal_file: str
+    """The file under test (POSIX, relative)."""
+    focal_module: str
+    """Dotted module name the tests import the focal file by."""
+    python_path: list[str] = Field(default_factory=lambda: [""])
+    """Directories (relative to the root, ``""`` is the root) put first on ``sys.path``."""
+    ground_truth: str
+    """The repository's own test file: hidden from the agent."""
+    requirements: list[str] = Field(default_factory=list)
+    """Distributions (pip names) the tests need beyond the standard library and pytest."""
+    plugins: list[str] = Field(default_factory=list)
+    """pytest plugins loaded with ``-p`` (third-party plugins are not auto-loaded)."""
+    timeout: float = Field(default=60.0, gt=0)
+    """Wall-clock seconds the whole test file may take."""
+    test_timeout: float = Field(default=10.0, gt=0)
+    """Wall-clock seconds one test may take."""
+    max_mutants: int = Field(default=50, ge=0)
+    """Seeded cap on the mutants of the focal file run per scoring (0: no mutation score)."""
+    mutant_seed: int = 0
+    """Seed of the mutant sample: the same mutants score every test file of the task."""
+    mutation_timeout: float = Field(default=120.0, gt=0)
+    """Wall-clock seconds all mutants of one scoring may take."""
+    timeout_factor: float = Field(default=10.0, gt=0)
+    """A mutant's run may take this multiple of its tests' baseline time, ..."""
+    timeout_floor: float = Field(default=0.15, gt=0)
+    """... plus this many seconds, or three times the time a run of every passing test
+    takes in a mutant's process, whichever is larger."""
+
+    @model_validator(mode="after")
+    def _check_paths(self) -> TestFileEvaluation:
+        for path in (self.test_path, self.focal_file, *[p for p in self.python_path if p]):
+            parts = path.replace("\\", "/").split("/")
+            if not path or path.startswith(("/", "\\")) or ".." in parts:
+                raise ValueError(f"{path!r} must be a relative path inside the repository")
+        return self
+
+
+class TestFileMetrics(_Model):
+    """The scores of one test file (the ground truth's are recorded with the task).
+
+    Rates are in [0, 1]. ``branch_coverage`` is None when the focal file has no branches,
+    ``mutation_score`` when no mutant was run.
+    """
+
+    __test__ = False  # not a pytest test class
+
+    tests: int = 0
+    """Tests collected."""
+    passed: int = 0
+    failed: int = 0
+    """Tests whose assertions failed."""
+    errors: int = 0
+    """Tests that raised another exception, errored in a fixture, or timed out."""
+    skipped: int = 0
+    execution_rate: float = 0.0
+    """Share of the tests that ran (skipped ones aside) that ran without an error; 0 when
+    the file does not parse, import or collect, has no test, or the run timed out."""
+    pass_rate: float = 0.0
+    """Share of the tests that ran (skipped ones aside) that passed."""
+    line_coverage: float = 0.0
+    """Share of the focal file's statements run by the passing tests (or at import)."""
+    branch_coverage: float | None = None
+    """Share of the focal file's branches taken by the passing tests (or at import)."""
+    lines: int = 0
+    """Statements of the focal file."""
+    branches: int = 0
+    """Branches of the focal file."""
+    mutation_score: float | None = None
+    """``(killed + timeouts) / mutants run``."""
+    mutants_killed: int = 0
+    mutants_timeouts: int = 0
+    """Mutants whose run timed out (counted as killed, reported apart)."""
+    mutants_total: int = 0
+    """Mutants in the score (sampled, minus those that could not be loaded)."""
+    mutants_population: int = 0
+    """Mutants of the focal file before the seeded cap."""
+    mutants_unapplied: int = 0
+    """Sampled mutants that could not be loaded into the running module (not scored)."""
+    mutation_ci_low: float = 0.0
+    """Lower end of the 95% interval of the mutation score (sampling uncertainty)."""
+    mutation_ci_high: float = 1.0
+
+
+class TestFileTask(_Model):
+    """A Repo-Smith test-file task: write the tests of a focal file of a real repository.
+
+    The agent sees the repository without the ground-truth test file and writes a pytest
+    file placed at ``evaluation.test_path``; it is scored by execution rate, pass rate,
+    line and branch coverage and mutation score of the focal file, each also relative to
+    :attr:`reference`, the ground truth's scores.
+    """
+
+    __test__ = False  # not a pytest test class
+
+    schema_version: int = SCHEMA_VERSION
+    kind: Literal["testfile"] = "testfile"
+    id: str = ""
+    """Content hash of every other field; filled in by :meth:`with_id`."""
+    name: str
+    """Human-readable name, unique within its task set (``boltons/strutils``)."""
+    provenance: Provenance
+    """``file`` is the focal file, ``qualname`` its module name."""
+    repository: RepositoryView
+    """The repository without the ground-truth test file; ``target_file`` is the focal file."""
+    evaluation: TestFileEvaluation
+    reference: TestFileMetrics
+    """The ground-truth test file's scores, measured when the task was built."""
+    metadata: TaskMetadata = Field(default_factory=TaskMetadata)
+
+    @model_validator(mode="after")
+    def _check_focal_file(self) -> TestFileTask:
+        if self.evaluation.focal_file not in self.repository.files:
+            raise ValueError(f"the focal file {self.evaluation.focal_file!r} is not in the repository view")
+        return self
+
+    def content_hash(self) -> str:
+        """SHA-256 (first 16 hex digits) of the canonical JSON of every field but ``id``."""
+        payload = self.model_dump(mode="json", exclude={"id"})
+        canonical = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
+
+    def with_id(self) -> TestFileTask:
+        """Return this task with its ``id`` set to its content hash."""
+        self.id = self.content_hash()
+        return self
+
+    @property
+    def ground_truth(self) -> str:
+        """The repository's own test file."""
+        return self.evaluation.ground_truth
+
+
+Task = Union[FunctionTask, TestFileTask]
+"""Any task kind."""
+
+_TASK_KINDS: dict[str, type[BaseModel]] = {"function": FunctionTask, "testfile": TestFileTask}
 
 
 class TaskList(list):  # type: ignore[type-arg]

@@ -7,11 +7,13 @@ agent's mistake (unknown tool, bad argument, a path outside the repository) rais
 observation.
 
 Function tasks have ``list_files``, ``read_file``, ``search``, ``write_code``,
-``run_tests`` and ``submit`` (the environment owns ``submit``'s budget logic).
+``run_tests`` and ``submit`` (the environment owns ``submit``'s budget logic); test-file
+tasks have ``write_tests`` (the whole test file) in place of ``write_code``.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import posixpath
 import re
@@ -19,11 +21,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gym_repost.analysis.testfile_report import RewardConfig, TestFileReport, score_test_file
 from gym_repost.errors import CandidateError, ToolError
 from gym_repost.harness import prepare_candidate, run_function_tests
 from gym_repost.harness.report import TestReport
 from gym_repost.sandbox.base import Sandbox
-from gym_repost.task import FunctionTask
+from gym_repost.task import FunctionTask, TestFileTask
 
 MAX_READ_LINES = 400
 """Most lines one ``read_file`` returns."""
@@ -86,6 +89,17 @@ FUNCTION_TOOLS: tuple[ToolSpec, ...] = (
     ToolSpec("submit", "Submit the code you wrote for the final verdict. A failing submission "
              "shows the report; you may repair and submit again while submissions remain.",
              _schema({}, [])),
+)
+
+TESTFILE_TOOLS: tuple[ToolSpec, ...] = (
+    *FUNCTION_TOOLS[:3],
+    ToolSpec("write_tests", "Write your test file: the whole pytest module, imports included. Replaces what "
+             "you wrote before.", _schema({"code": _STR}, ["code"])),
+    ToolSpec("run_tests", "Run your test file and see the report: tests that errored or failed, lines and "
+             "branches of the focal file no passing test runs, mutants of the focal file that no test "
+             "detects, and the scores (does not use up a submission).", _schema({}, [])),
+    ToolSpec("submit", "Submit your test file for scoring. A submission below the bar shows the report; you "
+             "may improve it and submit again while submissions remain.", _schema({}, [])),
 )
 
 _TYPES = {"string": str, "integer": int}
@@ -240,7 +254,47 @@ class RepositoryTools:
         return ToolResult("\n".join(shown) + more, data={"count": len(hits)})
 
 
-class FunctionTools(RepositoryTools):
+class TaskTools(RepositoryTools):
+    """Repository reading plus a sandbox, and dispatch of tool calls by name.
+
+    Args:
+        files: the repository view.
+        sandbox: a started sandbox, or a callable returning one (called on first use,
+            so episodes that never run tests never start a sandbox).
+    """
+
+    specs: tuple[ToolSpec, ...] = FUNCTION_TOOLS[:3]
+
+    def __init__(self, files: Mapping[str, str], sandbox: Sandbox | Callable[[], Sandbox]) -> None:
+        super().__init__(files)
+        self._sandbox = sandbox
+        self.code: str | None = None
+
+    def sandbox(self) -> Sandbox:
+        """The sandbox, created on first use."""
+        if not isinstance(self._sandbox, Sandbox):
+            self._sandbox = self._sandbox()
+        return self._sandbox
+
+    def spec(self, name: str) -> ToolSpec:
+        """The spec of tool ``name``.
+
+        Raises:
+            ToolError: no such tool.
+        """
+        for spec in self.specs:
+            if spec.name == name:
+                return spec
+        raise ToolError(f"unknown tool {name!r}; available: {', '.join(s.name for s in self.specs)}")
+
+    def call(self, name: str, args: dict[str, Any]) -> ToolResult:
+        """Validate and run a tool other than ``submit`` (the environment handles it)."""
+        validate_args(self.spec(name), args)
+        handler = getattr(self, name)
+        return handler(**args)
+
+
+class FunctionTools(TaskTools):
     """The tools of a function task: repository reading, writing the candidate, testing.
 
     Args:
@@ -252,16 +306,8 @@ class FunctionTools(RepositoryTools):
     specs: tuple[ToolSpec, ...] = FUNCTION_TOOLS
 
     def __init__(self, task: FunctionTask, sandbox: Sandbox | Callable[[], Sandbox]) -> None:
-        super().__init__(task.repository.files)
+        super().__init__(task.repository.files, sandbox)
         self.task = task
-        self._sandbox = sandbox
-        self.code: str | None = None
-
-    def sandbox(self) -> Sandbox:
-        """The sandbox, created on first use."""
-        if not isinstance(self._sandbox, Sandbox):
-            self._sandbox = self._sandbox()
-        return self._sandbox
 
     def write_code(self, code: str) -> ToolResult:
         """Store the candidate after checking it parses and defines the target."""
@@ -289,19 +335,53 @@ class FunctionTools(RepositoryTools):
         report = self.test_current()
         return ToolResult(report.to_text(), ok=True, data={"test_report": report.model_dump()})
 
-    def spec(self, name: str) -> ToolSpec:
-        """The spec of tool ``name``.
+
+class TestFileTools(TaskTools):
+    """The tools of a test-file task: repository reading, writing the test file, scoring it.
+
+    The repository view holds no ground-truth test file; the agent's file is run where
+    that file lives (``task.evaluation.test_path``).
+
+    Args:
+        task: the task.
+        sandbox: a started sandbox, or a callable returning one (called on first use).
+        reward: how the metrics blend into the reward.
+    """
+
+    __test__ = False  # not a pytest test class
+    specs: tuple[ToolSpec, ...] = TESTFILE_TOOLS
+
+    def __init__(self, task: TestFileTask, sandbox: Sandbox | Callable[[], Sandbox],
+                 reward: RewardConfig | None = None) -> None:
+        super().__init__(task.repository.files, sandbox)
+        self.task = task
+        self.reward = reward or RewardConfig()
+
+    def write_tests(self, code: str) -> ToolResult:
+        """Store the test file; a file that does not parse is kept, and said so."""
+        self.code = code
+        lines = len(code.splitlines())
+        try:
+            ast.parse(code)
+        except (SyntaxError, ValueError) as exc:
+            where = f" (line {exc.lineno})" if isinstance(exc, SyntaxError) else ""
+            return ToolResult(f"Test file saved ({lines} lines), but it does not parse: {exc}{where}. "
+                              "It cannot run until you fix it.", data={"lines": lines, "parses": False})
+        return ToolResult(f"Test file saved ({lines} lines) as {self.task.evaluation.test_path}. Use run_tests "
+                          "to score it or submit when you are done.", data={"lines": lines, "parses": True})
+
+    def test_current(self) -> TestFileReport:
+        """Run and score the current test file.
 
         Raises:
-            ToolError: no such tool.
+            ToolError: no test file has been written yet.
+            SandboxError: the sandbox failed (infrastructure).
         """
-        for spec in self.specs:
-            if spec.name == name:
-                return spec
-        raise ToolError(f"unknown tool {name!r}; available: {', '.join(s.name for s in self.specs)}")
+        if self.code is None:
+            raise ToolError("no test file yet: call write_tests with your test file first")
+        return score_test_file(self.sandbox(), self.task, self.code, self.reward)
 
-    def call(self, name: str, args: dict[str, Any]) -> ToolResult:
-        """Validate and run a tool other than ``submit`` (the environment handles it)."""
-        validate_args(self.spec(name), args)
-        handler = getattr(self, name)
-        return handler(**args)
+    def run_tests(self) -> ToolResult:
+        """Run the test file and report."""
+        report = self.test_current()
+        return ToolResult(report.to_text(), ok=True, data={"test_report": report.model_dump(mode="json")})

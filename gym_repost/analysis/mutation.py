@@ -215,34 +215,50 @@ def sample_mutants(mutants: Sequence[Mutant], k: int, seed: int) -> list[Mutant]
     return [mutants[i] for i in sorted(ranked[:k])]
 
 
-def mutation_score(killed: int, total: int, timeouts: int = 0) -> MutationScore:
+def mutation_score(killed: int, total: int, timeouts: int = 0, *,
+                   population: int | None = None) -> MutationScore:
     """Compute a mutation score and its 95% Wilson score interval.
 
     Timeouts count as killed (a mutant that hangs does not pass the tests) and are
     reported apart. The Wilson interval stays inside [0, 1] and is honest for small or
     extreme samples, so a score over a capped sample of mutants shows its uncertainty.
 
+    When the mutants run are a sample without replacement from a known ``population``
+    (a seeded cap on the mutants of a file), the distances from the score to the ends of
+    the interval are scaled by the finite population correction
+    ``sqrt((population - total) / (population - 1))``: the interval narrows as the
+    sample grows and is the score itself when every mutant was run.
+
     Args:
         killed: mutants a test failed on (timeouts excluded).
         total: mutants run.
         timeouts: mutants whose test run timed out.
+        population: mutants the sample was drawn from; None for no correction.
 
     Returns:
         The score; ``score`` is None and the interval is [0, 1] when ``total`` is 0.
 
     Raises:
-        ValueError: a negative count, or ``killed + timeouts > total``.
+        ValueError: a negative count, ``killed + timeouts > total``, or a population
+            smaller than ``total``.
     """
     if min(killed, total, timeouts) < 0 or killed + timeouts > total:
         raise ValueError(
             f"invalid mutant counts: killed={killed}, timeouts={timeouts}, total={total}"
         )
+    if population is not None and population < total:
+        raise ValueError(f"population {population} is smaller than the sample {total}")
     detected = killed + timeouts
     survived = total - detected
     if total == 0:
         return MutationScore(None, killed, survived, timeouts, total, 0.0, 1.0)
+    score = detected / total
     low, high = _wilson_interval(detected, total)
-    return MutationScore(detected / total, killed, survived, timeouts, total, low, high)
+    if population is not None:
+        correction = math.sqrt((population - total) / (population - 1)) if population > 1 else 0.0
+        low = score - (score - low) * correction
+        high = score + (high - score) * correction
+    return MutationScore(score, killed, survived, timeouts, total, low, high)
 
 
 def count_by_operator(mutants: Sequence[Mutant]) -> dict[str, int]:

@@ -4,6 +4,12 @@ Each episode runs a fresh policy object in a fresh environment against a shared,
 thread-safe sandbox. Every finished episode is appended to ``episodes.jsonl`` at once,
 so a killed run loses only the episodes in flight; rerunning continues where it stopped
 (infrastructure errors are retried, finished episodes are skipped, nothing duplicates).
+
+The environment follows the task's kind: ``gym_repost/Function-v0`` for function tasks,
+``gym_repost/TestFile-v0`` for test-file tasks. A test-file episode's reward is its best
+submission's metric blend (``--reward`` applies to function tasks only), and it *passes*
+when a submission does: the test file runs, every test passes and the blend reaches the
+pass threshold (0.9 of the repository's own tests by default); pass@k counts those.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from gym_repost.env.function_env import FunctionEnv
+from gym_repost.env.testfile_env import TestFileEnv
 from gym_repost.errors import InfrastructureError, PolicyError
 from gym_repost.evaluate.records import Episode, RunConfig, RunDir
 from gym_repost.evaluate.summary import summarize
@@ -48,7 +55,16 @@ def _act(policy: Any, observation: str, info: dict[str, Any]) -> Any:
         raise PolicyError(f"policy.act raised {type(exc).__name__}: {exc}") from exc
 
 
-def _play(env: FunctionEnv, policy: Any, task: Task, sample: int, seed: int,
+def make_env(task: Task, sandbox: Sandbox, config: RunConfig) -> FunctionEnv | TestFileEnv:
+    """The environment for the task's kind, with the run's budgets."""
+    if task.kind == "testfile":
+        return TestFileEnv(task, sandbox=sandbox, max_steps=config.max_steps,
+                           max_submissions=config.repairs + 1)
+    return FunctionEnv(task, sandbox=sandbox, max_steps=config.max_steps,
+                       max_submissions=config.repairs + 1, reward=config.reward)
+
+
+def _play(env: FunctionEnv | TestFileEnv, policy: Any, task: Task, sample: int, seed: int,
           trajectory: list[dict[str, Any]]) -> dict[str, Any]:
     obs, info = env.reset(seed=seed)
     info = {**info, "sample": sample, "seed": seed}
@@ -75,8 +91,7 @@ def run_episode(task: Task, sample: int, factory: PolicyFactory, sandbox: Sandbo
                 config: RunConfig) -> tuple[Episode, list[dict[str, Any]]]:
     """Play one episode; infrastructure failures become an ``infra_error`` record."""
     seed = episode_seed(config.seed, task.id, sample)
-    env = FunctionEnv(task, sandbox=sandbox, max_steps=config.max_steps,
-                      max_submissions=config.repairs + 1, reward=config.reward)
+    env = make_env(task, sandbox, config)
     trajectory: list[dict[str, Any]] = []
     base = {"task_id": task.id, "task_name": task.name, "sample": sample, "seed": seed,
             "policy": config.policy}

@@ -4,6 +4,15 @@ Each submission is a different mutant (chosen with the episode's seed), so with 
 iterations the policy "repairs" by trying another mutant. A task whose tests accept a
 mutant has weak tests (or the mutant is equivalent). When the ground truth has no
 mutants, the policy submits a candidate that does nothing (``return None``).
+
+For a test-file task the "mutant" is the ground-truth test file disarmed
+(:func:`~gym_repost.analysis.test_source.disarm_tests`): assertions removed and every
+test body wrapped in ``try/except``, so it runs the same code and covers the same lines
+but no mutant can make a test fail (only hanging ones count as killed). Its mutation
+score, and with it the reward, falls well below the ground truth's and it must not pass.
+(Removing the assertions alone is a weaker control: tests still kill the mutants that
+make the code raise, which on real repositories is often most of what the ground truth
+kills.) Every submission is that same file.
 """
 
 from __future__ import annotations
@@ -11,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from gym_repost.analysis.mutation import generate_mutants, sample_mutants
+from gym_repost.analysis.test_source import disarm_tests
 from gym_repost.harness import do_nothing_candidate
 from gym_repost.policy.base import Action, tool_call
 from gym_repost.task import Task
@@ -26,18 +36,22 @@ class MutantPolicy:
 
     def reset(self, task: Task, observation: str, info: dict[str, Any], *, seed: int) -> None:
         """Pick this episode's mutants."""
-        mutants = generate_mutants(task.ground_truth)
-        chosen = sample_mutants(mutants, min(self.max_mutants, len(mutants)), seed)
-        self._queue = [m.source for m in chosen] or [do_nothing_candidate(task)]
+        self._tool = "write_tests" if task.kind == "testfile" else "write_code"
         self._submitted = 0
         self._pending_write = True
+        if task.kind == "testfile":
+            self._queue = [disarm_tests(task.ground_truth)]
+            return
+        mutants = generate_mutants(task.ground_truth)
+        chosen = sample_mutants(mutants, min(self.max_mutants, len(mutants)), seed)
+        self._queue = [m.source for m in chosen] or [do_nothing_candidate(task)]  # type: ignore[arg-type]
 
     def act(self, observation: str, info: dict[str, Any]) -> Action:
         """Alternate ``write_code(next mutant)`` and ``submit``."""
         if self._pending_write:
             self._pending_write = False
             code = self._queue[self._submitted % len(self._queue)]
-            return tool_call("write_code", code=code)
+            return tool_call(self._tool, code=code)
         self._submitted += 1
         self._pending_write = True
         return tool_call("submit")

@@ -1,4 +1,8 @@
-"""The oracle: writes the ground truth and submits. A positive control."""
+"""The oracle: writes the ground truth and submits. A positive control.
+
+For a test-file task the ground truth is the repository's own test file, written with
+``write_tests``.
+"""
 
 from __future__ import annotations
 
@@ -16,11 +20,12 @@ class OraclePolicy:
     def reset(self, task: Task, observation: str, info: dict[str, Any], *, seed: int) -> None:
         """Remember the task's ground truth."""
         self._code = task.ground_truth
+        self._tool = "write_tests" if task.kind == "testfile" else "write_code"
         self._written = False
 
     def act(self, observation: str, info: dict[str, Any]) -> Action:
-        """``write_code(ground truth)`` first, then ``submit``."""
+        """``write_code(ground truth)`` (``write_tests``) first, then ``submit``."""
         if not self._written:
             self._written = True
-            return tool_call("write_code", code=self._code)
+            return tool_call(self._tool, code=self._code)
         return tool_call("submit")

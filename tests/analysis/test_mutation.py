@@ -597,3 +597,20 @@ def test_mutation_score_extremes() -> None:
 def test_mutation_score_rejects_impossible_counts(killed: int, total: int, timeouts: int) -> None:
     with pytest.raises(ValueError):
         mutation_score(killed, total, timeouts)
+
+
+def test_mutation_score_finite_population_narrows_the_interval() -> None:
+    # 8 of 10 sampled from 30: correction sqrt((30 - 10) / 29) = 0.83045; the Wilson
+    # ends 0.4902 and 0.9433 move towards 0.8 by that factor:
+    # 0.8 - 0.3098 * 0.83045 = 0.54273 and 0.8 + 0.1433 * 0.83045 = 0.91900.
+    score = mutation_score(killed=8, total=10, population=30)
+    assert score.score == 0.8
+    assert score.ci_low == pytest.approx(0.54273, abs=1e-4)
+    assert score.ci_high == pytest.approx(0.91900, abs=1e-4)
+    # Every mutant run: the score is exact.
+    exact = mutation_score(killed=6, total=10, timeouts=1, population=10)
+    assert (exact.ci_low, exact.ci_high) == (0.7, 0.7)
+    # A huge population: the plain Wilson interval.
+    assert mutation_score(8, 10, population=10**9).ci_low == pytest.approx(mutation_score(8, 10).ci_low)
+    with pytest.raises(ValueError):
+        mutation_score(8, 10, population=9)

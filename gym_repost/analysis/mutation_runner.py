@@ -1,0 +1,333 @@
+"""Run a test file against its focal file in the sandbox: outcomes, coverage and mutants.
+
+One sandbox run per scoring. The in-sandbox program (``mutation_main.py``) runs the test
+file once with pytest under coverage.py with a context per test, learns which tests
+cover which lines of the focal file, then runs each mutant in a child forked from the
+running session with the mutant loaded from memory, only the tests covering the mutated
+line, and a timeout relative to those tests' baseline time.
+
+>>> run = run_test_file(sandbox, task, test_source)
+>>> run.status, [t.outcome for t in run.tests], run.mutation
+
+The mutants are a seeded sample (``task.evaluation.max_mutants``) of every mutant of the
+focal file, so the ground truth and every candidate test file face the same ones; the
+score's interval reports the sampling uncertainty (finite population corrected).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import logging
+import os
+import secrets
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from typing import Any, Literal
+
+from gym_repost.analysis.mutation import Mutant, MutationScore, generate_mutants, mutation_score, sample_mutants
+from gym_repost.errors import SandboxError
+from gym_repost.sandbox.base import RunResult, Sandbox
+from gym_repost.task import TestFileTask
+
+logger = logging.getLogger(__name__)
+
+PROGRAM_NAME = "_gym_repost_testfile.py"
+"""File name of the in-sandbox program inside the run directory."""
+CONFIG_NAME = "_gym_repost_testfile.json"
+MARK = "@@gym-repost-testfile@@"
+_GRACE = 20.0
+_OUTPUT = 1500
+
+RunStatus = Literal["completed", "invalid", "timeout", "crashed", "error"]
+Outcome = Literal["passed", "failed", "error", "timeout", "skipped"]
+MutantStatus = Literal["killed", "survived", "timeout", "uncovered", "unapplied", "not run"]
+
+
+@lru_cache(maxsize=1)
+def program_source() -> str:
+    """Text of the in-sandbox program (``mutation_main.py``)."""
+    return resources.files("gym_repost.analysis").joinpath("mutation_main.py").read_text("utf-8")
+
+
+@dataclass(frozen=True)
+class TestOutcome:
+    """One test of the file: how it ended, and why when it did not pass.
+
+    ``outcome``: ``passed``; ``failed`` (an assertion failed or ``pytest.fail``);
+    ``error`` (another exception, or a fixture failed); ``timeout`` (the test overran its
+    limit); ``skipped`` (skips and expected failures).
+    """
+
+    __test__ = False  # not a pytest test class
+
+    nodeid: str
+    outcome: Outcome
+    phase: str | None = None
+    exception: str | None = None
+    message: str = ""
+    longrepr: str = ""
+
+
+@dataclass(frozen=True)
+class CollectionError:
+    """The file (or a part of it) could not be imported or collected."""
+
+    nodeid: str
+    message: str
+    longrepr: str
+
+
+@dataclass(frozen=True)
+class MutantOutcome:
+    """What the tests did to one mutant.
+
+    ``status``: ``killed`` (a test failed, or the run crashed), ``survived`` (every
+    covering test passed), ``timeout`` (the run overran its limit; counts as killed),
+    ``uncovered`` (no passing test runs the mutated line; counts as survived),
+    ``unapplied`` (the change could not be loaded into the running module; not scored),
+    ``not run`` (the mutation budget ran out first; not scored).
+    """
+
+    mutant: Mutant
+    status: MutantStatus
+    killed_by: str | None = None
+    detail: str | None = None
+
+
+@dataclass
+class TestFileRun:
+    """Everything one run of a test file measured.
+
+    ``status``: ``completed``; ``invalid`` (the file does not parse: not run at all);
+    ``timeout`` (the test file did not finish in time); ``crashed`` (the run ended
+    without finishing, e.g. the interpreter was killed or the file exited); ``error``.
+    Coverage is of the focal file, counted over the passing tests and import time;
+    branches are ``(from_line, to_line)`` with a negative ``to_line`` for an exit.
+    """
+
+    __test__ = False  # not a pytest test class
+
+    status: RunStatus
+    message: str = ""
+    tests: list[TestOutcome] = field(default_factory=list)
+    collection_errors: list[CollectionError] = field(default_factory=list)
+    running: str | None = None
+    """The test that was running when the file timed out."""
+    executed_lines: list[int] = field(default_factory=list)
+    missing_lines: list[int] = field(default_factory=list)
+    executed_branches: list[tuple[int, int]] = field(default_factory=list)
+    missing_branches: list[tuple[int, int]] = field(default_factory=list)
+    coverage_error: str | None = None
+    mutants: list[MutantOutcome] = field(default_factory=list)
+    population: int = 0
+    """Mutants of the focal file before the cap."""
+    mutation_status: str = "not run"
+    """``completed``, ``timeout`` (the mutation budget ran out: the rest are ``not run``),
+    ``crashed``, ``error`` (see :attr:`mutation_message`) or ``not run``."""
+    mutation_message: str = ""
+    output: str = ""
+    """The end of what the test session printed (pytest's own output included)."""
+
+    def count(self, outcome: Outcome) -> int:
+        """Tests that ended with ``outcome``."""
+        return sum(t.outcome == outcome for t in self.tests)
+
+    @property
+    def mutation(self) -> MutationScore | None:
+        """The mutation score over the scored mutants, None when none was scored."""
+        scored = [m for m in self.mutants if m.status in ("killed", "survived", "timeout", "uncovered")]
+        if not scored:
+            return None
+        killed = sum(m.status == "killed" for m in scored)
+        timeouts = sum(m.status == "timeout" for m in scored)
+        population = max(self.population - self.count_mutants("unapplied"), len(scored))
+        return mutation_score(killed, len(scored), timeouts, population=population)
+
+    def count_mutants(self, status: MutantStatus) -> int:
+        """Mutants that ended with ``status``."""
+        return sum(m.status == status for m in self.mutants)
+
+    def surviving(self) -> list[MutantOutcome]:
+        """Mutants the tests let pass (uncovered ones included), in file order."""
+        return [m for m in self.mutants if m.status in ("survived", "uncovered")]
+
+
+def statement_lines(source: str) -> dict[int, int]:
+    """Map each line of ``source`` to the first line of the innermost statement holding it.
+
+    coverage.py records a multi-line statement under its first line; a mutant may start
+    on a later line of it.
+    """
+    starts: dict[int, int] = {}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.stmt) and node.end_lineno is not None:
+            first = node.lineno
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                first = min([d.lineno for d in node.decorator_list] + [node.lineno])
+            for line in range(node.lineno, node.end_lineno + 1):
+                starts[line] = first
+    return starts
+
+
+def nested_definitions(source: str) -> dict[int, list[int]]:
+    """Map each line to the first lines of the nested functions holding it.
+
+    Only functions inside another function count (a closure, a decorator's wrapper): such
+    a function object is made when its parent runs, possibly at a test module's import,
+    and then holds the code it was made with.
+    """
+    holders: dict[int, list[int]] = {}
+    starts = statement_lines(source)
+
+    def visit(node: ast.AST, inside_function: bool, chain: list[int]) -> None:
+        for child in ast.iter_child_nodes(node):
+            is_function = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            link = chain
+            if is_function and inside_function:
+                first = child.lineno  # type: ignore[attr-defined]
+                link = chain + [starts.get(first, first)]
+            if isinstance(child, ast.stmt) and child.end_lineno is not None and link:
+                for line in range(child.lineno, child.end_lineno + 1):
+                    holders[line] = link
+            visit(child, inside_function or is_function, link)
+
+    visit(ast.parse(source), False, [])
+    return holders
+
+
+def select_mutants(source: str, max_mutants: int, seed: int) -> tuple[list[Mutant], int]:
+    """The seeded sample of the focal file's mutants and the population size."""
+    population = generate_mutants(source)
+    return sample_mutants(population, max_mutants, seed), len(population)
+
+
+def _config(task: TestFileTask, mutants: list[Mutant], focal_source: str, jobs: int) -> dict[str, Any]:
+    spec = task.evaluation
+    lines = statement_lines(focal_source) if mutants else {}
+    holders = nested_definitions(focal_source) if mutants else {}
+    return {
+        "focal_file": spec.focal_file, "focal_module": spec.focal_module, "test_path": spec.test_path,
+        "python_path": spec.python_path, "plugins": spec.plugins, "focal_source": focal_source,
+        "timeout": spec.timeout, "test_timeout": spec.test_timeout,
+        "mutation_timeout": spec.mutation_timeout, "timeout_factor": spec.timeout_factor,
+        "timeout_floor": spec.timeout_floor, "jobs": jobs,
+        "mutants": [{"id": i, "start": m.offset, "end": m.offset + len(m.original),
+                     "replacement": m.replacement, "line": lines.get(m.line, m.line),
+                     "holders": holders.get(m.line, [])}
+                    for i, m in enumerate(mutants)],
+    }
+
+
+def run_test_file(sandbox: Sandbox, task: TestFileTask, test_source: str, *, mutate: bool = True,
+                  jobs: int | None = None) -> TestFileRun:
+    """Run ``test_source`` as the task's test file and measure it.
+
+    Args:
+        sandbox: a started sandbox (``preload=["pytest", "coverage"]`` makes runs fast).
+        task: the test-file task (where the file goes, the focal file, the limits).
+        test_source: the whole test file.
+        mutate: also run the task's mutant sample.
+        jobs: mutants run at once inside the sandbox (default: the cores, at most 4).
+
+    Returns:
+        The run. A file that does not parse is ``invalid`` without a sandbox run; a file
+        that hangs, crashes or exits early is a normal result, not an exception.
+
+    Raises:
+        SandboxError: the sandbox failed, or its Python lacks pytest or coverage.
+    """
+    try:
+        ast.parse(test_source)
+    except (SyntaxError, ValueError) as exc:
+        return TestFileRun(status="invalid", message=_syntax_message(exc, task.evaluation.test_path))
+    spec = task.evaluation
+    focal_source = task.repository.files[spec.focal_file]
+    mutants, population = select_mutants(focal_source, spec.max_mutants, spec.mutant_seed) if mutate else ([], 0)
+    config = _config(task, mutants, focal_source, jobs or min(4, os.cpu_count() or 1))
+    files = {**task.repository.files, spec.test_path: test_source, PROGRAM_NAME: program_source(),
+             CONFIG_NAME: json.dumps(config)}
+    token = secrets.token_hex(16)
+    budget = spec.timeout + (spec.mutation_timeout if mutants else 0.0) + _GRACE
+    result = sandbox.run(files, ["python3", PROGRAM_NAME, CONFIG_NAME], timeout=budget,
+                         stdin=token + "\n")
+    return parse_report(result, token, mutants, population)
+
+
+def _syntax_message(exc: SyntaxError | ValueError, path: str) -> str:
+    if isinstance(exc, SyntaxError):
+        where = f"line {exc.lineno}" + (f", column {exc.offset}" if exc.offset else "")
+        text = f"\n    {exc.text.rstrip()}" if exc.text else ""
+        return f"{path} does not parse: {type(exc).__name__}: {exc.msg} ({where}){text}"
+    return f"{path} does not parse: {exc}"
+
+
+def _report_data(result: RunResult, token: str) -> dict[str, Any] | None:
+    prefix = MARK + token + " "
+    for line in reversed(result.stdout.split("\n")):
+        if line.startswith(prefix):
+            try:
+                data = json.loads(line[len(prefix):])
+            except json.JSONDecodeError:
+                return None
+            return data if isinstance(data, dict) else None
+    return None
+
+
+def parse_report(result: RunResult, token: str, mutants: list[Mutant], population: int) -> TestFileRun:
+    """Turn the sandbox's result of a program run into a :class:`TestFileRun`.
+
+    Only the line carrying the one-time token counts; without it the run crashed (the
+    test file killed the program, or the sandbox's timeout struck).
+
+    Raises:
+        SandboxError: the sandbox's Python lacks pytest or coverage.
+    """
+    data = _report_data(result, token)
+    if data is None:
+        status: RunStatus = "timeout" if result.timed_out else "crashed"
+        tail = (result.stderr or result.stdout).strip()[-_OUTPUT:]
+        return TestFileRun(status=status, message="the test run ended without a report"
+                           + (f" (exit {result.returncode})" if not result.timed_out else " (timed out)"),
+                           output=tail, population=population,
+                           mutants=[MutantOutcome(m, "not run") for m in mutants])
+    if data.get("status") == "error" and data.get("infrastructure"):
+        raise SandboxError(str(data["message"]))
+    return TestFileRun(
+        status=data.get("status") or "crashed", message=str(data.get("message") or ""),
+        tests=[TestOutcome(**_known(t, TestOutcome)) for t in data.get("tests", [])],
+        collection_errors=[CollectionError(**_known(e, CollectionError))
+                           for e in data.get("collection_errors", [])],
+        running=data.get("running"), **_coverage_fields(data.get("coverage")),
+        mutants=_mutant_outcomes(data.get("mutants", []), mutants), population=population,
+        mutation_status=str(data.get("mutation_status", "not run")),
+        mutation_message=str(data.get("mutation_message", "")),
+        output=str(data.get("session_output", ""))[-_OUTPUT:])
+
+
+def _known(data: dict[str, Any], cls: type) -> dict[str, Any]:
+    names = cls.__dataclass_fields__  # type: ignore[attr-defined]
+    return {k: v for k, v in data.items() if k in names}
+
+
+def _coverage_fields(data: dict[str, Any] | None) -> dict[str, Any]:
+    if not data:
+        return {"coverage_error": "coverage was not measured"}
+    if "error" in data:
+        return {"coverage_error": str(data["error"])}
+    return {"executed_lines": sorted(data["executed_lines"]), "missing_lines": sorted(data["missing_lines"]),
+            "executed_branches": sorted(tuple(b) for b in data["executed_branches"]),
+            "missing_branches": sorted(tuple(b) for b in data["missing_branches"])}
+
+
+def _mutant_outcomes(reported: list[dict[str, Any]], mutants: list[Mutant]) -> list[MutantOutcome]:
+    by_id = {r["id"]: r for r in reported if isinstance(r, dict) and isinstance(r.get("id"), int)}
+    out = []
+    for index, mutant in enumerate(mutants):
+        r = by_id.get(index)
+        if r is None:
+            out.append(MutantOutcome(mutant, "not run"))
+        else:
+            out.append(MutantOutcome(mutant, r.get("status", "killed"), r.get("killed_by"), r.get("detail")))
+    return out

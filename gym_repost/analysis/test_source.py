@@ -1,0 +1,89 @@
+"""Facts about pytest test files, and one edit of them (text in, text out; nothing runs)."""
+
+from __future__ import annotations
+
+import ast
+
+
+def _is_unittest_assertion(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+            and node.func.attr.startswith(("assert", "fail")) and node.func.attr != "assertRaises")
+
+
+def count_assertions(source: str) -> int:
+    """``assert`` statements plus ``self.assert*(...)`` calls (0 if it does not parse)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return 0
+    return sum(isinstance(n, ast.Assert) or _is_unittest_assertion(n) for n in ast.walk(tree))
+
+
+def count_tests(source: str) -> int:
+    """Functions and methods named ``test*`` (0 if it does not parse)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return 0
+    return sum(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test")
+               for n in ast.walk(tree))
+
+
+class _AssertionRemover(ast.NodeTransformer):
+    def visit_Assert(self, node: ast.Assert) -> ast.stmt:
+        return ast.copy_location(ast.Expr(value=node.test), node)
+
+    def visit_Expr(self, node: ast.Expr) -> ast.stmt:
+        if _is_unittest_assertion(node.value):
+            call = node.value
+            assert isinstance(call, ast.Call)
+            values = [*call.args, *(k.value for k in call.keywords)]
+            return ast.copy_location(ast.Expr(value=ast.Tuple(elts=values, ctx=ast.Load())), node)
+        return self.generic_visit(node)  # type: ignore[return-value]
+
+
+class _Disarmer(_AssertionRemover):
+    def _wrap(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.stmt:
+        self.generic_visit(node)
+        if node.name.startswith("test"):
+            handler = ast.ExceptHandler(type=ast.Name(id="BaseException", ctx=ast.Load()), name=None,
+                                        body=[ast.Pass()])
+            node.body = [ast.Try(body=node.body, handlers=[handler], orelse=[], finalbody=[])]
+        return node
+
+    visit_FunctionDef = _wrap
+    visit_AsyncFunctionDef = _wrap
+
+
+def disarm_tests(source: str) -> str:
+    """The test file with its checks removed and no way to fail but hanging.
+
+    Assertions are removed as by :func:`remove_assertions`, and the body of every
+    ``test*`` function or method is wrapped in ``try: ... except BaseException: pass``.
+    On the original code the file runs exactly what it ran before (same tests, same
+    coverage: the ground truth passes, so nothing it runs raises); on a mutant no test
+    can fail, so only mutants that hang (or break the test module's import) count as
+    killed. The negative control of test-file tasks.
+
+    Raises:
+        SyntaxError: ``source`` does not parse.
+    """
+    tree = _Disarmer().visit(ast.parse(source))
+    return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
+
+
+def remove_assertions(source: str) -> str:
+    """The test file with its checks taken out and everything else kept.
+
+    ``assert cond, msg`` becomes the expression ``cond`` (still evaluated, no longer
+    checked) and ``self.assertEqual(a, b)`` (any ``self.assert*``/``fail*`` call but
+    ``assertRaises``) becomes ``(a, b)``, so the file runs the same code and covers the
+    same lines while detecting almost nothing: a negative control for test-file tasks.
+    ``pytest.raises`` blocks are left as they are. The result is re-generated from the
+    syntax tree (comments and formatting are not kept).
+
+    Raises:
+        SyntaxError: ``source`` does not parse.
+    """
+    tree = _AssertionRemover().visit(ast.parse(source))
+    return ast.unparse(ast.fix_missing_locations(tree)) + "\n"

@@ -1,0 +1,210 @@
+"""The fork-based mutation runner and the test-file scoring, through the real local sandbox."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from testfile_tasks import FILES, FOCAL, GROUND_TRUTH, make_testfile_task
+
+from gym_repost.analysis.mutation import generate_mutants
+from gym_repost.analysis.mutation_runner import MutantOutcome, TestFileRun, run_test_file, select_mutants
+from gym_repost.analysis.testfile_report import score_test_file
+from gym_repost.analysis.testfile_scoring import metrics_from_run
+from gym_repost.errors import SandboxError
+from gym_repost.sandbox import Sandbox, get_sandbox
+
+
+def _find(run: TestFileRun, original: str, replacement: str) -> MutantOutcome:
+    return next(m for m in run.mutants if m.mutant.original == original and m.mutant.replacement == replacement)
+
+
+@pytest.fixture(scope="module")
+def ground_truth_run(sandbox: Sandbox) -> TestFileRun:
+    return run_test_file(sandbox, make_testfile_task(), GROUND_TRUTH)
+
+
+def test_ground_truth_outcomes_and_coverage(ground_truth_run: TestFileRun) -> None:
+    run = ground_truth_run
+    assert run.status == "completed" and run.mutation_status == "completed", run.message
+    assert [t.outcome for t in run.tests] == ["passed"] * 4
+    assert run.tests[2].nodeid == "tests/test_core.py::test_check[TooBig]"
+    assert run.missing_lines == [] and run.missing_branches == []
+    assert len(run.executed_branches) == 10
+
+
+def test_mutant_verdicts(ground_truth_run: TestFileRun) -> None:
+    run = ground_truth_run
+    assert run.population == len(generate_mutants(FOCAL)) == len(run.mutants)
+    assert _find(run, "x < low", "x <= low").status == "survived"  # clamp(0) is never tested
+    assert _find(run, "x > high", "not (x > high)").status == "killed"
+    removed = _find(run, "LIMIT = 10", "pass")
+    assert removed.status == "killed" and "NameError" in (removed.detail or "")
+    # `i += 1` removed: total() loops forever, the run is stopped and reported apart.
+    assert _find(run, "i += 1", "pass").status == "timeout"
+    score = run.mutation
+    assert score is not None and score.timeouts == 1
+    assert score.killed + score.timeouts + score.survived == score.total == len(run.mutants)
+    # Every mutant was run: the estimate is exact.
+    assert score.ci_low == score.ci_high == score.score
+
+
+def test_only_the_tests_covering_a_mutant_run(ground_truth_run: TestFileRun) -> None:
+    owner = {"fib": range(19, 25), "check": range(27, 31), "total": range(33, 40), "clamp": range(11, 17)}
+    for outcome in ground_truth_run.mutants:
+        if outcome.status != "killed" or outcome.killed_by is None or outcome.mutant.line < 11:
+            continue  # module-level lines run at import: every test covers them
+        function = next(name for name, lines in owner.items() if outcome.mutant.line in lines)
+        assert outcome.killed_by.split("::")[1].startswith(f"test_{function}"), outcome
+
+
+def test_lru_cache_is_cleared_so_cached_results_do_not_hide_mutants(ground_truth_run: TestFileRun) -> None:
+    # fib(10) was cached during the baseline run; the mutant must still be seen.
+    assert _find(ground_truth_run, "a + b", "a - b").status == "killed"
+
+
+def test_mutants_are_loaded_from_memory_never_from_disk(sandbox: Sandbox) -> None:
+    tests = textwrap.dedent(f'''\
+        from tinypkg.core import clamp
+
+        ORIGINAL = {FOCAL!r}
+
+
+        def test_the_file_on_disk_is_the_original():
+            clamp(3)
+            clamp(-2)
+            clamp(20)
+            with open("tinypkg/core.py") as fh:
+                assert fh.read() == ORIGINAL
+        ''')
+    run = run_test_file(sandbox, make_testfile_task(), tests)
+    clamp_mutants = [m for m in run.mutants if 11 <= m.mutant.line <= 16]
+    assert clamp_mutants and {m.status for m in clamp_mutants} == {"survived"}
+
+
+def test_seeded_cap_on_mutants(sandbox: Sandbox) -> None:
+    task = make_testfile_task(max_mutants=8, mutant_seed=3)
+    first = run_test_file(sandbox, task, GROUND_TRUTH)
+    chosen, population = select_mutants(FOCAL, 8, 3)
+    assert [m.mutant for m in first.mutants] == chosen and first.population == population > 8
+    other, _ = select_mutants(FOCAL, 8, 4)
+    assert other != chosen
+    metrics = metrics_from_run(first)
+    assert metrics.mutants_total == 8 and metrics.mutants_population == population
+    assert metrics.mutation_ci_low < metrics.mutation_score < metrics.mutation_ci_high  # type: ignore[operator]
+
+
+def test_timeouts_are_relative_to_the_baseline(sandbox: Sandbox) -> None:
+    focal = "import time\n\n\ndef wait(n):\n    for _ in range(n):\n        time.sleep(0.05)\n    return n\n"
+    tests = "from tinypkg.core import wait\n\n\ndef test_wait():\n    assert wait(4) == 4\n"
+    task = make_testfile_task(tests, files={**FILES, "tinypkg/core.py": focal}, timeout_factor=3.0,
+                              timeout_floor=0.05)
+    run = run_test_file(sandbox, task, tests)
+    # The baseline test takes 0.2 s, far above the floor: mutants that keep its pace are
+    # judged on their result; 1.05 s per sleep is a timeout (about 3 x 0.2 + 0.05 s).
+    assert _find(run, "0.05", "1.05").status == "timeout"
+    assert _find(run, "return n", "return None").status == "killed"
+
+
+def test_objects_built_at_test_import_time_see_the_mutant(sandbox: Sandbox) -> None:
+    focal = "def make_adder(k):\n    def add(x):\n        return x + k\n    return add\n"
+    tests = "from tinypkg.core import make_adder\n\nADD_TWO = make_adder(2)\n\n\ndef test_add():\n" \
+            "    assert ADD_TWO(1) == 3\n"
+    task = make_testfile_task(tests, files={**FILES, "tinypkg/core.py": focal})
+    run = run_test_file(sandbox, task, tests)
+    assert {m.mutant.operator: m.status for m in run.mutants} == {"arith": "killed", "return_value": "killed"}
+
+
+def test_a_change_the_tests_cannot_see_is_unapplied_and_not_scored(sandbox: Sandbox) -> None:
+    focal = ("class Box:\n    def __init__(self, size):\n        self.size = size\n\n\nDEFAULT = Box(3)\n\n\n"
+             "def size():\n    return DEFAULT.size\n")
+    tests = "from tinypkg.core import size\n\n\ndef test_size():\n    assert size() == 3\n"
+    task = make_testfile_task(tests, files={**FILES, "tinypkg/core.py": focal})
+    run = run_test_file(sandbox, task, tests)
+    assert _find(run, "3", "4").status == "unapplied"
+    metrics = metrics_from_run(run)
+    assert metrics.mutants_unapplied == 1 and metrics.mutants_total == len(run.mutants) - 1
+
+
+def test_one_job_or_two_give_the_same_verdicts(sandbox: Sandbox, ground_truth_run: TestFileRun) -> None:
+    single = run_test_file(sandbox, make_testfile_task(), GROUND_TRUTH, jobs=1)
+    assert [m.status for m in single.mutants] == [m.status for m in ground_truth_run.mutants]
+
+
+# --------------------------------------------------------------------------- bad input
+
+SENTINEL_NAME = "gym_repost_sentinel.txt"
+
+BAD_FILES = {
+    "does not parse": ("def test_x(:\n    pass\n", "invalid", "does not parse"),
+    "imports what does not exist": ("import does_not_exist\n\n\ndef test_x():\n    assert True\n",
+                                    "error", "No module named 'does_not_exist'"),
+    "a test hangs": ("from tinypkg.core import clamp\n\n\ndef test_x():\n    assert clamp(1) == 1\n\n\n"
+                     "def test_hang():\n    while True:\n        pass\n", "timeout", "test_hang"),
+    "hangs at import": ("import time\n\nwhile True:\n    time.sleep(0.1)\n", "timeout", "did not finish"),
+    "swallows the alarm": ("def test_x():\n    while True:\n        try:\n            while True:\n"
+                           "                pass\n        except BaseException:\n            pass\n",
+                           "timeout", "test_x"),
+    "exits early": ("import os\n\n\ndef test_exit():\n    os._exit(0)\n", "error", "test_exit"),
+    "kills the runner": ("import os, signal\n\n\ndef test_kill():\n    os.kill(os.getppid(), signal.SIGKILL)\n",
+                         "error", "without a report"),
+    "fakes a report": ("import os\n\n\ndef test_fake():\n    print('\\n@@gym-repost-testfile@@abc {}')\n"
+                       "    os._exit(0)\n", "error", "ended early"),
+    "tries the network": ("import socket\n\n\ndef test_net():\n"
+                          "    socket.create_connection(('pypi.org', 443), timeout=2)\n", "error", "test_net"),
+    "has no test": ("import tinypkg.core\n", "error", "no test ran"),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD_FILES))
+def test_bad_test_files_score_zero_execution_with_a_clear_report(sandbox: Sandbox, name: str) -> None:
+    source, status, phrase = BAD_FILES[name]
+    task = make_testfile_task(timeout=4.0, test_timeout=1.0)
+    report = score_test_file(sandbox, task, source)
+    assert report.status == status
+    assert report.metrics.execution_rate == 0.0 and report.reward == 0.0 and not report.passed
+    assert phrase in report.to_text()
+
+
+def test_deleting_files_leaves_the_host_untouched(sandbox: Sandbox, tmp_path: Path) -> None:
+    sentinel = tmp_path / SENTINEL_NAME
+    sentinel.write_text("keep me\n")
+    source = textwrap.dedent(f'''\
+        import os
+
+
+        def test_delete_host_file():
+            os.remove({str(sentinel)!r})
+
+
+        def test_delete_home():
+            os.remove(os.path.expanduser("~/.bashrc"))
+        ''')
+    report = score_test_file(sandbox, make_testfile_task(timeout=4.0), source)
+    assert report.status == "error" and report.metrics.execution_rate == 0.0
+    assert "test_delete_host_file" in report.to_text()
+    assert sentinel.read_text() == "keep me\n"
+
+
+def test_deleting_the_repository_inside_the_sandbox_does_not_break_scoring(sandbox: Sandbox) -> None:
+    source = GROUND_TRUTH + textwrap.dedent('''\
+
+
+        def test_zz_delete_everything():
+            import shutil
+            shutil.rmtree("tinypkg")
+        ''')
+    run = run_test_file(sandbox, make_testfile_task(), source)
+    assert run.status == "completed" and run.coverage_error is None and run.missing_lines == []
+    assert run.mutation is not None and run.mutation.score is not None and run.mutation.score > 0.8
+
+
+def test_a_sandbox_python_without_pytest_is_an_infrastructure_error(tmp_path: Path) -> None:
+    venv = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    with get_sandbox("local", python=str(venv / "bin" / "python")) as bare:
+        with pytest.raises(SandboxError, match="lacks pytest or coverage"):
+            run_test_file(bare, make_testfile_task(), GROUND_TRUTH)
