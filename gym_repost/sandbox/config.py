@@ -67,9 +67,54 @@ class LocalSandboxConfig(SandboxLimits):
         return LocalSandbox(self)
 
 
-SandboxConfig = Annotated[Union[LocalSandboxConfig], Field(discriminator="type")]
+class DockerSandboxConfig(SandboxLimits):
+    """The docker backend: a warm pool of containers of the locally built shared image.
 
-_BACKENDS: dict[str, type[LocalSandboxConfig]] = {"local": LocalSandboxConfig}
+    Each run is one ``docker exec`` in a container of the pool, as that container's own
+    unprivileged user, in a fresh ``/home/user/tmp`` (a tmpfs, the working directory of
+    RepoST's image); ``memory_mb`` and ``max_processes`` also bound each run's processes
+    (rlimits) inside the container's own cgroup limits below.
+    """
+
+    type: Literal["docker"] = "docker"
+    workers: int = Field(default=1, ge=1, le=256)
+    """Warm containers kept ready: the number of runs that can proceed at once."""
+    env: str | None = None
+    """Environment definition whose image to use (``envs/NAME`` or NAME, built with
+    ``gym-repost sandbox build-image --env envs/NAME``); default: the base image."""
+    image: str | None = None
+    """Image to run instead (overrides ``env``); it must follow the recipe's layout."""
+    python: str | None = None
+    """Interpreter inside the container that ``python``/``python3`` commands run; default:
+    the image's ``/opt/gym-repost/venv/bin/python3``."""
+    docker_host: str | None = None
+    """Docker daemon URL (e.g. ``unix:///var/run/docker.sock``); default: ``DOCKER_HOST``
+    or the local socket."""
+    cpus: float = Field(default=1.0, gt=0)
+    """CPUs each container may use (``--cpus``)."""
+    memory_limit_mb: int | None = Field(default=None, gt=0)
+    """Memory of each container in MiB (cgroup, swap included), its tmpfs files counted;
+    default: ``memory_mb`` + 512."""
+    workdir_size_mb: int = Field(default=512, gt=0)
+    """Size of the tmpfs of ``/home/user/tmp`` (and of ``/tmp``) in each container."""
+    packages_volume: str = "gym-repost-packages"
+    """Docker volume holding the packages :meth:`install` adds; mounted read-only into
+    every container and on every run's ``PYTHONPATH``."""
+    build_missing: bool = True
+    """Build the image on :meth:`start` when it is missing and the recipe (``envs/docker``)
+    is at hand; otherwise start fails with a message naming ``build-image``."""
+
+    def build(self) -> Sandbox:
+        """Create the backend (not yet started; the Docker SDK is imported on start)."""
+        from gym_repost.sandbox.docker import DockerSandbox
+
+        return DockerSandbox(self)
+
+
+SandboxConfig = Annotated[Union[LocalSandboxConfig, DockerSandboxConfig],
+                          Field(discriminator="type")]
+
+_BACKENDS: dict[str, type[Any]] = {"local": LocalSandboxConfig, "docker": DockerSandboxConfig}
 
 
 def register_backend(name: str, config_cls: type[Any]) -> None:

@@ -1,0 +1,972 @@
+"""The docker sandbox: a warm pool of containers of the shared image, one ``exec`` per run.
+
+The image is built on this machine from ``envs/docker`` (see
+:mod:`gym_repost.sandbox.docker_image`). :meth:`DockerSandbox.start` starts ``workers``
+containers, each with:
+
+* a lone PID 1 that only reaps orphans (so that ``kill(-1)`` from a run's user finds no
+  other process to count), run as ``nobody``;
+* a read-only root, tmpfs at ``/home/user/tmp`` (every run's working directory, as in
+  RepoST's image) and ``/tmp``; no network (``network_mode="none"``); memory (swap
+  included), CPU and process-count limits of the cgroup; no capabilities,
+  ``no-new-privileges``;
+* a uid of its own for the runs (so rlimits on the number of processes are per container);
+* the package volume (:meth:`DockerSandbox.install`) mounted read-only;
+* labels ``gym-repost=1``, ``gym-repost.owner=<host>:<pid>:<start time>``,
+  ``gym-repost.sandbox=<token>``: :func:`cleanup_containers` removes those whose owner died.
+
+A run is one ``docker exec`` of a small ``sh`` script as the container's run user. Text
+files of the top directory travel as arguments of the exec and are written by ``printf``
+(a shell builtin: no process); any other file comes as a tar in the exec's stdin, ahead of
+the run's own stdin (``head -c`` hands exactly the tar to ``tar -x``). The script sets the
+rlimits, runs the command under ``timeout --kill-after``, then ``kill -9 -1`` until no
+process of the run's user is left, empties ``/home/user/tmp``, ``/tmp``, ``/dev/shm`` and
+``/dev/mqueue``, and writes a status line (with a nonce) as the last bytes of stderr. The
+host keeps head and tail of both streams, kills the run when its output passes 64 times
+the cap or when the timeout passed by more than a grace period (a second ``exec`` that
+kills everything of the run's user), and replaces a container that could not be cleaned.
+A container that dies is a :class:`SandboxError`.
+
+Exit statuses go through ``sh``: a command killed by signal ``N`` has returncode ``-N``
+(a command that exits with ``128 + N`` by itself is reported the same way).
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+import os
+import queue
+import random
+import re
+import secrets
+import select
+import socket
+import tarfile
+import threading
+import time
+import weakref
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from gym_repost.errors import MissingExtraError, SandboxError, SandboxUnavailableError
+from gym_repost.sandbox.base import RunResult, Sandbox, SandboxLimits, check_relative_path
+from gym_repost.sandbox.config import DockerSandboxConfig
+from gym_repost.sandbox.docker_image import (
+    BASE_ENV,
+    build_image,
+    env_name,
+    image_status,
+    image_tag,
+    resolve_recipe,
+)
+from gym_repost.sandbox.local import _host_identity, _identity_alive
+from gym_repost.sandbox.worker import DEFAULT_PATH, OUTPUT_KILL_FACTOR, Capture
+
+logger = logging.getLogger(__name__)
+
+WORKDIR = "/home/user/tmp"
+"""Every run's working directory inside the container (RepoST's image used it)."""
+IMAGE_PYTHON = "/opt/gym-repost/venv/bin/python3"
+PACKAGES_MOUNT = "/opt/gym-repost/packages"
+LABEL = "gym-repost"
+OWNER_LABEL = "gym-repost.owner"
+SANDBOX_LABEL = "gym-repost.sandbox"
+ROLE_LABEL = "gym-repost.role"
+KILL_AFTER = 1.0
+"""Seconds between ``timeout``'s SIGTERM and its SIGKILL."""
+HOST_GRACE = 5.0
+"""Seconds past timeout + KILL_AFTER after which the host kills the run itself."""
+MAX_TIMEOUT = 7 * 24 * 3600.0
+_UID_RANGE = (3_000_000, 3_999_999)
+_INSTALL_TARGET = "_gym_repost_target"
+_PIP_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
+_CA_ENV = ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
+_CA_MOUNT = "/etc/gym-repost-ca.crt"
+_HOLD = 512
+_INLINE_FILE = 96 * 1024
+"""Largest file passed as an exec argument (a Linux argument holds at most 128 KiB)."""
+_INLINE_TOTAL = 1024 * 1024
+"""Most bytes of files passed as exec arguments (all arguments share ~2 MiB)."""
+_TRAILER = re.compile(rb"\x00GRS ([0-9a-f]+) (-?\d+) ([01])\n\Z")
+
+_REAPER = """\
+import os, signal
+wanted = {signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+signal.pthread_sigmask(signal.SIG_BLOCK, wanted)
+while signal.sigwaitinfo(wanted).si_signo == signal.SIGCHLD:
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+    except ChildProcessError:
+        pass
+"""
+"""PID 1 of every container: reaps orphans, exits on SIGTERM; no child of its own."""
+
+_SCRATCH = ("/home/user/tmp/* /home/user/tmp/.[!.]* /home/user/tmp/..?* /tmp/* /tmp/.[!.]* "
+            "/tmp/..?* /dev/shm/* /dev/shm/.[!.]* /dev/shm/..?*")
+# kill(-1) succeeds while any other process (pid > 1) is in the container: the run's,
+# or one still being reaped. The second phase waits for slow exits (large memory).
+_CLEAN_SH = f"""
+i=0
+while kill -9 -1 2>/dev/null; do
+  i=$((i + 1))
+  if [ "$i" -gt 200 ]; then
+    [ "$i" -gt 700 ] && break
+    sleep 0.01
+  fi
+done
+clean=1
+[ "$i" -gt 700 ] && clean=0
+if [ "$keep" != 1 ]; then
+  rm -rf {_SCRATCH} /dev/mqueue/* 2>/dev/null
+  for f in {_SCRATCH}; do
+    if [ -e "$f" ] || [ -h "$f" ]; then clean=0; fi
+  done
+fi
+printf '\\000GRS %s %s %s\\n' "$nonce" "$rc" "$clean" >&2
+"""
+_RUN_SH = """unset HOSTNAME PWD OLDPWD
+nonce=$1 size=$2 limit=$3 vmem=$4 cpu=$5 fsize=$6 nproc=$7 keep=$8 nfiles=$9
+shift 9
+killafter=$1
+shift
+written=1
+while [ "$nfiles" -gt 0 ]; do
+  printf '%s' "$2" >"/home/user/tmp/$1" || written=0
+  shift 2
+  nfiles=$((nfiles - 1))
+done
+if [ "$size" -gt 0 ] && ! head -c "$size" | tar -x -m --no-same-owner -C / -f -; then
+  written=0
+fi
+if [ "$written" = 1 ]; then
+  ulimit -c 0; ulimit -v "$vmem"; ulimit -S -t "$cpu"; ulimit -H -t "$((cpu + 1))"
+  ulimit -f "$fsize"; ulimit -p "$nproc"
+  timeout -k "$killafter" "$limit" "$@"
+  rc=$?
+else
+  echo "gym-repost sandbox: the run's files could not be written" >&2
+  rc=126
+fi
+""" + _CLEAN_SH
+_RESET_SH = "nonce=$1 rc=$2 keep=0\n" + _CLEAN_SH
+_MERGE_SH = f"""set -u
+src={WORKDIR}/{_INSTALL_TARGET} dst={PACKAGES_MOUNT}
+[ -d "$src" ] || exit 0
+for entry in "$src"/* "$src"/.[!.]*; do
+  [ -e "$entry" ] || continue
+  name=${{entry##*/}}
+  rm -rf "$dst/$name"
+  cp -R "$entry" "$dst/$name" || exit 1
+done
+chmod -R u+rwX,go+rX,go-w,ug-s "$dst"
+"""
+
+
+# ---------------------------------------------------------------- connection and identity
+
+
+def owner_identity() -> str:
+    """``<hostname>:<pid>:<start time>`` of this process: the owner label of its containers."""
+    return f"{socket.gethostname()}:{_host_identity()}"
+
+
+def connect(docker_host: str | None = None, timeout: float = 120.0, pool_size: int = 10) -> Any:
+    """A ``docker.DockerClient`` that answered a ping.
+
+    Raises:
+        MissingExtraError: the Docker SDK is not installed.
+        SandboxUnavailableError: the daemon does not answer; the message says how to
+            start it.
+    """
+    try:
+        import docker
+    except ImportError:
+        raise MissingExtraError("docker", "docker", "The docker sandbox") from None
+    where = docker_host or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    try:
+        if docker_host:
+            client = docker.DockerClient(base_url=docker_host, timeout=int(timeout),
+                                         max_pool_size=pool_size)
+        else:
+            client = docker.from_env(timeout=int(timeout), max_pool_size=pool_size)
+        client.ping()
+    except Exception as exc:  # noqa: BLE001 - the SDK raises many kinds for one cause
+        reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        raise SandboxUnavailableError(
+            f"Docker daemon not reachable at {where} ({reason}): start it with `dockerd &` "
+            "or `systemctl start docker`, or use --sandbox local") from None
+    return client
+
+
+class _UidPool:
+    """Run uids of this process's containers: one per container."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._used: set[int] = set()
+
+    def allocate(self) -> int:
+        with self._lock:
+            while True:
+                uid = random.randint(*_UID_RANGE)
+                if uid not in self._used:
+                    self._used.add(uid)
+                    return uid
+
+    def release(self, uid: int) -> None:
+        with self._lock:
+            self._used.discard(uid)
+
+
+_UIDS = _UidPool()
+
+
+class _ContainerGone(SandboxError):
+    """The container was not running when a run tried to start in it."""
+
+
+@dataclass
+class _Container:
+    """One container as the host sees it."""
+
+    id: str
+    name: str
+    uid: int
+    generation: int
+
+
+# ---------------------------------------------------------------- one exec, host side
+
+
+def _inline_size(name: str, content: str | bytes) -> int | None:
+    """Bytes of a file that can travel as an argument of the exec (``printf`` writes it, no
+    process is started): a top-level text file, not executable, not too large; else None."""
+    if not isinstance(content, str) or "/" in name or "\0" in content or content.startswith("#!"):
+        return None
+    try:
+        size = len(content.encode("utf-8"))
+    except UnicodeEncodeError:  # lone surrogates: only the tar keeps them byte-exact
+        return None
+    return size if size <= _INLINE_FILE else None
+
+
+def _pack_files(files: Mapping[str, str | bytes]) -> tuple[list[str], bytes]:
+    """The run's files: ``[name, content, ...]`` for the exec's arguments, and a tar rooted
+    at ``/`` (members under ``home/user/tmp``) of the others (empty when there are none)."""
+    inline: list[str] = []
+    packed: list[tuple[str, bytes]] = []
+    budget = _INLINE_TOTAL
+    for path, content in files.items():
+        name = check_relative_path(path)
+        if not isinstance(content, (str, bytes)):
+            raise TypeError(f"file {path!r}: content must be str or bytes")
+        size = _inline_size(name, content)
+        if size is not None and size <= budget:
+            budget -= size
+            inline += [name, str(content)]
+        else:
+            data = content.encode("utf-8", "surrogateescape") if isinstance(content, str) else content
+            packed.append((name, data))
+    return inline, _tar(packed) if packed else b""
+
+
+def _tar(files: list[tuple[str, bytes]]) -> bytes:
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT) as archive:
+        for name, data in files:
+            info = tarfile.TarInfo(f"{WORKDIR.lstrip('/')}/{name}")
+            info.size, info.mode, info.mtime = len(data), 0o755 if data.startswith(b"#!") else 0o644, 0
+            archive.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+class _ExecStream:
+    """The hijacked socket of one exec: stdin out, multiplexed stdout/stderr in.
+
+    The last ``_HOLD`` bytes of stderr are held back: the script's status line is there.
+    """
+
+    def __init__(self, response: Any, outgoing: bytes, cap: int) -> None:
+        self._response = response  # closing it would close the socket
+        self.sock: socket.socket = getattr(response, "_sock", response)
+        self.sock.setblocking(False)
+        self.outgoing = memoryview(outgoing)
+        self.write_closed = False
+        self.frames = bytearray()
+        self.out, self.err = Capture(cap), Capture(cap)
+        self.held = bytearray()
+        self.kill_at = cap * OUTPUT_KILL_FACTOR
+
+    def pump(self, deadline: float) -> str | None:
+        """Exchange data until EOF (None), the deadline ("timeout") or a flood ("output")."""
+        poller = select.poll()  # not select(): descriptors above 1024 in a big pool
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return "timeout"
+            wanted = select.POLLIN | (0 if self.write_closed else select.POLLOUT)
+            poller.register(self.sock, wanted)
+            events = poller.poll(min(remaining, 1.0) * 1000)
+            happened = events[0][1] if events else 0
+            if happened & select.POLLOUT:
+                self._send()
+            if happened & (select.POLLIN | select.POLLHUP | select.POLLERR):
+                data = self._receive()
+                if data == b"":
+                    return None
+                if data and self._feed(data):
+                    return "output"
+
+    def _send(self) -> None:
+        try:
+            if self.outgoing:
+                sent = self.sock.send(self.outgoing[:1 << 16])
+                self.outgoing = self.outgoing[sent:]
+            if not self.outgoing:
+                self.sock.shutdown(socket.SHUT_WR)
+                self.write_closed = True
+        except BlockingIOError:
+            pass
+        except OSError:  # the exec ended without reading all of its stdin
+            self.write_closed = True
+
+    def _receive(self) -> bytes | None:
+        try:
+            return self.sock.recv(1 << 16)
+        except BlockingIOError:
+            return None
+        except OSError:
+            return b""
+
+    def _feed(self, data: bytes) -> bool:
+        self.frames += data
+        while len(self.frames) >= 8:
+            size = int.from_bytes(self.frames[4:8], "big")
+            if len(self.frames) < 8 + size:
+                break
+            kind, chunk = self.frames[0], bytes(self.frames[8:8 + size])
+            del self.frames[:8 + size]
+            if kind == 2:
+                self.held += chunk
+                if len(self.held) > _HOLD:
+                    self.err.feed(bytes(self.held[:-_HOLD]))
+                    del self.held[:-_HOLD]
+            else:
+                self.out.feed(chunk)
+        return max(self.out.total, self.err.total) > self.kill_at
+
+    def status(self, nonce: str) -> tuple[int, bool] | None:
+        """The script's ``(exit status, clean)``, taken out of stderr; None if absent."""
+        match = _TRAILER.search(self.held)
+        if match is None or match.group(1).decode() != nonce:
+            self.err.feed(bytes(self.held))
+            return None
+        self.err.feed(bytes(self.held[:match.start()]))
+        return int(match.group(2)), match.group(3) == b"1"
+
+    def close(self) -> None:
+        for thing in (self.sock, self._response):
+            try:
+                thing.close()
+            except (OSError, AttributeError):
+                pass
+
+
+@dataclass
+class _Outcome:
+    result: RunResult
+    clean: bool
+
+
+def _returncode(status: int) -> int:
+    """``sh``'s exit status as a returncode: ``128 + N`` means killed by signal ``N``."""
+    return -(status - 128) if 128 < status <= 128 + 64 else status
+
+
+@dataclass(frozen=True)
+class _RunSpec:
+    """A validated run: what goes into the exec."""
+
+    inline: list[str]
+    payload: bytes
+    stdin: bytes
+    argv: list[str]
+    env: dict[str, str]
+    timeout: float
+    limits: dict[str, float] = field(default_factory=dict)
+    keep: bool = False
+
+
+# ---------------------------------------------------------------- the backend
+
+
+class DockerSandbox(Sandbox):
+    """Runs commands in a warm pool of containers (see the module docstring).
+
+    Args:
+        config: the backend's settings and limits; defaults to ``DockerSandboxConfig()``.
+    """
+
+    name = "docker"
+
+    def __init__(self, config: DockerSandboxConfig | None = None) -> None:
+        self.config = config or DockerSandboxConfig()
+        self.token = secrets.token_hex(4)
+        self._client: Any = None
+        self._image: str | None = None
+        self._info: dict[str, object] = {}
+        self._idle: queue.Queue[_Container | None] = queue.Queue()
+        self._live: dict[str, _Container] = {}
+        self._lock = threading.Lock()
+        self._start_lock = threading.Lock()
+        self._started = False
+        self._generation = 0
+        self._owner = os.getpid()
+        self._finalizer: weakref.finalize | None = None
+
+    @property
+    def python(self) -> str:
+        """The interpreter inside the container that ``python``/``python3`` runs."""
+        return self.config.python or IMAGE_PYTHON
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        """Connect, make sure the image exists, start the warm containers. Idempotent.
+
+        Raises:
+            MissingExtraError: the Docker SDK is not installed.
+            SandboxUnavailableError: the daemon is down, or the image is missing and
+                cannot be built; the message says what to do.
+        """
+        if os.getpid() != self._owner:
+            raise SandboxError("a DockerSandbox cannot be used after fork(); create one in "
+                               "each process")
+        with self._start_lock:
+            if self._started:
+                return
+            client = self._client or connect(self.config.docker_host,
+                                             pool_size=2 * self.config.workers + 8)
+            self._client = client
+            self._image = self._ensure_image(client)
+            self._ensure_volume(client)
+            if self._finalizer is None:
+                self._finalizer = weakref.finalize(self, _remove_containers, client, self._live,
+                                                   self._lock, self._owner)
+            with self._lock:
+                self._generation += 1
+            self._start_pool()
+            self._info = {"docker_version": client.version().get("Version"),
+                          "image_id": client.images.get(self._image).short_id}
+            self._started = True
+            logger.debug("docker sandbox started: %s", self.describe())
+
+    def _start_pool(self) -> None:
+        count = self.config.workers
+        with ThreadPoolExecutor(min(count, 8)) as pool:
+            futures = [pool.submit(self._create_container, "pool") for _ in range(count)]
+        failures = [f.exception() for f in futures if f.exception() is not None]
+        if failures:
+            _remove_containers(self._client, self._live, self._lock, self._owner)
+            raise SandboxUnavailableError(f"cannot start the sandbox containers: {failures[0]}")
+        for future in futures:
+            self._idle.put(future.result())
+
+    def close(self) -> None:
+        """Remove every container of this sandbox (idle or busy). Idempotent."""
+        if os.getpid() != self._owner:
+            return
+        with self._start_lock:
+            with self._lock:
+                self._started = False
+                self._generation += 1
+            while True:
+                try:
+                    self._idle.get_nowait()
+                except queue.Empty:
+                    break
+            if self._client is not None:
+                _remove_containers(self._client, self._live, self._lock, self._owner)
+                _remove_labelled(self._client, {SANDBOX_LABEL: self.token})
+
+    def container_ids(self) -> list[str]:
+        """Ids of this sandbox's live containers (diagnostics and tests)."""
+        with self._lock:
+            return sorted(self._live)
+
+    def describe(self) -> dict[str, object]:
+        """Backend, image, pool size, limits and interpreter (JSON-able)."""
+        limits = {name: getattr(self.config, name) for name in SandboxLimits.model_fields}
+        return {
+            "backend": self.name, "image": self._image or self.config.image
+            or image_tag(self.config.env), "env": env_name(self.config.env),
+            "workers": self.config.workers, "limits": limits, "cpus": self.config.cpus,
+            "memory_limit_mb": self._memory_mb(), "python": self.python,
+            "packages_volume": self.config.packages_volume, **self._info,
+        }
+
+    def _memory_mb(self) -> int:
+        return self.config.memory_limit_mb or self.config.memory_mb + 512
+
+    def _ensure_image(self, client: Any) -> str:
+        import docker.errors
+
+        if self.config.image:
+            try:
+                client.images.get(self.config.image)
+            except docker.errors.ImageNotFound:
+                raise SandboxUnavailableError(
+                    f"the sandbox image {self.config.image} does not exist; build the shared "
+                    "image with `gym-repost sandbox build-image`") from None
+            return self.config.image
+        name = env_name(self.config.env)
+        hint = "gym-repost sandbox build-image" + ("" if name == BASE_ENV else f" --env envs/{name}")
+        try:
+            recipe = resolve_recipe(self.config.env)
+        except SandboxUnavailableError as exc:
+            recipe, why = None, str(exc)
+        status = image_status(client, recipe) if recipe else _exists(client, image_tag(name))
+        if status == "missing":
+            if recipe is None or not self.config.build_missing:
+                reason = f" ({why})" if recipe is None else ""
+                raise SandboxUnavailableError(f"the sandbox image {image_tag(name)} is missing: "
+                                              f"build it with `{hint}`{reason}")
+            logger.warning("the sandbox image %s is missing: building it (minutes, once)",
+                           recipe.tag)
+            build_image(client, recipe)
+        elif status == "stale":
+            logger.warning("%s was built from an older recipe: rebuild it with `%s`",
+                           image_tag(name), hint)
+        return image_tag(name)
+
+    def _ensure_volume(self, client: Any) -> None:
+        import docker.errors
+
+        try:
+            client.volumes.get(self.config.packages_volume)
+        except docker.errors.NotFound:
+            client.volumes.create(self.config.packages_volume, labels={LABEL: "1"})
+
+    # ------------------------------------------------------------ containers
+
+    def _create_container(self, role: str, *, network: bool = False, install: bool = False,
+                          binds: dict[str, dict[str, str]] | None = None) -> _Container:
+        """Create and start one container; it is tracked (and removed by close) at once."""
+        import docker.errors
+        from docker.types import Ulimit
+
+        cfg, uid = self.config, _UIDS.allocate()
+        name = f"gym-repost-{os.getpid()}-{self.token}-{secrets.token_hex(3)}"
+        scratch = 8192 if install else cfg.workdir_size_mb
+        memory = self._memory_mb() + (8192 if install else 0)
+        tmpfs = {path: f"rw,exec,nosuid,nodev,size={scratch}m,mode=1777" for path in (WORKDIR, "/tmp")}
+        volumes = {cfg.packages_volume: {"bind": PACKAGES_MOUNT, "mode": "rw" if install else "ro"},
+                   **(binds or {})}
+        labels = {LABEL: "1", OWNER_LABEL: owner_identity(), SANDBOX_LABEL: self.token,
+                  ROLE_LABEL: role}
+        try:
+            container = self._client.containers.create(
+                self._image, command=["/usr/bin/python3", "-I", "-S", "-c", _REAPER], name=name,
+                labels=labels, user="65534:65534", read_only=True, tmpfs=tmpfs, volumes=volumes,
+                network_mode="bridge" if network else "none", mem_limit=f"{memory}m",
+                memswap_limit=f"{memory}m", nano_cpus=int(cfg.cpus * 1e9),
+                pids_limit=cfg.max_processes + 16, cap_drop=["ALL"],
+                security_opt=["no-new-privileges"], working_dir=WORKDIR, hostname="sandbox",
+                ulimits=[Ulimit(name="nofile", soft=4096, hard=4096),
+                         Ulimit(name="core", soft=0, hard=0)])
+        except docker.errors.DockerException as exc:
+            _UIDS.release(uid)
+            raise SandboxError(f"cannot create a sandbox container: {exc}") from None
+        entry = _Container(container.id, name, uid, self._generation)
+        with self._lock:
+            self._live[container.id] = entry
+        try:
+            container.start()
+        except docker.errors.DockerException as exc:
+            self._remove(entry)
+            raise SandboxError(f"cannot start a sandbox container: {exc}") from None
+        return entry
+
+    def _remove(self, container: _Container) -> None:
+        with self._lock:
+            self._live.pop(container.id, None)
+        _remove_one(self._client, container.id)
+        _UIDS.release(container.uid)
+
+    def _checkout(self) -> _Container:
+        while True:
+            try:
+                container = self._idle.get(timeout=0.5)
+            except queue.Empty:
+                if not self._started:
+                    raise SandboxError("the sandbox was closed") from None
+                continue
+            if container is not None:
+                return container
+            try:
+                return self._create_container("pool")
+            except SandboxError:
+                self._idle.put(None)
+                raise
+
+    def _checkin(self, container: _Container) -> None:
+        if container.generation == self._generation and self._started:
+            self._idle.put(container)
+        else:
+            self._remove(container)
+
+    def _replace(self, container: _Container, fresh: bool = True) -> None:
+        """Remove a broken or unclean container; a fresh one takes its place (unless not
+        ``fresh``: on Ctrl-C, when everything is about to be closed)."""
+        self._remove(container)
+        if not fresh:
+            self._idle.put(None)  # the slot stays: a later checkout creates the container
+            return
+        if container.generation != self._generation or not self._started:
+            return
+        try:
+            self._idle.put(self._create_container("pool"))
+        except SandboxError as exc:
+            logger.error("cannot start a replacement sandbox container: %s", exc)
+            self._idle.put(None)
+
+    # ------------------------------------------------------------ running
+
+    def run(self, files: Mapping[str, str | bytes], command: Sequence[str],
+            timeout: float = 10.0, *, stdin: str | None = None,
+            env: Mapping[str, str] | None = None, network: bool = False) -> RunResult:
+        """Run ``command`` in a fresh directory holding ``files`` (see :class:`Sandbox`)."""
+        spec = self._spec(files, command, timeout, stdin, env)
+        if not self._started:
+            self.start()
+        if network:
+            return self._run_in_fresh_container(spec, role="network")
+        container = self._checkout()
+        try:
+            outcome = self._exec_run(container, spec)
+        except _ContainerGone:  # died while idle: nothing of this run ran yet
+            self._replace(container)
+            container = self._checkout()
+            outcome = self._run_or_replace(container, spec)
+        except BaseException as exc:  # the container's state is unknown (failure, Ctrl-C)
+            self._replace(container, fresh=isinstance(exc, Exception))
+            raise
+        if outcome.clean:
+            self._checkin(container)
+        else:
+            self._replace(container)
+        return outcome.result
+
+    def _run_or_replace(self, container: _Container, spec: _RunSpec) -> _Outcome:
+        try:
+            return self._exec_run(container, spec)
+        except BaseException as exc:
+            self._replace(container, fresh=isinstance(exc, Exception))
+            raise
+
+    def install(self, requirements: Sequence[str], timeout: float = 900.0) -> RunResult:
+        """``pip install`` into the package volume, with the network on for that run only.
+
+        pip runs as the run user into the run directory of a fresh container (the volume
+        is read-only to that user); on success root copies the result into the volume
+        (plain permissions, no set-id bits). Later runs of every container see it.
+        """
+        if isinstance(requirements, str) or not requirements:
+            raise ValueError("requirements must be a non-empty list of pip arguments")
+        argv = ["python", "-m", "pip", "install", "--no-cache-dir", "--no-input",
+                "--disable-pip-version-check", "--target", _INSTALL_TARGET, *requirements]
+        env, binds = _pip_environment()
+        spec = self._spec({}, argv, timeout, None, env)
+        limits = {"max_file_size_mb": max(self.config.max_file_size_mb, 4096),
+                  "cpu_seconds": max(self.config.cpu_seconds, timeout)}
+        spec = _RunSpec(spec.inline, spec.payload, b"", spec.argv, spec.env, timeout, limits,
+                        keep=True)
+        self.start()
+        container = self._create_container("install", network=True, install=True, binds=binds)
+        try:
+            result = self._exec_run(container, spec).result
+            if result.ok:
+                self._merge_packages(container)
+            return result
+        finally:
+            self._remove(container)
+
+    def _run_in_fresh_container(self, spec: _RunSpec, role: str) -> RunResult:
+        container = self._create_container(role, network=True)
+        try:
+            return self._exec_run(container, spec).result
+        finally:
+            self._remove(container)
+
+    def _spec(self, files: Mapping[str, str | bytes], command: Sequence[str], timeout: float,
+              stdin: str | None, env: Mapping[str, str] | None) -> _RunSpec:
+        """Validate a run's arguments (ValueError/TypeError) and prepare its exec."""
+        if isinstance(command, (str, bytes)) or not command:
+            raise ValueError("command must be a non-empty argv list, e.g. ['python3', 'main.py']")
+        if not 0 < timeout <= MAX_TIMEOUT:
+            raise ValueError(f"timeout must be in (0, {MAX_TIMEOUT}] seconds, got {timeout!r}")
+        caller = {str(k): str(v) for k, v in (env or {}).items()}
+        if any(not k or "=" in k or "\0" in k + v for k, v in caller.items()):
+            raise ValueError("env names must be non-empty, without '=' or NUL")
+        argv = [os.fspath(a) for a in command]
+        if argv[0] in ("python", "python3"):
+            argv[0] = self.python
+        run_env = {"PATH": f"{os.path.dirname(self.python)}:{DEFAULT_PATH}", "HOME": WORKDIR,
+                   "LANG": "C.UTF-8", "TMPDIR": WORKDIR, "PYTHONHASHSEED": "0",
+                   "PYTHONDONTWRITEBYTECODE": "1", **caller}
+        given = caller.get("PYTHONPATH")
+        run_env["PYTHONPATH"] = f"{given}:{PACKAGES_MOUNT}" if given else PACKAGES_MOUNT
+        data = (stdin or "").encode("utf-8", "surrogateescape")
+        inline, payload = _pack_files(files)
+        return _RunSpec(inline, payload, data, argv, run_env, float(timeout))
+
+    def _limit_args(self, overrides: Mapping[str, float]) -> list[str]:
+        limits = {name: getattr(self.config, name) for name in SandboxLimits.model_fields}
+        limits.update(overrides)
+        return [str(int(limits["memory_mb"]) * 1024), str(max(1, math.ceil(limits["cpu_seconds"]))),
+                str(int(limits["max_file_size_mb"]) * 2048), str(int(limits["max_processes"]) + 2)]
+
+    def _exec_run(self, container: _Container, spec: _RunSpec) -> _Outcome:
+        """One run: exec the script, pump its streams, kill it if needed, read its status."""
+        nonce = secrets.token_hex(8)
+        argv = ["/bin/sh", "-c", _RUN_SH, "gym-repost-run", nonce, str(len(spec.payload)),
+                f"{spec.timeout:.3f}", *self._limit_args(spec.limits), "1" if spec.keep else "0",
+                str(len(spec.inline) // 2), f"{KILL_AFTER:g}", *spec.inline, *spec.argv]
+        started = time.monotonic()
+        stream = self._open_exec(container, argv, spec.env, spec.payload + spec.stdin)
+        try:
+            why = stream.pump(started + spec.timeout + KILL_AFTER + HOST_GRACE)
+        finally:
+            # closed before any reset: dockerd may not end a second exec of the container
+            # while it still copies the output of this one into a socket nobody reads
+            stream.close()
+        duration = time.monotonic() - started
+        status = stream.status(nonce)
+        # no status line: the script was killed, by the run itself or with its container
+        reset_clean = self._reset(container) if why is not None or status is None else True
+        if not reset_clean:
+            self._check_alive(container, settle=3.0)
+        return _outcome(stream, status, why, duration, spec.timeout, reset_clean)
+
+    def _open_exec(self, container: _Container, argv: list[str], env: Mapping[str, str],
+                   outgoing: bytes) -> _ExecStream:
+        import docker.errors
+
+        api = self._client.api
+        try:
+            exec_id = api.exec_create(container.id, argv, stdin=True, workdir=WORKDIR,
+                                      user=f"{container.uid}:{container.uid}",
+                                      environment=[f"{k}={v}" for k, v in env.items()])["Id"]
+            response = api.exec_start(exec_id, socket=True)
+        except docker.errors.DockerException as exc:
+            try:
+                self._check_alive(container)
+            except SandboxError as dead:
+                raise _ContainerGone(str(dead)) from None
+            raise SandboxError(f"cannot exec in sandbox container {container.name}: {exc}") from None
+        return _ExecStream(response, outgoing, self.config.max_output_bytes)
+
+    def _reset(self, container: _Container) -> bool:
+        """Kill every process of the run user and empty the scratch space; True if clean."""
+        nonce = secrets.token_hex(8)
+        try:
+            stream = self._open_exec(container, ["/bin/sh", "-c", _RESET_SH, "gym-repost-reset",
+                                                 nonce, "0"], {"PATH": DEFAULT_PATH}, b"")
+        except SandboxError:
+            return False
+        try:
+            finished = stream.pump(time.monotonic() + 15.0) is None
+        finally:
+            stream.close()
+        status = stream.status(nonce)
+        return finished and status is not None and status[1]
+
+    def _check_alive(self, container: _Container, settle: float = 0.0) -> None:
+        """Raise SandboxError when the container is not running any more.
+
+        ``settle``: seconds to wait for the daemon to notice a container that dies right
+        now (it reports "running" for a while after PID 1 was killed), unless an exec in
+        it shows that it is alive.
+        """
+        deadline = time.monotonic() + settle
+        while True:
+            state = self._container_state(container)
+            if not state.get("Running"):
+                raise SandboxError(
+                    f"sandbox container {container.name} died ({state.get('Status')}, exit code "
+                    f"{state.get('ExitCode')}, OOM killed: {state.get('OOMKilled')})")
+            if time.monotonic() >= deadline or self._answers(container):
+                return
+            time.sleep(0.1)
+
+    def _container_state(self, container: _Container) -> dict[str, Any]:
+        import docker.errors
+
+        try:
+            state: dict[str, Any] = self._client.api.inspect_container(container.id)["State"]
+            return state
+        except docker.errors.NotFound:
+            return {"Status": "removed", "Running": False}
+        except docker.errors.DockerException as exc:
+            raise SandboxError(f"the Docker daemon failed: {exc}") from None
+
+    def _answers(self, container: _Container) -> bool:
+        """True when a trivial exec in the container succeeds."""
+        import docker.errors
+
+        api = self._client.api
+        try:
+            exec_id = api.exec_create(container.id, ["true"], user=f"{container.uid}")["Id"]
+            api.exec_start(exec_id)
+            return api.exec_inspect(exec_id).get("ExitCode") == 0
+        except docker.errors.DockerException:
+            return False
+
+    def _merge_packages(self, container: _Container) -> None:
+        result = self._client.containers.get(container.id).exec_run(
+            ["/bin/sh", "-c", _MERGE_SH], user="0:0", environment={"PATH": DEFAULT_PATH})
+        if result.exit_code != 0:
+            raise SandboxError("copying the installed packages into the volume failed: "
+                               + result.output.decode("utf-8", "replace")[-2000:])
+
+
+def _outcome(stream: _ExecStream, status: tuple[int, bool] | None, why: str | None,
+             duration: float, timeout: float, reset_clean: bool) -> _Outcome:
+    """The RunResult of one exec, and whether its container is clean for the next run."""
+    truncated = stream.out.truncated or stream.err.truncated
+    if why is None and status is None:  # the run killed its own supervisors
+        why = "timeout" if duration >= timeout else None
+    if why is not None or status is None:
+        returncode, timed_out = -9, why == "timeout"
+        clean = reset_clean
+    else:
+        code, clean = status
+        timed_out = code in (124, 137) and duration >= timeout
+        returncode = -9 if timed_out else _returncode(code)
+        why = "timeout" if timed_out else None
+    result = RunResult(returncode=returncode, stdout=stream.out.text(), stderr=stream.err.text(),
+                       timed_out=timed_out, duration=duration, output_truncated=truncated,
+                       killed_for=why)
+    return _Outcome(result, clean)
+
+
+def _pip_environment() -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    """pip's settings of this machine for an install run, and the host files they need."""
+    env = {k: v for k, v in os.environ.items() if k.startswith("PIP_") or k in _PIP_ENV}
+    binds: dict[str, dict[str, str]] = {}
+    for key in _CA_ENV:
+        env.pop(key, None)
+    ca = next((os.environ[k] for k in _CA_ENV if os.path.isfile(os.environ.get(k, ""))), None)
+    if ca:
+        binds[os.path.realpath(ca)] = {"bind": _CA_MOUNT, "mode": "ro"}
+        env["PIP_CERT"] = _CA_MOUNT
+    for entry in env.get("PIP_FIND_LINKS", "").split():
+        if os.path.isdir(entry):
+            binds[os.path.realpath(entry)] = {"bind": entry, "mode": "ro"}
+    return env, binds
+
+
+def _exists(client: Any, tag: str) -> str:
+    import docker.errors
+
+    try:
+        client.images.get(tag)
+        return "current"
+    except docker.errors.ImageNotFound:
+        return "missing"
+
+
+# ---------------------------------------------------------------- removal and cleanup
+
+
+def _remove_one(client: Any, container_id: str) -> bool:
+    import docker.errors
+
+    try:
+        client.api.remove_container(container_id, force=True, v=True)
+        return True
+    except docker.errors.NotFound:
+        return True
+    except docker.errors.APIError as exc:
+        if "already in progress" in str(exc):
+            return True
+        logger.warning("cannot remove sandbox container %s: %s", container_id[:12], exc)
+        return False
+    except Exception as exc:  # noqa: BLE001 - at exit the daemon may be gone: report only
+        logger.warning("cannot remove sandbox container %s: %s", container_id[:12], exc)
+        return False
+
+
+def _remove_containers(client: Any, live: dict[str, _Container], lock: threading.Lock,
+                       owner: int) -> None:
+    """Remove tracked containers (on close, garbage collection or interpreter exit)."""
+    if os.getpid() != owner:  # a forked copy: the containers are the parent's
+        return
+    with lock:
+        doomed = list(live.values())
+        live.clear()
+    if not doomed:
+        return
+    try:
+        with ThreadPoolExecutor(min(len(doomed), 8)) as pool:
+            list(pool.map(lambda c: _remove_one(client, c.id), doomed))
+    except RuntimeError:  # no new threads at interpreter shutdown: one at a time
+        for container in doomed:
+            _remove_one(client, container.id)
+    for container in doomed:
+        _UIDS.release(container.uid)
+
+
+def _remove_labelled(client: Any, labels: Mapping[str, str]) -> list[str]:
+    filters = {"label": [f"{k}={v}" for k, v in labels.items()]}
+    found = client.api.containers(all=True, filters=filters)
+    names = [c["Names"][0].lstrip("/") if c.get("Names") else c["Id"][:12] for c in found]
+    if found:
+        with ThreadPoolExecutor(min(len(found), 8)) as pool:
+            list(pool.map(lambda c: _remove_one(client, c["Id"]), found))
+    return names
+
+
+@dataclass(frozen=True)
+class ContainerCleanupReport:
+    """What :func:`cleanup_containers` removed, and what it left to live owners."""
+
+    removed: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+
+
+def _owner_gone(owner: str) -> bool:
+    host, _, identity = owner.partition(":")
+    return host == socket.gethostname() and not _identity_alive(identity)
+
+
+def cleanup_containers(*, all_owners: bool = False,
+                       docker_host: str | None = None) -> ContainerCleanupReport:
+    """Remove the sandbox containers of processes that died (kill -9, a crash).
+
+    Containers are recognised by the ``gym-repost`` label; the owner label names the
+    host, pid and start time of the process that made them. Containers of live
+    processes, and of other hosts sharing the daemon, are kept unless ``all_owners``.
+
+    Raises:
+        MissingExtraError: the Docker SDK is not installed.
+        SandboxUnavailableError: the daemon does not answer.
+    """
+    client = connect(docker_host)
+    removed, kept = [], []
+    for found in client.api.containers(all=True, filters={"label": f"{LABEL}=1"}):
+        name = found["Names"][0].lstrip("/") if found.get("Names") else found["Id"][:12]
+        owner = (found.get("Labels") or {}).get(OWNER_LABEL, "")
+        if all_owners or _owner_gone(owner):
+            if _remove_one(client, found["Id"]):
+                removed.append(name)
+        else:
+            kept.append(name)
+    if removed:
+        logger.info("removed %d leftover sandbox containers", len(removed))
+    return ContainerCleanupReport(removed=removed, kept=kept)
