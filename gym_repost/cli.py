@@ -29,6 +29,8 @@ sandbox_app = typer.Typer(no_args_is_help=True, help="Check and clean up sandbox
 env_app = typer.Typer(no_args_is_help=True, help="Install evaluation environments from envs/.")
 app.add_typer(sandbox_app, name="sandbox")
 app.add_typer(env_app, name="env")
+data_app = typer.Typer(no_args_is_help=True, help="Build training data (JSONL for TRL / HF datasets).")
+app.add_typer(data_app, name="data")
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True)
@@ -65,11 +67,9 @@ def _load(tasks_path: Path) -> list[Any]:
 
 def _sandbox_options(workers: int, python: Optional[str], env: Optional[str],
                      preload: Optional[list[str]]) -> dict[str, Any]:
-    from gym_repost.sandbox.environments import resolve_env_python
-
     options: dict[str, Any] = {"workers": workers}
     if env:
-        options["python"] = resolve_env_python(env)
+        options["env"] = env
     if python:
         options["python"] = python
     if preload:
@@ -77,11 +77,28 @@ def _sandbox_options(workers: int, python: Optional[str], env: Optional[str],
     return options
 
 
+def _backend_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
+    """``--env`` names an image for the docker backend, a host virtual environment otherwise
+    (an explicit ``--python`` wins). Preloading is a warm-worker speed-up of the local
+    backend; docker images have the packages installed."""
+    from gym_repost.sandbox.environments import resolve_env_python
+
+    options = dict(options)
+    env = options.pop("env", None)
+    if name == "docker":
+        options.pop("preload", None)
+        if env:
+            options["env"] = env
+    elif env:
+        options.setdefault("python", resolve_env_python(env))
+    return options
+
+
 @contextmanager
 def _open_sandbox(name: str, options: dict[str, Any]) -> Iterator[Any]:
     from gym_repost.sandbox import get_sandbox
 
-    sandbox = get_sandbox(name, **options)
+    sandbox = get_sandbox(name, **_backend_options(name, options))
     sandbox.start()
     try:
         yield sandbox
@@ -91,38 +108,165 @@ def _open_sandbox(name: str, options: dict[str, Any]) -> Iterator[Any]:
 
 # --------------------------------------------------------------------------- build
 
-@app.command()
-def build(
-    source: str = typer.Argument(..., help="humaneval | repost-eval:PATH | path/to/manifest.toml"),
-    output: Path = typer.Option(..., "-o", "--output", help="Task file to write (JSONL)."),
-    kind: str = typer.Option("function", help="Task kind: function."),
-    builder: str = typer.Option("deterministic", help="Construction policy: deterministic."),
-    split: Optional[str] = typer.Option(None, help="train | eval (coverage threshold)."),
-) -> None:
-    """Build a task set from SOURCE."""
-    from gym_repost.construct.sources import import_source
-    from gym_repost.task import save_tasks
+def _is_import_source(source: str) -> bool:
+    return source == "humaneval" or source.startswith("repost-eval:") or source.endswith(".toml")
 
-    if kind != "function":
-        raise fail(f"--kind {kind}: this version builds function tasks only")
-    if builder != "deterministic":
-        raise fail(f"--builder {builder}: this version has the deterministic builder only")
-    if split not in (None, "train", "eval"):
-        raise fail("--split must be train or eval")
+
+def _import_tasks(source: str) -> tuple[list[Any], list[Any]]:
+    from gym_repost.construct.sources import import_source
+
     tasks, dropped = [], []
     with _progress() as progress:
-        bar = progress.add_task(f"building {source}", total=None)
+        bar = progress.add_task(f"importing {source}", total=None)
         for item in import_source(source):
             (dropped if isinstance(item, BuildError) else tasks).append(item)
             progress.advance(bar)
-    written = save_tasks(tasks, output)
+    return tasks, dropped
+
+
+def _build_from_repository(source: str, settings: Any, sandbox: str, options: dict[str, Any]) -> Any:
+    from gym_repost.construct.pipeline import build_function_tasks
+
+    with _open_sandbox(sandbox, options) as sb, _progress() as progress:
+        bar = progress.add_task(f"building {source}", total=None)
+
+        def on_stage(name: str, count: int) -> None:
+            progress.update(bar, total=count, description=f"building {source}: {count} candidates")
+
+        return build_function_tasks(source, settings, sb, on_stage=on_stage,
+                                    on_candidate=lambda *_: progress.advance(bar))
+
+
+def _fmt_stat(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{100 * value:.1f}%" if value <= 1.0 else f"{value:.1f}"
+    if isinstance(value, list):
+        return ", ".join(value) or "none"
+    return "n/a" if value is None else str(value)
+
+
+def _print_build(result: Any) -> None:
+    stats = result.statistics()
+    table = Table("statistic", "value", title=f"{result.repo.name} {result.repo.version or ''} "
+                  f"({result.repo.license or 'license unknown'})".strip())
+    for key, value in stats["table2"].items():
+        shown = f"{value:.1f}" if isinstance(value, float) and key.startswith("avg") and "coverage" not in key \
+            else _fmt_stat(value)
+        table.add_row(key, shown)
+    console.print(table)
+    if stats["drops"]:
+        drops = Table("stage", "reason", "count", "example", title="why candidates were dropped")
+        for stage, reason, count, example in stats["drops"]:
+            drops.add_row(stage, reason, str(count), example)
+        console.print(drops)
+    console.print("stage timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in stats["timings"].items()))
+    for note in result.notes[:10]:
+        console.print(f"[dim]note: {note}[/]", highlight=False)
+
+
+@app.command()
+def build(
+    source: str = typer.Argument(..., help="DIR | ARCHIVE | pypi:NAME[==VERSION] | humaneval | "
+                                 "repost-eval:PATH | path/to/manifest.toml"),
+    output: Path = typer.Option(..., "-o", "--output", help="Task file to write (JSONL)."),
+    kind: str = typer.Option("function", help="Task kind: function | testfile (a focal file and its test "
+                             "file, from a DIR, ARCHIVE or pypi: source)."),
+    builder: str = typer.Option("deterministic", help="Construction policy: deterministic."),
+    split: str = typer.Option("train", help="train (branch coverage >= 80%) | eval (100%)."),
+    max_candidates: int = typer.Option(30, min=1, help="Candidate functions (test files with --kind testfile) "
+                                       "per repository."),
+    max_mutants: int = typer.Option(50, min=0, help="--kind testfile: seeded cap on mutants per focal file."),
+    licenses: str = typer.Option("permissive", help="permissive | any | comma-separated SPDX ids."),
+    min_kill_rate: float = typer.Option(0.5, min=0.0, max=1.0, help="Mutants the tests must kill."),
+    mutants: int = typer.Option(10, min=0, help="Mutants tried per task in the quality check."),
+    test_budget: float = typer.Option(3.0, min=0.1, help="Seconds of input search per candidate."),
+    trace: bool = typer.Option(True, help="Harvest inputs by running the repository's own tests."),
+    workers: int = typer.Option(2, "--workers", "-w", min=1),
+    seed: int = typer.Option(0),
+    sandbox: str = typer.Option("local", help="Sandbox backend."),
+    python: Optional[str] = typer.Option(None, help="Interpreter inside the sandbox."),
+    env: Optional[str] = typer.Option(None, help="Installed environment (see `gym-repost env`)."),
+    stats_json: Optional[Path] = typer.Option(None, "--stats", help="Write the build statistics here."),
+) -> None:
+    """Build a task set from SOURCE."""
+    from gym_repost.task import save_tasks
+
+    if kind not in ("function", "testfile"):
+        raise fail(f"--kind {kind}: choose function or testfile")
+    if builder != "deterministic":
+        raise fail(f"--builder {builder}: this version has the deterministic builder only")
+    if split not in ("train", "eval"):
+        raise fail("--split must be train or eval")
+    if kind == "testfile":
+        if _is_import_source(source):
+            raise fail(f"--kind testfile needs a repository (DIR, ARCHIVE or pypi:NAME), not {source}")
+        _build_testfile(source, output, licenses=licenses, max_pairs=max_candidates, max_mutants=max_mutants,
+                        seed=seed, workers=workers, sandbox=sandbox,
+                        options=_sandbox_options(workers, python, env, ["pytest", "coverage"]), stats_json=stats_json)
+        return
+    if _is_import_source(source):
+        tasks, dropped = _import_tasks(source)
+        written = save_tasks(tasks, output)
+        console.print(f"wrote [bold]{written}[/] tasks to {output}")
+        if dropped:
+            table = Table("reason", title=f"{len(dropped)} dropped")
+            for error in dropped:
+                table.add_row(str(error))
+            console.print(table)
+        return
+    from gym_repost.construct.pipeline import BuildSettings
+
+    settings = BuildSettings(split=split, max_candidates=max_candidates, seed=seed, licenses=licenses,
+                             workers=workers, trace=trace, test_budget=test_budget, min_kill_rate=min_kill_rate,
+                             mutants=mutants)
+    result = _build_from_repository(source, settings, sandbox, _sandbox_options(workers, python, env, None))
+    written = save_tasks(result.tasks, output)
+    _print_build(result)
     console.print(f"wrote [bold]{written}[/] tasks to {output}")
-    if dropped:
-        table = Table(title=f"{len(dropped)} dropped")
-        table.add_column("reason")
-        for error in dropped:
-            table.add_row(str(error))
-        console.print(table)
+    if stats_json:
+        stats_json.write_text(json.dumps(result.statistics(), indent=2), encoding="utf-8")
+
+
+def _build_testfile(source: str, output: Path, *, licenses: str, max_pairs: int, max_mutants: int, seed: int,
+                    workers: int, sandbox: str, options: dict[str, Any], stats_json: Optional[Path]) -> None:
+    from gym_repost.construct.ingest import ingest
+    from gym_repost.construct.testfile import TestFileBuildSettings, build_testfile_tasks, mining_summary
+    from gym_repost.task import save_tasks
+
+    repo = ingest(source, licenses=licenses)
+    with _open_sandbox(sandbox, options) as sb, _progress() as progress:
+        bar = progress.add_task(f"test files of {repo.name}", total=None)
+        tasks, drops = build_testfile_tasks(repo, sb, max_pairs=max_pairs, seed=seed, workers=workers,
+                                            settings=TestFileBuildSettings(max_mutants=max_mutants),
+                                            on_pair=lambda _outcome: progress.advance(bar))
+    written = save_tasks(tasks, output)
+    summary = mining_summary(repo, tasks, drops)
+    _print_testfile_build(repo, tasks, summary)
+    console.print(f"wrote [bold]{written}[/] test-file tasks to {output}")
+    if stats_json:
+        summary["references"] = {t.name: t.reference.model_dump() for t in tasks}
+        stats_json.write_text(json.dumps(summary, indent=2), encoding="utf-8")
+
+
+def _print_testfile_build(repo: Any, tasks: list[Any], summary: dict[str, Any]) -> None:
+    def pct(v: Optional[float]) -> str:
+        return "n/a" if v is None else f"{100 * v:.0f}%"
+
+    console.print(f"{repo.name} {repo.version or ''}: {summary['test_files']} test files, {summary['pairs']} "
+                  f"paired with a focal file, {summary['pairs_measured']} measured, {summary['kept']} kept")
+    table = Table("test file", "focal file", "tests", "lines", "branches", "mutation (95% interval)",
+                  title="ground truth of each kept task")
+    for t in tasks:
+        r = t.reference
+        table.add_row(t.evaluation.test_path, t.evaluation.focal_file, str(r.tests), pct(r.line_coverage),
+                      pct(r.branch_coverage), f"{pct(r.mutation_score)} ({pct(r.mutation_ci_low)}-"
+                      f"{pct(r.mutation_ci_high)}, {r.mutants_total} of {r.mutants_population})")
+    console.print(table)
+    if summary["drops"]:
+        drops = Table("stage", "reason", "count", "example", title="why test files were dropped")
+        for d in summary["drops"]:
+            drops.add_row(d["stage"], d["reason"], str(d["count"]), d["example"])
+        console.print(drops)
 
 
 # --------------------------------------------------------------------------- validate
@@ -185,6 +329,13 @@ def validate(
     from gym_repost.analysis.strength import validate_task
 
     tasks = _load(tasks_path)
+    testfile = [t for t in tasks if t.kind == "testfile"]
+    if testfile:  # their ground truth was run and measured when built; `eval --policy oracle` re-runs it
+        err_console.print(f"[yellow]skipped {len(testfile)} test-file task(s):[/] validate checks function tasks; "
+                          f"use `gym-repost eval {tasks_path} --policy oracle` (and mutant) for test-file tasks")
+        tasks = [t for t in tasks if t.kind != "testfile"]
+        if not tasks:
+            raise typer.Exit(0)
     options = _sandbox_options(workers, python, env, None)
     with _open_sandbox(sandbox, options) as sb, _progress() as progress:
         bar = progress.add_task("validating", total=len(tasks))
@@ -238,7 +389,8 @@ def _parse_policy_args(pairs: list[str]) -> dict[str, Any]:
 @app.command("eval")
 def eval_command(
     tasks_path: Path = typer.Argument(..., metavar="TASKS", help="Task file (JSONL)."),
-    policy: str = typer.Option(..., help="oracle | mutant | scripted:FILE | file.py:Class | module:Class"),
+    policy: str = typer.Option(..., help="oracle | mutant | scripted:FILE | llm:PROVIDER/MODEL | file.py:Class "
+                                         "| module:Class"),
     output: Path = typer.Option(..., "-o", "--output", help="Run directory (resumable)."),
     n: int = typer.Option(1, "-n", "--samples", min=1, help="Samples per task."),
     repairs: int = typer.Option(0, "--repairs", min=0, help="Repair iterations after a failing submission."),
@@ -250,6 +402,8 @@ def eval_command(
     python: Optional[str] = typer.Option(None, help="Interpreter inside the sandbox."),
     env: Optional[str] = typer.Option(None, help="Installed environment (see `gym-repost env`)."),
     policy_arg: list[str] = typer.Option([], "--policy-arg", help="KEY=VALUE for the policy's constructor."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="LLM endpoint for llm: policies (a proxy, "
+                                           "vLLM http://localhost:8000/v1, Ollama http://localhost:11434/v1)."),
 ) -> None:
     """Run a policy on every task (n samples each) and score it."""
     from gym_repost.evaluate import RunConfig, RunDir, evaluate
@@ -258,8 +412,9 @@ def eval_command(
 
     tasks = _load(tasks_path)
     options = _parse_policy_args(policy_arg)
-    factory = load_policy(policy, **options)
-    sandbox_options = _sandbox_options(workers, python, env, None)
+    factory = load_policy(policy, **options, **_llm_options(policy, base_url, output, options))
+    testfile = any(t.kind == "testfile" for t in tasks)  # scored with pytest and coverage: preload them
+    sandbox_options = _sandbox_options(workers, python, env, ["pytest", "coverage"] if testfile else None)
     config = RunConfig(tasks=str(tasks_path), tasks_digest=tasks_digest(tasks), policy=policy,
                        policy_options=options, n=n, repairs=repairs, max_steps=max_steps,
                        reward=reward, seed=seed, workers=workers, sandbox=sandbox,
@@ -273,6 +428,20 @@ def eval_command(
     _print_summary(summary)
     console.print(f"results in {output}/ (summary.json, episodes.jsonl); "
                   f"`gym-repost report {output}` for the report")
+
+
+def _llm_options(policy: str, base_url: Optional[str], output: Path, options: dict[str, Any]) -> dict[str, Any]:
+    """Where the model is served and the run's response cache: kept out of the run's identity."""
+    if not policy.startswith("llm:"):
+        if base_url:
+            raise ConfigError("--base-url applies to llm:PROVIDER/MODEL policies")
+        return {}
+    extra: dict[str, Any] = {} if "cache_dir" in options else {"cache_dir": str(output / "llm-cache")}
+    if base_url:
+        if "base_url" in options:
+            raise ConfigError("give the base URL once: --base-url or --policy-arg base_url=...")
+        extra["base_url"] = base_url
+    return extra
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
@@ -318,6 +487,266 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory made by `gy
     console.print(f"report: {write_html(run_dir, summary, episodes, config)}")
 
 
+# --------------------------------------------------------------------------- data
+
+def _function_tasks(tasks_path: Path, limit: Optional[int]) -> list[Any]:
+    from gym_repost.task import FunctionTask
+
+    tasks = [t for t in _load(tasks_path) if isinstance(t, FunctionTask)]
+    if not tasks:
+        raise fail(f"{tasks_path}: no function tasks (training data is built from function tasks)")
+    return tasks[:limit]
+
+
+def _over_tasks(tasks: list[Any], work: Any, workers: int, label: str) -> list[Any]:
+    """``work(task)`` for every task, ``workers`` at once, in task order, with a progress bar."""
+    with _progress() as progress:
+        bar = progress.add_task(label, total=len(tasks))
+
+        def one(task: Any) -> Any:
+            result = work(task)
+            progress.advance(bar)
+            return result
+
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            return list(pool.map(one, tasks))
+
+
+def _counts_table(title: str, rows: list[tuple[str, Any]]) -> Table:
+    table = Table(title=title, title_justify="left")
+    table.add_column("")
+    table.add_column("count", justify="right")
+    for name, value in rows:
+        table.add_row(name, str(value))
+    return table
+
+
+@data_app.command("rejection")
+def data_rejection(
+    run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="A run directory made by `gym-repost eval`."),
+    output: Path = typer.Option(..., "-o", "--output", help="SFT records to write (JSONL)."),
+    fmt: str = typer.Option("messages", "--format", help="messages | prompt-completion"),
+    ground_truth: bool = typer.Option(False, "--ground-truth", help="Add each task's ground truth too."),
+    debug_failures: bool = typer.Option(False, "--debug-failures",
+                                        help="Repair failed solutions from their test report; add those that pass."),
+    repair_policy: Optional[str] = typer.Option(None, help="Policy that repairs (default: the run's own policy)."),
+    repair_policy_arg: list[str] = typer.Option([], "--repair-policy-arg", help="KEY=VALUE for the repair policy."),
+    repair_steps: int = typer.Option(30, min=1, help="Step budget of one repair episode."),
+    tasks_path: Optional[Path] = typer.Option(None, "--tasks", help="The run's task file, if config.json's path "
+                                              "does not resolve from here."),
+    system: Optional[str] = typer.Option(None, help="System message (or prompt prefix) for every record."),
+    keep_duplicates: bool = typer.Option(False, "--keep-duplicates", help="Keep equal solutions of a task."),
+    workers: int = typer.Option(2, "--workers", "-w", min=1),
+    sandbox: str = typer.Option("local", help="Sandbox backend (for --debug-failures)."),
+    python: Optional[str] = typer.Option(None, help="Interpreter inside the sandbox."),
+    env: Optional[str] = typer.Option(None, help="Installed environment (see `gym-repost env`)."),
+) -> None:
+    """SFT data from an evaluation run's passing solutions (RepoST's rejection sampling)."""
+    from gym_repost.data.records import write_jsonl
+    from gym_repost.data.rejection import PolicyRepairer, build_rejection, episodes_by_task, load_run
+    from gym_repost.policy import load_policy
+
+    if fmt not in ("messages", "prompt-completion"):
+        raise fail("--format must be messages or prompt-completion")
+    config, episodes, tasks = load_run(run_dir, tasks_path)
+    groups = episodes_by_task(episodes, tasks)
+    spec = repair_policy or config.policy
+    options = _parse_policy_args(repair_policy_arg) if repair_policy else dict(config.policy_options)
+    with _open_sandbox(sandbox, _sandbox_options(workers, python, env, None)) as sb, _progress() as progress:
+        repairer = PolicyRepairer(load_policy(spec, **options), sb, max_steps=repair_steps) if debug_failures else None
+        bar = progress.add_task(f"tasks of {run_dir.name}" + (" (debugging failures)" if repairer else ""),
+                                total=len(groups))
+        records, summary = build_rejection(groups, sb, repairer=repairer, ground_truth=ground_truth,
+                                           dedupe=not keep_duplicates, fmt=fmt, system=system,  # type: ignore[arg-type]
+                                           workers=workers, on_task=lambda _o: progress.advance(bar))
+    written = write_jsonl(records, output)
+    _print_rejection(summary, config, debug_failures, spec)
+    console.print(f"wrote [bold]{written}[/] SFT records ({fmt}) to {output}")
+
+
+def _print_rejection(s: Any, config: Any, debugged: bool, spec: str) -> None:
+    def share(k: int) -> str:
+        return f"{k}/{s.tasks} ({100 * k / s.tasks:.1f}%)" if s.tasks else "0/0"
+
+    table = Table(title=f"rejection sampling: policy {config.policy}, n={config.n}", title_justify="left")
+    for col in ("", "tasks with >= 1 passing solution", "distinct solutions"):
+        table.add_column(col)
+    table.add_row("before debugging", share(s.solved_before), str(s.passing_samples))
+    if debugged:
+        table.add_row(f"after debugging ({spec})", share(s.solved_after),
+                      str(s.passing_samples + s.repaired_solutions))
+    console.print(table)
+    if debugged:
+        console.print(f"failed samples: {s.failed_samples}; repair attempts: {s.repair_attempts}; "
+                      f"repaired and passing: {s.repaired}; repairs that crashed: {s.repair_errors}")
+    if s.ground_truth:
+        console.print(f"ground truth added for {s.ground_truth} tasks")
+    if s.infra_errors:
+        console.print(f"[yellow]episodes with infrastructure errors (skipped): {s.infra_errors}[/]")
+
+
+@data_app.command("dstc")
+def data_dstc(
+    tasks_path: Path = typer.Argument(..., metavar="TASKS", help="Task file (JSONL)."),
+    output: Path = typer.Option(..., "-o", "--output", help="DPO records to write (JSONL)."),
+    kto: Optional[Path] = typer.Option(None, "--kto", help="Also write KTO records here (JSONL)."),
+    matrices: Optional[Path] = typer.Option(None, "--matrices", help="Also write each task's samples, "
+                                            "execution matrix (with outcomes) and selection here (JSONL)."),
+    sampler: str = typer.Option("deterministic", help="Code and test sampler: deterministic (offline) | KIND:ARG."),
+    samples: int = typer.Option(8, "-j", "--samples", min=1, help="J: codes and tests sampled per task."),
+    test_timeout: float = typer.Option(2.0, help="Seconds per test (script loading included)."),
+    limit: Optional[int] = typer.Option(None, min=1, help="Only the first N tasks."),
+    seed: int = typer.Option(0),
+    workers: int = typer.Option(2, "--workers", "-w", min=1),
+    sandbox: str = typer.Option("local", help="Sandbox backend."),
+    python: Optional[str] = typer.Option(None, help="Interpreter inside the sandbox."),
+    env: Optional[str] = typer.Option(None, help="Installed environment (see `gym-repost env`)."),
+) -> None:
+    """DSTC preference pairs: J codes x J tests per task, minimax selection."""
+    from gym_repost.data.dstc import run_dstc_task
+    from gym_repost.data.records import write_jsonl
+    from gym_repost.data.samplers import load_code_sampler, load_test_sampler
+
+    tasks = _function_tasks(tasks_path, limit)
+    code_sampler, test_sampler = load_code_sampler(sampler), load_test_sampler(sampler)
+    with _open_sandbox(sandbox, _sandbox_options(workers, python, env, None)) as sb:
+        results = _over_tasks(tasks, lambda t: run_dstc_task(t, code_sampler, test_sampler, sb, samples=samples,
+                                                             seed=seed, test_timeout=test_timeout),
+                              workers, f"DSTC on {tasks_path.name}")
+    dpo = [r for res in results if (r := res.dpo_record()) is not None]
+    kto_records = [r for res in results for r in res.kto_records()]
+    write_jsonl(dpo, output)
+    if kto:
+        write_jsonl(kto_records, kto)
+    if matrices:
+        write_jsonl([res.matrix_record() for res in results], matrices)
+    cells = {"pass": 0, "fail": 0, "error": 0, "timeout": 0}
+    for res in results:
+        for key, value in res.execution.outcome_counts().items():
+            cells[key] += value
+    console.print(_counts_table(f"DSTC ({sampler}, J={samples})", [
+        ("tasks", len(results)),
+        ("with a chosen pair", sum(res.selection.chosen_test is not None for res in results)),
+        ("with a rejected pair", sum(res.selection.rejected_code is not None for res in results)),
+        ("DPO records", len(dpo)),
+        ("KTO records (desirable / undesirable)",
+         f"{sum(r['label'] for r in kto_records)} / {sum(not r['label'] for r in kto_records)}"),
+        ("cells: pass / fail / error / timeout", " / ".join(str(v) for v in cells.values()))]))
+    console.print(f"wrote {len(dpo)} DPO records to {output}" + (f", {len(kto_records)} KTO records to {kto}"
+                                                                    if kto else ""))
+
+
+def _removed(questions: list[Any]) -> dict[str, int]:
+    totals: dict[str, int] = {}
+    for q in questions:
+        for label, count in q.removed_labels().items():
+            totals[label] = totals.get(label, 0) + count
+    return totals
+
+
+@data_app.command("acecoder")
+def data_acecoder(
+    tasks_path: Path = typer.Argument(..., metavar="TASKS", help="Task file (JSONL)."),
+    output: Path = typer.Option(..., "-o", "--output", help="DPO pair records to write (JSONL)."),
+    tests_output: Optional[Path] = typer.Option(None, "--tests-output", help="Also write each question's "
+                                                "filtered tests here (JSONL)."),
+    test_sampler: str = typer.Option("deterministic", help="Test synthesizer: deterministic (offline) | KIND:ARG."),
+    sampler: list[str] = typer.Option(["deterministic"], "--sampler",
+                                      help="A model whose programs are sampled (repeat for several)."),
+    proxy: str = typer.Option("ground-truth", help="Proxy solution that filters tests: ground-truth | a sampler."),
+    n_tests: int = typer.Option(20, "--tests", min=1, help="Tests proposed per question."),
+    samples: int = typer.Option(16, "-n", "--samples", min=1, help="Programs sampled per question and model."),
+    min_tests: int = typer.Option(5, min=1, help="Drop questions left with fewer tests after filtering."),
+    non_strict: bool = typer.Option(False, "--non-strict", help="Use >= for the 0.4 gap and the 0.8 bar "
+                                    "(AceCoder's released code) instead of the paper's >."),
+    test_timeout: float = typer.Option(2.0, help="Seconds per test (script loading included)."),
+    limit: Optional[int] = typer.Option(None, min=1, help="Only the first N tasks."),
+    seed: int = typer.Option(0),
+    workers: int = typer.Option(2, "--workers", "-w", min=1),
+    sandbox: str = typer.Option("local", help="Sandbox backend."),
+    python: Optional[str] = typer.Option(None, help="Interpreter inside the sandbox."),
+    env: Optional[str] = typer.Option(None, help="Installed environment (see `gym-repost env`)."),
+) -> None:
+    """AceCoder pairs: synthesized tests filtered by a proxy, pass rates, pair rule."""
+    from gym_repost.data.acecoder import run_acecoder_task
+    from gym_repost.data.records import write_jsonl
+    from gym_repost.data.samplers import load_code_sampler, load_test_sampler
+
+    tasks = _function_tasks(tasks_path, limit)
+    tester, models = load_test_sampler(test_sampler), [load_code_sampler(s) for s in sampler]
+    proxy_sampler = None if proxy == "ground-truth" else load_code_sampler(proxy)
+    with _open_sandbox(sandbox, _sandbox_options(workers, python, env, None)) as sb:
+        questions = _over_tasks(tasks, lambda t: run_acecoder_task(
+            t, tester, models, sb, n_tests=n_tests, samples=samples, min_tests=min_tests, strict=not non_strict,
+            proxy=proxy_sampler, seed=seed, test_timeout=test_timeout), workers, f"AceCoder on {tasks_path.name}")
+    pairs = [r for q in questions for r in q.pair_records()]
+    write_jsonl(pairs, output)
+    if tests_output:
+        write_jsonl([q.tests_record() for q in questions], tests_output)
+    kept = [q for q in questions if q.dropped is None]
+    console.print(_counts_table(f"AceCoder ({'non-strict' if non_strict else 'strict'} rule)", [
+        ("questions", len(questions)),
+        (f"dropped (< {min_tests} tests after filtering)", len(questions) - len(kept)),
+        ("tests proposed / kept", f"{sum(len(q.proposed) for q in questions)} / "
+                                  f"{sum(len(q.tests) for q in questions)}"),
+        ("tests removed by the proxy, by label", ", ".join(f"{k}: {v}" for k, v in _removed(questions).items())
+         or "-"),
+        ("programs (deduplicated, kept questions)", sum(len(q.programs) for q in kept)),
+        ("questions with >= 1 pair", sum(bool(q.pairs) for q in kept)),
+        ("preference pairs", len(pairs))]))
+    console.print(f"wrote {len(pairs)} pair records to {output}")
+
+
+@data_app.command("testgen")
+def data_testgen(
+    tasks_path: Path = typer.Argument(..., metavar="TASKS", help="Test-file task file (JSONL, --kind testfile)."),
+    output: Path = typer.Option(..., "-o", "--output", help="Records to write (JSONL)."),
+    generator: str = typer.Option(..., help="llm:PROVIDER/MODEL | scripted:FILE (JSONL of {\"text\": reply}, "
+                                  "served in order: use -w 1)."),
+    rounds: int = typer.Option(3, "--rounds", min=0, help="Guided repair rounds at most, per task."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="LLM endpoint (a proxy, vLLM, Ollama)."),
+    temperature: Optional[float] = typer.Option(None, min=0.0, help="Sampling temperature of the model."),
+    limit: Optional[int] = typer.Option(None, min=1, help="Only the first N tasks."),
+    seed: int = typer.Option(0),
+    workers: int = typer.Option(2, "--workers", "-w", min=1),
+    sandbox: str = typer.Option("local", help="Sandbox backend."),
+    python: Optional[str] = typer.Option(None, help="Interpreter inside the sandbox."),
+    env: Optional[str] = typer.Option(None, help="Installed environment (see `gym-repost env`)."),
+) -> None:
+    """Test-generation data (Repo-Smith): generate a test file, repair its weakest metric, compress the reasoning."""
+    from gym_repost.data.records import task_seed, write_jsonl
+    from gym_repost.data.testgen import load_generator, synthesize_tests
+
+    tasks = [t for t in _load(tasks_path) if t.kind == "testfile"][:limit]
+    if not tasks:
+        raise fail(f"{tasks_path}: no test-file tasks (build them with `gym-repost build SOURCE --kind testfile`)")
+    settings = {} if generator.startswith("scripted:") else {
+        "base_url": base_url, "temperature": temperature, "cache_dir": output.parent / f"{output.stem}-llm-cache"}
+    model = load_generator(generator, **settings)
+    try:
+        with _open_sandbox(sandbox, _sandbox_options(workers, python, env, ["pytest", "coverage"])) as sb:
+            results = _over_tasks(tasks, lambda t: synthesize_tests(
+                t, model, sb, max_rounds=rounds, seed=task_seed(seed, t.id, "testgen")), workers,
+                f"test generation on {tasks_path.name}")
+    finally:
+        close = getattr(model, "close", None)
+        if callable(close):
+            close()
+    write_jsonl([r.record() for r in results], output)
+    repairs = [r for res in results for r in res.rounds[1:]]
+    console.print(_counts_table(f"test generation ({generator}, up to {rounds} repair rounds)", [
+        ("tasks", len(results)),
+        ("passing after generation / at the end", f"{sum(res.rounds[0].report.passed for res in results)} / "
+                                                  f"{sum(res.final.report.passed for res in results)}"),
+        ("mean reward after generation / at the end",
+         f"{sum(res.rounds[0].report.reward for res in results) / len(results):.3f} / "
+         f"{sum(res.final.report.reward for res in results) / len(results):.3f}"),
+        ("repair rounds (accepted)", f"{len(repairs)} ({sum(r.accepted for r in repairs)})"),
+        ("repairs by target", ", ".join(f"{k.split(':')[1]}: {sum(r.kind == k for r in repairs)}"
+                                        for k in sorted({r.kind for r in repairs})) or "-")]))
+    console.print(f"wrote {len(results)} records to {output}")
+
+
 # --------------------------------------------------------------------------- sandbox / env
 
 @sandbox_app.command("check")
@@ -344,8 +773,11 @@ def sandbox_check(
 
 
 @sandbox_app.command("cleanup")
-def sandbox_cleanup() -> None:
-    """Remove sandbox processes and directories left behind by a crashed run."""
+def sandbox_cleanup(
+    all_containers: bool = typer.Option(False, "--all", help="Also remove the containers of "
+                                        "live gym-repost processes (and of other hosts)."),
+) -> None:
+    """Remove sandbox processes, directories and containers left behind by a crashed run."""
     from gym_repost.sandbox.local import cleanup_leftovers
 
     report = cleanup_leftovers()
@@ -355,6 +787,43 @@ def sandbox_cleanup() -> None:
         console.print(f"  killed worker pid {pid}", highlight=False)
     for directory in report.removed_dirs:
         console.print(f"  removed {directory}", highlight=False)
+    _cleanup_containers(all_containers)
+
+
+def _cleanup_containers(all_containers: bool) -> None:
+    from gym_repost.errors import MissingExtraError, SandboxUnavailableError
+
+    try:
+        from gym_repost.sandbox.docker import cleanup_containers
+
+        containers = cleanup_containers(all_owners=all_containers)
+    except (MissingExtraError, SandboxUnavailableError) as exc:
+        console.print(f"docker containers: not checked ({exc})", highlight=False)
+        return
+    console.print(f"removed {len(containers.removed)} leftover docker container(s); "
+                  f"{len(containers.kept)} of live runs kept")
+    for name in containers.removed:
+        console.print(f"  removed container {name}", highlight=False)
+
+
+@sandbox_app.command("build-image")
+def sandbox_build_image(
+    env: Optional[str] = typer.Option(None, "--env", help="Environment definition whose "
+                                      "requirements go into the image, e.g. envs/repost-eval; "
+                                      "default: the base set of envs/docker."),
+    force: bool = typer.Option(False, "--force", help="Rebuild even if the image is up to date."),
+    docker_host: Optional[str] = typer.Option(None, help="Docker daemon URL (default: DOCKER_HOST)."),
+) -> None:
+    """Build the docker sandbox's image locally (debootstrap, then pip); reused when current."""
+    from gym_repost.sandbox.docker import connect
+    from gym_repost.sandbox.docker_image import build_image, resolve_recipe
+
+    recipe = resolve_recipe(env)
+    client = connect(docker_host, timeout=3600)
+    tag = build_image(client, recipe, force=force,
+                      log=lambda line: err_console.print(line, highlight=False, markup=False))
+    console.print(f"image: {tag} (recipe {recipe.recipe_hash}); use it with --sandbox docker"
+                  + (f" --env {recipe.env}" if recipe.env != "base" else ""))
 
 
 @env_app.command("install")
@@ -369,8 +838,19 @@ def env_install(
     console.print(f"installed: {python}\nuse it with: --env {target or definition.name}")
 
 
+def _interrupt_on_sigterm() -> None:
+    """SIGTERM unwinds like Ctrl-C, so that sandboxes close (their containers are removed)."""
+    import signal
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def main() -> None:
     """Entry point of the ``gym-repost`` console script."""
+    _interrupt_on_sigterm()
     try:
         app()
     except (TaskFormatError, BuildError, ConfigError, GymRepostError) as exc:

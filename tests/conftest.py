@@ -1,15 +1,19 @@
-"""Shared fixtures: small hand-written tasks, the real local sandbox, HumanEval."""
+"""Shared fixtures: small hand-written tasks, the real local sandbox, HumanEval, RepoST-Eval."""
 
 from __future__ import annotations
 
 import textwrap
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from gym_repost.construct.function_task import make_function_task, repository_view
 from gym_repost.sandbox import Sandbox, get_sandbox
 from gym_repost.task import FunctionTask, Provenance
+
+ROOT = Path(__file__).resolve().parents[1]
+REPOST_EVAL_DATA = ROOT.parent / "shared" / "external" / "repost-eval"
 
 FUNCTION_SCRIPT = textwrap.dedent('''\
     import math
@@ -132,3 +136,15 @@ def humaneval_tasks() -> list[FunctionTask]:
     tasks = list(import_humaneval())
     assert all(isinstance(t, FunctionTask) for t in tasks)
     return tasks  # type: ignore[return-value]
+
+
+@pytest.fixture(scope="session")
+def repost_eval_tasks() -> list[FunctionTask]:
+    """The 296 RepoST-Eval tasks, imported from ``../shared/external/repost-eval``."""
+    from gym_repost.construct.importers.repost_eval import import_repost_eval
+
+    if not REPOST_EVAL_DATA.is_dir():
+        pytest.skip(f"RepoST-Eval data not found at {REPOST_EVAL_DATA}")
+    tasks = [t for t in import_repost_eval(REPOST_EVAL_DATA) if isinstance(t, FunctionTask)]
+    assert len(tasks) == 296
+    return tasks
