@@ -458,8 +458,10 @@ def _print_summary(summary: dict[str, Any]) -> None:
     console.print(passk)
     console.print("[bold]self-repair[/]: pass rate after r repair iterations")
     console.print(repair)
+    mean_reward = summary.get("mean_reward")
     console.print(f"episodes: {summary['episodes']} over {summary['tasks']} tasks; "
-                  f"infrastructure errors (not scored): {summary['infra_errors']}")
+                  + (f"mean reward {mean_reward:.3f}; " if mean_reward is not None else "")
+                  + f"infrastructure errors (not scored): {summary['infra_errors']}")
 
 
 @app.command()

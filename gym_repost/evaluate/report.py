@@ -106,7 +106,8 @@ def render_html(summary: dict[str, Any], episodes: Sequence[Episode], config: Ru
         "font-size:13px;text-align:left}th{background:#eee}</style></head><body>",
         f"<h1>{html.escape(title)}</h1>", settings,
         f"<p>{summary.get('episodes', 0)} episodes over {summary.get('tasks', 0)} tasks; "
-        f"{summary.get('infra_errors', 0)} infrastructure errors (not scored).</p>",
+        + (f"mean reward {summary['mean_reward']:.3f}; " if summary.get("mean_reward") is not None else "")
+        + f"{summary.get('infra_errors', 0)} infrastructure errors (not scored).</p>",
         "<h2>pass@k</h2>", _table(["metric", "value"], [[k, _fmt(v)] for k, v in passk]),
         bar_chart_svg("pass@k", [k for k, _ in passk], [v for _, v in passk]),
         "<h2>Self-repair</h2>",

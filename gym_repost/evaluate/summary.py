@@ -13,9 +13,10 @@ def summarize(episodes: Sequence[Episode], config: RunConfig | None) -> dict[str
     """The run's metrics.
 
     Top-level keys: ``pass@1`` .. ``pass@n`` (n = samples per task), ``self_repair``
-    (pass rate after 0..R repairs, keys as strings), ``infra_errors`` (episodes not
-    scored because the infrastructure failed), and counts. Infrastructure errors are
-    left out of every rate.
+    (pass rate after 0..R repairs, keys as strings), ``mean_reward`` (the episodes' mean
+    reward: for test-file tasks the metric blend, partial credit pass@k does not show),
+    ``infra_errors`` (episodes not scored because the infrastructure failed), and counts.
+    Infrastructure errors are left out of every rate.
     """
     scored = [e for e in episodes if e.status != "infra_error"]
     outcomes = [SampleOutcome(e.task_id, e.solved_at) for e in scored]
@@ -25,6 +26,7 @@ def summarize(episodes: Sequence[Episode], config: RunConfig | None) -> dict[str
     for k in range(1, n + 1):
         summary[f"pass@{k}"] = mean_pass_at_k(outcomes, k)
     summary["self_repair"] = {str(r): v for r, v in self_repair_curve(outcomes, repairs).items()}
+    summary["mean_reward"] = sum(e.reward for e in scored) / len(scored) if scored else None
     summary["infra_errors"] = len(episodes) - len(scored)
     summary["episodes"] = len(episodes)
     summary["scored_episodes"] = len(scored)

@@ -61,3 +61,17 @@ def test_self_repair_curve_is_monotone() -> None:
     curve = self_repair_curve(outcomes, repairs=3)
     values = [curve[r] for r in range(4)]
     assert values == sorted(values)
+
+
+def test_summary_holds_the_mean_reward_of_scored_episodes_only() -> None:
+    from gym_repost.evaluate.records import Episode
+    from gym_repost.evaluate.summary import summarize
+
+    def episode(task: str, status: str, reward: float) -> Episode:
+        return Episode(task_id=task, task_name=task, sample=0, seed=0, policy="p", status=status,  # type: ignore[arg-type]
+                       submissions=[status == "passed"], solved_at=0 if status == "passed" else None, reward=reward)
+
+    summary = summarize([episode("a", "passed", 1.0), episode("b", "failed", 0.5),
+                         episode("c", "infra_error", 0.0)], None)
+    assert summary["mean_reward"] == 0.75 and summary["infra_errors"] == 1 and summary["pass@1"] == 0.5
+    assert summarize([], None)["mean_reward"] is None
