@@ -13,7 +13,6 @@ tasks have ``write_tests`` (the whole test file) in place of ``write_code``.
 
 from __future__ import annotations
 
-import ast
 import json
 import posixpath
 import re
@@ -21,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gym_repost.analysis.parsing import parse_python
 from gym_repost.analysis.testfile_report import RewardConfig, TestFileReport, score_test_file
 from gym_repost.errors import CandidateError, ToolError
 from gym_repost.harness import prepare_candidate, run_function_tests
@@ -362,7 +362,7 @@ class TestFileTools(TaskTools):
         self.code = code
         lines = len(code.splitlines())
         try:
-            ast.parse(code)
+            parse_python(code)
         except (SyntaxError, ValueError) as exc:
             where = f" (line {exc.lineno})" if isinstance(exc, SyntaxError) else ""
             return ToolResult(f"Test file saved ({lines} lines), but it does not parse: {exc}{where}. "

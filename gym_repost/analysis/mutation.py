@@ -52,6 +52,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
+from gym_repost.analysis.parsing import parse_python
 from gym_repost.errors import ConfigError
 
 OPERATORS: tuple[str, ...] = (
@@ -362,14 +363,14 @@ class _SourceText:
 
 def _top_level_body(source: str, text: _SourceText) -> list[ast.stmt]:
     try:
-        return ast.parse(source).body
+        return parse_python(source).body
     except SyntaxError as error:
         # A method copied out of its class is indented: parse it inside a block, which
         # shifts line numbers by one and leaves columns alone.
         if not _starts_indented(source):
             raise
         try:
-            wrapper = ast.parse(_INDENT_WRAPPER + source).body[0]
+            wrapper = parse_python(_INDENT_WRAPPER + source).body[0]
         except SyntaxError:
             raise error from None
         text.line_shift = 1
@@ -481,7 +482,7 @@ class _MutationFinder(ast.NodeVisitor):
         if replacement is None:
             return False
         try:
-            parsed = ast.parse(f"({replacement})", mode="eval").body
+            parsed = parse_python(f"({replacement})", mode="eval").body
         except SyntaxError:
             return False
         if ast.dump(parsed) == ast.dump(expected) != ast.dump(node):

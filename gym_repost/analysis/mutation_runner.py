@@ -27,6 +27,7 @@ from importlib import resources
 from typing import Any, Literal
 
 from gym_repost.analysis.mutation import Mutant, MutationScore, generate_mutants, mutation_score, sample_mutants
+from gym_repost.analysis.parsing import parse_python
 from gym_repost.errors import SandboxError
 from gym_repost.sandbox.base import RunResult, Sandbox
 from gym_repost.task import TestFileTask
@@ -161,7 +162,7 @@ def statement_lines(source: str) -> dict[int, int]:
     on a later line of it.
     """
     starts: dict[int, int] = {}
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse_python(source)):
         if isinstance(node, ast.stmt) and node.end_lineno is not None:
             first = node.lineno
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -193,7 +194,7 @@ def nested_definitions(source: str) -> dict[int, list[int]]:
                     holders[line] = link
             visit(child, inside_function or is_function, link)
 
-    visit(ast.parse(source), False, [])
+    visit(parse_python(source), False, [])
     return holders
 
 
@@ -239,7 +240,7 @@ def run_test_file(sandbox: Sandbox, task: TestFileTask, test_source: str, *, mut
         SandboxError: the sandbox failed, or its Python lacks pytest or coverage.
     """
     try:
-        ast.parse(test_source)
+        parse_python(test_source)
     except (SyntaxError, ValueError) as exc:
         return TestFileRun(status="invalid", message=_syntax_message(exc, task.evaluation.test_path))
     spec = task.evaluation

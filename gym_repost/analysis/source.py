@@ -12,6 +12,8 @@ import io
 import tokenize
 from dataclasses import dataclass
 
+from gym_repost.analysis.parsing import parse_python
+
 
 @dataclass(frozen=True)
 class FunctionSpan:
@@ -135,7 +137,7 @@ def find_function(source: str, qualname: str, tree: ast.Module | None = None) ->
     """
     if tree is None:
         try:
-            tree = ast.parse(source)
+            tree = parse_python(source)
         except (SyntaxError, ValueError):
             return None
     found = _walk_named(tree.body, qualname.split("."))

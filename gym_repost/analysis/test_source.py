@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 
+from gym_repost.analysis.parsing import parse_python
+
 
 def _is_unittest_assertion(node: ast.AST) -> bool:
     return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
@@ -13,7 +15,7 @@ def _is_unittest_assertion(node: ast.AST) -> bool:
 def count_assertions(source: str) -> int:
     """``assert`` statements plus ``self.assert*(...)`` calls (0 if it does not parse)."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except (SyntaxError, ValueError):
         return 0
     return sum(isinstance(n, ast.Assert) or _is_unittest_assertion(n) for n in ast.walk(tree))
@@ -22,7 +24,7 @@ def count_assertions(source: str) -> int:
 def count_tests(source: str) -> int:
     """Functions and methods named ``test*`` (0 if it does not parse)."""
     try:
-        tree = ast.parse(source)
+        tree = parse_python(source)
     except (SyntaxError, ValueError):
         return 0
     return sum(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test")
@@ -68,7 +70,7 @@ def disarm_tests(source: str) -> str:
     Raises:
         SyntaxError: ``source`` does not parse.
     """
-    tree = _Disarmer().visit(ast.parse(source))
+    tree = _Disarmer().visit(parse_python(source))
     return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
 
 
@@ -85,5 +87,5 @@ def remove_assertions(source: str) -> str:
     Raises:
         SyntaxError: ``source`` does not parse.
     """
-    tree = _AssertionRemover().visit(ast.parse(source))
+    tree = _AssertionRemover().visit(parse_python(source))
     return ast.unparse(ast.fix_missing_locations(tree)) + "\n"

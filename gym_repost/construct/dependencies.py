@@ -68,6 +68,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
+from gym_repost.analysis.parsing import parse_python
 from gym_repost.analysis.source import dedent_code
 from gym_repost.construct.extract import ast_error, garbage_collector_paused, module_name
 from gym_repost.construct.model import Candidate, DependencySlice, Drop, Fragment, SourceRepository
@@ -845,7 +846,7 @@ def _parse_modules(index: RepositoryIndex, repo: SourceRepository, names: dict[s
     for name, path in names.items():
         text = repo.files[path]
         try:
-            tree = ast.parse(text)
+            tree = parse_python(text)
         except (SyntaxError, ValueError):
             index.rejected[path] = ast_error(text) or "ast rejects the file"
             continue

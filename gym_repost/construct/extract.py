@@ -63,6 +63,7 @@ from typing import TYPE_CHECKING
 import tree_sitter
 import tree_sitter_python
 
+from gym_repost.analysis.parsing import parse_python
 from gym_repost.analysis.source import dedent_code
 from gym_repost.construct.model import Candidate, Drop, SourceRepository
 
@@ -438,7 +439,7 @@ def _build_candidate(definition: _Definition, path: str, module: str, lines: lis
 def ast_error(text: str) -> str | None:
     """Why :func:`ast.parse` rejects ``text`` (``line N: message``), or None."""
     try:
-        ast.parse(text)
+        parse_python(text)
     except SyntaxError as exc:
         return f"line {exc.lineno}: {exc.msg}"
     except ValueError as exc:  # null bytes

@@ -12,6 +12,7 @@ import ast
 import sys
 from collections.abc import Mapping
 
+from gym_repost.analysis.parsing import parse_python
 from gym_repost.analysis.source import (
     decorators_text,
     find_function,
@@ -90,7 +91,7 @@ def drop_definition(script: str, name: str) -> tuple[str, int]:
 
     A block left empty gets a ``pass`` so the script still parses.
     """
-    tree = ast.parse(script)
+    tree = parse_python(script)
     spans: list[tuple[int, int, bool]] = []
     for parent in ast.walk(tree):
         for field in ("body", "orelse", "finalbody"):
@@ -163,7 +164,7 @@ def make_function_task(
     notes = list((metadata or {}).get("notes", []))  # type: ignore[call-overload]
     try:
         script, removed = drop_definition(script, f"{short}_new_implementation")
-        tree = ast.parse(script)
+        tree = parse_python(script)
     except SyntaxError as exc:
         raise BuildError(f"the evaluation script does not parse: line {exc.lineno}: {exc.msg}") from None
     if removed:

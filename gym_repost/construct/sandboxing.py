@@ -13,9 +13,9 @@ dropped by extraction's keyword filters.
 
 from __future__ import annotations
 
-import ast
 import logging
 
+from gym_repost.analysis.parsing import parse_python
 from gym_repost.analysis.source import dedent_code, find_function, function_source
 from gym_repost.construct.model import DependencySlice, Drop, SandboxedScript
 
@@ -71,7 +71,7 @@ def sandbox_script(slice_: DependencySlice) -> SandboxedScript | Drop:
     target = slice_.target
     module = assemble_module(slice_)
     try:
-        ast.parse(module)
+        parse_python(module)
         compile(module, f"<sandboxed {target.key}>", "exec", dont_inherit=True)
     except (SyntaxError, ValueError) as exc:
         where = f"line {exc.lineno}: {exc.msg}" if isinstance(exc, SyntaxError) else str(exc)

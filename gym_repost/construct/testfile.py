@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from gym_repost.analysis.mutation_runner import TestFileRun, run_test_file
+from gym_repost.analysis.parsing import parse_python
 from gym_repost.analysis.test_source import count_assertions, count_tests
 from gym_repost.analysis.testfile_scoring import file_runs, metrics_from_run
 from gym_repost.construct.model import Drop, SourceRepository
@@ -130,7 +131,7 @@ def _defines_code(tree: ast.Module) -> bool:
 
 def _parse(text: str) -> ast.Module | None:
     try:
-        return ast.parse(text)
+        return parse_python(text)
     except (SyntaxError, ValueError):
         return None
 

@@ -22,6 +22,7 @@ import doctest
 from collections.abc import Iterable
 
 from gym_repost.analysis.mutation import generate_mutants
+from gym_repost.analysis.parsing import parse_python
 from gym_repost.data.base import TestStyle, TestSuite
 from gym_repost.harness.candidate import extract_code_block, new_name
 from gym_repost.prompting import render_prompt
@@ -122,8 +123,8 @@ def docstring_tests(target: Target) -> list[str]:
     tests = []
     for example in examples:
         try:
-            source = ast.parse(example.source.strip(), mode="eval")
-            want = ast.parse(example.want.strip(), mode="eval")
+            source = parse_python(example.source.strip(), mode="eval")
+            want = parse_python(example.want.strip(), mode="eval")
         except SyntaxError:
             continue
         if example.want.strip() and mentions(source, {target.name}):
@@ -138,7 +139,7 @@ def split_task_tests(task: FunctionTask) -> TestSuite:
     are added as tests too (labelled ``docstring``). Returns an empty suite when the
     script has no such function.
     """
-    tree = ast.parse(task.evaluation.script)
+    tree = parse_python(task.evaluation.script)
     test = _function(tree, task.evaluation.test_function)
     if test is None:
         return TestSuite(())
@@ -157,7 +158,7 @@ def _constant_variants(expression: ast.expr) -> list[ast.expr]:
     source = "_ = " + ast.unparse(expression)
     variants = []
     for mutant in generate_mutants(source, operators=["constant"]):
-        assign = ast.parse(mutant.source).body[0]
+        assign = parse_python(mutant.source).body[0]
         assert isinstance(assign, ast.Assign)
         variants.append(assign.value)
     return variants
@@ -185,7 +186,7 @@ def perturb_test(test: str, names: set[str]) -> list[str]:
     ``True`` -> ``False``, ``n`` -> ``n + 1``, ``"s"`` -> ``"XXsXX"``); otherwise the single
     copy is ``assert not (E)``. Tests that end in a compound statement get no copies.
     """
-    module = ast.parse(test)
+    module = parse_python(test)
     last = module.body[-1] if module.body else None
     if not isinstance(last, ast.Assert):
         return []
@@ -205,13 +206,13 @@ def propose_tests_prompt(task: FunctionTask, n: int) -> str:
 
 def _statements(code: str) -> list[ast.stmt]:
     try:
-        return ast.parse(code).body
+        return parse_python(code).body
     except SyntaxError:
         pass
     statements: list[ast.stmt] = []
     for line in code.split("\n"):  # keep the lines that parse on their own
         try:
-            statements += ast.parse(line.strip()).body
+            statements += parse_python(line.strip()).body
         except SyntaxError:
             continue
     return statements

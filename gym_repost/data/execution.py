@@ -23,6 +23,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, Literal
 
+from gym_repost.analysis.parsing import parse_python
 from gym_repost.data.base import TestSuite
 from gym_repost.errors import CandidateError
 from gym_repost.harness import assemble
@@ -126,7 +127,7 @@ def _is_main_guard(node: ast.stmt) -> bool:
 
 def without_main_block(script: str) -> str:
     """The script with its top-level ``if __name__ == "__main__":`` blocks removed."""
-    tree = ast.parse(script)
+    tree = parse_python(script)
     lines = script.split("\n")
     for node in reversed(tree.body):
         if _is_main_guard(node):
@@ -137,7 +138,7 @@ def without_main_block(script: str) -> str:
 def imported_modules(script: str) -> list[str]:
     """Top-level modules the script imports at its top level (preloaded by the runner)."""
     names: list[str] = []
-    for node in ast.parse(script).body:
+    for node in parse_python(script).body:
         if isinstance(node, ast.Import):
             names += [a.name.split(".")[0] for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
+from gym_repost.analysis.parsing import parse_python
 from gym_repost.construct.context import parse_context
 from gym_repost.prompting import render_prompt
 from gym_repost.task import FunctionTask
@@ -90,7 +91,7 @@ def sft_record(task: FunctionTask, code: str, fmt: SftFormat = "messages",
 def normalized_code(code: str) -> str:
     """A key equal for codes that differ only in formatting and comments (else the text)."""
     try:
-        return ast.dump(ast.parse(code.strip("\n")))
+        return ast.dump(parse_python(code.strip("\n")))
     except (SyntaxError, ValueError):
         return code.strip()
 

@@ -11,6 +11,7 @@ import ast
 import re
 from dataclasses import dataclass
 
+from gym_repost.analysis.parsing import parse_python
 from gym_repost.analysis.source import (
     dedent_code,
     find_function,
@@ -83,7 +84,7 @@ def prepare_candidate(code: str, target: Target) -> str:
         code = extract_code_block(code) or code
     code = dedent_code(code.replace("\r\n", "\n")).strip("\n")
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except SyntaxError as exc:
         raise CandidateError(f"your code does not parse: line {exc.lineno}: {exc.msg}") from None
     if not any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == target.name

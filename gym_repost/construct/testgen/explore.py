@@ -23,6 +23,7 @@ from importlib import resources
 from typing import Any
 
 from gym_repost.analysis.mutation import generate_mutants, sample_mutants
+from gym_repost.analysis.parsing import parse_python
 from gym_repost.analysis.source import find_function, function_source
 from gym_repost.construct.function_task import make_function_task
 from gym_repost.construct.model import Drop, GeneratedTests, SandboxedScript
@@ -128,7 +129,7 @@ def may_depend_on_hash_order(module: str, inputs: Sequence[dict[str, Any]]) -> b
     texts = [module] + [f"{i.get('instance')}, {i['args']}, {i['kwargs']}" for i in inputs]
     for text in texts:
         try:
-            tree = ast.parse(text)
+            tree = parse_python(text)
         except SyntaxError:
             return True
         for node in ast.walk(tree):

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
+from gym_repost.analysis.parsing import parse_python
+
 HEADER = "# Equivalence tests written by gym-repost's test generation (deterministic builder)."
 LINE_LIMIT = 100
 
@@ -41,7 +43,7 @@ class ChosenInput:
 def runtime_helpers() -> str:
     """The code of :mod:`~gym_repost.construct.testgen.runtime` without its docstring."""
     text = resources.files("gym_repost.construct.testgen").joinpath("runtime.py").read_text("utf-8")
-    tree = ast.parse(text)
+    tree = parse_python(text)
     first = tree.body[1] if ast.get_docstring(tree) is not None else tree.body[0]
     return "\n".join(text.split("\n")[first.lineno - 1:]).strip("\n") + "\n"
 
@@ -54,8 +56,8 @@ def call_arguments(args: str, kwargs: str) -> str:
     Raises:
         ValueError: ``args`` is not a tuple display or ``kwargs`` not a dict display.
     """
-    args_node = ast.parse(args, mode="eval").body
-    kwargs_node = ast.parse(kwargs, mode="eval").body
+    args_node = parse_python(args, mode="eval").body
+    kwargs_node = parse_python(kwargs, mode="eval").body
     if not isinstance(args_node, ast.Tuple) or not isinstance(kwargs_node, ast.Dict):
         raise ValueError(f"not an argument tuple and keyword dict: {args!r}, {kwargs!r}")
     parts = [_segment(args, e) for e in args_node.elts]
@@ -77,7 +79,7 @@ def _segment(source: str, node: ast.AST) -> str:
 
 def _receiver(instance: str) -> str:
     """The instance source, parenthesised when an attribute access would bind wrongly."""
-    node = ast.parse(instance, mode="eval").body
+    node = parse_python(instance, mode="eval").body
     return instance if isinstance(node, (ast.Call, ast.Name, ast.Attribute, ast.Subscript)) else f"({instance})"
 
 

@@ -1,0 +1,27 @@
+"""``ast.parse`` that is safe to call from several threads at once.
+
+CPython before 3.13 keeps the AST constructor's recursion depth in interpreter-wide state.
+When two threads parse at the same time (a thread switch inside the constructor, e.g. a
+garbage collection running a finalizer), one of them can fail with ``SystemError: AST
+constructor recursion depth mismatch`` (python/cpython#106905). The construction pipeline
+and the data builders parse from worker threads, so every host-side parse goes through
+:func:`parse_python`, which admits one thread at a time. Parsing holds the GIL throughout,
+so the lock costs no parallelism. Code that runs inside the sandbox (``*_main.py``) is
+single-threaded and keeps plain ``ast.parse``, and so do the modules shipped into it
+(``construct/testgen``: ``mutate``, ``pools``, ``selection``, ``strategies``), which must not
+import gym_repost.
+"""
+
+from __future__ import annotations
+
+import ast
+import threading
+from typing import Any
+
+_LOCK = threading.RLock()
+
+
+def parse_python(source: str | bytes, filename: str = "<unknown>", mode: str = "exec", **options: Any) -> Any:
+    """:func:`ast.parse`, one thread at a time; same arguments, result and errors."""
+    with _LOCK:
+        return ast.parse(source, filename, mode, **options)
