@@ -17,7 +17,15 @@ from gym_repost.analysis.coverage import measure_coverage
 from gym_repost.construct.execution import PackageInstaller, missing_module, run_with_installs
 from gym_repost.construct.function_task import make_function_task, repository_view
 from gym_repost.construct.model import Candidate, DependencySlice, Drop, SandboxedScript, SourceRepository
-from gym_repost.construct.quality import QualityReport, QualityThresholds, check_quality
+from gym_repost.construct.quality import (
+    Judgement,
+    QualityReport,
+    QualityThresholds,
+    Split,
+    check_quality,
+    judged_drop_reason,
+    sanity_checks,
+)
 from gym_repost.errors import BuildError, InfrastructureError, ToolError
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask, Provenance, RepositoryView
@@ -48,7 +56,13 @@ BUILD_TOOLS: tuple[ToolSpec, ...] = (
              "that it imports and defines everything.", _schema({}, [])),
     ToolSpec("install", "Install Python distributions (space-separated pip names) into the sandbox's "
              "package cache.", _schema({"packages": {"type": "string"}}, ["packages"])),
-    ToolSpec("submit", "Submit the script; quality checks decide whether the task is kept.", _schema({}, [])),
+    ToolSpec("submit", "Submit the script; quality checks decide whether the task is kept. A model's judgement "
+             "may come with it: `functionality` (same | yes | no: is the script's target the repository's "
+             "code, edited but equivalent, or different) and `tests` (correct | incorrect); then the split's "
+             "keep rule applies (eval: target unchanged and tests correct; train: also an edited target "
+             "judged equivalent).",
+             _schema({"functionality": {"type": "string"}, "tests": {"type": "string"}, "notes": {"type": "string"}},
+                     [])),
     ToolSpec("abandon", "Give up on this target: a short reason category, optionally the pipeline stage "
              "that failed (tests, execution, sandboxing, ...) and details.",
              _schema({"reason": {"type": "string"}, "stage": {"type": "string"}, "detail": {"type": "string"}},
@@ -87,6 +101,8 @@ class BuildOutcome:
     quality: QualityReport | None = None
     steps: list[dict[str, Any]] = field(default_factory=list)
     installs: list[str] = field(default_factory=list)
+    stats: dict[str, Any] = field(default_factory=dict)
+    """The policy's ``stats()`` when it has one (an LLM builder's tokens and cost)."""
 
 
 class BuildPolicy(Protocol):
@@ -186,20 +202,30 @@ class BuildTools(RepositoryTools):
         return ToolResult("\n".join(what for _, what in results), ok=all(ok for ok, _ in results),
                           data={"installed": [n for n, (ok, _) in zip(names, results, strict=True) if ok]})
 
-    def submit(self) -> ToolResult:
-        """Check quality; keep the task or drop it."""
+    def submit(self, functionality: str | None = None, tests: str | None = None, notes: str = "") -> ToolResult:
+        """Check quality (and apply the split's keep rule to a judgement); keep the task or drop it."""
         task = self.task_from_script()
         ctx = self.context
-        quality = check_quality(ctx.sandbox, task, ctx.candidate.source, ctx.thresholds)
-        self.outcome.quality = quality
+        judgement = _judgement(functionality, tests, notes)
+        if judgement is not None:
+            checks = sanity_checks(task, ctx.candidate.source)
+            split: Split = "eval" if ctx.split == "eval" else "train"
+            reason = judged_drop_reason(split, checks["target unchanged (AST)"], judgement)
+            if reason is not None:
+                return self._rejected(QualityReport(checks=checks, reason=reason, detail=judgement.notes[:300]))
+        quality = check_quality(ctx.sandbox, task, ctx.candidate.source, ctx.thresholds,
+                                allow_changed_target=judgement is not None)
         if not quality.passed:
-            return ToolResult(f"Rejected: {quality.reason}" + (f" ({quality.detail})" if quality.detail else ""),
-                              ok=True, data={"kept": False, "reason": quality.reason, "detail": quality.detail,
-                                             "branch_coverage": quality.branch_coverage,
-                                             "kill_rate": quality.kill_rate})
-        self.outcome.task = _with_measurements(task, quality)
+            return self._rejected(quality)
+        self.outcome.task = _with_measurements(task, quality, judgement)
         self.done = True
         return ToolResult("Kept: the task passed every quality check.", data={"kept": True})
+
+    def _rejected(self, quality: QualityReport) -> ToolResult:
+        self.outcome.quality = quality
+        return ToolResult(f"Rejected: {quality.reason}" + (f" ({quality.detail})" if quality.detail else ""),
+                          ok=True, data={"kept": False, "reason": quality.reason, "detail": quality.detail,
+                                         "branch_coverage": quality.branch_coverage, "kill_rate": quality.kill_rate})
 
     def abandon(self, reason: str, stage: str = "tests", detail: str = "") -> ToolResult:
         """End the episode with a drop."""
@@ -224,11 +250,26 @@ def _view(ctx: BuildContext) -> RepositoryView:
     return repository_view(ctx.repo.files, ctx.candidate.file, ctx.candidate.qualname, complete=True)
 
 
-def _with_measurements(task: FunctionTask, quality: QualityReport) -> FunctionTask:
+def _judgement(functionality: str | None, tests: str | None, notes: str) -> Judgement | None:
+    """The judgement ``submit`` was given, or None (no model judged the script)."""
+    if functionality is None and tests is None:
+        return None
+    if functionality not in ("same", "yes", "no") or tests not in ("correct", "incorrect"):
+        raise ToolError("submit: a judgement needs functionality=same|yes|no and tests=correct|incorrect, "
+                        f"got functionality={functionality!r}, tests={tests!r}")
+    return Judgement(functionality, tests == "correct", notes)  # type: ignore[arg-type]
+
+
+def _with_measurements(task: FunctionTask, quality: QualityReport, judgement: Judgement | None = None) -> FunctionTask:
     task.metadata.branch_coverage = quality.branch_coverage
     task.metadata.checks = {**quality.checks, "branch_coverage": quality.branch_coverage,
                             "branches": quality.branches, "mutant_kill_rate": quality.kill_rate,
                             "mutants": quality.mutants}
+    if judgement is not None:
+        task.metadata.checks.update({"judged functionality": judgement.functionality,
+                                     "tests judged correct": judgement.tests_correct})
+        if judgement.notes:
+            task.metadata.notes.append(f"judge: {judgement.notes[:500]}")
     return task.with_id()
 
 
@@ -254,9 +295,16 @@ def run_build_episode(context: BuildContext, policy: BuildPolicy, max_steps: int
         tools.outcome.steps.append({"tool": name, "ok": result.ok, "observation": result.output[:2000]})
         observation, info = result.output, {"tool": name, "ok": result.ok, "data": result.data}
         if tools.done:
-            return tools.outcome
+            return _with_stats(tools.outcome, policy)
     tools._drop("quality", "step budget exhausted", f"{max_steps} steps")
-    return tools.outcome
+    return _with_stats(tools.outcome, policy)
+
+
+def _with_stats(outcome: BuildOutcome, policy: BuildPolicy) -> BuildOutcome:
+    stats = getattr(policy, "stats", None)
+    if callable(stats):
+        outcome.stats = dict(stats())
+    return outcome
 
 
 __all__ = ["BUILD_TOOLS", "BuildContext", "BuildOutcome", "BuildPolicy", "BuildTools", "run_build_episode"]

@@ -10,8 +10,9 @@ a :class:`~gym_repost.construct.model.Drop` naming the stage and the reason.
 
 from __future__ import annotations
 
+import fnmatch
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,17 @@ class BuildSettings:
     min_kill_rate: float = 0.5
     mutants: int = 10
     cache_dir: Path | None = None
+    exclude_keywords: Mapping[str, tuple[str, ...]] | None = None
+    """Extraction's keyword table (None: the deterministic builder's, which drops targets
+    touching the network, databases or user input; the LLM builder mocks those)."""
+    only: tuple[str, ...] = ()
+    """Glob patterns on ``file::qualname`` or the qualname; candidates matching none are
+    left out (before the per-repository cap)."""
+    max_steps: int = 24
+    """Tool calls per construction episode."""
+    rescue_static_drops: bool = False
+    """Candidates whose dependency slice or sandboxed module failed still get an episode
+    (with no slice or module): a policy that assembles the script itself may save them."""
 
     def thresholds(self) -> QualityThresholds:
         """The quality thresholds of the split."""
@@ -56,8 +68,8 @@ class Prepared:
     """A candidate after the static stages."""
 
     candidate: Candidate
-    slice: DependencySlice
-    sandboxed: SandboxedScript
+    slice: DependencySlice | None
+    sandboxed: SandboxedScript | None
 
 
 @dataclass
@@ -72,15 +84,25 @@ class BuildResult:
     outcomes: list[tuple[Candidate, BuildOutcome]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     infra_errors: list[str] = field(default_factory=list)
+    llm_usage: dict[str, Any] | None = None
+    """The LLM builder's totals (calls, retries, tokens, cost), when a model was used."""
 
     def statistics(self) -> dict[str, Any]:
-        """Table 2, the drop table and the stage timings."""
-        return {"table2": table2(self.candidates, self.tasks), "drops": drop_table(self.drops),
-                "timings": dict(self.timings), "infra_errors": len(self.infra_errors)}
+        """Table 2, the drop table, the stage timings (and the LLM usage)."""
+        stats = {"table2": table2(self.candidates, self.tasks), "drops": drop_table(self.drops),
+                 "timings": dict(self.timings), "infra_errors": len(self.infra_errors)}
+        if self.llm_usage is not None:
+            stats["llm"] = dict(self.llm_usage)
+        return stats
 
 
-def prepare(repo: SourceRepository, candidates: Sequence[Candidate]) -> tuple[list[Prepared], list[Drop]]:
-    """Stages 3 and 4 for every candidate: dependency slice, then the sandboxed module."""
+def prepare(repo: SourceRepository, candidates: Sequence[Candidate],
+            rescue: bool = False) -> tuple[list[Prepared], list[Drop]]:
+    """Stages 3 and 4 for every candidate: dependency slice, then the sandboxed module.
+
+    With ``rescue``, a candidate failing either stage is prepared all the same, with what
+    it has (no slice, or no module), instead of being dropped.
+    """
     from gym_repost.construct.dependencies import build_index, slice_dependencies
     from gym_repost.construct.sandboxing import sandbox_script
 
@@ -88,14 +110,12 @@ def prepare(repo: SourceRepository, candidates: Sequence[Candidate]) -> tuple[li
     prepared, drops = [], []
     for candidate in candidates:
         sliced = slice_dependencies(index, candidate)
-        if isinstance(sliced, Drop):
-            drops.append(sliced)
-            continue
-        script = sandbox_script(sliced)
-        if isinstance(script, Drop):
+        script = sandbox_script(sliced) if not isinstance(sliced, Drop) else sliced
+        if isinstance(script, Drop) and not rescue:
             drops.append(script)
             continue
-        prepared.append(Prepared(candidate, sliced, script))
+        prepared.append(Prepared(candidate, None if isinstance(sliced, Drop) else sliced,
+                                 None if isinstance(script, Drop) else script))
     return prepared, drops
 
 
@@ -135,7 +155,7 @@ def _construct(prepared: Sequence[Prepared], repo: SourceRepository, sandbox: Sa
                                sandbox=sandbox, installer=installer, thresholds=settings.thresholds(),
                                split=settings.split, seeds=seeds.get(item.candidate.key, []))
         try:
-            outcome: BuildOutcome | str = run_build_episode(context, policy_factory())
+            outcome: BuildOutcome | str = run_build_episode(context, policy_factory(), settings.max_steps)
         except InfrastructureError as exc:
             outcome = f"{item.candidate.key}: {type(exc).__name__}: {exc}"
         if on_candidate is not None:
@@ -157,18 +177,17 @@ def build_function_tasks(source: str, settings: BuildSettings, sandbox: Sandbox,
             refused license, too large).
     """
     from gym_repost.construct.builder import BuilderSettings, DeterministicBuilder
-    from gym_repost.construct.extract import extract_candidates
     from gym_repost.construct.ingest import ingest
 
     timer = StageTimer()
     with timer("ingest"):
         repo = ingest(source, cache_dir=settings.cache_dir, licenses=settings.licenses)
     with timer("extract"):
-        candidates, drops, _ = extract_candidates(repo, max_candidates=settings.max_candidates, seed=settings.seed)
+        candidates, drops = _extract(repo, settings)
     if on_stage:
         on_stage("candidates", len(candidates))
     with timer("dependencies+sandboxing"):
-        prepared, static_drops = prepare(repo, candidates)
+        prepared, static_drops = prepare(repo, candidates, rescue=settings.rescue_static_drops)
     installer = PackageInstaller(sandbox, refuse=_own_packages(repo))
     notes: list[str] = []
     seeds: dict[str, list[Any]] = {}
@@ -188,7 +207,8 @@ def _collect(repo: SourceRepository, n_candidates: int, drops: list[Drop], resul
     for candidate, outcome in results:
         if isinstance(outcome, str):
             infra.append(outcome)
-            drops.append(Drop(candidate.file, candidate.qualname, "execution", "sandbox failure", outcome))
+            reason = "LLM failure" if ": LLMError: " in outcome else "sandbox failure"
+            drops.append(Drop(candidate.file, candidate.qualname, "execution", reason, outcome))
             continue
         outcomes.append((candidate, outcome))
         if outcome.task is not None:
@@ -197,6 +217,27 @@ def _collect(repo: SourceRepository, n_candidates: int, drops: list[Drop], resul
             drops.append(outcome.drop)
     return BuildResult(repo=repo, tasks=tasks, drops=drops, candidates=n_candidates,
                        timings=timer.seconds, outcomes=outcomes, notes=repo.notes + notes, infra_errors=infra)
+
+
+def _extract(repo: SourceRepository, settings: BuildSettings) -> tuple[list[Candidate], list[Drop]]:
+    """Extraction with the settings' keyword table; ``only`` is applied before the cap."""
+    from gym_repost.construct.extract import DEFAULT_EXCLUDE_KEYWORDS, extract_candidates, select_candidates
+
+    keywords = DEFAULT_EXCLUDE_KEYWORDS if settings.exclude_keywords is None else settings.exclude_keywords
+    if not settings.only:
+        candidates, drops, _ = extract_candidates(repo, max_candidates=settings.max_candidates, seed=settings.seed,
+                                                  keywords=keywords)
+        return candidates, drops
+    found, drops, _ = extract_candidates(repo, max_candidates=1_000_000, seed=settings.seed, keywords=keywords)
+    chosen = [c for c in found if _selected(c.file, c.qualname, settings.only)]
+    kept = select_candidates(chosen, settings.max_candidates, settings.seed)
+    drops = [d for d in drops if _selected(d.file, d.qualname, settings.only)]
+    drops += [Drop(c.file, c.qualname, "extract", "over the per-repository cap") for c in chosen if c not in kept]
+    return kept, drops
+
+
+def _selected(file: str, qualname: str, patterns: Sequence[str]) -> bool:
+    return any(fnmatch.fnmatchcase(f"{file}::{qualname}", p) or fnmatch.fnmatchcase(qualname, p) for p in patterns)
 
 
 def _own_packages(repo: SourceRepository) -> frozenset[str]:

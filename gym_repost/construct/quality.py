@@ -14,12 +14,14 @@ import ast
 from dataclasses import dataclass, field
 from typing import Literal
 
+from gym_repost.analysis.parsing import parse_python
 from gym_repost.analysis.source import dedent_code, find_function
 from gym_repost.analysis.strength import TaskValidation, validate_task
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask
 
 Split = Literal["train", "eval"]
+Functionality = Literal["same", "yes", "no"]
 
 
 @dataclass(frozen=True)
@@ -88,13 +90,13 @@ def _main_calls_test(tree: ast.Module, test_name: str) -> bool:
 
 def sanity_checks(task: FunctionTask, original_source: str) -> dict[str, bool]:
     """RepoST's sanity checks, by name (True = passed)."""
-    tree = ast.parse(task.evaluation.script)
+    tree = parse_python(task.evaluation.script)
     name = task.target.name
     span = find_function(task.evaluation.script, task.target.qualname, tree)
     test = _test_function(tree, task.evaluation.test_function)
     used = _names_used(test) if test is not None else set()
     try:
-        unchanged = ast.dump(ast.parse(dedent_code(original_source))) == ast.dump(ast.parse(task.target.source))
+        unchanged = ast.dump(parse_python(dedent_code(original_source))) == ast.dump(parse_python(task.target.source))
     except SyntaxError:
         unchanged = False
     return {
@@ -106,15 +108,55 @@ def sanity_checks(task: FunctionTask, original_source: str) -> dict[str, bool]:
     }
 
 
+@dataclass(frozen=True)
+class Judgement:
+    """A model's verdicts on a built script (the LLM builder's last step, RepoST's checks).
+
+    Attributes:
+        functionality: ``same`` (the target and what it uses are the repository's code,
+            only imports resolved and the outside world mocked), ``yes`` (edited, but
+            equivalent) or ``no`` (the script's target behaves differently).
+        tests_correct: the equivalence tests are sound (they compare the two functions on
+            meaningful inputs, and the ground truth passing them is no accident).
+        notes: the model's explanation.
+    """
+
+    functionality: Functionality
+    tests_correct: bool
+    notes: str = ""
+
+
+def judged_drop_reason(split: Split, target_unchanged: bool, judgement: Judgement) -> str | None:
+    """RepoST's keep rule per split; the drop reason, or None to keep.
+
+    Eval keeps a task only when the target's AST is unchanged and the tests are judged
+    correct; train also keeps a task whose target was edited when the model judges the
+    functionality equivalent. Either split drops a task judged not equivalent (the mocks
+    changed what the target does).
+    """
+    if not judgement.tests_correct:
+        return "tests judged incorrect"
+    if judgement.functionality == "no":
+        return "judged not equivalent"
+    if not target_unchanged and split == "eval":
+        return "target AST changed (eval split)"
+    return None
+
+
 def check_quality(sandbox: Sandbox, task: FunctionTask, original_source: str,
-                  thresholds: QualityThresholds) -> QualityReport:
+                  thresholds: QualityThresholds, *, allow_changed_target: bool = False) -> QualityReport:
     """Run every check; stop measuring at the first failure.
+
+    Args:
+        allow_changed_target: do not fail on ``target unchanged (AST)`` (a train task
+            whose edited target was judged equivalent); the check is still recorded.
 
     Raises:
         SandboxError: the sandbox failed (infrastructure).
     """
     report = QualityReport(checks=sanity_checks(task, original_source))
-    failed = [name for name, ok in report.checks.items() if not ok]
+    failed = [name for name, ok in report.checks.items()
+              if not ok and not (allow_changed_target and name == "target unchanged (AST)")]
     if task.metadata.num_asserts < thresholds.min_assertions:
         failed.append(f"at least {thresholds.min_assertions} assertions")
     if failed:
