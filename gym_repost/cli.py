@@ -124,7 +124,8 @@ def _import_tasks(source: str) -> tuple[list[Any], list[Any]]:
     return tasks, dropped
 
 
-def _build_from_repository(source: str, settings: Any, sandbox: str, options: dict[str, Any]) -> Any:
+def _build_from_repository(source: str, settings: Any, sandbox: str, options: dict[str, Any],
+                           policy_factory: Any = None) -> Any:
     from gym_repost.construct.pipeline import build_function_tasks
 
     with _open_sandbox(sandbox, options) as sb, _progress() as progress:
@@ -133,8 +134,27 @@ def _build_from_repository(source: str, settings: Any, sandbox: str, options: di
         def on_stage(name: str, count: int) -> None:
             progress.update(bar, total=count, description=f"building {source}: {count} candidates")
 
-        return build_function_tasks(source, settings, sb, on_stage=on_stage,
+        return build_function_tasks(source, settings, sb, policy_factory, on_stage=on_stage,
                                     on_candidate=lambda *_: progress.advance(bar))
+
+
+def _build_with_llm(spec: str, source: str, settings: Any, sandbox: str, options: dict[str, Any], *,
+                    base_url: Optional[str], builder_args: list[str], log_path: Path) -> Any:
+    """``--builder llm:PROVIDER/MODEL``: the LLM builder over the pipeline; every exchange logged."""
+    from gym_repost.construct.builder import BuilderSettings
+    from gym_repost.construct.llm_builder import LLMBuild, split_builder_args
+    from gym_repost.llm import llm_config
+
+    budgets, llm_settings = split_builder_args(_parse_policy_args(builder_args))
+    if base_url:
+        llm_settings["base_url"] = base_url
+    config = llm_config(spec.removeprefix("llm:"), **llm_settings)
+    log_path.unlink(missing_ok=True)
+    with LLMBuild(config, budgets, log_path=log_path,
+                  deterministic=BuilderSettings(test_budget=settings.test_budget, seed=settings.seed)) as llm:
+        result = _build_from_repository(source, LLMBuild.settings_for(settings), sandbox, options, llm.policy)
+        result.llm_usage = llm.usage()
+    return result
 
 
 def _fmt_stat(value: Any) -> str:
@@ -160,6 +180,15 @@ def _print_build(result: Any) -> None:
             drops.add_row(stage, reason, str(count), example)
         console.print(drops)
     console.print("stage timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in stats["timings"].items()))
+    if "llm" in stats:
+        u = stats["llm"]
+        cost = "cost n/a (set input_price/output_price)" if u["cost_usd"] is None else f"${u['cost_usd']:.4f}"
+        console.print(f"LLM {u['model']}: {u['llm_calls']} calls ({u['cache_hits']} cached, {u['retries']} retries, "
+                      f"{u['llm_failures']} failed), {u['input_tokens']} input + {u['output_tokens']} output tokens, "
+                      f"{cost}", highlight=False)
+    if stats["infra_errors"]:
+        console.print(f"[yellow]infrastructure errors (not counted as drops of the builder's making):[/] "
+                      f"{stats['infra_errors']}", highlight=False)
     for note in result.notes[:10]:
         console.print(f"[dim]note: {note}[/]", highlight=False)
 
@@ -171,7 +200,15 @@ def build(
     output: Path = typer.Option(..., "-o", "--output", help="Task file to write (JSONL)."),
     kind: str = typer.Option("function", help="Task kind: function | testfile (a focal file and its test "
                              "file, from a DIR, ARCHIVE or pypi: source)."),
-    builder: str = typer.Option("deterministic", help="Construction policy: deterministic."),
+    builder: str = typer.Option("deterministic", help="Construction policy: deterministic | llm:PROVIDER/MODEL "
+                                "(openai, anthropic, openai-compatible; the deterministic builder tries first)."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="--builder llm:...: the model's endpoint (a proxy, "
+                                           "vLLM http://localhost:8000/v1, Ollama http://localhost:11434/v1)."),
+    builder_arg: list[str] = typer.Option([], "--builder-arg", help="KEY=VALUE for the LLM builder: debug_iterations, "
+                                          "coverage_rounds, deterministic_first, or an LLM setting (temperature, "
+                                          "max_tokens, cache_dir, input_price, output_price, timeout, ...)."),
+    only: list[str] = typer.Option([], "--only", help="Glob on FILE::QUALNAME or QUALNAME; only matching candidates "
+                                   "are built (repeatable)."),
     split: str = typer.Option("train", help="train (branch coverage >= 80%) | eval (100%)."),
     max_candidates: int = typer.Option(30, min=1, help="Candidate functions (test files with --kind testfile) "
                                        "per repository."),
@@ -193,8 +230,12 @@ def build(
 
     if kind not in ("function", "testfile"):
         raise fail(f"--kind {kind}: choose function or testfile")
-    if builder != "deterministic":
-        raise fail(f"--builder {builder}: this version has the deterministic builder only")
+    if builder != "deterministic" and not builder.startswith("llm:"):
+        raise fail(f"--builder {builder}: choose deterministic or llm:PROVIDER/MODEL")
+    if (base_url or builder_arg) and not builder.startswith("llm:"):
+        raise fail("--base-url and --builder-arg apply to --builder llm:PROVIDER/MODEL")
+    if builder.startswith("llm:") and (kind != "function" or _is_import_source(source)):
+        raise fail("--builder llm builds function tasks from a repository (DIR, ARCHIVE or pypi:NAME)")
     if split not in ("train", "eval"):
         raise fail("--split must be train or eval")
     if kind == "testfile":
@@ -218,11 +259,19 @@ def build(
 
     settings = BuildSettings(split=split, max_candidates=max_candidates, seed=seed, licenses=licenses,
                              workers=workers, trace=trace, test_budget=test_budget, min_kill_rate=min_kill_rate,
-                             mutants=mutants)
-    result = _build_from_repository(source, settings, sandbox, _sandbox_options(workers, python, env, None))
+                             mutants=mutants, only=tuple(only))
+    options = _sandbox_options(workers, python, env, None)
+    log_path = output.with_name(output.name + ".llm.jsonl")
+    if builder.startswith("llm:"):
+        result = _build_with_llm(builder, source, settings, sandbox, options, base_url=base_url,
+                                 builder_args=builder_arg, log_path=log_path)
+    else:
+        result = _build_from_repository(source, settings, sandbox, options)
     written = save_tasks(result.tasks, output)
     _print_build(result)
     console.print(f"wrote [bold]{written}[/] tasks to {output}")
+    if builder.startswith("llm:"):
+        console.print(f"every LLM exchange of this build: {log_path}", highlight=False)
     if stats_json:
         stats_json.write_text(json.dumps(result.statistics(), indent=2), encoding="utf-8")
 
@@ -523,6 +572,39 @@ def _counts_table(title: str, rows: list[tuple[str, Any]]) -> Table:
     return table
 
 
+def _llm_cache(output: Path) -> Path:
+    """The response cache of a data command's model calls: next to its output."""
+    return output.parent / f"{output.stem}-llm-cache"
+
+
+def _sampler_settings(specs: list[str], base_url: Optional[str], temperature: Optional[float],
+                      output: Path) -> dict[str, dict[str, Any]]:
+    """The model settings of each sampler spec: none for the deterministic one, which runs no model."""
+    given = {k: v for k, v in {"base_url": base_url, "temperature": temperature}.items() if v is not None}
+    if given and all(spec == "deterministic" for spec in specs):
+        raise fail("--base-url and --temperature apply to llm:PROVIDER/MODEL samplers")
+    return {spec: {} if spec == "deterministic" else
+            {**given, **({"cache_dir": _llm_cache(output)} if spec.startswith("llm:") else {})} for spec in specs}
+
+
+def _llm_rows(samplers: list[Any]) -> list[tuple[str, Any]]:
+    """Token accounting rows for the LLM samplers among ``samplers`` (none without one)."""
+    from gym_repost.data.llm_samplers import llm_totals
+
+    found = llm_totals(samplers)
+    if found is None:
+        return []
+    t, counts = found
+    rows: list[tuple[str, Any]] = [
+        ("LLM calls (cache hits)", f"{t.calls} ({t.cache_hits})"),
+        ("LLM retries / failed calls", f"{t.retries} / {t.failures}"),
+        ("LLM tokens in / out", f"{t.usage.input_tokens} / {t.usage.output_tokens}")]
+    if t.cost is not None:
+        rows.append(("LLM cost (USD)", f"{t.cost:.4f}"))
+    rows += [(what.replace("_", " "), n) for what, n in sorted(counts.items())]
+    return rows
+
+
 @data_app.command("rejection")
 def data_rejection(
     run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="A run directory made by `gym-repost eval`."),
@@ -534,6 +616,8 @@ def data_rejection(
     repair_policy: Optional[str] = typer.Option(None, help="Policy that repairs (default: the run's own policy)."),
     repair_policy_arg: list[str] = typer.Option([], "--repair-policy-arg", help="KEY=VALUE for the repair policy."),
     repair_steps: int = typer.Option(30, min=1, help="Step budget of one repair episode."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="LLM endpoint of an llm: repair policy (a proxy, "
+                                           "vLLM http://localhost:8000/v1, Ollama http://localhost:11434/v1)."),
     tasks_path: Optional[Path] = typer.Option(None, "--tasks", help="The run's task file, if config.json's path "
                                               "does not resolve from here."),
     system: Optional[str] = typer.Option(None, help="System message (or prompt prefix) for every record."),
@@ -544,9 +628,9 @@ def data_rejection(
     env: Optional[str] = typer.Option(None, help="Installed environment (see `gym-repost env`)."),
 ) -> None:
     """SFT data from an evaluation run's passing solutions (RepoST's rejection sampling)."""
+    from gym_repost.data.llm_samplers import close_samplers
     from gym_repost.data.records import write_jsonl
-    from gym_repost.data.rejection import PolicyRepairer, build_rejection, episodes_by_task, load_run
-    from gym_repost.policy import load_policy
+    from gym_repost.data.rejection import build_rejection, episodes_by_task, load_repairer, load_run
 
     if fmt not in ("messages", "prompt-completion"):
         raise fail("--format must be messages or prompt-completion")
@@ -554,15 +638,25 @@ def data_rejection(
     groups = episodes_by_task(episodes, tasks)
     spec = repair_policy or config.policy
     options = _parse_policy_args(repair_policy_arg) if repair_policy else dict(config.policy_options)
+    if base_url and not debug_failures:
+        raise fail("--base-url applies to the repair policy of --debug-failures")
+    llm = {"base_url": base_url, "cache_dir": None if "cache_dir" in options else _llm_cache(output)} \
+        if spec.startswith("llm:") else {"base_url": base_url}
     with _open_sandbox(sandbox, _sandbox_options(workers, python, env, None)) as sb, _progress() as progress:
-        repairer = PolicyRepairer(load_policy(spec, **options), sb, max_steps=repair_steps) if debug_failures else None
+        repairer = load_repairer(spec, options, sb, max_steps=repair_steps, **llm) if debug_failures else None
         bar = progress.add_task(f"tasks of {run_dir.name}" + (" (debugging failures)" if repairer else ""),
                                 total=len(groups))
-        records, summary = build_rejection(groups, sb, repairer=repairer, ground_truth=ground_truth,
-                                           dedupe=not keep_duplicates, fmt=fmt, system=system,  # type: ignore[arg-type]
-                                           workers=workers, on_task=lambda _o: progress.advance(bar))
+        try:
+            records, summary = build_rejection(groups, sb, repairer=repairer, ground_truth=ground_truth,
+                                               dedupe=not keep_duplicates, fmt=fmt,  # type: ignore[arg-type]
+                                               system=system, workers=workers,
+                                               on_task=lambda _o: progress.advance(bar))
+        finally:
+            close_samplers([repairer])
     written = write_jsonl(records, output)
     _print_rejection(summary, config, debug_failures, spec)
+    if rows := _llm_rows([repairer]):
+        console.print(_counts_table(f"repair model ({spec})", rows))
     console.print(f"wrote [bold]{written}[/] SFT records ({fmt}) to {output}")
 
 
@@ -594,7 +688,11 @@ def data_dstc(
     kto: Optional[Path] = typer.Option(None, "--kto", help="Also write KTO records here (JSONL)."),
     matrices: Optional[Path] = typer.Option(None, "--matrices", help="Also write each task's samples, "
                                             "execution matrix (with outcomes) and selection here (JSONL)."),
-    sampler: str = typer.Option("deterministic", help="Code and test sampler: deterministic (offline) | KIND:ARG."),
+    sampler: str = typer.Option("deterministic", help="Code and test sampler: deterministic (offline) | "
+                                "llm:PROVIDER/MODEL | KIND:ARG."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="LLM endpoint of an llm: sampler (a proxy, "
+                                           "vLLM http://localhost:8000/v1, Ollama http://localhost:11434/v1)."),
+    temperature: Optional[float] = typer.Option(None, min=0.0, help="Sampling temperature of an llm: sampler."),
     samples: int = typer.Option(8, "-j", "--samples", min=1, help="J: codes and tests sampled per task."),
     test_timeout: float = typer.Option(2.0, help="Seconds per test (script loading included)."),
     limit: Optional[int] = typer.Option(None, min=1, help="Only the first N tasks."),
@@ -606,15 +704,23 @@ def data_dstc(
 ) -> None:
     """DSTC preference pairs: J codes x J tests per task, minimax selection."""
     from gym_repost.data.dstc import run_dstc_task
+    from gym_repost.data.llm_samplers import close_samplers
     from gym_repost.data.records import write_jsonl
     from gym_repost.data.samplers import load_code_sampler, load_test_sampler
 
     tasks = _function_tasks(tasks_path, limit)
-    code_sampler, test_sampler = load_code_sampler(sampler), load_test_sampler(sampler)
-    with _open_sandbox(sandbox, _sandbox_options(workers, python, env, None)) as sb:
-        results = _over_tasks(tasks, lambda t: run_dstc_task(t, code_sampler, test_sampler, sb, samples=samples,
-                                                             seed=seed, test_timeout=test_timeout),
-                              workers, f"DSTC on {tasks_path.name}")
+    settings = _sampler_settings([sampler], base_url, temperature, output)[sampler]
+    code_sampler = load_code_sampler(sampler, **settings)
+    samplers: list[Any] = [code_sampler]
+    try:
+        test_sampler = load_test_sampler(sampler, **settings)
+        samplers.append(test_sampler)
+        with _open_sandbox(sandbox, _sandbox_options(workers, python, env, None)) as sb:
+            results = _over_tasks(tasks, lambda t: run_dstc_task(t, code_sampler, test_sampler, sb, samples=samples,
+                                                                 seed=seed, test_timeout=test_timeout),
+                                  workers, f"DSTC on {tasks_path.name}")
+    finally:
+        close_samplers(samplers)
     dpo = [r for res in results if (r := res.dpo_record()) is not None]
     kto_records = [r for res in results for r in res.kto_records()]
     write_jsonl(dpo, output)
@@ -633,7 +739,8 @@ def data_dstc(
         ("DPO records", len(dpo)),
         ("KTO records (desirable / undesirable)",
          f"{sum(r['label'] for r in kto_records)} / {sum(not r['label'] for r in kto_records)}"),
-        ("cells: pass / fail / error / timeout", " / ".join(str(v) for v in cells.values()))]))
+        ("cells: pass / fail / error / timeout", " / ".join(str(v) for v in cells.values())),
+        *_llm_rows(samplers)]))
     console.print(f"wrote {len(dpo)} DPO records to {output}" + (f", {len(kto_records)} KTO records to {kto}"
                                                                     if kto else ""))
 
@@ -652,10 +759,15 @@ def data_acecoder(
     output: Path = typer.Option(..., "-o", "--output", help="DPO pair records to write (JSONL)."),
     tests_output: Optional[Path] = typer.Option(None, "--tests-output", help="Also write each question's "
                                                 "filtered tests here (JSONL)."),
-    test_sampler: str = typer.Option("deterministic", help="Test synthesizer: deterministic (offline) | KIND:ARG."),
+    test_sampler: str = typer.Option("deterministic", help="Test synthesizer: deterministic (offline) | "
+                                     "llm:PROVIDER/MODEL | KIND:ARG."),
     sampler: list[str] = typer.Option(["deterministic"], "--sampler",
-                                      help="A model whose programs are sampled (repeat for several)."),
+                                      help="A model whose programs are sampled (repeat for several): "
+                                           "deterministic | llm:PROVIDER/MODEL | KIND:ARG."),
     proxy: str = typer.Option("ground-truth", help="Proxy solution that filters tests: ground-truth | a sampler."),
+    base_url: Optional[str] = typer.Option(None, "--base-url", help="LLM endpoint of the llm: samplers (a proxy, "
+                                           "vLLM http://localhost:8000/v1, Ollama http://localhost:11434/v1)."),
+    temperature: Optional[float] = typer.Option(None, min=0.0, help="Sampling temperature of the llm: samplers."),
     n_tests: int = typer.Option(20, "--tests", min=1, help="Tests proposed per question."),
     samples: int = typer.Option(16, "-n", "--samples", min=1, help="Programs sampled per question and model."),
     min_tests: int = typer.Option(5, min=1, help="Drop questions left with fewer tests after filtering."),
@@ -671,16 +783,26 @@ def data_acecoder(
 ) -> None:
     """AceCoder pairs: synthesized tests filtered by a proxy, pass rates, pair rule."""
     from gym_repost.data.acecoder import run_acecoder_task
+    from gym_repost.data.llm_samplers import close_samplers
     from gym_repost.data.records import write_jsonl
     from gym_repost.data.samplers import load_code_sampler, load_test_sampler
 
     tasks = _function_tasks(tasks_path, limit)
-    tester, models = load_test_sampler(test_sampler), [load_code_sampler(s) for s in sampler]
-    proxy_sampler = None if proxy == "ground-truth" else load_code_sampler(proxy)
-    with _open_sandbox(sandbox, _sandbox_options(workers, python, env, None)) as sb:
-        questions = _over_tasks(tasks, lambda t: run_acecoder_task(
-            t, tester, models, sb, n_tests=n_tests, samples=samples, min_tests=min_tests, strict=not non_strict,
-            proxy=proxy_sampler, seed=seed, test_timeout=test_timeout), workers, f"AceCoder on {tasks_path.name}")
+    code_specs = sampler + ([] if proxy == "ground-truth" else [proxy])
+    settings = _sampler_settings([test_sampler, *code_specs], base_url, temperature, output)
+    samplers: list[Any] = []
+    try:
+        tester = load_test_sampler(test_sampler, **settings[test_sampler])
+        samplers.append(tester)
+        samplers += [load_code_sampler(spec, **settings[spec]) for spec in code_specs]
+        models, proxy_sampler = samplers[1: 1 + len(sampler)], (None if proxy == "ground-truth" else samplers[-1])
+        with _open_sandbox(sandbox, _sandbox_options(workers, python, env, None)) as sb:
+            questions = _over_tasks(tasks, lambda t: run_acecoder_task(
+                t, tester, models, sb, n_tests=n_tests, samples=samples, min_tests=min_tests,
+                strict=not non_strict, proxy=proxy_sampler, seed=seed, test_timeout=test_timeout),
+                workers, f"AceCoder on {tasks_path.name}")
+    finally:
+        close_samplers(samplers)
     pairs = [r for q in questions for r in q.pair_records()]
     write_jsonl(pairs, output)
     if tests_output:
@@ -695,7 +817,8 @@ def data_acecoder(
          or "-"),
         ("programs (deduplicated, kept questions)", sum(len(q.programs) for q in kept)),
         ("questions with >= 1 pair", sum(bool(q.pairs) for q in kept)),
-        ("preference pairs", len(pairs))]))
+        ("preference pairs", len(pairs)),
+        *_llm_rows(samplers)]))
     console.print(f"wrote {len(pairs)} pair records to {output}")
 
 

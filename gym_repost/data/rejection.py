@@ -7,7 +7,10 @@ From a run directory made by ``gym-repost eval`` with n samples per task:
 * optionally the ground truth is added for every task;
 * with a :class:`~gym_repost.data.base.Repairer` (``--debug-failures``), each failed
   solution is tested again to get its full report, handed to the repairer with that
-  report, and the repaired code is added when it passes.
+  report, and the repaired code is added when it passes. :func:`load_repairer` makes
+  one from a policy spec: an ``llm:PROVIDER/MODEL`` policy answers once from the failed
+  code and its report (:class:`~gym_repost.data.llm_samplers.LLMRepairer`), unless it
+  acts agentically; any other policy plays a repair episode (:class:`PolicyRepairer`).
 
 :class:`RejectionSummary` holds RepoST's Table 9 numbers: tasks with at least one
 passing solution before and after debugging.
@@ -25,12 +28,12 @@ from typing import Any, Literal
 from gym_repost.data.base import Repairer
 from gym_repost.data.records import SftFormat, normalized_code, sft_record
 from gym_repost.env.function_env import FunctionEnv
-from gym_repost.errors import InfrastructureError, PolicyError, RunDirError, TaskFormatError
+from gym_repost.errors import ConfigError, InfrastructureError, PolicyError, RunDirError, TaskFormatError
 from gym_repost.evaluate.records import Episode, RunConfig, RunDir
 from gym_repost.evaluate.runner import tasks_digest
 from gym_repost.harness import run_function_tests
 from gym_repost.policy.base import tool_call
-from gym_repost.policy.loader import PolicyFactory
+from gym_repost.policy.loader import PolicyFactory, load_policy
 from gym_repost.prompting import render_prompt
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask, load_tasks
@@ -172,6 +175,47 @@ class PolicyRepairer:
             if callable(close):
                 close()
             env.close()
+
+
+_POLICY_ONLY_OPTIONS = ("mode", "docstring", "tool_calling", "docstring_model")
+"""Options of the LLM policy that are not LLM settings (an LLM repairer drops them)."""
+
+
+def load_repairer(spec: str, options: dict[str, Any], sandbox: Sandbox, *, max_steps: int = 30,
+                  **llm_settings: Any) -> Repairer:
+    """The repairer for a policy spec and its options (a run's own policy, or another).
+
+    ``llm:PROVIDER/MODEL`` in its default ``generate-and-repair`` mode gives an
+    :class:`~gym_repost.data.llm_samplers.LLMRepairer` (one answer from the failed code and
+    its report); with ``mode=agentic``, and for every other policy, a
+    :class:`PolicyRepairer` plays a repair episode.
+
+    Args:
+        spec: the policy spec.
+        options: the policy's options (the run's ``policy_options``, or ``--repair-policy-arg``).
+        sandbox: where repair episodes run.
+        max_steps: step budget of a repair episode.
+        **llm_settings: LLM settings for ``llm:`` policies (``base_url``, ``cache_dir``);
+            they override ``options``.
+
+    Raises:
+        ConfigError: LLM settings for a policy that is not ``llm:``, a bad option, a
+            missing API key.
+        MissingExtraError: the provider's SDK is not installed.
+    """
+    settings = {k: v for k, v in llm_settings.items() if v is not None}
+    if not spec.startswith("llm:"):
+        if settings:
+            raise ConfigError(f"{', '.join(sorted(settings))} applies to llm:PROVIDER/MODEL repair policies, "
+                              f"not {spec!r}")
+        return PolicyRepairer(load_policy(spec, **options), sandbox, max_steps=max_steps)
+    merged = {**options, **settings}
+    if merged.get("mode", "generate-and-repair") != "generate-and-repair":
+        return PolicyRepairer(load_policy(spec, **merged), sandbox, max_steps=max_steps)
+    from gym_repost.data.llm_samplers import LLMRepairer
+
+    return LLMRepairer(spec.removeprefix("llm:"),
+                       **{k: v for k, v in merged.items() if k not in _POLICY_ONLY_OPTIONS})
 
 
 def _add(outcome: TaskOutcome, seen: set[str], solution: Solution, dedupe: bool) -> None:

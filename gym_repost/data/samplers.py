@@ -10,15 +10,19 @@ runs offline (and in tests) with data of the right shape:
   separate tests, plus copies with a wrong expectation. Most tests are right, some are
   wrong, so filtering and minimax selection have something to reject.
 
-A spec string picks a sampler: ``kind`` or ``kind:argument``. The only kind shipped is
-``deterministic``. Another backend registers its kind here, importing its heavy
-dependencies inside the factory so that ``import gym_repost`` stays light::
+A spec string picks a sampler: ``kind`` or ``kind:argument``. Two kinds are shipped:
+``deterministic`` (the offline stand-ins above) and ``llm:PROVIDER/MODEL``
+(:mod:`gym_repost.data.llm_samplers`, a chat model through :mod:`gym_repost.llm`). A
+factory is called as ``factory(argument, **settings)``; ``settings`` are the model's
+settings from the command line (``base_url``, ``temperature``, ``cache_dir``...), and a
+kind that runs no model rejects them. Another backend registers its kind here, importing
+its heavy dependencies inside the factory so that ``import gym_repost`` stays light::
 
-    def _llm_code_sampler(model: str) -> CodeSampler:
-        from gym_repost.data.llm_samplers import LLMCodeSampler   # the backend's module
-        return LLMCodeSampler(model)
+    def _my_code_sampler(argument: str, **settings: Any) -> CodeSampler:
+        from my_package.samplers import MyCodeSampler   # the backend's module
+        return MyCodeSampler(argument, **settings)
 
-    register_code_sampler("llm", _llm_code_sampler)    # --sampler llm:openai/gpt-4o-mini
+    register_code_sampler("mine", _my_code_sampler)    # --sampler mine:ARG
 
 An LLM code sampler renders :func:`gym_repost.data.records.instruction_prompt` and reads
 the reply with :func:`gym_repost.harness.extract_code_block`; an LLM test sampler renders
@@ -30,7 +34,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Mapping
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from gym_repost.analysis.mutation import generate_mutants, sample_mutants
 from gym_repost.data.assertions import perturb_test, split_task_tests, under_test_names
@@ -102,10 +106,11 @@ class SplitAssertTestSampler:
 
 _Sampler = TypeVar("_Sampler")
 
-CodeSamplerFactory = Callable[[str], CodeSampler]
-"""Builds a code sampler from the argument after ``kind:`` (empty when there is none)."""
-TestSamplerFactory = Callable[[str], TestSampler]
-"""Builds a test sampler from the argument after ``kind:``."""
+CodeSamplerFactory = Callable[..., CodeSampler]
+"""Builds a code sampler: ``factory(argument, **settings)``, the argument being what
+follows ``kind:`` (empty when there is none)."""
+TestSamplerFactory = Callable[..., TestSampler]
+"""Builds a test sampler: ``factory(argument, **settings)``."""
 
 
 def _no_argument(kind: str, argument: str) -> None:
@@ -113,52 +118,87 @@ def _no_argument(kind: str, argument: str) -> None:
         raise ConfigError(f"sampler {kind!r} takes no argument (got {kind}:{argument})")
 
 
-def _deterministic_code(argument: str) -> CodeSampler:
+def _no_settings(kind: str, settings: dict[str, Any]) -> None:
+    if settings:
+        raise ConfigError(f"sampler {kind!r} runs no model, so {', '.join(sorted(settings))} does not apply "
+                          "(--base-url and --temperature are for llm:PROVIDER/MODEL samplers)")
+
+
+def _deterministic_code(argument: str, **settings: Any) -> CodeSampler:
     _no_argument("deterministic", argument)
+    _no_settings("deterministic", settings)
     return MutantCodeSampler()
 
 
-def _deterministic_tests(argument: str) -> TestSampler:
+def _deterministic_tests(argument: str, **settings: Any) -> TestSampler:
     _no_argument("deterministic", argument)
+    _no_settings("deterministic", settings)
     return SplitAssertTestSampler()
 
 
-_CODE_SAMPLERS: dict[str, CodeSamplerFactory] = {"deterministic": _deterministic_code}
-_TEST_SAMPLERS: dict[str, TestSamplerFactory] = {"deterministic": _deterministic_tests}
+def _llm_model(argument: str) -> str:
+    if not argument:
+        raise ConfigError("sampler 'llm' needs a model: llm:PROVIDER/MODEL (e.g. llm:openai/gpt-4o-mini)")
+    return argument
+
+
+def _llm_code(argument: str, **settings: Any) -> CodeSampler:
+    from gym_repost.data.llm_samplers import LLMCodeSampler
+
+    return LLMCodeSampler(_llm_model(argument), **settings)
+
+
+def _llm_tests(argument: str, **settings: Any) -> TestSampler:
+    from gym_repost.data.llm_samplers import LLMTestSampler
+
+    return LLMTestSampler(_llm_model(argument), **settings)
+
+
+_CODE_SAMPLERS: dict[str, CodeSamplerFactory] = {"deterministic": _deterministic_code, "llm": _llm_code}
+_TEST_SAMPLERS: dict[str, TestSamplerFactory] = {"deterministic": _deterministic_tests, "llm": _llm_tests}
 
 
 def register_code_sampler(kind: str, factory: CodeSamplerFactory) -> None:
-    """Make ``--sampler KIND[:ARG]`` build a code sampler with ``factory(ARG)``."""
+    """Make ``--sampler KIND[:ARG]`` build a code sampler with ``factory(ARG, **settings)``."""
     _CODE_SAMPLERS[kind] = factory
 
 
 def register_test_sampler(kind: str, factory: TestSamplerFactory) -> None:
-    """Make ``--test-sampler KIND[:ARG]`` build a test sampler with ``factory(ARG)``."""
+    """Make ``--test-sampler KIND[:ARG]`` build a test sampler with ``factory(ARG, **settings)``."""
     _TEST_SAMPLERS[kind] = factory
 
 
-def _lookup(spec: str, registry: Mapping[str, Callable[[str], _Sampler]], what: str) -> _Sampler:
+def _lookup(spec: str, registry: Mapping[str, Callable[..., _Sampler]], what: str,
+            settings: dict[str, Any]) -> _Sampler:
     kind, _, argument = spec.partition(":")
     factory = registry.get(kind)
     if factory is None:
         raise ConfigError(f"unknown {what} sampler {spec!r}; known kinds: {', '.join(sorted(registry))} "
-                          "(other backends, LLMs included, register a kind in gym_repost.data.samplers)")
-    return factory(argument)
+                          "(other backends register a kind in gym_repost.data.samplers)")
+    return factory(argument, **settings)
 
 
-def load_code_sampler(spec: str) -> CodeSampler:
-    """The code sampler named by ``spec`` (``deterministic``, or a registered ``kind:arg``).
+def load_code_sampler(spec: str, **settings: Any) -> CodeSampler:
+    """The code sampler named by ``spec`` (``deterministic``, ``llm:PROVIDER/MODEL``, or a
+    registered ``kind:arg``).
 
-    Raises:
-        ConfigError: unknown kind, or a bad argument.
-    """
-    return _lookup(spec, _CODE_SAMPLERS, "code")
-
-
-def load_test_sampler(spec: str) -> TestSampler:
-    """The test sampler named by ``spec``.
+    Args:
+        spec: the sampler's spec.
+        **settings: the model's settings (``base_url``, ``temperature``, ``cache_dir``...);
+            none for a sampler that runs no model.
 
     Raises:
-        ConfigError: unknown kind, or a bad argument.
+        ConfigError: unknown kind, a bad argument or setting, a missing API key.
+        MissingExtraError: the model's SDK is not installed.
     """
-    return _lookup(spec, _TEST_SAMPLERS, "test")
+    return _lookup(spec, _CODE_SAMPLERS, "code", settings)
+
+
+def load_test_sampler(spec: str, **settings: Any) -> TestSampler:
+    """The test sampler named by ``spec``; see :func:`load_code_sampler`.
+
+    Raises:
+        ConfigError: unknown kind, a bad argument or setting, a missing API key.
+        MissingExtraError: the model's SDK is not installed.
+    """
+    return _lookup(spec, _TEST_SAMPLERS, "test", settings)

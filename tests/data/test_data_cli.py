@@ -67,8 +67,8 @@ def test_acecoder_on_the_demo_tasks(tmp_path: Path, load_jsonl: Any) -> None:
 
 
 def test_bad_input_is_a_clear_error(humaneval_file: Path, tmp_path: Path) -> None:
-    result = cli("dstc", str(humaneval_file), "-o", str(tmp_path / "x.jsonl"), "--sampler", "llm:openai/gpt-4o-mini")
-    assert result.returncode == 2 and "unknown code sampler 'llm:openai/gpt-4o-mini'" in _flat(result.stderr)
+    result = cli("dstc", str(humaneval_file), "-o", str(tmp_path / "x.jsonl"), "--sampler", "gpt:4o-mini")
+    assert result.returncode == 2 and "unknown code sampler 'gpt:4o-mini'" in _flat(result.stderr)
     result = cli("acecoder", str(tmp_path / "missing.jsonl"), "-o", str(tmp_path / "x.jsonl"))
     assert result.returncode == 2 and "no such task file" in _flat(result.stderr)
     assert not (tmp_path / "x.jsonl").exists()
