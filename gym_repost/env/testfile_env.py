@@ -26,16 +26,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import gymnasium as gym
-
 from gym_repost.analysis.testfile_report import TestFileReport
 from gym_repost.analysis.testfile_scoring import RewardConfig
-from gym_repost.env.spaces import AnyText
-from gym_repost.errors import ToolError
+from gym_repost.env.base import ToolEnv
 from gym_repost.prompting import render_prompt
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import TestFileTask
-from gym_repost.tools import TestFileTools, ToolResult, parse_action, validate_args
+from gym_repost.tools import TestFileTools, ToolResult, validate_args
 
 SANDBOX_PRELOAD = ["pytest", "coverage"]
 """Modules the environment's own sandbox imports before forking a run (fast scoring)."""
@@ -62,7 +59,7 @@ def task_statement(task: TestFileTask, tools: TestFileTools, max_steps: int, max
         max_submissions=max_submissions)
 
 
-class TestFileEnv(gym.Env[str, str]):
+class TestFileEnv(ToolEnv):
     """A Repo-Smith test-file task as a Gymnasium environment.
 
     Args:
@@ -77,81 +74,25 @@ class TestFileEnv(gym.Env[str, str]):
     """
 
     __test__ = False  # not a pytest test class
-    metadata = {"render_modes": ["ansi"]}
 
     def __init__(self, task: TestFileTask | dict[str, Any], *, sandbox: Sandbox | None = None,
                  sandbox_config: dict[str, Any] | None = None, max_steps: int = 30,
                  max_submissions: int = 1, reward: RewardConfig | dict[str, Any] | None = None,
                  render_mode: str | None = None) -> None:
-        if max_steps < 1 or max_submissions < 1:
-            raise ValueError("max_steps and max_submissions must be at least 1")
         self.task = task if isinstance(task, TestFileTask) else TestFileTask.model_validate(task)
         self.reward_config = reward if isinstance(reward, RewardConfig) else RewardConfig(**(reward or {}))
-        self.max_steps = max_steps
-        self.max_submissions = max_submissions
-        self.render_mode = render_mode
-        self._shared_sandbox = sandbox
-        self._own_sandbox: Sandbox | None = None
-        self._sandbox_config = {"preload": SANDBOX_PRELOAD, **(sandbox_config or {})}
-        self.observation_space = AnyText()
-        self.action_space = AnyText(max_length=250_000)
-        self._tools = self._new_tools()
-        self._reset_counters()
-        self._last_observation = ""
-
-    def _sandbox(self) -> Sandbox:
-        if self._shared_sandbox is not None:
-            return self._shared_sandbox
-        if self._own_sandbox is None:
-            from gym_repost.sandbox import get_sandbox
-
-            self._own_sandbox = get_sandbox("local", **self._sandbox_config)
-            self._own_sandbox.start()
-        return self._own_sandbox
+        super().__init__(sandbox=sandbox, sandbox_config={"preload": SANDBOX_PRELOAD, **(sandbox_config or {})},
+                         max_steps=max_steps, max_submissions=max_submissions, render_mode=render_mode)
 
     def _new_tools(self) -> TestFileTools:
         return TestFileTools(self.task, self._sandbox, self.reward_config)
 
+    def _statement(self) -> str:
+        return task_statement(self.task, self._tools, self.max_steps, self.max_submissions)
+
     def _reset_counters(self) -> None:
-        self._steps = 0
-        self._submissions = 0
-        self._solved = False
-        self._done = False
+        super()._reset_counters()
         self._best = 0.0
-        self._last_report: dict[str, Any] | None = None
-
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
-              ) -> tuple[str, dict[str, Any]]:
-        """Start an episode: the statement of the task and the budgets."""
-        super().reset(seed=seed)
-        self._tools = self._new_tools()
-        self._reset_counters()
-        self._last_observation = task_statement(self.task, self._tools, self.max_steps, self.max_submissions)
-        return self._last_observation, self._info(None, ok=True)
-
-    def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """Run one tool call (see the module docstring for the contract)."""
-        if self._done:
-            text = "Error: the episode is over; call reset() to start a new one."
-            return text, 0.0, True, False, self._info(None, ok=False)
-        self._steps += 1
-        name: str | None = None
-        reward = 0.0
-        try:
-            name, args = parse_action(action)
-            if name == "submit":
-                result, reward = self._submit(args)
-            else:
-                result = self._tools.call(name, args)
-        except ToolError as exc:
-            result = ToolResult(f"Error: {exc}", ok=False)
-        if "test_report" in result.data:
-            self._last_report = result.data["test_report"]
-        terminated = self._solved or self._submissions >= self.max_submissions
-        truncated = not terminated and self._steps >= self.max_steps
-        self._done = terminated or truncated
-        self._last_observation = result.output
-        return result.output, reward, terminated, truncated, self._info(name, ok=result.ok)
 
     def _submit(self, args: dict[str, Any]) -> tuple[ToolResult, float]:
         validate_args(self._tools.spec("submit"), args)
@@ -170,27 +111,5 @@ class TestFileEnv(gym.Env[str, str]):
         return (f"Submission scored {report.reward:.3f}, below the bar "
                 f"({left} submission{'s' if left != 1 else ''} left).\n\n" + report.to_text())
 
-    def _info(self, tool: str | None, ok: bool) -> dict[str, Any]:
-        return {
-            "task_id": self.task.id, "task_name": self.task.name, "tool": tool, "ok": ok,
-            "steps": self._steps, "max_steps": self.max_steps,
-            "submissions": self._submissions, "max_submissions": self.max_submissions,
-            "solved": self._solved, "code_written": self._tools.code is not None,
-            "best_reward": self._best, "test_report": self._last_report,
-        }
-
-    @property
-    def code(self) -> str | None:
-        """The test file written so far in this episode."""
-        return self._tools.code
-
-    def render(self) -> str | None:
-        """``ansi``: the last observation."""
-        return self._last_observation if self.render_mode == "ansi" else None
-
-    def close(self) -> None:
-        """Close the sandbox this environment started (a shared one is left alone)."""
-        if self._own_sandbox is not None:
-            self._own_sandbox.close()
-            self._own_sandbox = None
-        super().close()
+    def _extra_info(self) -> dict[str, Any]:
+        return {"best_reward": self._best}

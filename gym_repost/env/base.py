@@ -1,0 +1,140 @@
+"""What the tool-driven environments share: budgets, the step loop, the sandbox, ``info``.
+
+:class:`ToolEnv` runs one tool call per ``step`` and leaves three things to a task kind:
+the tools (:meth:`ToolEnv._new_tools`), the statement ``reset`` returns
+(:meth:`ToolEnv._statement`) and what a ``submit`` does and earns (:meth:`ToolEnv._submit`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+
+from gym_repost.env.spaces import AnyText
+from gym_repost.errors import ToolError
+from gym_repost.sandbox.base import Sandbox
+from gym_repost.tools import ToolResult, parse_action
+
+
+class ToolEnv(gym.Env[str, str]):
+    """A task as a Gymnasium environment whose actions are tool calls.
+
+    Args:
+        sandbox: a started sandbox to run tests in (shared, not closed by this one); by
+            default the environment starts a local sandbox on the first test run and
+            closes it in :meth:`close`.
+        sandbox_config: options for the default local sandbox.
+        max_steps: step budget (truncation).
+        max_submissions: submissions allowed: repair iterations + 1.
+    """
+
+    metadata = {"render_modes": ["ansi"]}
+    task: Any
+
+    def __init__(self, *, sandbox: Sandbox | None, sandbox_config: dict[str, Any] | None, max_steps: int,
+                 max_submissions: int, render_mode: str | None) -> None:
+        if max_steps < 1 or max_submissions < 1:
+            raise ValueError("max_steps and max_submissions must be at least 1")
+        self.max_steps = max_steps
+        self.max_submissions = max_submissions
+        self.render_mode = render_mode
+        self._shared_sandbox = sandbox
+        self._own_sandbox: Sandbox | None = None
+        self._sandbox_config = dict(sandbox_config or {})
+        self.observation_space = AnyText()
+        self.action_space = AnyText(max_length=250_000)
+        self._tools = self._new_tools()
+        self._reset_counters()
+        self._last_observation = ""
+
+    # ---- what a task kind provides
+
+    def _new_tools(self) -> Any:
+        raise NotImplementedError
+
+    def _statement(self) -> str:
+        raise NotImplementedError
+
+    def _submit(self, args: dict[str, Any]) -> tuple[ToolResult, float]:
+        raise NotImplementedError
+
+    def _extra_info(self) -> dict[str, Any]:
+        return {}
+
+    # ---- shared
+
+    def _sandbox(self) -> Sandbox:
+        if self._shared_sandbox is not None:
+            return self._shared_sandbox
+        if self._own_sandbox is None:
+            from gym_repost.sandbox import get_sandbox
+
+            self._own_sandbox = get_sandbox("local", **self._sandbox_config)
+            self._own_sandbox.start()
+        return self._own_sandbox
+
+    def _reset_counters(self) -> None:
+        self._steps = 0
+        self._submissions = 0
+        self._solved = False
+        self._done = False
+        self._last_report: dict[str, Any] | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
+              ) -> tuple[str, dict[str, Any]]:
+        """Start an episode: the statement of the task and the budgets."""
+        super().reset(seed=seed)
+        self._tools = self._new_tools()
+        self._reset_counters()
+        self._last_observation = self._statement()
+        return self._last_observation, self._info(None, ok=True)
+
+    def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Run one tool call (see the module docstring of the environment)."""
+        if self._done:
+            text = "Error: the episode is over; call reset() to start a new one."
+            return text, 0.0, True, False, self._info(None, ok=False)
+        self._steps += 1
+        name: str | None = None
+        reward = 0.0
+        try:
+            name, args = parse_action(action)
+            if name == "submit":
+                result, reward = self._submit(args)
+            else:
+                result = self._tools.call(name, args)
+        except ToolError as exc:
+            result = ToolResult(f"Error: {exc}", ok=False)
+        if "test_report" in result.data:
+            self._last_report = result.data["test_report"]
+        terminated = self._solved or self._submissions >= self.max_submissions
+        truncated = not terminated and self._steps >= self.max_steps
+        self._done = terminated or truncated
+        self._last_observation = result.output
+        return result.output, reward, terminated, truncated, self._info(name, ok=result.ok)
+
+    def _info(self, tool: str | None, ok: bool) -> dict[str, Any]:
+        return {
+            "task_id": self.task.id, "task_name": self.task.name, "tool": tool, "ok": ok,
+            "steps": self._steps, "max_steps": self.max_steps,
+            "submissions": self._submissions, "max_submissions": self.max_submissions,
+            "solved": self._solved, "code_written": self._tools.code is not None,
+            **self._extra_info(), "test_report": self._last_report,
+        }
+
+    @property
+    def code(self) -> str | None:
+        """What the agent has written so far in this episode."""
+        return self._tools.code
+
+    def render(self) -> str | None:
+        """``ansi``: the last observation."""
+        return self._last_observation if self.render_mode == "ansi" else None
+
+    def close(self) -> None:
+        """Close the sandbox this environment started (a shared one is left alone)."""
+        if self._own_sandbox is not None:
+            self._own_sandbox.close()
+            self._own_sandbox = None
+        super().close()
