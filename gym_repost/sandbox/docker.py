@@ -38,7 +38,6 @@ import logging
 import math
 import os
 import queue
-import random
 import re
 import secrets
 import select
@@ -63,7 +62,7 @@ from gym_repost.sandbox.docker_image import (
     image_tag,
     resolve_recipe,
 )
-from gym_repost.sandbox.local import _host_identity, _identity_alive
+from gym_repost.sandbox.local import _host_identity, _identity_alive, _UidPool
 from gym_repost.sandbox.worker import DEFAULT_PATH, OUTPUT_KILL_FACTOR, Capture
 
 logger = logging.getLogger(__name__)
@@ -203,27 +202,7 @@ def connect(docker_host: str | None = None, timeout: float = 120.0, pool_size: i
     return client
 
 
-class _UidPool:
-    """Run uids of this process's containers: one per container."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._used: set[int] = set()
-
-    def allocate(self) -> int:
-        with self._lock:
-            while True:
-                uid = random.randint(*_UID_RANGE)
-                if uid not in self._used:
-                    self._used.add(uid)
-                    return uid
-
-    def release(self, uid: int) -> None:
-        with self._lock:
-            self._used.discard(uid)
-
-
-_UIDS = _UidPool()
+_UIDS = _UidPool(_UID_RANGE)  # run uids of this process's containers
 
 
 class _ContainerGone(SandboxError):

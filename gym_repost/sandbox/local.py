@@ -91,16 +91,18 @@ def _identity_alive(identity: str) -> bool:
 
 
 class _UidPool:
-    """Unprivileged uids of live workers: one per worker, so RLIMIT_NPROC is per worker."""
+    """Unprivileged uids in use, drawn at random from ``uid_range``: one per worker (local
+    backend, so RLIMIT_NPROC is per worker) or per container (docker backend)."""
 
-    def __init__(self) -> None:
+    def __init__(self, uid_range: tuple[int, int]) -> None:
+        self._range = uid_range
         self._lock = threading.Lock()
         self._used: set[int] = set()
 
     def allocate(self) -> int:
         with self._lock:
             while True:
-                uid = random.randint(*_UID_RANGE)
+                uid = random.randint(*self._range)
                 if uid not in self._used:
                     self._used.add(uid)
                     return uid
@@ -147,7 +149,7 @@ class _Spawner:
                 future.set_exception(exc)
 
 
-_UIDS = _UidPool()
+_UIDS = _UidPool(_UID_RANGE)
 _SPAWNER = _Spawner()
 
 
