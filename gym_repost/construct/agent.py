@@ -26,6 +26,7 @@ from gym_repost.construct.quality import (
     judged_drop_reason,
     sanity_checks,
 )
+from gym_repost.construct.testgen.trace import local_modules
 from gym_repost.errors import BuildError, InfrastructureError, ToolError
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask, Provenance, RepositoryView
@@ -148,7 +149,7 @@ class BuildTools(RepositoryTools):
                 context=ctx.slice.context if ctx.slice else "", timeout=10.0,
                 standalone=ctx.slice.standalone if ctx.slice else False,
                 requirements=sorted(set(ctx.installer.installed)),
-                local_modules=frozenset(p.split("/")[0].removesuffix(".py") for p in ctx.repo.python_files),
+                local_modules=frozenset(local_modules(ctx.repo)),
                 metadata={"split": ctx.split})
         except BuildError as exc:
             raise ToolError(str(exc)) from None

@@ -30,15 +30,15 @@ class BuilderSettings:
     seed: int = 0
 
 
-class DeterministicBuilder:
-    """A :class:`~gym_repost.construct.agent.BuildPolicy` that needs no model.
+class PlannedBuilder:
+    """A :class:`~gym_repost.construct.agent.BuildPolicy` written as a generator of actions.
 
-    Written as a generator of actions: each ``yield`` hands a tool call to the episode
-    and receives the observation and info of its result.
+    :meth:`_actions` yields one tool call at a time; ``act`` hands it to the episode and
+    keeps the observation and info of the previous result in ``_last`` (``_data``: its
+    structured data). A plan that ends without a verdict abandons the candidate.
     """
 
-    def __init__(self, settings: BuilderSettings | None = None) -> None:
-        self.settings = settings or BuilderSettings()
+    def __init__(self) -> None:
         self._plan: Iterator[dict[str, Any]] | None = None
         self._last: tuple[str, dict[str, Any]] = ("", {})
 
@@ -59,6 +59,21 @@ class DeterministicBuilder:
     @property
     def _data(self) -> dict[str, Any]:
         return self._last[1].get("data", {})
+
+    def _actions(self) -> Iterator[dict[str, Any]]:
+        raise NotImplementedError
+
+
+class DeterministicBuilder(PlannedBuilder):
+    """A :class:`~gym_repost.construct.agent.BuildPolicy` that needs no model.
+
+    Written as a generator of actions: each ``yield`` hands a tool call to the episode
+    and receives the observation and info of its result.
+    """
+
+    def __init__(self, settings: BuilderSettings | None = None) -> None:
+        super().__init__()
+        self.settings = settings or BuilderSettings()
 
     def _actions(self) -> Iterator[dict[str, Any]]:
         sandboxed = self.context.sandboxed

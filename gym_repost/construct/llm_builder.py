@@ -43,7 +43,7 @@ from typing import Any
 
 from gym_repost.analysis.source import dedent_code
 from gym_repost.construct.agent import BuildContext
-from gym_repost.construct.builder import BuilderSettings, DeterministicBuilder
+from gym_repost.construct.builder import BuilderSettings, DeterministicBuilder, PlannedBuilder
 from gym_repost.construct.extract import DEFAULT_EXCLUDE_KEYWORDS, _keyword_hit
 from gym_repost.construct.model import Candidate
 from gym_repost.construct.pipeline import BuildSettings
@@ -130,7 +130,7 @@ class ExchangeLog:
                 fh.write(line)
 
 
-class LLMBuilder:
+class LLMBuilder(PlannedBuilder):
     """A :class:`~gym_repost.construct.agent.BuildPolicy` driven by a model (see the module docstring).
 
     Args:
@@ -142,16 +142,14 @@ class LLMBuilder:
 
     def __init__(self, client: LLMClient, settings: LLMBuilderSettings | None = None, *,
                  log: ExchangeLog | None = None, deterministic: DeterministicBuilder | None = None) -> None:
+        super().__init__()
         self.client = client
         self.settings = settings or LLMBuilderSettings()
         self.log = log
         self.deterministic = deterministic
-        self._plan: Iterator[dict[str, Any]] | None = None
-        self._last: tuple[str, dict[str, Any]] = ("", {})
 
     def reset(self, context: BuildContext, observation: str) -> None:
         """Begin an episode."""
-        self.context = context
         self.ledger = Ledger(keep_exchanges=True)
         self.counts: Counter[str] = Counter()
         self.takeover: str | None = None
@@ -162,16 +160,7 @@ class LLMBuilder:
         self._tried: str | None = None
         self._written: str | None = None
         self._first_observation = observation
-        self._plan = self._actions()
-
-    def act(self, observation: str, info: dict[str, Any]) -> dict[str, Any]:
-        """The next step of the plan."""
-        assert self._plan is not None, "reset() first"
-        self._last = (observation, info)
-        try:
-            return next(self._plan)
-        except StopIteration:
-            return tool_call("abandon", reason="builder finished without a verdict", stage="quality")
+        super().reset(context, observation)
 
     def stats(self) -> dict[str, Any]:
         """Tokens, cost, calls per step, and why the model took the candidate."""
@@ -179,10 +168,6 @@ class LLMBuilder:
                 **self.ledger.to_dict(), **{f"asked {k}": v for k, v in self.counts.items()}}
 
     # ------------------------------------------------------------------ the plan
-
-    @property
-    def _data(self) -> dict[str, Any]:
-        return self._last[1].get("data", {})
 
     @property
     def _ok(self) -> bool:

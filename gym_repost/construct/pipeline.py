@@ -23,6 +23,7 @@ from gym_repost.construct.execution import PackageInstaller
 from gym_repost.construct.model import Candidate, DependencySlice, Drop, SandboxedScript, SourceRepository
 from gym_repost.construct.quality import QualityThresholds, Split
 from gym_repost.construct.stats import StageTimer, drop_table, table2
+from gym_repost.construct.testgen.trace import local_modules
 from gym_repost.errors import InfrastructureError
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask
@@ -188,7 +189,7 @@ def build_function_tasks(source: str, settings: BuildSettings, sandbox: Sandbox,
         on_stage("candidates", len(candidates))
     with timer("dependencies+sandboxing"):
         prepared, static_drops = prepare(repo, candidates, rescue=settings.rescue_static_drops)
-    installer = PackageInstaller(sandbox, refuse=_own_packages(repo))
+    installer = PackageInstaller(sandbox, refuse=frozenset(local_modules(repo)))
     notes: list[str] = []
     seeds: dict[str, list[Any]] = {}
     if settings.trace and prepared:
@@ -238,14 +239,3 @@ def _extract(repo: SourceRepository, settings: BuildSettings) -> tuple[list[Cand
 
 def _selected(file: str, qualname: str, patterns: Sequence[str]) -> bool:
     return any(fnmatch.fnmatchcase(f"{file}::{qualname}", p) or fnmatch.fnmatchcase(qualname, p) for p in patterns)
-
-
-def _own_packages(repo: SourceRepository) -> frozenset[str]:
-    """Top-level import names the repository itself provides."""
-    names = set()
-    for path in repo.python_files:
-        parts = path.split("/")
-        if parts[0] == "src" and len(parts) > 1:
-            parts = parts[1:]
-        names.add(parts[0].removesuffix(".py"))
-    return frozenset(names)
