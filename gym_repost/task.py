@@ -444,15 +444,20 @@ def save_tasks(tasks: Iterable[Task], path: str | os.PathLike[str]) -> int:
 
     Ids are recomputed so the file is always consistent. Returns the number written.
     """
+    return write_lines_atomically((task.with_id().model_dump_json() for task in tasks), path)
+
+
+def write_lines_atomically(lines: Iterable[str], path: str | os.PathLike[str]) -> int:
+    """Write one line per item to ``path``, atomically: a temporary file beside it, then a
+    rename, so readers see the old file or the whole new one. Returns the lines written."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     count = 0
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=str(p.parent))
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            for task in tasks:
-                task.with_id()
-                fh.write(task.model_dump_json() + "\n")
+            for line in lines:
+                fh.write(line + "\n")
                 count += 1
         umask = os.umask(0)
         os.umask(umask)

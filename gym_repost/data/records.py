@@ -18,15 +18,13 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any, Literal
 
 from gym_repost.analysis.parsing import parse_python
 from gym_repost.construct.context import parse_context
 from gym_repost.prompting import render_prompt
-from gym_repost.task import FunctionTask
+from gym_repost.task import FunctionTask, write_lines_atomically
 
 logger = logging.getLogger(__name__)
 
@@ -104,20 +102,4 @@ def task_seed(seed: int, task_id: str, purpose: str) -> int:
 
 def write_jsonl(records: Iterable[dict[str, Any]], path: str | os.PathLike[str]) -> int:
     """Write records as JSON Lines atomically; return how many were written."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=str(p.parent))
-    count = 0
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            for record in records:
-                fh.write(json.dumps(record, ensure_ascii=False) + "\n")
-                count += 1
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return count
+    return write_lines_atomically((json.dumps(record, ensure_ascii=False) for record in records), path)

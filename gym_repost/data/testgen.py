@@ -26,7 +26,6 @@ The model sits behind :class:`TextGenerator`, a call shape only: ``llm:PROVIDER/
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Callable, Sequence
@@ -39,6 +38,7 @@ from gym_repost.analysis.testfile_scoring import RepairKind, RewardConfig, weake
 from gym_repost.errors import ConfigError
 from gym_repost.harness.candidate import extract_code_block
 from gym_repost.llm.base import LLMClient, Message
+from gym_repost.policy.scripted import read_json_objects
 from gym_repost.prompting import render_prompt
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import TestFileTask
@@ -117,19 +117,10 @@ def read_replies(path: str | Path) -> list[str]:
     Raises:
         ConfigError: the file is missing or a line is malformed.
     """
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"scripted generator: no such file {p}")
     replies = []
-    for number, raw in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
-        if not raw.strip():
-            continue
-        try:
-            entry = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{p}:{number}: not valid JSON ({exc.msg})") from None
+    for number, entry in read_json_objects(path, "scripted generator"):
         if not isinstance(entry, dict) or not isinstance(entry.get("text"), str):
-            raise ConfigError(f'{p}:{number}: expected {{"text": "..."}}')
+            raise ConfigError(f'{path}:{number}: expected {{"text": "..."}}')
         replies.append(entry["text"])
     return replies
 

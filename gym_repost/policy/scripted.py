@@ -20,16 +20,16 @@ from gym_repost.policy.base import Action, tool_call
 from gym_repost.task import Task
 
 
-def read_script(path: str | Path) -> list[dict[str, Any]]:
-    """Read and check a script file.
+def read_json_objects(path: str | Path, what: str) -> list[tuple[int, dict[str, Any]]]:
+    """The JSON objects of a JSON Lines file, with their line numbers (blank lines skipped).
 
     Raises:
-        ConfigError: the file is missing or a line is malformed (line number given).
+        ConfigError: the file is missing, or a line is not a JSON object (line number given).
     """
     p = Path(path)
     if not p.is_file():
-        raise ConfigError(f"scripted policy: no such file {p}")
-    entries = []
+        raise ConfigError(f"{what}: no such file {p}")
+    objects = []
     for number, raw in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
         if not raw.strip():
             continue
@@ -37,9 +37,21 @@ def read_script(path: str | Path) -> list[dict[str, Any]]:
             entry = json.loads(raw)
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{p}:{number}: not valid JSON ({exc.msg})") from None
+        objects.append((number, entry))
+    return objects
+
+
+def read_script(path: str | Path) -> list[dict[str, Any]]:
+    """Read and check a script file.
+
+    Raises:
+        ConfigError: the file is missing or a line is malformed (line number given).
+    """
+    entries = []
+    for number, entry in read_json_objects(path, "scripted policy"):
         if not isinstance(entry, dict) or not isinstance(entry.get("task"), str) \
                 or not isinstance(entry.get("actions"), list):
-            raise ConfigError(f'{p}:{number}: expected {{"task": str, "actions": [...]}}')
+            raise ConfigError(f'{path}:{number}: expected {{"task": str, "actions": [...]}}')
         entries.append(entry)
     return entries
 
