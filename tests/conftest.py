@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gym_repost.construct.function_task import make_function_task, repository_view
+from gym_repost.llm.scripted_server import ScriptedLLMServer
 from gym_repost.sandbox import Sandbox, get_sandbox
 from gym_repost.task import FunctionTask, Provenance
 
@@ -148,3 +149,17 @@ def repost_eval_tasks() -> list[FunctionTask]:
     tasks = [t for t in import_repost_eval(REPOST_EVAL_DATA) if isinstance(t, FunctionTask)]
     assert len(tasks) == 296
     return tasks
+
+
+@pytest.fixture
+def server() -> Iterator[ScriptedLLMServer]:
+    """A scripted LLM server on 127.0.0.1 speaking the OpenAI and Anthropic wire formats."""
+    with ScriptedLLMServer() as s:
+        yield s
+
+
+@pytest.fixture
+def llm_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stand-in API keys, so the real SDKs accept to talk to the scripted server."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-openai")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-anthropic")

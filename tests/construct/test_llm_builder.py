@@ -12,7 +12,6 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,8 @@ from gym_repost.construct.quality import Judgement, judged_drop_reason
 from gym_repost.llm import llm_config
 from gym_repost.llm.scripted_server import Fault, Reply, ScriptedLLMServer, ScriptItem
 from gym_repost.sandbox import Sandbox
+
+pytestmark = pytest.mark.usefixtures("llm_keys")
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "tasks" / "demo"
@@ -43,17 +44,6 @@ def block(code: str, before: str = "Here is the script.") -> str:
 def verdicts(functionality: str = "SAME", tests: str = "CORRECT") -> list[ScriptItem]:
     return [Reply(f"The target is copied as is; the service is faked.\nVERDICT: {functionality}"),
             Reply(f"The test compares both on many inputs.\nVERDICT: {tests}")]
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedLLMServer]:
-    with ScriptedLLMServer() as s:
-        yield s
-
-
-@pytest.fixture(autouse=True)
-def keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-anthropic")
 
 
 def build(server: ScriptedLLMServer, sandbox: Sandbox, tmp_path: Path, *, source: Path = DEMO / "repo",

@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,8 @@ from gym_repost.sandbox import Sandbox
 from gym_repost.task import FunctionTask, load_tasks, save_tasks
 
 pytest.importorskip("openai", reason='pip install "gym-repost[openai]"')
+
+pytestmark = pytest.mark.usefixtures("llm_keys")
 
 ROOT = Path(__file__).resolve().parents[2]
 FAST = {"timeout": 5.0, "backoff_initial": 0.05, "backoff_max": 0.2}
@@ -78,18 +79,6 @@ class Model:
         self.seen.setdefault(kind, []).append(request)
         queue = self.queues.get(kind, [])
         return Reply(queue.pop(0) if queue else f"no scripted {kind} reply left")
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedLLMServer]:
-    with ScriptedLLMServer() as s:
-        yield s
-
-
-@pytest.fixture(autouse=True)
-def keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-openai")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-anthropic")
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,20 +20,10 @@ from gym_repost.llm import Ledger, LLMClient, Message, ToolCall, llm_config
 from gym_repost.llm.scripted_server import Fault, RecordedRequest, Reply, ScriptedLLMServer, read_script
 from gym_repost.tools import FUNCTION_TOOLS
 
+pytestmark = pytest.mark.usefixtures("llm_keys")
+
 APIS = ["openai", "openai-compatible", "anthropic"]
 FAST = {"timeout": 2.0, "backoff_initial": 0.05, "backoff_max": 0.2}
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedLLMServer]:
-    with ScriptedLLMServer() as s:
-        yield s
-
-
-@pytest.fixture(autouse=True)
-def keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-openai")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-anthropic")
 
 
 def client_for(api: str, server: ScriptedLLMServer, **settings: object) -> LLMClient:

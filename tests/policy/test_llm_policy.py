@@ -8,7 +8,6 @@ import subprocess
 import sys
 import threading
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,19 +23,10 @@ from gym_repost.policy.llm import LLMPolicy
 from gym_repost.sandbox import Sandbox
 from gym_repost.task import FunctionTask, load_tasks, save_tasks
 
+pytestmark = pytest.mark.usefixtures("llm_keys")
+
 ROOT = Path(__file__).resolve().parents[2]
 WRONG = "def score(values, cap=100):\n    return sum(values)\n"
-
-
-@pytest.fixture
-def server() -> Iterator[ScriptedLLMServer]:
-    with ScriptedLLMServer() as s:
-        yield s
-
-
-@pytest.fixture(autouse=True)
-def keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-anthropic")
 
 
 def block(code: str, before: str = "Here it is.") -> str:
