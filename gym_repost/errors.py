@@ -67,6 +67,10 @@ class BuildError(GymRepostError, ValueError):
     """A source, or one candidate function of it, cannot be turned into a task."""
 
 
+class TaskError(GymRepostError, ValueError):
+    """A task that cannot be evaluated as written (its script lacks its target, say)."""
+
+
 class CandidateError(GymRepostError, ValueError):
     """A candidate solution cannot be placed into the evaluation script.
 

@@ -16,7 +16,8 @@ import pytest
 
 from gym_repost.analysis.source import find_function, function_source
 from gym_repost.construct.importers.manifest import import_manifest
-from gym_repost.harness import assemble, do_nothing_candidate
+from gym_repost.harness import do_nothing_candidate, reference_for, run_function_tests
+from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask, load_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -156,26 +157,14 @@ def test_provenance_and_license(tasks: list[FunctionTask]) -> None:
         assert "LICENSE" in task.repository.files
 
 
-def _run(task: FunctionTask, code: str, directory: Path) -> subprocess.CompletedProcess[str]:
-    assembled = assemble(task, code)
-    for name, text in task.evaluation.files.items():
-        (directory / name).write_text(text, encoding="utf-8")
-    (directory / "evaluation.py").write_text(assembled.script, encoding="utf-8")
-    return subprocess.run([sys.executable, "evaluation.py"], check=False, cwd=directory,
-                          capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
-
-
 def test_ground_truth_passes_and_a_do_nothing_candidate_fails(
-        tasks: list[FunctionTask], tmp_path: Path) -> None:
-    for number, task in enumerate(tasks):
-        fresh = tmp_path / f"ground_truth_{number}"
-        fresh.mkdir()
-        good = _run(task, task.ground_truth, fresh)
-        assert good.returncode == 0, f"{task.name}: {good.stderr[-2000:]}"
-        fresh = tmp_path / f"do_nothing_{number}"
-        fresh.mkdir()
-        bad = _run(task, do_nothing_candidate(task), fresh)
-        assert bad.returncode != 0, task.name
+        tasks: list[FunctionTask], sandbox: Sandbox) -> None:
+    for task in tasks:
+        good = run_function_tests(sandbox, task, task.ground_truth)
+        assert good.passed, f"{task.name}: {good.to_text()}"
+        assert not reference_for(sandbox, task).nondeterministic, task.name
+        bad = run_function_tests(sandbox, task, do_nothing_candidate(task))
+        assert not bad.passed, task.name
 
 
 def test_demo_repository_imports_and_its_doctests_pass() -> None:

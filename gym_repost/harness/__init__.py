@@ -6,19 +6,31 @@
 
 from __future__ import annotations
 
+import json
 import secrets
 from functools import lru_cache
 from importlib import resources
 
-from gym_repost.errors import CandidateError
+from gym_repost.errors import CandidateError, TaskError
 from gym_repost.harness.candidate import (
     AssembledScript,
     assemble,
     do_nothing_candidate,
     extract_code_block,
     prepare_candidate,
+    strip_tests,
 )
 from gym_repost.harness.report import TestReport, parse_run
+from gym_repost.harness.verdict import (
+    Record,
+    Reference,
+    ReferenceCache,
+    compare,
+    judge,
+    merge_runs,
+    parse_record,
+    reference_key,
+)
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask
 
@@ -33,33 +45,92 @@ def harness_source() -> str:
     return resources.files("gym_repost.harness").joinpath("sandbox_main.py").read_text("utf-8")
 
 
-def harness_files(task: FunctionTask, assembled: AssembledScript) -> dict[str, str]:
-    """Every file a harness run needs: the task's extra files, the script, the harness."""
-    return {**task.evaluation.files, SCRIPT_NAME: assembled.script, HARNESS_NAME: harness_source()}
+INPUTS_NAME = "_gym_repost_inputs.json"
+_REFERENCES = ReferenceCache()
 
 
-def harness_command(assembled: AssembledScript) -> list[str]:
-    """The command that runs the harness on the assembled script."""
-    return ["python3", HARNESS_NAME, SCRIPT_NAME, str(assembled.start_line), str(assembled.end_line)]
+def _harness_run(sandbox: Sandbox, task: FunctionTask, assembled: AssembledScript, mode: str,
+                 timeout: float | None, inputs: list[str] | None = None) -> tuple[TestReport, Record | None]:
+    """One harness run of ``assembled`` in ``mode``; its process-level report and its record."""
+    script = strip_tests(task, assembled) if mode == "inputs" else assembled.script
+    files = {**task.evaluation.files, SCRIPT_NAME: script, HARNESS_NAME: harness_source()}
+    if inputs is not None:
+        files[INPUTS_NAME] = json.dumps(inputs)
+    token = secrets.token_hex(16)
+    config = {"token": token, "script": SCRIPT_NAME, "start": assembled.start_line,
+              "end": assembled.end_line, "mode": mode, "inputs": INPUTS_NAME if inputs is not None else None}
+    result = sandbox.run(files, ["python3", HARNESS_NAME], timeout=timeout or task.evaluation.timeout,
+                         stdin=json.dumps(config) + "\n")
+    return parse_run(result, token), parse_record(result.stdout)
+
+
+def record_reference(sandbox: Sandbox, task: FunctionTask) -> Reference:
+    """Run the ground truth alone (two runs, and a replay) to make the task's reference record.
+
+    Raises:
+        SandboxError: the sandbox failed (infrastructure).
+    """
+    try:
+        assembled = assemble(task, task.ground_truth)
+    except (CandidateError, TaskError) as exc:
+        return Reference(passed=False, report=TestReport.invalid(f"the ground truth: {exc}"))
+    report, first = _harness_run(sandbox, task, assembled, "reference", None)
+    if not report.passed or first is None:
+        return Reference(passed=False, report=report)
+    again, second = _harness_run(sandbox, task, assembled, "reference", None)
+    calls, notes = merge_runs(first, second if second is not None else Record([], 0, False, None))
+    if not again.passed:
+        notes.insert(0, f"the ground truth failed one of two runs: {again.exception}: {again.message[:200]}")
+    reference = Reference(passed=True, report=report, calls=calls, overflow=first.overflow,
+                          nondeterministic=notes)
+    if first.calls and not first.overflow and first.inputs and all(first.inputs):
+        inputs = [blob for blob in first.inputs if blob is not None]
+        replayed = reference.model_copy(update={"mode": "inputs", "inputs": inputs})
+        report_c, third = _harness_run(sandbox, task, assembled, "inputs", None, inputs)
+        if report_c.passed and third is not None and compare(replayed, third) is None:
+            reference = replayed
+    return reference
+
+
+def reference_for(sandbox: Sandbox, task: FunctionTask) -> Reference:
+    """The task's reference record in this sandbox, made on first use and kept for the process.
+
+    A failing reference (a missing package, a timeout) is not kept: the next call tries again.
+    """
+    description = {k: v for k, v in sandbox.describe().items() if k != "workers"}
+    key = reference_key(task.evaluation.model_dump(), task.target.model_dump(), description)
+    with _REFERENCES.lock(key):
+        reference = _REFERENCES.get(key)
+        if reference is None:
+            reference = record_reference(sandbox, task)
+            if reference.passed:
+                _REFERENCES.put(key, reference)
+        return reference
 
 
 def run_function_tests(sandbox: Sandbox, task: FunctionTask, code: str,
                        timeout: float | None = None) -> TestReport:
-    """Run the task's tests with ``code`` as the candidate.
+    """Run the task's tests with ``code`` as the candidate; the verdict is decided on the host.
 
-    A candidate that cannot be placed into the script gives an ``invalid`` report; a
-    sandbox failure raises :class:`~gym_repost.errors.SandboxError` (infrastructure).
+    The ground truth's own reference record is made on first use (see
+    :func:`reference_for`); the candidate runs in a script without the original, and
+    passes when its recorded calls equal the reference's. A candidate that cannot be
+    placed into the script gives an ``invalid`` report; a sandbox failure raises
+    :class:`~gym_repost.errors.SandboxError` (infrastructure).
     """
     try:
         assembled = assemble(task, code)
-    except CandidateError as exc:
+    except (CandidateError, TaskError) as exc:
         return TestReport.invalid(str(exc))
-    token = secrets.token_hex(16)
-    result = sandbox.run(harness_files(task, assembled), harness_command(assembled),
-                         timeout=timeout or task.evaluation.timeout, stdin=token + "\n")
-    return parse_run(result, token)
+    reference = reference_for(sandbox, task)
+    if not reference.passed:
+        return reference.report
+    if code == task.ground_truth:
+        return reference.report
+    report, record = _harness_run(sandbox, task, assembled, reference.mode, timeout, reference.inputs)
+    return judge(report, record, reference)
 
 
-__all__ = ["AssembledScript", "HARNESS_NAME", "SCRIPT_NAME", "TestReport", "assemble",
-           "do_nothing_candidate", "extract_code_block", "harness_command", "harness_files",
-           "harness_source", "prepare_candidate", "run_function_tests"]
+__all__ = ["AssembledScript", "HARNESS_NAME", "SCRIPT_NAME", "Reference", "TestReport", "assemble",
+           "do_nothing_candidate", "extract_code_block", "harness_source", "prepare_candidate",
+           "record_reference", "reference_for", "run_function_tests"]

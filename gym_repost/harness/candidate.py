@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from gym_repost.analysis.parsing import parse_python
 from gym_repost.analysis.source import (
@@ -18,7 +19,7 @@ from gym_repost.analysis.source import (
     indent_code,
     rename_definition,
 )
-from gym_repost.errors import CandidateError
+from gym_repost.errors import CandidateError, TaskError
 from gym_repost.task import FunctionTask, Target
 
 MAX_CANDIDATE_CHARS = 200_000
@@ -98,23 +99,50 @@ def prepare_candidate(code: str, target: Target) -> str:
     return code
 
 
+RECORD_HOOK = "__gym_repost_record__"
+"""Name under which the in-sandbox harness provides the call recorder to the script."""
+
+
+@lru_cache(maxsize=512)
+def _original_span(script: str, qualname: str) -> tuple[int, int]:
+    span = find_function(script, qualname)
+    if span is None:
+        raise TaskError(f"the evaluation script does not define {qualname}, the task's target")
+    return span.start, span.end
+
+
 def assemble(task: FunctionTask, code: str) -> AssembledScript:
-    """Insert ``code`` into the task's evaluation script as the candidate.
+    """Put ``code`` into the task's evaluation script in place of the original.
+
+    The original definition is removed: the script that runs holds only the code under
+    test, defined as ``{name}_new_implementation``, bound to the original name too and
+    wrapped by the harness's call recorder. Tests that compare the two names therefore
+    compare the code with itself; the verdict comes from comparing the recorded calls
+    with the reference's (see :mod:`gym_repost.harness.verdict`).
 
     Raises:
         CandidateError: the candidate is unusable (see :func:`prepare_candidate`), or the
             script with it inserted does not compile (usually a wrong indentation).
+        TaskError: the script does not define the target.
     """
     code = prepare_candidate(code, task.target)
     span = find_function(code, task.target.name)
     assert span is not None  # prepare_candidate checked it
-    renamed = rename_definition(code, span, new_name(task.target), task.target.class_name)
-    block = indent_code(renamed, task.evaluation.indent).split("\n")
+    new = new_name(task.target)
+    renamed = rename_definition(code, span, new, task.target.class_name)
+    hook = f"{task.target.name} = {new} = {RECORD_HOOK}({new})"
+    block = indent_code(renamed + "\n" + hook, task.evaluation.indent).split("\n")
+    first, last = _original_span(task.evaluation.script, task.target.qualname)
     lines = task.evaluation.script.split("\n")
     at = task.evaluation.insert_line
+    if first <= at < last:
+        raise TaskError(f"the insertion line {at} lies inside the original {task.target.qualname}")
+    if at >= last:
+        at -= last - first + 1
+    lines = lines[: first - 1] + lines[last:]
     script = "\n".join(lines[:at] + ["", *block, ""] + lines[at:])
     start = at + 2
-    end = start + len(block) - 1
+    end = start + len(block) - 2
     try:
         compile(script, "evaluation.py", "exec", dont_inherit=True)
     except SyntaxError as exc:
@@ -123,6 +151,41 @@ def assemble(task: FunctionTask, code: str) -> AssembledScript:
         raise CandidateError(f"the evaluation script does not compile with your code in it: "
                              f"{where}: {exc.msg}") from None
     return AssembledScript(script=script, start_line=start, end_line=end)
+
+
+def _is_test_name(name: str, test_names: set[str]) -> bool:
+    return name in test_names or name == "check" or name.startswith(("test", "Test"))
+
+
+def _is_test_statement(node: ast.stmt, test_names: set[str]) -> bool:
+    if isinstance(node, ast.If):
+        test = node.test
+        return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name)
+                and test.left.id == "__name__")
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return _is_test_name(node.name, test_names)
+    if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+        func = node.value.func
+        return isinstance(func, ast.Name) and _is_test_name(func.id, test_names)
+    return False
+
+
+def strip_tests(task: FunctionTask, assembled: AssembledScript) -> str:
+    """The assembled script without its tests: the context the replay of recorded calls needs.
+
+    Top-level ``if __name__ ...`` blocks, test functions and classes (the task's
+    ``test_function``, ``check``, names starting with ``test``) and top-level calls of
+    them become blank lines, so line numbers (and the candidate's) stay as they were.
+    """
+    lines = assembled.script.split("\n")
+    tree = parse_python(assembled.script)
+    names = {task.evaluation.test_function}
+    for node in tree.body:
+        if _is_test_statement(node, names):
+            first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+            for i in range(first - 1, node.end_lineno or node.lineno):
+                lines[i] = ""
+    return "\n".join(lines)
 
 
 def do_nothing_candidate(task: FunctionTask) -> str:

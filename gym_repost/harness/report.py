@@ -92,7 +92,7 @@ class TestReport(BaseModel):
         else:
             kind = "Tests failed" if self.status == "failed" else "Tests raised an error"
             head = f"{kind}: {self.exception or 'the script failed'}"
-            if self.message and self.status != "failed":
+            if self.message and (self.status != "failed" or self.assertion is None):
                 head += f": {self.message}"
         parts = [head]
         if self.assertion is not None:

@@ -1,29 +1,56 @@
 """The harness that runs an evaluation script inside the sandbox (standard library only).
 
 This file is not imported by gym-repost: its text is copied into every run directory as
-``_gym_repost_harness.py`` and started as::
+``_gym_repost_harness.py`` and started as ``python3 _gym_repost_harness.py``. Its first
+line of standard input is a JSON configuration::
 
-    python3 _gym_repost_harness.py SCRIPT CANDIDATE_START CANDIDATE_END
+    {"token": ..., "script": "evaluation.py", "start": N, "end": M, "mode": MODE,
+     "inputs": "_gym_repost_inputs.json" or null}
 
-It reads a one-time token from standard input, runs SCRIPT as ``__main__``, and reports:
+The script it runs holds no original implementation of the target: the host replaced
+the original definition with the code under test, bound to both names and wrapped by
+``__gym_repost_record__``, which records every outermost call: a digest of the
+arguments before and after the call, of the return value (generators are drained), of
+the exception's type and of the printed output, and a short text of the result. MODE:
 
-* on standard output, the marker and the token as its very last line, only when the
-  script completed: a candidate that calls ``os._exit(0)`` or ``sys.exit(0)`` never
-  prints the token, so it cannot pass by leaving early;
-* on standard error, the marker and a JSON report (exception, frames, the failing
-  assertion with the values of both sides when they can be recomputed).
+* ``reference`` (the ground truth is the code under test): run the tests, record, and
+  also pickle each call's arguments so the calls can be replayed without the tests;
+* ``driver``: run the tests, record;
+* ``inputs``: the script holds no tests; replay the pickled arguments of the reference
+  calls, record.
+
+The record goes to standard output after the marker, then the completion token (only
+when the script completed). The host decides the verdict by comparing the record with
+the reference's, recorded in a separate run: nothing printed here is trusted for a pass
+except data that only a correct implementation produces. On standard error, the marker
+and a JSON report (exception, frames, failing assertion) explain failures.
 """
 
 import ast
+import base64
+import builtins
+import hashlib
+import io
 import json
 import linecache
+import math
 import os
-import runpy
+import pickle
+import random
+import re
 import sys
+import threading
 import traceback
+import types
 
 MARK = "@@gym-repost@@"
 _MAX_REPR = 400
+MAX_CALLS = 2000
+MAX_ITEMS = 10000
+MAX_DEPTH = 24
+MAX_INPUT_BYTES = 600_000
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+_PLAIN = (type(None), bool, int, str)
 
 
 def _short_repr(value):
@@ -138,30 +165,293 @@ def _exit_report(exc, script, start, end):
     }
 
 
+
+# ------------------------------------------------------------------ canonical values
+
+
+def _type_name(value):
+    kind = type(value)
+    return "%s.%s" % (getattr(kind, "__module__", "?"), getattr(kind, "__qualname__", kind.__name__))
+
+
+def _float(value):
+    if math.isnan(value) or math.isinf(value):
+        return repr(value)
+    return repr(float("%.10g" % value))
+
+
+def _array(value):
+    shape = getattr(value, "shape", None)
+    try:
+        size = 1
+        for n in shape:
+            size *= int(n)
+        if size <= MAX_ITEMS:
+            return ["array", _type_name(value), str(getattr(value, "dtype", "")), _canon(value.tolist(), 1, set())]
+        data = value.tobytes()
+    except BaseException:  # noqa: BLE001 - a broken array is described, not fatal
+        return ["array?", _type_name(value)]
+    return ["array", _type_name(value), str(getattr(value, "dtype", "")), str(shape),
+            hashlib.sha1(data).hexdigest()]
+
+
+def _canon(value, depth, active):
+    """A JSON-able description of ``value`` that two equal values share (floats to 10 digits)."""
+    kind = type(value)
+    if kind in _PLAIN:
+        return value if kind is not int or abs(value) < 1 << 53 else ["int", hex(value)]
+    if kind is float:
+        return ["float", _float(value)]
+    if depth > MAX_DEPTH:
+        return ["deep", _type_name(value)]
+    if id(value) in active:
+        return ["cycle", _type_name(value)]
+    active.add(id(value))
+    try:
+        return _canon_container(value, kind, depth, active)
+    except BaseException as exc:  # noqa: BLE001 - hostile objects are described, not fatal
+        return ["unserializable", _type_name(value), type(exc).__name__]
+    finally:
+        active.discard(id(value))
+
+
+def _canon_container(value, kind, depth, active):
+    if kind in (list, tuple):
+        items = [_canon(v, depth + 1, active) for v in value[:MAX_ITEMS]]
+        return [kind.__name__, items, len(value)]
+    if kind is dict:
+        pairs = [[_canon(k, depth + 1, active), _canon(v, depth + 1, active)]
+                 for k, v in list(value.items())[:MAX_ITEMS]]
+        return ["dict", pairs, len(value)]
+    if kind in (set, frozenset):
+        items = sorted(json.dumps(_canon(v, depth + 1, active)) for v in list(value)[:MAX_ITEMS])
+        return [kind.__name__, items, len(value)]
+    if kind in (complex, bytes, bytearray, range, slice):
+        return [kind.__name__, repr(value)]
+    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type)):
+        return ["callable", getattr(value, "__qualname__", "?")]
+    if isinstance(value, BaseException):
+        return ["exception", _type_name(value), _canon(value.args, depth + 1, active)]
+    if hasattr(value, "tobytes") and hasattr(value, "shape") and hasattr(value, "tolist"):
+        return _array(value)
+    if kind.__repr__ is not object.__repr__:
+        return [_type_name(value), _ADDRESS.sub("", repr(value))[:20000]]
+    state = getattr(value, "__dict__", None)
+    if isinstance(state, dict):
+        return [_type_name(value), _canon(dict(state), depth + 1, active)]
+    slots = [s for k in kind.__mro__ for s in getattr(k, "__slots__", ()) if isinstance(s, str)]
+    return [_type_name(value), [[s, _canon(getattr(value, s, None), depth + 1, active)] for s in slots]]
+
+
+def _digest(value):
+    try:
+        text = json.dumps(_canon(value, 0, set()), separators=(",", ":"))
+    except BaseException as exc:  # noqa: BLE001
+        text = "unserializable:" + type(exc).__name__
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
+
+# ------------------------------------------------------------------ recording calls
+
+
+class _Tee(io.TextIOBase):
+    def __init__(self, inner, sink):
+        self.inner, self.sink = inner, sink
+
+    def write(self, text):
+        self.sink.append(str(text))
+        return self.inner.write(text)
+
+    def flush(self):
+        return self.inner.flush()
+
+
+class Recorder:
+    """Records the outermost calls of the wrapped code under test."""
+
+    def __init__(self, pickle_inputs, where=None):
+        self.where = where
+        self.failure = None
+        self.calls = []
+        self.inputs = [] if pickle_inputs else None
+        self.input_bytes = 0
+        self.overflow = 0
+        self.targets = []
+        self._local = threading.local()
+
+    def wrap(self, obj):
+        """Wrap a function (or a static/class method or property) so that its calls are recorded."""
+        if isinstance(obj, staticmethod):
+            return staticmethod(self.wrap(obj.__func__))
+        if isinstance(obj, classmethod):
+            return classmethod(self.wrap(obj.__func__))
+        if isinstance(obj, property):
+            return property(self.wrap(obj.fget) if obj.fget else None, obj.fset, obj.fdel, obj.__doc__)
+        if not callable(obj):
+            return obj
+        recorder = self
+
+        def recorded(*args, **kwargs):
+            return recorder.call(obj, args, kwargs)
+
+        for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
+            try:
+                setattr(recorded, attr, getattr(obj, attr))
+            except (AttributeError, TypeError):
+                pass
+        recorded.__wrapped__ = obj
+        self.targets.append(recorded)
+        return recorded
+
+    def call(self, func, args, kwargs):
+        if getattr(self._local, "depth", 0):
+            return func(*args, **kwargs)
+        if len(self.calls) >= MAX_CALLS:
+            self.overflow += 1
+            return func(*args, **kwargs)
+        entry = {"a": _digest((args, kwargs)), "ar": _short_repr(args)[:200]}
+        self._pickle(args, kwargs)
+        self.calls.append(entry)
+        printed = []
+        saved = sys.stdout
+        sys.stdout = _Tee(saved, printed)
+        self._local.depth = 1
+        try:
+            result = func(*args, **kwargs)
+            if isinstance(result, types.GeneratorType):
+                result = self._drain(result, entry)
+        except BaseException as exc:
+            entry["x"] = _type_name(exc)
+            entry["xm"] = _short_repr(str(exc))[:300]
+            if self.failure is None and self.where is not None:
+                self.failure = dict(_failure_report(exc, *self.where), call=len(self.calls))
+            raise
+        else:
+            entry["r"] = _digest(result)
+            entry["rr"] = _short_repr(result)[:300]
+            return result
+        finally:
+            self._local.depth = 0
+            sys.stdout = saved
+            entry["p"] = _digest((args, kwargs))
+            entry["o"] = hashlib.sha1("".join(printed).encode("utf-8", "surrogatepass")).hexdigest()[:24]
+
+    def _drain(self, generator, entry):
+        items = []
+        try:
+            for item in generator:
+                items.append(item)
+                if len(items) >= MAX_ITEMS:
+                    entry["g"] = "partial"
+                    return _chain(items, generator)
+        except BaseException as exc:  # noqa: BLE001 - raised again where the caller iterates
+            entry["gx"] = _type_name(exc)
+            entry["r"] = _digest(items)
+            return _then_raise(items, exc)
+        return iter(items)
+
+    def _pickle(self, args, kwargs):
+        if self.inputs is None:
+            return
+        try:
+            blob = pickle.dumps((args, kwargs), protocol=4)
+        except BaseException:  # noqa: BLE001 - unpicklable inputs cannot be replayed
+            blob = None
+        if blob is not None:
+            self.input_bytes += len(blob)
+        self.inputs.append(None if blob is None or self.input_bytes > MAX_INPUT_BYTES
+                           else base64.b64encode(blob).decode("ascii"))
+
+    def replay(self, path):
+        """Call the first wrapped target with each pickled argument list in ``path``."""
+        with open(path, encoding="utf-8") as fh:
+            blobs = json.load(fh)
+        target = self.targets[0] if self.targets else None
+        for blob in blobs:
+            if target is None:
+                self.calls.append({"a": "no-target"})
+                continue
+            args, kwargs = pickle.loads(base64.b64decode(blob))
+            try:
+                result = target(*args, **kwargs)
+                if hasattr(result, "__next__") and not isinstance(result, types.GeneratorType):
+                    list(result)
+            except Exception:  # noqa: BLE001 - recorded by the wrapper; the replay goes on
+                pass
+
+    def record(self, completed):
+        return {"calls": self.calls, "overflow": self.overflow, "completed": completed,
+                "inputs": self.inputs, "failure": self.failure}
+
+
+def _chain(items, rest):
+    yield from items
+    yield from rest
+
+
+def _then_raise(items, exc):
+    yield from items
+    raise exc
+
+
+# ------------------------------------------------------------------ main
+
+
+def _run_script(script, recorder, mode, inputs):
+    """Execute ``script`` as ``__main__`` (and, in ``inputs`` mode, replay); the failure report or None."""
+    path = os.path.abspath(script)
+    with open(path, encoding="utf-8") as fh:
+        source = fh.read()
+    module = types.ModuleType("__main__")
+    module.__file__ = path
+    module.__builtins__ = builtins
+    sys.modules["__main__"] = module
+    random.seed(0)  # tests that draw random inputs draw the same ones in every run
+    try:
+        exec(compile(source, path, "exec", dont_inherit=True), module.__dict__)  # noqa: S102
+        if mode == "inputs":
+            recorder.replay(inputs)
+    except SystemExit as exc:
+        return "exit", exc
+    except BaseException as exc:  # noqa: BLE001 - every failure of the script is a verdict
+        traceback.print_exc()
+        return "error", exc
+    return None, None
+
+
+def _write_all(fd, data):
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 def main():
-    token = sys.stdin.readline().strip()
+    config = json.loads(sys.stdin.readline())
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     sys.stdin = open(0, encoding="utf-8", closefd=False)
-    script, start, end = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    script, start, end, mode = config["script"], config["start"], config["end"], config["mode"]
+    recorder = Recorder(pickle_inputs=mode == "reference",
+                        where=None if mode == "reference" else (script, start, end))
+    builtins.__gym_repost_record__ = recorder.wrap
     sys.argv = [script]
     sys.path[0] = os.path.dirname(os.path.abspath(script))
+    kind, exc = _run_script(script, recorder, mode, config.get("inputs"))
     report = None
-    try:
-        runpy.run_path(os.path.abspath(script), run_name="__main__")
-    except SystemExit as exc:
+    if kind == "exit":
         report = _exit_report(exc, script, start, end)
-    except BaseException as exc:  # noqa: BLE001 - every failure of the script is a verdict
-        traceback.print_exc()
+    elif kind == "error":
         report = _failure_report(exc, script, start, end)
     try:
         sys.stdout.flush()
         sys.stderr.flush()
     except BaseException:  # noqa: BLE001 - closed or broken streams must not hide the verdict
         pass
+    record = json.dumps(recorder.record(report is None), separators=(",", ":"))
+    _write_all(1, ("\n" + MARK + "record " + record + "\n").encode("utf-8", "surrogatepass"))
     if report is None:
         os.write(2, (MARK + json.dumps({"status": "passed"}) + "\n").encode())
-        os.write(1, ("\n" + MARK + token + "\n").encode())
+        os.write(1, ("\n" + MARK + config["token"] + "\n").encode())
         os._exit(0)
     os.write(2, ("\n" + MARK + json.dumps(report) + "\n").encode())
     os._exit(1)

@@ -13,14 +13,15 @@ from gym_repost.harness import assemble, do_nothing_candidate, extract_code_bloc
 from gym_repost.task import FunctionTask
 
 
-def test_function_candidate_goes_right_after_the_original(function_task: FunctionTask) -> None:
+def test_the_candidate_takes_the_place_of_the_original(function_task: FunctionTask) -> None:
     code = "def score(values, cap=100):\n    return 0\n"
     out = assemble(function_task, code)
     lines = out.script.split("\n")
     assert lines[out.start_line - 1] == "def score_new_implementation(values, cap=100):"
     assert lines[out.end_line - 1] == "    return 0"
-    original = find_function(out.script, "score")
-    assert original is not None and original.end < out.start_line
+    assert lines[out.end_line] == "score = score_new_implementation = __gym_repost_record__(score_new_implementation)"
+    assert function_task.ground_truth.split("\n")[1].strip() not in out.script  # no original body
+    assert [d.name for d in ast.parse(out.script).body if isinstance(d, ast.FunctionDef)].count("score") == 0
     assert find_function(out.script, "test_score").start > out.end_line
 
 
