@@ -34,6 +34,7 @@ from gym_repost.evaluate.runner import tasks_digest
 from gym_repost.harness import run_function_tests
 from gym_repost.policy.base import tool_call
 from gym_repost.policy.loader import PolicyFactory, load_policy
+from gym_repost.policy.privileged import reset_policy
 from gym_repost.prompting import render_prompt
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask, load_tasks
@@ -164,7 +165,7 @@ class PolicyRepairer:
             env.step(tool_call("write_code", code=code))
             observation = _repair_observation(statement, task, code, report)
             info = {**info, "failed_code": code, "failure_report": report}
-            policy.reset(task, observation, info, seed=seed)
+            reset_policy(policy, task, observation, info, seed=seed, statement=statement)
             done = False
             while not done:
                 observation, _, terminated, truncated, info = env.step(policy.act(observation, info))

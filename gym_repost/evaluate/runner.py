@@ -1,9 +1,12 @@
 """The rollout runner: n samples per task, parallel workers, resumable run directories.
 
 Each episode runs a fresh policy object in a fresh environment against a shared,
-thread-safe sandbox. Every finished episode is appended to ``episodes.jsonl`` at once,
-so a killed run loses only the episodes in flight; rerunning continues where it stopped
-(infrastructure errors are retried, finished episodes are skipped, nothing duplicates).
+thread-safe sandbox. The policy is given the task's
+:class:`~gym_repost.task_view.TaskView`; only the shipped controls also get the ground
+truth (:func:`~gym_repost.policy.privileged.reset_policy`). Every finished episode is
+appended to ``episodes.jsonl`` at once, so a killed run loses only the episodes in
+flight; rerunning continues where it stopped (infrastructure errors are retried, finished
+episodes are skipped, nothing duplicates).
 
 The environment follows the task's kind: ``gym_repost/Function-v0`` for function tasks,
 ``gym_repost/TestFile-v0`` for test-file tasks. A test-file episode's reward is its best
@@ -27,6 +30,7 @@ from gym_repost.errors import InfrastructureError, PolicyError
 from gym_repost.evaluate.records import Episode, RunConfig, RunDir
 from gym_repost.evaluate.summary import summarize
 from gym_repost.policy.loader import PolicyFactory
+from gym_repost.policy.privileged import reset_policy
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import Task
 
@@ -69,7 +73,7 @@ def _play(env: FunctionEnv | TestFileEnv, policy: Any, task: Task, sample: int, 
     obs, info = env.reset(seed=seed)
     info = {**info, "sample": sample, "seed": seed}
     try:
-        policy.reset(task, obs, info, seed=seed)
+        reset_policy(policy, task, obs, info, seed=seed)
     except Exception as exc:  # noqa: BLE001 - a user's policy may raise anything
         raise PolicyError(f"policy.reset raised {type(exc).__name__}: {exc}") from exc
     outcome = {"submissions": [], "reward": 0.0, "terminated": False, "truncated": False}

@@ -4,15 +4,24 @@ A policy is anything with ``reset`` and ``act``::
 
     class MyAgent:
         def reset(self, task, observation, info, *, seed):
-            ...                       # a new episode begins; remember what you need
+            self.file = task.repository.target_file   # ``task`` is a TaskView
         def act(self, observation, info):
-            return {"tool": "read_file", "args": {"path": "pkg/mod.py"}}
+            return {"tool": "read_file", "args": {"path": self.file}}
 
-The runner creates one policy object per episode (so policies need not be thread-safe)
-by calling the class with no arguments, or with the ``--policy-arg key=value`` options
-as keyword arguments. ``act`` returns a tool call as a dict (or a JSON string). A policy
-may also define ``close()`` (called when the episode ends) and ``stats()`` returning a
-JSON-able dict (token usage, cost) that the runner stores with the episode.
+``reset`` receives a :class:`~gym_repost.task_view.TaskView`: the statement, the
+repository view, the dependency context, the target's name, signature and docstring (or
+the test file to write) and the budgets; never the ground truth, the evaluation script or
+the tests. The runner creates one policy object per episode (so policies need not be
+thread-safe) by calling the class with no arguments, or with the ``--policy-arg
+key=value`` options as keyword arguments. ``act`` returns a tool call as a dict (or a JSON
+string). A policy may also define ``close()`` (called when the episode ends) and
+``stats()`` returning a JSON-able dict (token usage, cost) that the runner stores with the
+episode.
+
+The shipped controls (the oracle and the mutant policy, and the LLM policy when it
+writes docstrings from the original) are :class:`PrivilegedPolicy` objects: the runner
+hands them the ground truth as a separate argument. Only the shipped classes get it
+(:mod:`gym_repost.policy.privileged`); the loader refuses any other ``PrivilegedPolicy``.
 
 Exceptions raised by a policy are infrastructure errors (the episode is recorded as
 such, not scored); a bad *action* is the agent's mistake and becomes an observation.
@@ -20,9 +29,10 @@ such, not scored); a bad *action* is the agent's mistake and becomes an observat
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any, Protocol, runtime_checkable
 
-from gym_repost.task import Task
+from gym_repost.task_view import TaskView
 
 Action = dict[str, Any] | str
 """A tool call: ``{"tool": name, "args": {...}}`` or its JSON text."""
@@ -32,9 +42,32 @@ Action = dict[str, Any] | str
 class Policy(Protocol):
     """Chooses tool calls for one episode at a time."""
 
-    def reset(self, task: Task, observation: str, info: dict[str, Any], *, seed: int) -> None:
-        """Begin an episode on ``task``; ``observation`` is the task statement."""
+    def reset(self, task: TaskView, observation: str, info: dict[str, Any], *, seed: int) -> None:
+        """Begin an episode on the task ``task`` views; ``observation`` is the task statement."""
 
+    def act(self, observation: str, info: dict[str, Any]) -> Action:
+        """The next tool call, given the last observation and info."""
+
+
+class PrivilegedPolicy(ABC):
+    """A shipped policy that is handed the ground truth: a control, not an agent.
+
+    ``reset`` takes the ground truth as an extra keyword argument, given by the runner
+    only to the classes listed in :data:`gym_repost.policy.privileged.PRIVILEGED_POLICIES`
+    and only when :attr:`needs_ground_truth` is true (``None`` otherwise).
+    """
+
+    @property
+    def needs_ground_truth(self) -> bool:
+        """Whether this episode's ``reset`` needs the ground truth."""
+        return True
+
+    @abstractmethod
+    def reset(self, task: TaskView, observation: str, info: dict[str, Any], *, seed: int,
+              ground_truth: str | None = None) -> None:
+        """Begin an episode; ``ground_truth`` is the task's answer (None when not needed)."""
+
+    @abstractmethod
     def act(self, observation: str, info: dict[str, Any]) -> Action:
         """The next tool call, given the last observation and info."""
 

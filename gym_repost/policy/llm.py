@@ -16,6 +16,10 @@ Modes:
   (``--repairs R``), which gives RepoST's self-repair table. ``docstring`` chooses the
   header's docstring: ``original``, ``removed``, or ``generated`` by a model shown the
   ground truth without its docstring (``docstring_model``, by default the same model).
+  That is the one use of the ground truth: with ``docstring=generated`` the policy is a
+  privileged control (:class:`~gym_repost.policy.base.PrivilegedPolicy`) handed it by the
+  runner, and only the docstring writer's prompt shows it. Every prompt of the solving
+  model is built from the :class:`~gym_repost.task_view.TaskView`.
 * ``agentic``: the model acts through the environment's tools (``list_files``,
   ``read_file``, ``search``, ``write_code``, ``run_tests``, ``submit``), by native tool
   calling (``tool_calling=native``) or by writing each call as JSON (``text``).
@@ -44,7 +48,7 @@ from gym_repost.errors import ConfigError
 from gym_repost.harness import extract_code_block
 from gym_repost.harness.report import TestReport
 from gym_repost.llm import Ledger, LLMClient, LLMConfigBase, LLMResponse, Message, ToolCall, llm_config
-from gym_repost.policy.base import Action, tool_call
+from gym_repost.policy.base import Action, PrivilegedPolicy, tool_call
 from gym_repost.policy.generation import (
     DOCSTRING_OPTIONS,
     clean_docstring,
@@ -53,7 +57,7 @@ from gym_repost.policy.generation import (
     source_without_docstring,
 )
 from gym_repost.prompting import render_prompt
-from gym_repost.task import FunctionTask, Task
+from gym_repost.task_view import TargetView, TaskView
 from gym_repost.tools import FUNCTION_TOOLS, ToolSpec
 
 MODES = ("generate-and-repair", "agentic")
@@ -69,9 +73,8 @@ def _choice(name: str, value: Any, allowed: tuple[str, ...]) -> str:
     return str(value)
 
 
-def unusable_candidate(task: FunctionTask, reason: str) -> str:
+def unusable_candidate(target: TargetView, reason: str) -> str:
     """A stand-in for an answer without usable code: the target's header raising ``reason``."""
-    target = task.target
     lines = [f"@{d}" for d in target.decorators] + [target.signature]
     return "\n".join(lines + [f"    raise NotImplementedError({('no usable code: ' + reason)[:300]!r})"]) + "\n"
 
@@ -96,10 +99,11 @@ def text_action(text: str) -> str:
 class RepairLoop:
     """RepoST's generate-and-repair conversation, one model answer per submission."""
 
-    def __init__(self, ask: Ask, task: FunctionTask, docstring: str | None, counts: Counter[str]) -> None:
-        self.ask, self.task, self.counts = ask, task, counts
+    def __init__(self, ask: Ask, view: TaskView, docstring: str | None, counts: Counter[str]) -> None:
+        assert view.target is not None
+        self.ask, self.target, self.counts = ask, view.target, counts
         self.messages = [Message.system(render_prompt(_PROMPTS, "generate_system.j2")),
-                         Message.user(generation_prompt(task, docstring))]
+                         Message.user(generation_prompt(view, docstring))]
         self.state = "answer"
         self.no_code_block = False
         self.invalid_reason: str | None = None
@@ -130,15 +134,15 @@ class RepairLoop:
         self.invalid_reason = ("your answer contains no ```python code block" if self.no_code_block
                                else observation.removeprefix("Error: "))
         self.state = "stand-in"
-        return tool_call("write_code", code=unusable_candidate(self.task, self.invalid_reason))
+        return tool_call("write_code", code=unusable_candidate(self.target, self.invalid_reason))
 
     def _feedback(self, observation: str, info: dict[str, Any]) -> str:
         if self.invalid_reason is not None:
-            return render_prompt(_PROMPTS, "invalid_answer.j2", reason=self.invalid_reason, target=self.task.target)
+            return render_prompt(_PROMPTS, "invalid_answer.j2", reason=self.invalid_reason, target=self.target)
         report = info.get("test_report")
         text = TestReport.model_validate(report).to_text() if report else observation
         left = int(info.get("max_submissions", 1)) - int(info.get("submissions", 0))
-        return render_prompt(_PROMPTS, "repair.j2", report=text, left=left, target=self.task.target)
+        return render_prompt(_PROMPTS, "repair.j2", report=text, left=left, target=self.target)
 
 
 class AgenticLoop:
@@ -201,7 +205,7 @@ class AgenticLoop:
         return Message.user(observation)
 
 
-class LLMPolicy:
+class LLMPolicy(PrivilegedPolicy):
     """A model behind an LLM API acting in a function task (see the module docstring).
 
     Args:
@@ -257,8 +261,18 @@ class LLMPolicy:
             if config is not None and (config is not self.config or self._client is None):
                 config.build().close()
 
-    def reset(self, task: Task, observation: str, info: dict[str, Any], *, seed: int) -> None:
-        """Start a conversation for ``task`` (writing its docstring first if asked to)."""
+    @property
+    def needs_ground_truth(self) -> bool:
+        """Only to write a docstring from the original (``docstring=generated``)."""
+        return self.docstring == "generated"
+
+    def reset(self, task: TaskView, observation: str, info: dict[str, Any], *, seed: int,
+              ground_truth: str | None = None) -> None:
+        """Start a conversation for the task (writing its docstring first if asked to).
+
+        ``ground_truth`` is given by the runner with ``docstring=generated`` only, and goes
+        to the docstring writer alone.
+        """
         if self._client is None:
             self._client = self.config.build()
         self.ledger, self.counts, self.generated_docstring = Ledger(), Counter(), None
@@ -267,7 +281,7 @@ class LLMPolicy:
             assert self._client is not None
             return self._client.complete(messages, tools, seed=seed, ledger=self.ledger)
 
-        if not isinstance(task, FunctionTask):
+        if task.kind != "function" or task.target is None:
             raise ConfigError(f"the llm policy acts in function tasks, not {task.kind} tasks")
         if self.mode == "agentic":
             native = self.tool_calling == "native"
@@ -275,17 +289,19 @@ class LLMPolicy:
             self._loop = AgenticLoop(ask, system, observation, FUNCTION_TOOLS, native, self.counts)
             return
         if self.docstring == "generated":
-            self.generated_docstring = self._generate_docstring(task)
+            if ground_truth is None:
+                raise ConfigError("llm policy: docstring=generated needs the ground truth from the runner")
+            self.generated_docstring = self._generate_docstring(task.target, ground_truth)
         self._loop = RepairLoop(ask, task, docstring_for(task, self.docstring, self.generated_docstring),
                                 self.counts)
 
-    def _generate_docstring(self, task: FunctionTask) -> str:
+    def _generate_docstring(self, target: TargetView, ground_truth: str) -> str:
         if self.docstring_config is not None and self._docstring_client is None:
             self._docstring_client = self.docstring_config.build()
         client = self._docstring_client or self._client
         assert client is not None
-        prompt = render_prompt(_PROMPTS, "docstring.j2", target=task.target,
-                               source=source_without_docstring(task.target))
+        prompt = render_prompt(_PROMPTS, "docstring.j2", target=target,
+                               source=source_without_docstring(ground_truth, target.name))
         # one docstring per task, whatever the sample: fixed seed, greedy
         answer = client.complete([Message.user(prompt)], temperature=0.0, seed=0, ledger=self.ledger)
         return clean_docstring(answer.text)

@@ -2,7 +2,9 @@
 
 Forms: ``oracle``, ``mutant``, ``scripted:FILE``, ``llm:PROVIDER/MODEL``,
 ``path/to/file.py:ClassName`` and ``package.module:ClassName``. The factory makes one
-policy per episode.
+policy per episode. A class loaded by path or module name is a plain policy: it is given
+the task view, and one claiming privilege (a
+:class:`~gym_repost.policy.base.PrivilegedPolicy` other than a shipped control) is refused.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 from gym_repost.errors import ConfigError, PolicyError
 from gym_repost.policy.base import Policy
+from gym_repost.policy.privileged import check_privilege
 
 _BUILTIN = ("oracle", "mutant", "scripted:FILE", "llm:PROVIDER/MODEL", "path/to/file.py:ClassName",
             "package.module:ClassName")
@@ -76,6 +79,7 @@ def _check_policy_class(cls: Any, spec: str) -> None:
         raise ConfigError(f"{spec}: a policy needs methods reset() and act(); "
                           f"{getattr(cls, '__name__', cls)!r} lacks {', '.join(missing)} "
                           "(see gym_repost.policy.base.Policy)")
+    check_privilege(cls, spec)
 
 
 def _llm_factory(spec: str, options: dict[str, Any]) -> PolicyFactory:

@@ -1,25 +1,29 @@
 """The oracle: writes the ground truth and submits. A positive control.
 
-For a test-file task the ground truth is the repository's own test file, written with
-``write_tests``.
+A :class:`~gym_repost.policy.base.PrivilegedPolicy`: the runner hands it the ground truth
+(no agent gets it). For a test-file task the ground truth is the repository's own test
+file, written with ``write_tests``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from gym_repost.policy.base import Action, tool_call
-from gym_repost.task import Task
+from gym_repost.policy.base import Action, PrivilegedPolicy, tool_call
+from gym_repost.task_view import TaskView
 
 
-class OraclePolicy:
+class OraclePolicy(PrivilegedPolicy):
     """Writes the task's ground truth, then submits (again, if a submission fails)."""
 
     name = "oracle"
 
-    def reset(self, task: Task, observation: str, info: dict[str, Any], *, seed: int) -> None:
-        """Remember the task's ground truth."""
-        self._code = task.ground_truth
+    def reset(self, task: TaskView, observation: str, info: dict[str, Any], *, seed: int,
+              ground_truth: str | None = None) -> None:
+        """Remember the ground truth the runner handed over."""
+        if ground_truth is None:
+            raise ValueError("the oracle needs the ground truth (reset(..., ground_truth=...))")
+        self._code = ground_truth
         self._tool = "write_tests" if task.kind == "testfile" else "write_code"
         self._written = False
 

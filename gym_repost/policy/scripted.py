@@ -17,7 +17,7 @@ from typing import Any
 
 from gym_repost.errors import ConfigError
 from gym_repost.policy.base import Action, tool_call
-from gym_repost.task import Task
+from gym_repost.task_view import TaskView
 
 
 def read_json_objects(path: str | Path, what: str) -> list[tuple[int, dict[str, Any]]]:
@@ -69,7 +69,7 @@ class ScriptedPolicy:
             entries = read_script(path)
         self.entries = entries
 
-    def _actions_for(self, task: Task, sample: int | None) -> list[Action]:
+    def _actions_for(self, task: TaskView, sample: int | None) -> list[Action]:
         def rank(entry: dict[str, Any]) -> tuple[int, int] | None:
             key = entry["task"]
             level = 0 if key == task.id else 1 if key == task.name else 2 if key == "*" else None
@@ -80,7 +80,7 @@ class ScriptedPolicy:
         ranked = [(r, e) for e in self.entries if (r := rank(e)) is not None]
         return list(min(ranked, key=lambda item: item[0])[1]["actions"]) if ranked else []
 
-    def reset(self, task: Task, observation: str, info: dict[str, Any], *, seed: int) -> None:
+    def reset(self, task: TaskView, observation: str, info: dict[str, Any], *, seed: int) -> None:
         """Select the script for this task and sample."""
         self._queue = self._actions_for(task, info.get("sample"))
 

@@ -10,7 +10,12 @@ import pytest
 from gym_repost.errors import ConfigError, PolicyError
 from gym_repost.policy import Policy, load_policy
 from gym_repost.policy.scripted import ScriptedPolicy
-from gym_repost.task import FunctionTask
+from gym_repost.task import FunctionTask, Task
+from gym_repost.task_view import TaskView, task_view
+
+
+def view(task: Task) -> TaskView:
+    return task_view(task, "statement", max_steps=30, max_submissions=1)
 
 
 def test_builtin_specs_make_fresh_policies() -> None:
@@ -22,14 +27,14 @@ def test_builtin_specs_make_fresh_policies() -> None:
 
 def test_oracle_writes_then_submits(function_task: FunctionTask) -> None:
     policy = load_policy("oracle")()
-    policy.reset(function_task, "", {}, seed=0)
+    policy.reset(view(function_task), "", {}, seed=0, ground_truth=function_task.ground_truth)
     assert policy.act("", {}) == {"tool": "write_code", "args": {"code": function_task.ground_truth}}
     assert policy.act("", {}) == {"tool": "submit", "args": {}}
 
 
 def test_mutant_submits_different_code_each_time(function_task: FunctionTask) -> None:
     policy = load_policy("mutant")()
-    policy.reset(function_task, "", {}, seed=1)
+    policy.reset(view(function_task), "", {}, seed=1, ground_truth=function_task.ground_truth)
     written = []
     for _ in range(3):
         write = policy.act("", {})
@@ -74,13 +79,13 @@ def test_scripted_picks_the_most_specific_script(tmp_path: Path, function_task: 
     path = tmp_path / "script.jsonl"
     path.write_text("\n".join(json.dumps(x) for x in lines))
     policy = load_policy(f"scripted:{path}")()
-    policy.reset(function_task, "", {"sample": 0}, seed=0)
+    policy.reset(view(function_task), "", {"sample": 0}, seed=0)
     assert policy.act("", {})["tool"] == "read_file"
     assert policy.act("", {}) == {"tool": "submit", "args": {}}
-    policy.reset(function_task, "", {"sample": 1}, seed=0)
+    policy.reset(view(function_task), "", {"sample": 1}, seed=0)
     assert policy.act("", {})["tool"] == "run_tests"
     other = function_task.model_copy(update={"id": "other", "name": "other"})
-    policy.reset(other, "", {"sample": 0}, seed=0)
+    policy.reset(view(other), "", {"sample": 0}, seed=0)
     assert policy.act("", {})["tool"] == "list_files"
 
 
