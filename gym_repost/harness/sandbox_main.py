@@ -322,7 +322,8 @@ class Recorder:
                 result = self._drain(result, entry)
         except BaseException as exc:
             entry["x"] = _type_name(exc)
-            entry["xm"] = _short_repr(str(exc))[:300]
+            entry["xm"] = _short_repr(_safe_str(exc))[:300]
+            entry["xd"] = _digest(_safe_str(exc))
             if self.failure is None and self.where is not None:
                 self.failure = dict(_failure_report(exc, *self.where), call=len(self.calls))
             raise
@@ -387,6 +388,13 @@ class Recorder:
 def _chain(items, rest):
     yield from items
     yield from rest
+
+
+def _safe_str(exc):
+    try:
+        return _ADDRESS.sub("", str(exc))
+    except BaseException:  # noqa: BLE001 - a broken __str__ is a message of its own
+        return "<str failed>"
 
 
 def _then_raise(items, exc):

@@ -36,7 +36,8 @@ from gym_repost.harness.report import MARK, Frame, TestReport
 RECORD_PREFIX = MARK + "record "
 MAX_RECORD_CHARS = 8_000_000
 MAX_CALLS = 2000
-COMPARED = {"a": "arguments it was called with", "x": "exception raised", "r": "return value",
+COMPARED = {"a": "arguments it was called with", "x": "exception raised", "xd": "exception's message",
+            "r": "return value",
             "gx": "exception while iterating its result", "g": "length of its result",
             "p": "arguments (or object) after the call", "o": "printed output"}
 """Fields of a call record compared with the reference, and what each means."""
