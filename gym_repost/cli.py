@@ -18,6 +18,7 @@ from typing import Any, Optional
 import typer
 from rich.console import Console
 from rich.logging import RichHandler
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -494,23 +495,28 @@ def _llm_options(policy: str, base_url: Optional[str], output: Path, options: di
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
-    from gym_repost.evaluate.report import pass_at_k_rows, self_repair_rows
+    from gym_repost.evaluate.report import figure_rows
 
     def pct(v: float | None) -> str:
         return "n/a" if v is None else f"{100 * v:.1f}%"
 
-    passk = Table(*[k for k, _ in pass_at_k_rows(summary)], title_justify="left")
-    passk.add_row(*[pct(v) for _, v in pass_at_k_rows(summary)])
-    repair = Table(*[f"r={r}" for r, _ in self_repair_rows(summary)])
-    repair.add_row(*[pct(v) for _, v in self_repair_rows(summary)])
-    console.print("[bold]pass@k[/] (unbiased estimator, mean over tasks)")
-    console.print(passk)
-    console.print("[bold]self-repair[/]: pass rate after r repair iterations")
-    console.print(repair)
+    figures = figure_rows(summary)
+    for name, title in (("pass@k", "[bold]pass@k[/] (unbiased estimator, mean over tasks)"),
+                        ("self_repair", "[bold]self-repair[/]: pass rate after r repair iterations")):
+        rows = figures[name]
+        table = Table("figure", *[label for label, _ in next(iter(rows.values()))], title_justify="left")
+        for figure, values in rows.items():
+            table.add_row(figure, *[pct(v) for _, v in values])
+        console.print(title)
+        console.print(table)
+    console.print("scored: infrastructure errors left out; infra = fail: counted as failures")
     mean_reward = summary.get("mean_reward")
     console.print(f"episodes: {summary['episodes']} over {summary['tasks']} tasks; "
                   + (f"mean reward {mean_reward:.3f}; " if mean_reward is not None else "")
-                  + f"infrastructure errors (not scored): {summary['infra_errors']}")
+                  + f"infrastructure errors: {summary['infra_errors']} "
+                  + f"({pct(summary.get('infra_error_share'))})")
+    if summary.get("infra_warning"):
+        console.print(f"[bold red]WARNING: {escape(summary['infra_warning'])}[/]", highlight=False)
 
 
 @app.command()
