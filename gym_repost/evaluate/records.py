@@ -118,22 +118,22 @@ def _take_lock(path: Path) -> int:
     """
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = _lock_holder(fd)
-        os.close(fd)
-        raise RunDirBusyError(f"{path.parent} is in use: {holder} is writing to it "
-                              f"(see {path}); wait for it to finish or stop it, or choose "
-                              "another -o directory") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunDirBusyError(f"{path.parent} is in use: {_lock_holder(fd)} is writing to it "
+                                  f"(see {path}); wait for it to finish or stop it, or choose "
+                                  "another -o directory") from None
+        stale = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip()
+        if stale:  # its holder died without releasing it (kill -9, power loss)
+            logger.warning("%s: taking over the lock of %s, which is no longer running",
+                           path.parent, stale)
+        since = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {since}\n".encode(), 0)
     except BaseException:
         os.close(fd)
         raise
-    stale = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip()
-    if stale:  # its holder died without releasing it (kill -9, power loss)
-        logger.warning("%s: taking over the lock of %s, which is no longer running", path.parent, stale)
-    since = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {since}\n".encode(), 0)
     return fd
 
 
