@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -18,6 +20,7 @@ from typing import Any, Optional
 import typer
 from rich.console import Console
 from rich.logging import RichHandler
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -469,7 +472,7 @@ def eval_command(
                        reward=reward, seed=seed, workers=workers, sandbox=sandbox,
                        sandbox_options={k: v for k, v in sandbox_options.items() if k != "workers"})
     run_dir = RunDir(output)
-    with _open_sandbox(sandbox, sandbox_options) as sb, _progress() as progress:
+    with run_dir.writer_lock(), _open_sandbox(sandbox, sandbox_options) as sb, _progress() as progress:
         bar = progress.add_task(f"{policy} on {tasks_path.name}", total=len(tasks) * n)
         progress.advance(bar, len(run_dir.finished() & {(t.id, s) for t in tasks for s in range(n)}))
         summary = evaluate(tasks, factory, config, run_dir, sb,
@@ -494,23 +497,28 @@ def _llm_options(policy: str, base_url: Optional[str], output: Path, options: di
 
 
 def _print_summary(summary: dict[str, Any]) -> None:
-    from gym_repost.evaluate.report import pass_at_k_rows, self_repair_rows
+    from gym_repost.evaluate.report import figure_rows
 
     def pct(v: float | None) -> str:
         return "n/a" if v is None else f"{100 * v:.1f}%"
 
-    passk = Table(*[k for k, _ in pass_at_k_rows(summary)], title_justify="left")
-    passk.add_row(*[pct(v) for _, v in pass_at_k_rows(summary)])
-    repair = Table(*[f"r={r}" for r, _ in self_repair_rows(summary)])
-    repair.add_row(*[pct(v) for _, v in self_repair_rows(summary)])
-    console.print("[bold]pass@k[/] (unbiased estimator, mean over tasks)")
-    console.print(passk)
-    console.print("[bold]self-repair[/]: pass rate after r repair iterations")
-    console.print(repair)
+    figures = figure_rows(summary)
+    for name, title in (("pass@k", "[bold]pass@k[/] (unbiased estimator, mean over tasks)"),
+                        ("self_repair", "[bold]self-repair[/]: pass rate after r repair iterations")):
+        rows = figures[name]
+        table = Table("figure", *[label for label, _ in next(iter(rows.values()))], title_justify="left")
+        for figure, values in rows.items():
+            table.add_row(figure, *[pct(v) for _, v in values])
+        console.print(title)
+        console.print(table)
+    console.print("scored: infrastructure errors left out; infra = fail: counted as failures")
     mean_reward = summary.get("mean_reward")
     console.print(f"episodes: {summary['episodes']} over {summary['tasks']} tasks; "
                   + (f"mean reward {mean_reward:.3f}; " if mean_reward is not None else "")
-                  + f"infrastructure errors (not scored): {summary['infra_errors']}")
+                  + f"infrastructure errors: {summary['infra_errors']} "
+                  + f"({pct(summary.get('infra_error_share'))})")
+    if summary.get("infra_warning"):
+        console.print(f"[bold red]WARNING: {escape(summary['infra_warning'])}[/]", highlight=False)
 
 
 @app.command()
@@ -963,27 +971,62 @@ def env_install(
     console.print(f"installed: {python}\nuse it with: --env {target or definition.name}")
 
 
-def _interrupt_on_sigterm() -> None:
-    """SIGTERM unwinds like Ctrl-C, so that sandboxes close (their containers are removed)."""
+_SIGNALS: list[int] = []
+"""The signal that interrupted this process, if one did."""
+
+
+def _interrupt_on_signals() -> None:
+    """SIGINT and SIGTERM unwind as KeyboardInterrupt, so that sandboxes close (workers are
+    killed, containers removed); a second signal exits at once."""
     import signal
 
     def interrupt(signum: int, frame: Any) -> None:
+        if _SIGNALS:
+            os._exit(128 + _SIGNALS[0])
+        _SIGNALS.append(signum)
         raise KeyboardInterrupt
 
+    signal.signal(signal.SIGINT, interrupt)
     signal.signal(signal.SIGTERM, interrupt)
+
+
+def _exit_interrupted() -> None:
+    """Exit with 128 + the signal (130 for Ctrl-C, 143 for SIGTERM), promptly.
+
+    Records are written and synced as episodes finish, and the sandbox is closed by the
+    time the interrupt gets here, so nothing is lost by not waiting for threads still in
+    an interrupted episode (a policy stuck in a call, a hung step): they would otherwise
+    hold up the interpreter's exit.
+    """
+    import signal
+
+    code = 128 + (_SIGNALS[0] if _SIGNALS else signal.SIGINT)
+    err_console.print("interrupted; finished work is saved (rerun the same command to continue)")
+    busy = [t for t in threading.enumerate()
+            if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if not busy:
+        sys.exit(code)
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def main() -> None:
     """Entry point of the ``gym-repost`` console script."""
-    _interrupt_on_sigterm()
+    _interrupt_on_signals()
     try:
-        app()
-    except (TaskFormatError, BuildError, ConfigError, GymRepostError) as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
-        sys.exit(2)
+        try:
+            app()
+        except (TaskFormatError, BuildError, ConfigError, GymRepostError) as exc:
+            err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
+            sys.exit(2)
     except KeyboardInterrupt:
-        err_console.print("interrupted; finished work is saved (rerun the same command to continue)")
-        sys.exit(130)
+        _exit_interrupted()
+    except SystemExit:  # typer turns KeyboardInterrupt into exit status 130
+        if not _SIGNALS:
+            raise
+        _exit_interrupted()
 
 
 if __name__ == "__main__":

@@ -117,6 +117,10 @@ class RunDirError(GymRepostError, ValueError):
     """A run directory belongs to a different configuration or is damaged."""
 
 
+class RunDirBusyError(RunDirError):
+    """Another process is writing to the run directory (it holds ``RUN_DIR/.lock``)."""
+
+
 class DataError(GymRepostError, ValueError):
     """Input to a training-data builder is malformed (an execution matrix that is not
     rectangular or not 0/1, pass rates outside [0, 1])."""

@@ -1,4 +1,5 @@
-"""Pure functions for the evaluation metrics: pass@k and the self-repair table."""
+"""Pure functions for the evaluation metrics: pass@k, the self-repair table and the share
+of infrastructure errors."""
 
 from __future__ import annotations
 
@@ -24,6 +25,10 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     if n - c < k:
         return 1.0
     return 1.0 - math.prod(1.0 - k / i for i in range(n - c + 1, n + 1))
+
+
+INFRA_WARNING_SHARE = 0.05
+"""Above this share of infrastructure errors a run's scored-only figures are not trusted."""
 
 
 @dataclass(frozen=True)
@@ -62,3 +67,31 @@ def self_repair_curve(outcomes: Sequence[SampleOutcome], repairs: int) -> dict[i
                  for s in per_task.values()]
         curve[r] = sum(rates) / len(rates) if rates else 0.0
     return curve
+
+
+def infra_error_share(infra_errors: int, episodes: int) -> float:
+    """The share of episodes that ended in an infrastructure error (0.0 for no episodes).
+
+    Raises:
+        ValueError: unless ``0 <= infra_errors <= episodes``.
+    """
+    if not 0 <= infra_errors <= episodes:
+        raise ValueError(f"need 0 <= infra_errors <= episodes, got {infra_errors} of {episodes}")
+    return infra_errors / episodes if episodes else 0.0
+
+
+def infra_warning(infra_errors: int, episodes: int,
+                  threshold: float = INFRA_WARNING_SHARE) -> str | None:
+    """A sentence warning that the scored-only figures are unreliable, or None.
+
+    Scored-only pass@k leaves infrastructure errors out, so a policy (or a broken host) that
+    turns its failures into infrastructure errors inflates it. Above ``threshold`` of the
+    episodes, the figures that count infrastructure errors as failures are the ones to read.
+    """
+    share = infra_error_share(infra_errors, episodes)
+    if share <= threshold:
+        return None
+    return (f"{infra_errors} of {episodes} episodes ({100 * share:.1f}%) ended in an "
+            f"infrastructure error, more than {100 * threshold:.0f}%: the scored-only figures "
+            "leave them out and may overstate the policy; read the figures that count them as "
+            "failures (infra = fail), and rerun the same command to retry them.")

@@ -2,21 +2,29 @@
 
 Layout of ``RUN_DIR``: ``config.json`` (what the run is), ``episodes.jsonl`` (one line
 per finished episode, appended, flushed and synced), ``trajectories.jsonl`` (the
-actions and observations of each episode), ``summary.json`` and ``report.html``.
+actions and observations of each episode), ``summary.json``, ``report.html`` and
+``.lock``: one writer per run directory, held with ``flock`` (released by the kernel when
+its holder dies, however it dies) and naming its holder ("pid N on HOST since TIME").
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
+import socket
 import threading
+import time
+from collections.abc import Iterator
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gym_repost.errors import RunDirError
+from gym_repost.errors import RunDirBusyError, RunDirError
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +32,7 @@ EPISODES = "episodes.jsonl"
 TRAJECTORIES = "trajectories.jsonl"
 CONFIG = "config.json"
 SUMMARY = "summary.json"
+LOCK = ".lock"
 
 
 class RunConfig(BaseModel):
@@ -91,12 +100,80 @@ def _repair_tail(path: Path) -> None:
                        path, len(data) - cut)
 
 
+def _lock_holder(fd: int) -> str:
+    """What a lock file says about its holder; waits briefly for one that just took it."""
+    for _ in range(50):
+        text = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip()
+        if text:
+            return text
+        time.sleep(0.01)
+    return "a process that has not said who it is yet"
+
+
+def _take_lock(path: Path) -> int:
+    """Lock ``path`` for this process and write who holds it; the open descriptor.
+
+    Raises:
+        RunDirBusyError: another process holds it.
+    """
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunDirBusyError(f"{path.parent} is in use: {_lock_holder(fd)} is writing to it "
+                                  f"(see {path}); wait for it to finish or stop it, or choose "
+                                  "another -o directory") from None
+        stale = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip()
+        if stale:  # its holder died without releasing it (kill -9, power loss)
+            logger.warning("%s: taking over the lock of %s, which is no longer running",
+                           path.parent, stale)
+        since = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {since}\n".encode(), 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _release_lock(fd: int) -> None:
+    os.ftruncate(fd, 0)  # an empty lock file names nobody; the file stays (see writer_lock)
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    os.close(fd)
+
+
 class RunDir:
     """A run directory; thread-safe appends of finished episodes."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
+        self._writer_fd: int | None = None
+        self._writer_depth = 0
+
+    @contextlib.contextmanager
+    def writer_lock(self) -> Iterator[None]:
+        """Be the only writer of this directory while the block runs (re-entrant).
+
+        ``RUN_DIR/.lock`` is locked with ``flock`` and names this process. The file is
+        never deleted: a process that opened it before a deletion would lock a file nobody
+        else sees.
+
+        Raises:
+            RunDirBusyError: another process (or another RunDir object) holds the lock.
+        """
+        if self._writer_depth == 0:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._writer_fd = _take_lock(self.path / LOCK)
+        self._writer_depth += 1
+        try:
+            yield
+        finally:
+            self._writer_depth -= 1
+            if self._writer_depth == 0 and self._writer_fd is not None:
+                _release_lock(self._writer_fd)
+                self._writer_fd = None
 
     def prepare(self, config: RunConfig) -> None:
         """Create the directory, or check an existing one belongs to ``config``.

@@ -37,6 +37,28 @@ def self_repair_rows(summary: dict[str, Any]) -> list[tuple[int, float]]:
     return sorted((int(r), v) for r, v in summary.get("self_repair", {}).items())
 
 
+SCORED = "scored"
+INFRA_FAIL = "infra = fail"
+"""Labels of the two figures: over scored episodes only, and with infrastructure errors
+counted as failures (``summary["with_infra_errors"]``)."""
+
+
+def figure_rows(summary: dict[str, Any]) -> dict[str, dict[str, list[tuple[str, float | None]]]]:
+    """pass@k and self-repair, each as ``{SCORED: rows, INFRA_FAIL: rows}``.
+
+    Rows are ``(label, value)``: ``("pass@2", 0.5)``, ``("r=1", 0.25)``. A summary written
+    before infrastructure errors were scored has no ``INFRA_FAIL`` rows.
+    """
+    out: dict[str, dict[str, list[tuple[str, float | None]]]] = {"pass@k": {}, "self_repair": {}}
+    figures = {SCORED: summary, INFRA_FAIL: summary.get("with_infra_errors")}
+    for label, figure in figures.items():
+        if figure is None:
+            continue
+        out["pass@k"][label] = pass_at_k_rows(figure)
+        out["self_repair"][label] = [(f"r={r}", v) for r, v in self_repair_rows(figure)]
+    return out
+
+
 def task_rows(episodes: Sequence[Episode]) -> list[TaskRow]:
     """One row per task, sorted by name."""
     by_task: dict[str, list[Episode]] = defaultdict(list)
@@ -90,10 +112,28 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+def _side_by_side(what: str, figures: dict[str, list[tuple[str, float | None]]]) -> str:
+    """A table with one column per figure (scored, infra = fail) and a chart of each."""
+    labels = list(figures)
+    keys = [k for k, _ in figures[SCORED]]
+    rows = [[key, *(_fmt(dict(figures[label]).get(key)) for label in labels)] for key in keys]
+    charts = [bar_chart_svg(f"{what} ({label})", keys, [dict(figures[label]).get(k) for k in keys])
+              for label in labels]
+    return _table([what, *labels], rows) + "".join(charts)
+
+
+def _infra_banner(summary: dict[str, Any]) -> str:
+    warning = summary.get("infra_warning")
+    if not warning:
+        return ""
+    return ("<div class='warning' role='alert' style='background:#fde2e1;border:2px solid #c0392b;"
+            "color:#7b1d14;padding:0.8em 1em;font-weight:bold;margin:1em 0'>WARNING: "
+            f"{html.escape(warning)}</div>")
+
+
 def render_html(summary: dict[str, Any], episodes: Sequence[Episode], config: RunConfig | None) -> str:
     """The whole report page (no external resources)."""
-    passk = pass_at_k_rows(summary)
-    repair = self_repair_rows(summary)
+    figures = figure_rows(summary)
     tasks = task_rows(episodes)
     title = f"gym-repost run: {config.policy if config else ''}"
     settings = "" if config is None else _table(
@@ -104,15 +144,16 @@ def render_html(summary: dict[str, Any], episodes: Sequence[Episode], config: Ru
         f"<title>{html.escape(title)}</title><style>body{{font-family:sans-serif;margin:2em}}"
         "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:3px 8px;"
         "font-size:13px;text-align:left}th{background:#eee}</style></head><body>",
-        f"<h1>{html.escape(title)}</h1>", settings,
+        f"<h1>{html.escape(title)}</h1>", _infra_banner(summary), settings,
         f"<p>{summary.get('episodes', 0)} episodes over {summary.get('tasks', 0)} tasks; "
         + (f"mean reward {summary['mean_reward']:.3f}; " if summary.get("mean_reward") is not None else "")
-        + f"{summary.get('infra_errors', 0)} infrastructure errors (not scored).</p>",
-        "<h2>pass@k</h2>", _table(["metric", "value"], [[k, _fmt(v)] for k, v in passk]),
-        bar_chart_svg("pass@k", [k for k, _ in passk], [v for _, v in passk]),
-        "<h2>Self-repair</h2>",
-        _table(["repair iterations", "pass rate"], [[r, _fmt(v)] for r, v in repair]),
-        bar_chart_svg("pass rate after r repairs", [str(r) for r, _ in repair], [v for _, v in repair]),
+        + f"{summary.get('infra_errors', 0)} infrastructure errors "
+        + f"({_fmt(summary.get('infra_error_share'))} of the episodes). "
+        + f"<b>{SCORED}</b>: over scored episodes only; <b>{html.escape(INFRA_FAIL)}</b>: "
+        + "infrastructure errors counted as failures.</p>",
+        "<h2>pass@k</h2>", _side_by_side("pass@k", figures["pass@k"]),
+        "<h2>Self-repair</h2><p>pass rate after r repair iterations</p>",
+        _side_by_side("repairs", figures["self_repair"]),
         "<h2>Tasks</h2>",
         _table(["task", "samples", "passed", "infra errors", "mean submissions to pass", "a failure"],
                [[t.name, t.samples, t.passed, t.infra_errors,

@@ -6,7 +6,9 @@ thread-safe sandbox. The policy is given the task's
 truth (:func:`~gym_repost.policy.privileged.reset_policy`). Every finished episode is
 appended to ``episodes.jsonl`` at once, so a killed run loses only the episodes in
 flight; rerunning continues where it stopped (infrastructure errors are retried, finished
-episodes are skipped, nothing duplicates).
+episodes are skipped, nothing duplicates). One process writes to a run directory at a
+time (``RUN_DIR/.lock``); an interrupt stops recording at once and does not wait for the
+episodes in flight.
 
 The environment follows the task's kind: ``gym_repost/Function-v0`` for function tasks,
 ``gym_repost/TestFile-v0`` for test-file tasks. A test-file episode's reward is its best
@@ -19,9 +21,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 import traceback
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 from gym_repost.env.function_env import FunctionEnv
@@ -143,29 +146,78 @@ def _close_policy(policy: Any) -> None:
             logger.warning("policy.close() failed", exc_info=True)
 
 
+class _Recorder:
+    """Appends finished episodes to the run directory until stopped.
+
+    Once :meth:`stop` has returned nothing more is written: the episodes in flight when a
+    run is interrupted are not recorded, so the next run into the directory reruns them.
+    """
+
+    def __init__(self, run_dir: RunDir, on_episode: Callable[[Episode], None] | None) -> None:
+        self._run_dir = run_dir
+        self._on_episode = on_episode
+        self._lock = threading.Lock()
+        self.stopped = False
+
+    def record(self, episode: Episode, trajectory: list[dict[str, Any]]) -> None:
+        with self._lock:
+            if self.stopped:
+                return
+            self._run_dir.append(episode, trajectory)
+        if self._on_episode is not None:
+            self._on_episode(episode)
+
+    def stop(self) -> None:
+        with self._lock:  # waits for an append under way: no half-written record
+            self.stopped = True
+
+
+def _run_all(work: Callable[[tuple[Task, int]], None], todo: Sequence[tuple[Task, int]],
+             workers: int, recorder: _Recorder) -> None:
+    """``work`` over ``todo`` on a thread pool, records written as episodes complete.
+
+    On an interrupt (KeyboardInterrupt, which the CLI also raises on SIGTERM) or an error,
+    recording stops at once, episodes not started are cancelled, and the exception
+    propagates without waiting for the episodes in flight: a hung step must not hold up
+    Ctrl-C. Their threads finish in the background and write nothing.
+    """
+    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gym-repost-episode")
+    try:
+        for future in as_completed([pool.submit(work, item) for item in todo]):
+            future.result()
+    except BaseException:
+        recorder.stop()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown()
+
+
 def evaluate(tasks: Sequence[Task], factory: PolicyFactory, config: RunConfig, run_dir: RunDir,
              sandbox: Sandbox, on_episode: Callable[[Episode], None] | None = None
              ) -> dict[str, Any]:
     """Run every (task, sample) not yet finished in ``run_dir``; return the summary.
 
+    The run directory's writer lock is held throughout. Interrupted (KeyboardInterrupt),
+    it returns at once by raising, with every finished episode on disk and none of those
+    in flight; closing ``sandbox`` then frees threads stuck in a sandbox call.
+
     Raises:
         RunDirError: ``run_dir`` belongs to a run with other settings.
+        RunDirBusyError: another process is writing to ``run_dir``.
     """
-    run_dir.prepare(config)
-    done = run_dir.finished()
-    todo = [(t, s) for t in tasks for s in range(config.n) if (t.id, s) not in done]
-    logger.info("%d episodes to run (%d already finished)", len(todo), len(done))
+    with run_dir.writer_lock():
+        run_dir.prepare(config)
+        done = run_dir.finished()
+        todo = [(t, s) for t in tasks for s in range(config.n) if (t.id, s) not in done]
+        logger.info("%d episodes to run (%d already finished)", len(todo), len(done))
+        recorder = _Recorder(run_dir, on_episode)
 
-    def work(item: tuple[Task, int]) -> Episode:
-        episode, trajectory = run_episode(item[0], item[1], factory, sandbox, config)
-        run_dir.append(episode, trajectory)
-        if on_episode is not None:
-            on_episode(episode)
-        return episode
+        def work(item: tuple[Task, int]) -> None:
+            if not recorder.stopped:
+                recorder.record(*run_episode(item[0], item[1], factory, sandbox, config))
 
-    with ThreadPoolExecutor(max_workers=config.workers) as pool:
-        list(pool.map(work, todo))
-    ids = {t.id for t in tasks}
-    summary = summarize([e for e in run_dir.episodes() if e.task_id in ids], config)
-    run_dir.write_summary(summary)
-    return summary
+        _run_all(work, todo, config.workers, recorder)
+        ids = {t.id for t in tasks}
+        summary = summarize([e for e in run_dir.episodes() if e.task_id in ids], config)
+        run_dir.write_summary(summary)
+        return summary

@@ -5,29 +5,48 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from gym_repost.evaluate.metrics import SampleOutcome, mean_pass_at_k, self_repair_curve
+from gym_repost.evaluate.metrics import (
+    SampleOutcome,
+    infra_error_share,
+    infra_warning,
+    mean_pass_at_k,
+    self_repair_curve,
+)
 from gym_repost.evaluate.records import Episode, RunConfig
+
+
+def rates(outcomes: Sequence[SampleOutcome], n: int, repairs: int) -> dict[str, Any]:
+    """``pass@1`` .. ``pass@n`` and ``self_repair`` (keys as strings) of some outcomes."""
+    figures: dict[str, Any] = {f"pass@{k}": mean_pass_at_k(outcomes, k) for k in range(1, n + 1)}
+    figures["self_repair"] = {str(r): v for r, v in self_repair_curve(outcomes, repairs).items()}
+    return figures
 
 
 def summarize(episodes: Sequence[Episode], config: RunConfig | None) -> dict[str, Any]:
     """The run's metrics.
 
-    Top-level keys: ``pass@1`` .. ``pass@n`` (n = samples per task), ``self_repair``
-    (pass rate after 0..R repairs, keys as strings), ``mean_reward`` (the episodes' mean
-    reward: for test-file tasks the metric blend, partial credit pass@k does not show),
-    ``infra_errors`` (episodes not scored because the infrastructure failed), and counts.
-    Infrastructure errors are left out of every rate.
+    Top-level keys: ``pass@1`` .. ``pass@n`` (n = samples per task) and ``self_repair``
+    (pass rate after 0..R repairs, keys as strings), both over *scored* episodes only;
+    ``with_infra_errors``: the same figures with every infrastructure error counted as a
+    failed episode (what a policy that provokes infrastructure errors cannot inflate);
+    ``infra_errors`` (count), ``infra_error_share`` (of all episodes) and ``infra_warning``
+    (a sentence when the share is above 5%, else None); ``mean_reward`` (the scored
+    episodes' mean reward: for test-file tasks the metric blend, partial credit pass@k does
+    not show), and counts.
     """
     scored = [e for e in episodes if e.status != "infra_error"]
     outcomes = [SampleOutcome(e.task_id, e.solved_at) for e in scored]
+    all_outcomes = [SampleOutcome(e.task_id, None if e.status == "infra_error" else e.solved_at)
+                    for e in episodes]
     n = config.n if config else max((e.sample + 1 for e in episodes), default=1)
     repairs = config.repairs if config else max((len(e.submissions) - 1 for e in scored), default=0)
-    summary: dict[str, Any] = {}
-    for k in range(1, n + 1):
-        summary[f"pass@{k}"] = mean_pass_at_k(outcomes, k)
-    summary["self_repair"] = {str(r): v for r, v in self_repair_curve(outcomes, repairs).items()}
+    infra = len(episodes) - len(scored)
+    summary: dict[str, Any] = rates(outcomes, n, repairs)
+    summary["with_infra_errors"] = rates(all_outcomes, n, repairs)
     summary["mean_reward"] = sum(e.reward for e in scored) / len(scored) if scored else None
-    summary["infra_errors"] = len(episodes) - len(scored)
+    summary["infra_errors"] = infra
+    summary["infra_error_share"] = infra_error_share(infra, len(episodes))
+    summary["infra_warning"] = infra_warning(infra, len(episodes))
     summary["episodes"] = len(episodes)
     summary["scored_episodes"] = len(scored)
     summary["tasks"] = len({e.task_id for e in episodes})

@@ -387,7 +387,7 @@ def test_sigterm_to_the_cli_removes_its_containers(client: Any) -> None:
     time.sleep(1.0)
     host.terminate()
     _, stderr = host.communicate(timeout=60)
-    assert host.returncode == 130, stderr  # unwound like Ctrl-C
+    assert host.returncode == 143, stderr  # unwound like Ctrl-C, exit status 128 + SIGTERM
     assert its_containers() == []
 
 
