@@ -13,16 +13,16 @@ tasks have ``write_tests`` (the whole test file) in place of ``write_code``.
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gym_repost import bounded_json
 from gym_repost.analysis.parsing import parse_python
 from gym_repost.analysis.testfile_report import RewardConfig, TestFileReport, score_test_file
-from gym_repost.errors import CandidateError, ToolError
+from gym_repost.errors import CandidateError, ToolError, UntrustedDataError
 from gym_repost.harness import prepare_candidate, run_function_tests
 from gym_repost.harness.report import TestReport
 from gym_repost.sandbox.base import Sandbox
@@ -106,42 +106,60 @@ _TYPES = {"string": str, "integer": int}
 
 
 def parse_action(action: Any) -> tuple[str, dict[str, Any]]:
-    """Read an action: ``{"tool": name, "args": {...}}`` or the same as a JSON string.
+    """Read an action: ``{"tool": name, "args": {...}}`` or the same as JSON text (``str``
+    or UTF-8 ``bytes``).
 
     ``name``/``arguments`` (OpenAI's spelling, arguments possibly a JSON string) are
-    accepted too.
+    accepted too. The action is copied into plain JSON types within
+    :mod:`gym_repost.bounded_json`'s limits (size, nesting depth, string keys) without
+    calling methods of the caller's subclasses.
 
     Raises:
-        ToolError: the action is not of that shape.
+        ToolError: the action is not of that shape, or breaks the limits.
     """
-    if isinstance(action, (bytes, bytearray)):
-        try:
-            action = action.decode("utf-8")
-        except UnicodeDecodeError:
-            raise ToolError("the action is not UTF-8 text") from None
-    if isinstance(action, str):
-        try:
-            action = json.loads(action)
-        except json.JSONDecodeError as exc:
-            raise ToolError(f'the action is not valid JSON ({exc.msg}); send {{"tool": NAME, '
-                            '"args": {...}}') from None
-    if not isinstance(action, Mapping):
+    action = _plain_action(action)
+    if type(action) is not dict:
         raise ToolError(f'an action must be an object {{"tool": NAME, "args": {{...}}}}, '
-                        f"got {type(action).__name__}")
+                        f"got {_json_type(action)}")
     name = action.get("tool", action.get("name"))
     args = action.get("args", action.get("arguments", {}))
-    if isinstance(args, str):
+    if type(args) is str:
         try:
-            args = json.loads(args) if args.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise ToolError(f"the tool arguments are not valid JSON ({exc.msg})") from None
-    if not isinstance(name, str) or not name:
+            args = bounded_json.loads(args) if args.strip() else {}
+        except UntrustedDataError as exc:
+            raise ToolError(f"the tool arguments are {exc}") from None
+    if type(name) is not str or not name:
         raise ToolError('the action has no "tool" name')
     if args is None:
         args = {}
-    if not isinstance(args, Mapping):
-        raise ToolError(f'"args" must be an object, got {type(args).__name__}')
-    return name, dict(args)
+    if type(args) is not dict:
+        raise ToolError(f'"args" must be an object, got {_json_type(args)}')
+    return name, args
+
+
+def _plain_action(action: Any) -> Any:
+    """The action as plain JSON types (text decoded and parsed)."""
+    kind = type(action)
+    try:
+        if issubclass(kind, (bytes, bytearray)):
+            try:
+                action = (bytes.decode if issubclass(kind, bytes) else bytearray.decode)(action, "utf-8")
+            except UnicodeDecodeError:
+                raise ToolError("the action is not UTF-8 text") from None
+        if issubclass(type(action), str):
+            try:
+                return bounded_json.loads(action)
+            except UntrustedDataError as exc:
+                raise ToolError(f'the action is {exc}; send {{"tool": NAME, "args": {{...}}}}') from None
+        return bounded_json.plain_copy(action)
+    except UntrustedDataError as exc:
+        raise ToolError(f"the action is unusable: {exc}") from None
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "object", list: "array", str: "string", int: "number", float: "number",
+             bool: "boolean", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
 
 
 def validate_args(spec: ToolSpec, args: dict[str, Any]) -> dict[str, Any]:

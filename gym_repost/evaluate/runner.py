@@ -76,6 +76,8 @@ def _play(env: FunctionEnv | TestFileEnv, policy: Any, task: Task, sample: int, 
     while True:
         action = _act(policy, obs, info)
         obs, reward, terminated, truncated, info = env.step(action)
+        if info.get("infra_error"):
+            raise InfrastructureError(info["infra_error"])
         outcome["reward"] += reward
         if info["tool"] == "submit" and info["ok"] and info["test_report"] is not None:
             outcome["submissions"].append(bool(info["test_report"]["passed"]))
