@@ -18,7 +18,7 @@ from testfile_tasks import tiny_testfile_task  # noqa: F401 - a fixture
 import gym_repost  # noqa: F401 - registers the environments
 from gym_repost.env import FunctionEnv, TestFileEnv
 from gym_repost.errors import SandboxError
-from gym_repost.evaluate import RunConfig
+from gym_repost.evaluate import RunConfig, RunDir, evaluate
 from gym_repost.evaluate.runner import run_episode, tasks_digest
 from gym_repost.harness.report import MARK
 from gym_repost.sandbox import Sandbox
@@ -281,3 +281,28 @@ def test_catastrophic_regex_on_a_big_file_returns_promptly(function_task: Functi
         assert info["ok"] and obs.startswith("no matches"), obs[:300]
     obs, *_ = _assert_step(env.step({"tool": "search", "args": {"pattern": r"(a)\1", "path": "big.txt"}}))
     assert "searched for it as plain text" in obs
+
+
+class _HostileThenSolves:
+    """Sends hostile actions, then writes the ground truth and submits."""
+
+    def reset(self, task: Any, observation: str, info: dict[str, Any], *, seed: int) -> None:
+        self.actions: list[Any] = [object(), {"tool": "read_file", "args": {"path": "\ud800"}}, _deep_list(50),
+                                   EvilDict({"tool": "list_files"}), b"\xff", "[" * 10_000,
+                                   {"tool": "write_code", "args": {"code": task.ground_truth}},
+                                   {"tool": "submit"}]
+
+    def act(self, observation: str, info: dict[str, Any]) -> Any:
+        return self.actions.pop(0)
+
+
+def test_the_runner_records_hostile_actions_and_scores_the_episode(function_task: FunctionTask, sandbox: Sandbox,
+                                                                   tmp_path: Path) -> None:
+    config = RunConfig(tasks="mem", tasks_digest=tasks_digest([function_task]), policy="hostile", max_steps=10)
+    summary = evaluate([function_task], _HostileThenSolves, config, RunDir(tmp_path), sandbox)
+    assert summary["pass@1"] == 1.0 and summary["infra_errors"] == 0
+    steps = json.loads((tmp_path / "trajectories.jsonl").read_text(encoding="utf-8"))["steps"]
+    assert [s["ok"] for s in steps] == [False, False, False, True, False, False, True, True]
+    assert steps[0]["action"] == {"unrecordable_action": "object: a value of type object is not JSON "
+                                                         "(object, array, string, number, true, false or null)"}
+    assert steps[3]["action"] == {"tool": "list_files"} and steps[5]["action"] == "[" * 10_000
