@@ -82,6 +82,12 @@ class ToolError(GymRepostError):
     """An agent's tool call is invalid. Environments turn it into an error observation."""
 
 
+class UntrustedDataError(GymRepostError, ValueError):
+    """A value from an untrusted source (an agent's action, a sandboxed program's output)
+    is not plain JSON within the limits: too large, nested too deeply, a non-string key,
+    a type JSON does not have, or text that does not parse."""
+
+
 class InfrastructureError(GymRepostError, RuntimeError):
     """Something outside the agent's control failed; the episode is not scored."""
 

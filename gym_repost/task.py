@@ -361,6 +361,7 @@ def parse_task(data: Any, *, path: str | None = None, line: int | None = None,
         raise TaskFormatError(
             f"schema_version {version} is newer than this gym-repost supports ({SCHEMA_VERSION}); "
             "upgrade gym-repost", path=path, line=line, field="schema_version")
+    check_json_text(data, path=path, line=line)
     kind = data.get("kind")
     model = _TASK_KINDS.get(kind) if isinstance(kind, str) else None
     if model is None:
@@ -381,6 +382,52 @@ def parse_task(data: Any, *, path: str | None = None, line: int | None = None,
     return task  # type: ignore[return-value]
 
 
+MAX_TASK_DEPTH = 64
+"""Deepest nesting of objects and arrays a task line may have."""
+
+
+def check_json_text(data: Any, *, path: str | None = None, line: int | None = None) -> None:
+    """Check every string (keys included) of decoded JSON is Unicode text that encodes as
+    UTF-8, and the nesting is at most :data:`MAX_TASK_DEPTH` deep.
+
+    JSON can spell a lone surrogate (``"\\ud800"``), which Python decodes into a string
+    no UTF-8 writer, hash or sandbox accepts.
+
+    Raises:
+        TaskFormatError: naming the file, the line and the field.
+    """
+    stack: list[tuple[Any, tuple[str, ...]]] = [(data, ())]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, str):
+            _check_text(value, where, path, line)
+        elif isinstance(value, (dict, list)):
+            if len(where) >= MAX_TASK_DEPTH:
+                raise TaskFormatError(f"nested more than {MAX_TASK_DEPTH} levels deep", path=path, line=line,
+                                      field=_field(where))
+            items = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
+            for key, _ in items:
+                if isinstance(key, str):
+                    _check_text(key, (*where, key), path, line, what="the key")
+            stack.extend(((item, (*where, str(key))) for key, item in reversed(items)))
+
+
+def _check_text(text: str, where: tuple[str, ...], path: str | None, line: int | None,
+                what: str = "the text") -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = text[exc.start].encode("utf-8", "backslashreplace").decode("ascii")
+        raise TaskFormatError(f"{what} is not valid Unicode: a lone surrogate {bad} (a JSON \\u escape of half "
+                              f"a surrogate pair) at character {exc.start}", path=path, line=line,
+                              field=_field(where)) from None
+
+
+def _field(where: tuple[str, ...]) -> str | None:
+    """A dotted field name that prints anywhere (surrogates escaped)."""
+    return ".".join(p.encode("utf-8", "backslashreplace").decode("utf-8") for p in where) or None
+
+
 def iter_task_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, Task | TaskFormatError]]:
     """Yield ``(line_number, task_or_error)`` for every non-blank line of a JSONL file."""
     p = str(path)
@@ -393,6 +440,12 @@ def iter_task_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, Task | 
             except json.JSONDecodeError as exc:
                 yield number, TaskFormatError(f"not valid JSON ({exc.msg} at column {exc.colno})",
                                               path=p, line=number)
+                continue
+            except RecursionError:
+                yield number, TaskFormatError(f"nested more than {MAX_TASK_DEPTH} levels deep", path=p, line=number)
+                continue
+            except ValueError as exc:  # an integer with more digits than Python converts
+                yield number, TaskFormatError(f"not valid JSON ({exc})", path=p, line=number)
                 continue
             try:
                 yield number, parse_task(data, path=p, line=number)

@@ -13,16 +13,17 @@ tasks have ``write_tests`` (the whole test file) in place of ``write_code``.
 
 from __future__ import annotations
 
-import json
 import posixpath
-import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import re2
+
+from gym_repost import bounded_json
 from gym_repost.analysis.parsing import parse_python
 from gym_repost.analysis.testfile_report import RewardConfig, TestFileReport, score_test_file
-from gym_repost.errors import CandidateError, ToolError
+from gym_repost.errors import CandidateError, ToolError, UntrustedDataError
 from gym_repost.harness import prepare_candidate, run_function_tests
 from gym_repost.harness.report import TestReport
 from gym_repost.sandbox.base import Sandbox
@@ -31,6 +32,14 @@ from gym_repost.task import FunctionTask, TestFileTask
 MAX_READ_LINES = 400
 """Most lines one ``read_file`` returns."""
 MAX_SEARCH_MATCHES = 100
+MAX_SEARCH_BYTES = 8_000_000
+"""Most characters of repository text one ``search`` reads."""
+MAX_SEARCH_WORK = 100_000_000
+"""Most characters searched times the pattern's RE2 program size (RE2's worst-case time
+is proportional to both: at most about two seconds at this bound)."""
+MAX_PATTERN_CHARS = 2_000
+RE2_MAX_MEM = 8 << 20
+"""Memory RE2 may use for one pattern (its program and DFA cache)."""
 MAX_ARG_CHARS = 200_000
 """Longest string argument accepted (an oversized write is an error observation)."""
 
@@ -106,42 +115,60 @@ _TYPES = {"string": str, "integer": int}
 
 
 def parse_action(action: Any) -> tuple[str, dict[str, Any]]:
-    """Read an action: ``{"tool": name, "args": {...}}`` or the same as a JSON string.
+    """Read an action: ``{"tool": name, "args": {...}}`` or the same as JSON text (``str``
+    or UTF-8 ``bytes``).
 
     ``name``/``arguments`` (OpenAI's spelling, arguments possibly a JSON string) are
-    accepted too.
+    accepted too. The action is copied into plain JSON types within
+    :mod:`gym_repost.bounded_json`'s limits (size, nesting depth, string keys) without
+    calling methods of the caller's subclasses.
 
     Raises:
-        ToolError: the action is not of that shape.
+        ToolError: the action is not of that shape, or breaks the limits.
     """
-    if isinstance(action, (bytes, bytearray)):
-        try:
-            action = action.decode("utf-8")
-        except UnicodeDecodeError:
-            raise ToolError("the action is not UTF-8 text") from None
-    if isinstance(action, str):
-        try:
-            action = json.loads(action)
-        except json.JSONDecodeError as exc:
-            raise ToolError(f'the action is not valid JSON ({exc.msg}); send {{"tool": NAME, '
-                            '"args": {...}}') from None
-    if not isinstance(action, Mapping):
+    action = _plain_action(action)
+    if type(action) is not dict:
         raise ToolError(f'an action must be an object {{"tool": NAME, "args": {{...}}}}, '
-                        f"got {type(action).__name__}")
+                        f"got {_json_type(action)}")
     name = action.get("tool", action.get("name"))
     args = action.get("args", action.get("arguments", {}))
-    if isinstance(args, str):
+    if type(args) is str:
         try:
-            args = json.loads(args) if args.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise ToolError(f"the tool arguments are not valid JSON ({exc.msg})") from None
-    if not isinstance(name, str) or not name:
+            args = bounded_json.loads(args) if args.strip() else {}
+        except UntrustedDataError as exc:
+            raise ToolError(f"the tool arguments are {exc}") from None
+    if type(name) is not str or not name:
         raise ToolError('the action has no "tool" name')
     if args is None:
         args = {}
-    if not isinstance(args, Mapping):
-        raise ToolError(f'"args" must be an object, got {type(args).__name__}')
-    return name, dict(args)
+    if type(args) is not dict:
+        raise ToolError(f'"args" must be an object, got {_json_type(args)}')
+    return name, args
+
+
+def _plain_action(action: Any) -> Any:
+    """The action as plain JSON types (text decoded and parsed)."""
+    kind = type(action)
+    try:
+        if issubclass(kind, (bytes, bytearray)):
+            try:
+                action = (bytes.decode if issubclass(kind, bytes) else bytearray.decode)(action, "utf-8")
+            except UnicodeDecodeError:
+                raise ToolError("the action is not UTF-8 text") from None
+        if issubclass(type(action), str):
+            try:
+                return bounded_json.loads(action)
+            except UntrustedDataError as exc:
+                raise ToolError(f'the action is {exc}; send {{"tool": NAME, "args": {{...}}}}') from None
+        return bounded_json.plain_copy(action)
+    except UntrustedDataError as exc:
+        raise ToolError(f"the action is unusable: {exc}") from None
+
+
+def _json_type(value: Any) -> str:
+    names = {dict: "object", list: "array", str: "string", int: "number", float: "number",
+             bool: "boolean", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
 
 
 def validate_args(spec: ToolSpec, args: dict[str, Any]) -> dict[str, Any]:
@@ -236,22 +263,92 @@ class RepositoryTools:
         return ToolResult(f"{rel}:\n{body}{more}", data={"path": rel, "start": first, "end": last})
 
     def search(self, pattern: str, path: str = "") -> ToolResult:
-        """Lines matching ``pattern`` in files under ``path``."""
+        """Lines matching ``pattern`` in files under ``path``.
+
+        The pattern runs on RE2 (linear time, no backtracking), over at most
+        :data:`MAX_SEARCH_BYTES` of text and :data:`MAX_SEARCH_WORK` of text times pattern
+        size, so no pattern blocks the host; a pattern RE2 does not support (backreferences,
+        lookaround) or that does not compile is searched as plain text, and said so.
+        """
         base = normalize_repo_path(path)
         targets = [base] if base in self.files else self._under(base)
         if not targets:
             raise ToolError(f"no such file or directory in the repository: {path!r}")
-        try:
-            regex = re.compile(pattern)
-        except re.error:
-            regex = re.compile(re.escape(pattern))
-        hits = [f"{p}:{n}: {line.strip()[:200]}" for p in targets
-                for n, line in enumerate(self.files[p].split("\n"), 1) if regex.search(line)]
+        if len(pattern) > MAX_PATTERN_CHARS:
+            raise ToolError(f"search: the pattern is {len(pattern)} characters long; the limit is {MAX_PATTERN_CHARS}")
+        matches, note = _line_matcher(pattern)
+        hits, searched, budget = [], 0, MAX_SEARCH_BYTES
+        if isinstance(matches, _Regex):
+            budget = min(budget, MAX_SEARCH_WORK // max(1, matches.cost))
+        for p in targets:
+            text = self.files[p][:budget - searched]
+            searched += len(text)
+            found = list(matches.lines(text))
+            if found:
+                lines = text.split("\n")
+                hits += [f"{p}:{n}: {lines[n - 1].strip()[:200]}" for n in found]
+            if len(text) < len(self.files[p]):
+                note += (f"\n[stopped in {p} after {searched} characters, the search budget for this pattern: "
+                         "narrow the path or simplify the pattern]")
+                break
         if not hits:
-            return ToolResult(f"no matches for {pattern!r}", data={"count": 0})
+            return ToolResult(f"no matches for {pattern!r}{note}", data={"count": 0})
         shown = hits[:MAX_SEARCH_MATCHES]
         more = f"\n[{len(hits) - len(shown)} more matches not shown]" if len(hits) > len(shown) else ""
-        return ToolResult("\n".join(shown) + more, data={"count": len(hits)})
+        return ToolResult("\n".join(shown) + more + note, data={"count": len(hits)})
+
+
+class _Literal:
+    """Plain-text search."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def lines(self, text: str) -> Iterator[int]:
+        """1-based numbers of the lines of ``text`` holding the text."""
+        for n, line in enumerate(text.split("\n"), 1):
+            if self.text in line:
+                yield n
+
+
+class _Regex:
+    """An RE2 pattern, run over a file's whole text at once (per-line calls cost ten times
+    more); ``cost`` is its program size: RE2's worst-case time is proportional to the text's
+    length times that size."""
+
+    def __init__(self, regex: Any) -> None:
+        self.regex = regex
+        self.cost = int(regex.programsize)
+
+    def lines(self, text: str) -> Iterator[int]:
+        """1-based numbers of the lines of ``text`` a match starts on (matches never span
+        lines: the pattern is compiled with ``never_nl`` and ``^``/``$`` match at lines)."""
+        data = text.encode("utf-8", "replace")
+        pos = counted = 0
+        line = 1
+        while (match := self.regex.search(data, pos)) is not None:
+            start = match.start()
+            line += data.count(b"\n", counted, start)
+            counted = start
+            yield line
+            end = data.find(b"\n", start)
+            if end < 0:
+                return
+            pos = end + 1
+
+
+def _line_matcher(pattern: str) -> tuple[_Literal | _Regex, str]:
+    """The matcher for ``pattern`` and a note for the agent when it is searched as text."""
+    options = re2.Options()
+    options.log_errors = False
+    options.max_mem = RE2_MAX_MEM
+    options.never_nl = True
+    try:
+        return _Regex(re2.compile(("(?m)" + pattern).encode("utf-8"), options)), ""
+    except re2.error as exc:
+        reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+        return _Literal(pattern), (f"\n[the pattern is not a regular expression RE2 supports ({reason}; "
+                                   "backreferences and lookaround are not); searched for it as plain text]")
 
 
 class TaskTools(RepositoryTools):

@@ -24,11 +24,12 @@ import secrets
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
+from gym_repost import bounded_json
 from gym_repost.analysis.mutation import Mutant, MutationScore, generate_mutants, mutation_score, sample_mutants
 from gym_repost.analysis.parsing import parse_python
-from gym_repost.errors import SandboxError
+from gym_repost.errors import SandboxError, UntrustedDataError
 from gym_repost.sandbox.base import RunResult, Sandbox
 from gym_repost.task import TestFileTask
 
@@ -268,9 +269,10 @@ def _report_data(result: RunResult, token: str) -> dict[str, Any] | None:
     prefix = MARK + token + " "
     for line in reversed(result.stdout.split("\n")):
         if line.startswith(prefix):
-            try:
-                data = json.loads(line[len(prefix):])
-            except json.JSONDecodeError:
+            text = line[len(prefix):]
+            try:  # the sandbox caps the line's length; the depth is what must be bounded
+                data = bounded_json.loads(text, max_chars=len(text) + 1)
+            except UntrustedDataError:
                 return None
             return data if isinstance(data, dict) else None
     return None
@@ -295,40 +297,89 @@ def parse_report(result: RunResult, token: str, mutants: list[Mutant], populatio
                            mutants=[MutantOutcome(m, "not run") for m in mutants])
     if data.get("status") == "error" and data.get("infrastructure"):
         raise SandboxError(str(data["message"]))
+    try:
+        return _run_from_report(data, mutants, population)
+    except (TypeError, ValueError, KeyError) as exc:  # fields of the wrong shape: the test code wrote them
+        return TestFileRun(status="crashed", message=f"the test run's report is malformed ({exc})",
+                           population=population, mutants=[MutantOutcome(m, "not run") for m in mutants])
+
+
+def _run_from_report(data: dict[str, Any], mutants: list[Mutant], population: int) -> TestFileRun:
+    status = data.get("status")
     return TestFileRun(
-        status=data.get("status") or "crashed", message=str(data.get("message") or ""),
-        tests=[TestOutcome(**_known(t, TestOutcome)) for t in data.get("tests", [])],
-        collection_errors=[CollectionError(**_known(e, CollectionError))
-                           for e in data.get("collection_errors", [])],
-        running=data.get("running"), **_coverage_fields(data.get("coverage")),
-        mutants=_mutant_outcomes(data.get("mutants", []), mutants), population=population,
+        status=status if status in get_args(RunStatus) else "crashed", message=str(data.get("message") or ""),
+        tests=[_record(t, TestOutcome) for t in _list(data.get("tests"))],
+        collection_errors=[_record(e, CollectionError) for e in _list(data.get("collection_errors"))],
+        running=_text_or_none(data.get("running")), **_coverage_fields(data.get("coverage")),
+        mutants=_mutant_outcomes(_list(data.get("mutants")), mutants), population=population,
         mutation_status=str(data.get("mutation_status", "not run")),
         mutation_message=str(data.get("mutation_message", "")),
         output=str(data.get("session_output", ""))[-_OUTPUT:])
 
 
-def _known(data: dict[str, Any], cls: type) -> dict[str, Any]:
-    names = cls.__dataclass_fields__  # type: ignore[attr-defined]
-    return {k: v for k, v in data.items() if k in names}
+def _list(value: Any) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise TypeError(f"expected a list, got {type(value).__name__}")
+    return value
 
 
-def _coverage_fields(data: dict[str, Any] | None) -> dict[str, Any]:
+def _text_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+_OPTIONAL_TEXT = {"phase", "exception"}
+
+
+def _record(data: Any, cls: type) -> Any:
+    """``cls`` from the fields of ``data`` it knows; every field must be text (or None
+    where the field may be None), an outcome one of the known ones."""
+    if not isinstance(data, dict):
+        raise TypeError(f"a {cls.__name__} record is a {type(data).__name__}")
+    fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}  # type: ignore[attr-defined]
+    for key, value in fields.items():
+        if not (isinstance(value, str) or (value is None and key in _OPTIONAL_TEXT)):
+            raise TypeError(f"field {key!r} of a {cls.__name__} record is not text")
+    if "outcome" in fields and fields["outcome"] not in get_args(Outcome):
+        raise ValueError(f"unknown test outcome {fields['outcome'][:40]!r}")
+    return cls(**fields)
+
+
+def _coverage_fields(data: Any) -> dict[str, Any]:
     if not data:
         return {"coverage_error": "coverage was not measured"}
+    if not isinstance(data, dict):
+        raise TypeError(f"coverage is a {type(data).__name__}")
     if "error" in data:
         return {"coverage_error": str(data["error"])}
-    return {"executed_lines": sorted(data["executed_lines"]), "missing_lines": sorted(data["missing_lines"]),
-            "executed_branches": sorted(tuple(b) for b in data["executed_branches"]),
-            "missing_branches": sorted(tuple(b) for b in data["missing_branches"])}
+    return {"executed_lines": _lines(data["executed_lines"]), "missing_lines": _lines(data["missing_lines"]),
+            "executed_branches": _branches(data["executed_branches"]),
+            "missing_branches": _branches(data["missing_branches"])}
 
 
-def _mutant_outcomes(reported: list[dict[str, Any]], mutants: list[Mutant]) -> list[MutantOutcome]:
-    by_id = {r["id"]: r for r in reported if isinstance(r, dict) and isinstance(r.get("id"), int)}
+def _lines(value: Any) -> list[int]:
+    if not all(type(n) is int for n in _list(value)):
+        raise TypeError("line numbers must be integers")
+    return sorted(value)
+
+
+def _branches(value: Any) -> list[tuple[int, int]]:
+    pairs = _list(value)
+    if not all(isinstance(b, list) and len(b) == 2 and all(type(n) is int for n in b) for b in pairs):
+        raise TypeError("branches must be pairs of line numbers")
+    return sorted((a, b) for a, b in pairs)
+
+
+def _mutant_outcomes(reported: list[Any], mutants: list[Mutant]) -> list[MutantOutcome]:
+    by_id = {r["id"]: r for r in reported if isinstance(r, dict) and type(r.get("id")) is int}
     out = []
     for index, mutant in enumerate(mutants):
         r = by_id.get(index)
-        if r is None:
+        status = r.get("status", "killed") if r is not None else "not run"
+        if r is None or status not in get_args(MutantStatus):
             out.append(MutantOutcome(mutant, "not run"))
         else:
-            out.append(MutantOutcome(mutant, r.get("status", "killed"), r.get("killed_by"), r.get("detail")))
+            out.append(MutantOutcome(mutant, status, _text_or_none(r.get("killed_by")),
+                                     _text_or_none(r.get("detail"))))
     return out

@@ -10,6 +10,11 @@ so the lock costs no parallelism. Code that runs inside the sandbox (``*_main.py
 single-threaded and keeps plain ``ast.parse``, and so do the modules shipped into it
 (``construct/testgen``: ``mutate``, ``pools``, ``selection``, ``strategies``), which must not
 import gym_repost.
+
+Code nested too deeply for the parser (``-`` repeated ten thousand times, thousands of
+brackets) makes ``ast.parse`` raise ``RecursionError`` or ``MemoryError``; for code an
+agent wrote that is a syntax error like any other, so :func:`parse_python` raises it as
+a :class:`SyntaxError`.
 """
 
 from __future__ import annotations
@@ -22,6 +27,15 @@ _LOCK = threading.RLock()
 
 
 def parse_python(source: str | bytes, filename: str = "<unknown>", mode: str = "exec", **options: Any) -> Any:
-    """:func:`ast.parse`, one thread at a time; same arguments, result and errors."""
+    """:func:`ast.parse`, one thread at a time; same arguments, result and errors.
+
+    Raises:
+        SyntaxError: as ``ast.parse``, and for code nested too deeply to parse.
+    """
     with _LOCK:
-        return ast.parse(source, filename, mode, **options)
+        try:
+            return ast.parse(source, filename, mode, **options)
+        except (RecursionError, MemoryError):
+            pass
+    raise SyntaxError("code nested too deeply to parse (a very long chain of operators or brackets)",
+                      (filename, 1, 1, None))

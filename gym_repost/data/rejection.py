@@ -169,6 +169,8 @@ class PolicyRepairer:
             done = False
             while not done:
                 observation, _, terminated, truncated, info = env.step(policy.act(observation, info))
+                if info.get("infra_error"):
+                    raise InfrastructureError(info["infra_error"])
                 done = terminated or truncated
             return env.code
         finally:

@@ -7,14 +7,32 @@ the tools (:meth:`ToolEnv._new_tools`), the statement ``reset`` returns
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import gymnasium as gym
 
+from gym_repost.bounded_json import type_name
 from gym_repost.env.spaces import AnyText
-from gym_repost.errors import ToolError
+from gym_repost.errors import InfrastructureError, ToolError
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.tools import ToolResult, parse_action
+
+logger = logging.getLogger(__name__)
+
+_CAUSES = {"RecursionError": "the input is nested too deeply",
+           "MemoryError": "the input is too large or nested too deeply"}
+
+
+def _unexpected_failure(tool: str | None, exc: Exception) -> ToolResult:
+    """An error observation for an exception no tool meant to raise (the action caused it)."""
+    logger.warning("the %s call raised an unexpected exception", tool or "action", exc_info=True)
+    kind = type_name(exc)
+    try:
+        detail = _CAUSES.get(kind) or str(exc)[:500]
+    except Exception:  # noqa: BLE001 - the message itself may be what is broken
+        detail = "no message"
+    return ToolResult(f"Error: the {tool or 'action'} call failed ({kind}: {detail})", ok=False)
 
 
 class ToolEnv(gym.Env[str, str]):
@@ -80,6 +98,7 @@ class ToolEnv(gym.Env[str, str]):
         self._solved = False
         self._done = False
         self._last_report: dict[str, Any] | None = None
+        self._infra_error: str | None = None
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
               ) -> tuple[str, dict[str, Any]]:
@@ -91,7 +110,14 @@ class ToolEnv(gym.Env[str, str]):
         return self._last_observation, self._info(None, ok=True)
 
     def step(self, action: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
-        """Run one tool call (see the module docstring of the environment)."""
+        """Run one tool call (see the module docstring of the environment).
+
+        Never raises. Whatever the action (any value, any size or depth), a problem it
+        causes is an error observation with reward 0 and the episode goes on within its
+        budgets. An infrastructure failure (the sandbox failed) ends the episode with
+        ``truncated=True`` and the message in ``info["infra_error"]``; such an episode is
+        not to be scored.
+        """
         if self._done:
             text = "Error: the episode is over; call reset() to start a new one."
             return text, 0.0, True, False, self._info(None, ok=False)
@@ -100,16 +126,18 @@ class ToolEnv(gym.Env[str, str]):
         reward = 0.0
         try:
             name, args = parse_action(action)
-            if name == "submit":
-                result, reward = self._submit(args)
-            else:
-                result = self._tools.call(name, args)
+            result, reward = self._submit(args) if name == "submit" else (self._tools.call(name, args), 0.0)
         except ToolError as exc:
             result = ToolResult(f"Error: {exc}", ok=False)
+        except InfrastructureError as exc:
+            self._infra_error = f"{type(exc).__name__}: {exc}"
+            result = ToolResult(f"Infrastructure error (the episode ends, not scored): {self._infra_error}", ok=False)
+        except Exception as exc:  # noqa: BLE001 - no action may crash the environment
+            result = _unexpected_failure(name, exc)
         if "test_report" in result.data:
             self._last_report = result.data["test_report"]
-        terminated = self._solved or self._submissions >= self.max_submissions
-        truncated = not terminated and self._steps >= self.max_steps
+        terminated = self._infra_error is None and (self._solved or self._submissions >= self.max_submissions)
+        truncated = not terminated and (self._infra_error is not None or self._steps >= self.max_steps)
         self._done = terminated or truncated
         self._last_observation = result.output
         return result.output, reward, terminated, truncated, self._info(name, ok=result.ok)
@@ -120,7 +148,7 @@ class ToolEnv(gym.Env[str, str]):
             "steps": self._steps, "max_steps": self.max_steps,
             "submissions": self._submissions, "max_submissions": self.max_submissions,
             "solved": self._solved, "code_written": self._tools.code is not None,
-            **self._extra_info(), "test_report": self._last_report,
+            **self._extra_info(), "test_report": self._last_report, "infra_error": self._infra_error,
         }
 
     @property

@@ -12,7 +12,10 @@ Spec (Gymnasium):
 * **terminated**: a submission passed, or ``max_submissions`` submissions were made
   (``max_submissions`` = repair iterations + 1). **truncated**: the step budget ran out.
 * **info**: task id and name, the tool called, whether it succeeded, budgets used, and
-  the latest test report (``test_report``), never wall-clock timings.
+  the latest test report (``test_report``), never wall-clock timings; ``infra_error``:
+  None, or the message of the infrastructure failure (the sandbox failed) that ended the
+  episode with ``truncated=True`` (such an episode is not scored).
+* ``step`` never raises, whatever the action (see :meth:`ToolEnv.step`).
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ Spec (Gymnasium), the shape of ``gym_repost/Function-v0``:
 * **info**: task id and name, the tool called, whether it succeeded, budgets used, the
   best blend so far, and the latest report (``test_report``: ``passed``, ``status``,
   metrics, relative metrics, ``reward``, failing tests, missing lines and branches,
-  surviving mutants), never wall-clock timings.
+  surviving mutants), never wall-clock timings; ``infra_error`` as in ``Function-v0``.
+* ``step`` never raises, whatever the action (see :meth:`ToolEnv.step`).
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ pass threshold (0.9 of the repository's own tests by default); pass@k counts tho
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import threading
 import traceback
@@ -27,9 +28,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
+from gym_repost import bounded_json
 from gym_repost.env.function_env import FunctionEnv
 from gym_repost.env.testfile_env import TestFileEnv
-from gym_repost.errors import InfrastructureError, PolicyError
+from gym_repost.errors import InfrastructureError, PolicyError, UntrustedDataError
 from gym_repost.evaluate.records import Episode, RunConfig, RunDir
 from gym_repost.evaluate.summary import summarize
 from gym_repost.policy.loader import PolicyFactory
@@ -83,15 +85,28 @@ def _play(env: FunctionEnv | TestFileEnv, policy: Any, task: Task, sample: int, 
     while True:
         action = _act(policy, obs, info)
         obs, reward, terminated, truncated, info = env.step(action)
+        if info.get("infra_error"):
+            raise InfrastructureError(info["infra_error"])
         outcome["reward"] += reward
         if info["tool"] == "submit" and info["ok"] and info["test_report"] is not None:
             outcome["submissions"].append(bool(info["test_report"]["passed"]))
-        trajectory.append({"action": action, "observation": obs[:_MAX_OBS_CHARS],
+        trajectory.append({"action": _recordable(action), "observation": obs[:_MAX_OBS_CHARS],
                            "reward": reward, "tool": info["tool"], "ok": info["ok"]})
         if terminated or truncated:
             outcome.update(terminated=terminated, truncated=truncated, steps=info["steps"],
                            last_report=info["test_report"])
             return outcome
+
+
+def _recordable(action: Any) -> Any:
+    """The action as the trajectory keeps it: a plain JSON copy, or what was wrong with it
+    (the environment said so too; an action must not break the run's files)."""
+    try:
+        copy = bounded_json.plain_copy(action)
+        json.dumps(copy, ensure_ascii=False).encode("utf-8")
+        return copy
+    except (UntrustedDataError, UnicodeEncodeError) as exc:
+        return {"unrecordable_action": f"{bounded_json.type_name(action)}: {exc}"[:500]}
 
 
 def run_episode(task: Task, sample: int, factory: PolicyFactory, sandbox: Sandbox,

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
+from gym_repost import bounded_json
+from gym_repost.errors import UntrustedDataError
 from gym_repost.sandbox.base import RunResult
 
 MARK = "@@gym-repost@@"
@@ -114,11 +115,14 @@ def _strip_marks(text: str) -> str:
 
 
 def _harness_report(stderr: str) -> dict[str, Any] | None:
+    """The last report line of ``stderr``; None when there is none or it is not a JSON
+    object within :mod:`gym_repost.bounded_json`'s limits (the code under test writes to
+    the same stderr and may forge or garble it)."""
     for line in reversed(stderr.split("\n")):
         if line.startswith(MARK):
             try:
-                data = json.loads(line[len(MARK):])
-            except json.JSONDecodeError:
+                data = bounded_json.loads(line[len(MARK):])
+            except UntrustedDataError:
                 return None
             return data if isinstance(data, dict) else None
     return None
@@ -155,12 +159,24 @@ def parse_run(result: RunResult, token: str) -> TestReport:
         return TestReport(passed=False, status="error", exception=_exit_reason(result),
                           message=_exit_message(result), stderr=_strip_marks(result.stderr)[-_TAIL:],
                           **common)
-    return TestReport(
-        passed=False, status="failed" if data.get("status") == "failed" else "error",
-        exception=data.get("exception"), message=str(data.get("message", ""))[:2000],
-        assertion=Assertion(**data["assertion"]) if data.get("assertion") else None,
-        frames=[Frame(**f) for f in data.get("frames", [])],
-        in_candidate=bool(data.get("in_candidate")), stderr=_trim_stderr(result.stderr), **common)
+    try:
+        return TestReport(
+            passed=False, status="failed" if data.get("status") == "failed" else "error",
+            exception=data.get("exception"), message=str(data.get("message", ""))[:2000],
+            assertion=Assertion.model_validate(data["assertion"]) if data.get("assertion") else None,
+            frames=[Frame.model_validate(f) for f in _as_list(data.get("frames"))],
+            in_candidate=bool(data.get("in_candidate")), stderr=_trim_stderr(result.stderr), **common)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        return TestReport(passed=False, status="error", exception="MalformedReport",
+                          message=f"the run's report is malformed ({where}: {first['msg']}); the code under "
+                          "test may have written to stderr in the harness's format",
+                          stderr=_strip_marks(result.stderr)[-_TAIL:], **common)
+
+
+def _as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [] if value is None else [value]
 
 
 def _exit_reason(result: RunResult) -> str:

@@ -11,11 +11,19 @@ import pytest
 from testfile_tasks import FILES, FOCAL, GROUND_TRUTH, make_testfile_task
 
 from gym_repost.analysis.mutation import generate_mutants
-from gym_repost.analysis.mutation_runner import MutantOutcome, TestFileRun, run_test_file, select_mutants
-from gym_repost.analysis.testfile_report import score_test_file
+from gym_repost.analysis.mutation_runner import (
+    MARK,
+    MutantOutcome,
+    TestFileRun,
+    parse_report,
+    run_test_file,
+    select_mutants,
+)
+from gym_repost.analysis.testfile_report import build_report, score_test_file
 from gym_repost.analysis.testfile_scoring import metrics_from_run
 from gym_repost.errors import SandboxError
 from gym_repost.sandbox import Sandbox, get_sandbox
+from gym_repost.sandbox.base import RunResult
 
 
 def _find(run: TestFileRun, original: str, replacement: str) -> MutantOutcome:
@@ -208,3 +216,37 @@ def test_a_sandbox_python_without_pytest_is_an_infrastructure_error(tmp_path: Pa
     with get_sandbox("local", python=str(venv / "bin" / "python")) as bare:
         with pytest.raises(SandboxError, match="lacks pytest or coverage"):
             run_test_file(bare, make_testfile_task(), GROUND_TRUTH)
+
+
+@pytest.mark.parametrize(("report", "expected"), [
+    ('{"status": "completed", "tests": "abc"}', "malformed"),
+    ('{"status": "completed", "tests": [{"nodeid": 1, "outcome": "passed"}]}', "malformed"),
+    ('{"status": "completed", "tests": [{"nodeid": "t", "outcome": "won"}]}', "malformed"),
+    ('{"status": "completed", "tests": [7]}', "malformed"),
+    ('{"status": "completed", "collection_errors": [{"nodeid": "t"}]}', "malformed"),
+    ('{"status": "completed", "coverage": {"executed_lines": [1, "x"], "missing_lines": [], '
+     '"executed_branches": [], "missing_branches": []}}', "malformed"),
+    ('{"status": "completed", "coverage": {"executed_lines": [], "missing_lines": [], '
+     '"executed_branches": [[1]], "missing_branches": []}}', "malformed"),
+    ('{"status": "completed", "coverage": [1]}', "malformed"),
+    ('{"status": "completed", "coverage": {"executed_lines": []}}', "malformed"),
+    ("[" * 100_000 + "]" * 100_000, "without a report"),
+])
+def test_a_forged_or_garbled_report_is_a_crashed_run(report: str, expected: str) -> None:
+    task = make_testfile_task()
+    mutants, population = select_mutants(FOCAL, 5, 0)
+    result = RunResult(returncode=0, stdout=f"{MARK}tok {report}\n", stderr="")
+    run = parse_report(result, "tok", mutants, population)
+    assert run.status == "crashed" and expected in run.message, run.message
+    assert [m.status for m in run.mutants] == ["not run"] * len(mutants)
+    text = build_report(task, run).to_text()
+    assert "does not run" in text and expected in text
+
+
+def test_unknown_statuses_in_a_report_are_not_scored() -> None:
+    mutants, population = select_mutants(FOCAL, 3, 0)
+    report = ('{"status": "sideways", "tests": [{"nodeid": "t", "outcome": "passed"}], '
+              '"mutants": [{"id": 0, "status": "vanquished"}, {"id": 1, "status": "killed", "killed_by": 5}]}')
+    run = parse_report(RunResult(returncode=0, stdout=f"{MARK}tok {report}\n", stderr=""), "tok", mutants, population)
+    assert run.status == "crashed" and [t.outcome for t in run.tests] == ["passed"]
+    assert [m.status for m in run.mutants] == ["not run", "killed", "not run"] and run.mutants[1].killed_by == "5"
