@@ -25,7 +25,8 @@ from gym_repost.task import FunctionTask, Target
 MAX_CANDIDATE_CHARS = 200_000
 """Longest candidate accepted; longer ones are rejected with an explanation."""
 
-_FENCE = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
+_FENCE = re.compile(r"```[ \t]*+([\w+-]*+)[^\n`]*+\n(.*?)(?:```|\Z)", re.DOTALL)
+"""A fenced block; possessive quantifiers keep it linear on text full of backticks."""
 
 
 def extract_code_block(text: str) -> str | None:

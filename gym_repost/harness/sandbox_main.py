@@ -58,6 +58,7 @@ def _short_repr(value):
         text = repr(value)
     except BaseException as exc:  # noqa: BLE001 - a broken __repr__ must not hide the verdict
         text = "<repr failed: %s>" % type(exc).__name__
+    text = _ADDRESS.sub("", text)  # the same value reads the same in every run
     if len(text) > _MAX_REPR:
         text = text[: _MAX_REPR // 2] + " ... " + text[-_MAX_REPR // 2:]
     return text

@@ -80,3 +80,12 @@ def test_dedent_and_indent_leave_string_interiors_alone() -> None:
     code = "    x = '''\n  keep\n'''\n    y = 1"
     assert dedent_code(code) == "x = '''\n  keep\n'''\ny = 1"
     assert indent_code("x = '''\nkeep\n'''\ny = 1", "  ") == "  x = '''\nkeep\n'''\n  y = 1"
+
+
+@pytest.mark.parametrize("text", ["`" * 199_000, "```" + "a" * 199_000, "```py" + "`" * 100_000])
+def test_fence_search_is_linear_on_backtick_floods(text: str) -> None:
+    import time
+
+    started = time.process_time()
+    extract_code_block(text)
+    assert time.process_time() - started < 2.0  # was 47-54 s: quadratic backtracking

@@ -97,7 +97,7 @@ def test_generate_and_repair_sends_the_failure_back(api: str, server: ScriptedLL
     assert "Sum of scaled values" in prompt and "math.floor(total)" not in prompt
     assert "tools" not in server.requests[0].body
     repair = server.requests[1].last_text()
-    assert "Your function failed the tests" in repair and "AssertionError" in repair
+    assert "Your function failed the tests" in repair and "WrongBehaviour" in repair
     assert "left side:" in repair and "assert score(values, cap) == score_new_implementation" in repair
     assert episode.stats["model_answers"] == 2 and episode.stats["llm_calls"] == 2
 
