@@ -55,7 +55,7 @@ def test_self_repair_continues_until_submissions_are_spent(method_task: Function
     env.step(_write("def add(self, amount):\n    return self.value\n"))
     obs, reward, terminated, _, info = env.step(SUBMIT)
     assert (reward, terminated) == (0.0, False)
-    assert "Submission failed (1 submission left)" in obs and "left side" in obs
+    assert "Submission failed (1 submission left)" in obs and "your code returned 5" in obs
     env.step(_write(method_task.ground_truth))
     obs, reward, terminated, _, info = env.step(SUBMIT)
     assert (reward, terminated, info["submissions"]) == (1.0, True, 2)

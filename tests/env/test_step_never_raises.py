@@ -252,9 +252,13 @@ def test_a_sandbox_failure_truncates_with_infra_error(function_task: FunctionTas
     assert "episode is over" in obs
 
 
+SOLUTIONS: dict[str, str] = {}
+"""Answers the test policies below are given by the tests (policies see only a task view)."""
+
+
 class _WriteThenSubmit:
     def reset(self, task: Any, observation: str, info: dict[str, Any], *, seed: int) -> None:
-        self.code = task.ground_truth
+        self.code = SOLUTIONS[task.id]
 
     def act(self, observation: str, info: dict[str, Any]) -> dict[str, Any]:
         if info["code_written"]:
@@ -263,6 +267,7 @@ class _WriteThenSubmit:
 
 
 def test_the_runner_records_a_sandbox_failure_as_an_infrastructure_error(function_task: FunctionTask) -> None:
+    SOLUTIONS[function_task.id] = function_task.ground_truth
     config = RunConfig(tasks="mem", tasks_digest=tasks_digest([function_task]), policy="write-then-submit")
     episode, _ = run_episode(function_task, 0, _WriteThenSubmit, BrokenSandbox(), config)
     assert episode.status == "infra_error" and "sandbox worker 4242 died" in episode.infra_error
@@ -289,7 +294,7 @@ class _HostileThenSolves:
     def reset(self, task: Any, observation: str, info: dict[str, Any], *, seed: int) -> None:
         self.actions: list[Any] = [object(), {"tool": "read_file", "args": {"path": "\ud800"}}, _deep_list(50),
                                    EvilDict({"tool": "list_files"}), b"\xff", "[" * 10_000,
-                                   {"tool": "write_code", "args": {"code": task.ground_truth}},
+                                   {"tool": "write_code", "args": {"code": SOLUTIONS[task.id]}},
                                    {"tool": "submit"}]
 
     def act(self, observation: str, info: dict[str, Any]) -> Any:
@@ -298,6 +303,7 @@ class _HostileThenSolves:
 
 def test_the_runner_records_hostile_actions_and_scores_the_episode(function_task: FunctionTask, sandbox: Sandbox,
                                                                    tmp_path: Path) -> None:
+    SOLUTIONS[function_task.id] = function_task.ground_truth
     config = RunConfig(tasks="mem", tasks_digest=tasks_digest([function_task]), policy="hostile", max_steps=10)
     summary = evaluate([function_task], _HostileThenSolves, config, RunDir(tmp_path), sandbox)
     assert summary["pass@1"] == 1.0 and summary["infra_errors"] == 0
