@@ -334,8 +334,10 @@ def _validation_table(results: list[Any]) -> Table:
                   if r.mutants and r.mutants.total else "-")
         do_nothing = "-" if r.do_nothing is None else ("[red]ACCEPTED[/]" if r.accepts_do_nothing else "rejected")
         cov = "-" if r.coverage is None else f"{100 * r.coverage.branch_coverage:.0f}% ({r.coverage.branches})"
-        table.add_row(r.task_name, "[green]pass[/]" if r.passed else "[red]FAIL[/]", do_nothing,
-                      killed, cov, r.cause)
+        verdict = ("[green]pass[/]" if r.passed else "[red]FAIL[/]") + (
+            " [yellow](nondeterministic)[/]" if r.nondeterministic else "")
+        table.add_row(r.task_name, verdict, do_nothing, killed, cov,
+                      r.cause or "; ".join(r.nondeterministic[:2]))
     return table
 
 
@@ -348,6 +350,8 @@ def _validation_totals(results: list[Any]) -> dict[str, Any]:
         "tasks": len(results), "ground_truth_passed": len(passed),
         "ground_truth_failed": [{"task": r.task_name, "cause": r.cause} for r in results if not r.passed],
         "accepts_do_nothing": [r.task_name for r in passed if r.accepts_do_nothing],
+        "nondeterministic": [r.task_name for r in passed if r.nondeterministic],
+        "verdict_modes": {mode: sum(r.verdict_mode == mode for r in passed) for mode in ("inputs", "driver")},
         "mutants_killed": killed, "mutants_total": total,
         "mutant_kill_rate": killed / total if total else None,
         "mean_branch_coverage": sum(covs) / len(covs) if covs else None,
@@ -357,6 +361,7 @@ def _validation_totals(results: list[Any]) -> dict[str, Any]:
 def _validation_record(r: Any) -> dict[str, Any]:
     return {"task_id": r.task_id, "task": r.task_name, "ground_truth_passed": r.passed,
             "cause": r.cause, "accepts_do_nothing": r.accepts_do_nothing,
+            "verdict_mode": r.verdict_mode, "nondeterministic": r.nondeterministic,
             "mutants_killed": r.mutants.killed + r.mutants.timeouts if r.mutants else None,
             "mutant_timeouts": r.mutants.timeouts if r.mutants else None,
             "mutants_total": r.mutants.total if r.mutants else None,
@@ -419,6 +424,12 @@ def _print_validation_totals(totals: dict[str, Any]) -> None:
     flagged = totals["accepts_do_nothing"]
     console.print(f"tests that accept a do-nothing candidate: [bold]{len(flagged)}[/]"
                   + (": " + ", ".join(flagged) if flagged else ""))
+    unstable = totals["nondeterministic"]
+    console.print(f"nondeterministic tests (differing fields not compared; keep out of eval): [bold]{len(unstable)}[/]"
+                  + (": " + ", ".join(unstable) if unstable else ""))
+    modes = totals["verdict_modes"]
+    console.print(f"verdicts by replayed inputs: {modes['inputs']}, by tests run beside the candidate: "
+                  f"{modes['driver']}")
     for failure in totals["ground_truth_failed"]:
         console.print(f"[red]ground truth fails[/] {failure['task']}: {failure['cause']}", highlight=False)
 

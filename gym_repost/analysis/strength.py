@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from gym_repost.analysis.coverage import FunctionCoverage, measure_coverage
 from gym_repost.analysis.mutation import MutationScore, generate_mutants, mutation_score, sample_mutants
 from gym_repost.construct.packages import distribution_for
-from gym_repost.harness import do_nothing_candidate, run_function_tests
+from gym_repost.harness import do_nothing_candidate, reference_for, run_function_tests
 from gym_repost.harness.report import TestReport
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask
@@ -61,6 +61,11 @@ class TaskValidation:
     mutants: MutationScore | None = None
     surviving: list[SurvivingMutant] = field(default_factory=list)
     coverage: FunctionCoverage | None = None
+    verdict_mode: str | None = None
+    """How candidates are judged: ``inputs`` (recorded calls replayed without the tests) or
+    ``driver`` (the tests run beside the candidate, the record taken alongside)."""
+    nondeterministic: list[str] = field(default_factory=list)
+    """What differed between two runs of the ground truth (not compared; keep out of eval)."""
 
     @property
     def passed(self) -> bool:
@@ -119,6 +124,8 @@ def validate_task(sandbox: Sandbox, task: FunctionTask, *, mutants: int = 10, se
     baseline = time.monotonic() - started
     if not result.passed:
         return result
+    reference = reference_for(sandbox, task)
+    result.verdict_mode, result.nondeterministic = reference.mode, list(reference.nondeterministic)
     result.do_nothing = run_function_tests(sandbox, task, do_nothing_candidate(task),
                                            timeout=mutant_timeout(task, baseline))
     if mutants > 0:

@@ -33,11 +33,14 @@ class QualityThresholds:
     min_assertions: int = 3
     mutants: int = 10
     seed: int = 0
+    reject_nondeterministic: bool = False
+    """Drop tasks whose ground truth behaves differently in two runs (the eval split)."""
 
     @classmethod
     def for_split(cls, split: Split, **overrides: float | int) -> QualityThresholds:
-        """RepoST's thresholds: branch coverage >= 80% for train, 100% for eval."""
-        return cls(min_branch_coverage=1.0 if split == "eval" else 0.8, **overrides)  # type: ignore[arg-type]
+        """RepoST's thresholds: branch coverage >= 80% for train, 100% for eval; eval is deterministic."""
+        return cls(min_branch_coverage=1.0 if split == "eval" else 0.8,  # type: ignore[arg-type]
+                   reject_nondeterministic=split == "eval", **overrides)
 
 
 @dataclass
@@ -179,6 +182,9 @@ def _judge(report: QualityReport, validation: TaskValidation, thresholds: Qualit
         report.mutants = validation.mutants.total
     if validation.accepts_do_nothing:
         report.reason, report.detail = "tests accept a do-nothing candidate", ""
+    elif thresholds.reject_nondeterministic and validation.nondeterministic:
+        report.reason = "nondeterministic tests (eval split)"
+        report.detail = "; ".join(validation.nondeterministic[:3])
     elif report.branch_coverage is not None and report.branch_coverage < thresholds.min_branch_coverage:
         report.reason = "branch coverage below threshold"
         report.detail = f"{100 * report.branch_coverage:.0f}% < {100 * thresholds.min_branch_coverage:.0f}%"

@@ -1,0 +1,110 @@
+"""The verdict from records: what is compared, what counts as nondeterministic, what is shown."""
+
+from __future__ import annotations
+
+import textwrap
+
+from conftest import build_task
+
+from gym_repost.analysis.strength import validate_task
+from gym_repost.construct.quality import QualityReport, QualityThresholds, _judge
+from gym_repost.harness import do_nothing_candidate, reference_for, run_function_tests
+from gym_repost.harness.report import TestReport
+from gym_repost.harness.verdict import Record, Reference, compare, merge_runs, parse_record
+from gym_repost.sandbox.base import Sandbox
+from gym_repost.task import FunctionTask
+
+UNSTABLE_SCRIPT = textwrap.dedent('''\
+    import uuid
+
+
+    def tag(values):
+        """The values doubled; logs a fresh id."""
+        print("request", uuid.uuid4().hex)
+        return [2 * v for v in values]
+
+
+    def test_tag():
+        for values in ([1, 2], [], [5]):
+            assert tag(values) == tag_new_implementation(values)
+
+
+    if __name__ == "__main__":
+        test_tag()
+    ''')
+
+MUTATING_SCRIPT = textwrap.dedent('''\
+    def normalise(items):
+        """Sort ``items`` in place and drop duplicates; return how many were dropped."""
+        before = len(items)
+        items[:] = sorted(set(items))
+        return before - len(items)
+
+
+    def test_normalise():
+        for items in ([3, 1, 3], [], [2, 2, 2]):
+            a, b = list(items), list(items)
+            assert normalise(a) == normalise_new_implementation(b)
+
+
+    if __name__ == "__main__":
+        test_normalise()
+    ''')
+
+
+def _task(script: str, name: str) -> FunctionTask:
+    return build_task(script, name, {"m.py": script.split("\n\ndef test_")[0]}, "m.py")
+
+
+def test_a_nondeterministic_test_is_flagged_and_its_unstable_fields_are_not_compared(sandbox: Sandbox) -> None:
+    task = _task(UNSTABLE_SCRIPT, "tag")
+    reference = reference_for(sandbox, task)
+    assert reference.passed and reference.nondeterministic
+    assert all(call["o"] == "*" and call["r"] != "*" for call in reference.calls)  # it prints a fresh id
+    assert run_function_tests(sandbox, task, task.ground_truth.replace("2 * v", "v + v")).passed
+    assert not run_function_tests(sandbox, task, do_nothing_candidate(task)).passed
+    validation = validate_task(sandbox, task, mutants=0)
+    assert validation.nondeterministic
+    report = _judge(QualityReport(), validation, QualityThresholds.for_split("eval"))
+    assert report.reason == "nondeterministic tests (eval split)"
+    assert _judge(QualityReport(), validation, QualityThresholds.for_split("train")).passed
+
+
+def test_arguments_changed_by_the_call_are_compared(sandbox: Sandbox) -> None:
+    task = _task(MUTATING_SCRIPT, "normalise")
+    assert reference_for(sandbox, task).mode == "inputs"
+    # returns the right count but leaves the list as it was: the tests (which compare only
+    # the return values) would accept it; the record does not
+    lazy = ("def normalise(items):\n    return len(items) - len(set(items))\n")
+    report = run_function_tests(sandbox, task, lazy)
+    assert not report.passed and "arguments (or object) after the call" in report.message
+    assert not run_function_tests(sandbox, task, do_nothing_candidate(task)).passed
+
+
+def test_the_verdict_never_shows_the_expected_value(sandbox: Sandbox, function_task: FunctionTask) -> None:
+    report = run_function_tests(sandbox, function_task, "def score(values, cap=100):\n    return 41\n")
+    assert not report.passed and "your code returned 41" in report.to_text()
+    expected = str(sum(min(100, v * 10) for v in [1, 2, 3]))
+    assert expected not in report.to_text().replace("[1, 2, 3]", "")
+
+
+def test_hostile_record_lines_are_no_record() -> None:
+    line = "\n@@gym-repost@@record "
+    for body in ["[" * 100_000, '{"calls": [{"a": 1}], "overflow": 0, "completed": true, "inputs": null}',
+                 '{"calls": "x", "overflow": 0, "completed": true}', "null", '{"calls": []}',
+                 '{"calls": [], "overflow": 0, "completed": true, "inputs": [1]}', "x" * 9_000_000]:
+        assert parse_record(line + body + "\n") is None
+    good = parse_record(line + '{"calls": [{"a": "1"}], "overflow": 0, "completed": true, "inputs": null}\n')
+    assert good is not None and good.calls == [{"a": "1"}]
+
+
+def test_merging_two_runs_masks_what_differs() -> None:
+    first = Record([{"a": "1", "r": "2"}, {"a": "3", "r": "4"}], 0, True, None)
+    second = Record([{"a": "1", "r": "2"}, {"a": "3", "r": "5"}], 0, True, None)
+    calls, notes = merge_runs(first, second)
+    assert calls == [{"a": "1", "r": "2"}, {"a": "3", "r": "*"}] and notes == ["call 2: return value"]
+    reference = Reference(passed=True, report=TestReport(passed=True, status="passed"), calls=calls,
+                          nondeterministic=notes)
+    assert compare(reference, Record([{"a": "1", "r": "2"}, {"a": "3", "r": "anything"}], 0, True, None)) is None
+    assert "call 1" in (compare(reference, Record([{"a": "1", "r": "9"}, {"a": "3"}], 0, True, None)) or "")
+    assert "called your function 1 time" in (compare(reference, Record([{"a": "1", "r": "2"}], 0, True, None)) or "")
