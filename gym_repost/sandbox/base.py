@@ -69,6 +69,9 @@ class SandboxLimits(BaseModel):
     """Processes and threads the run may have at once (RLIMIT_NPROC)."""
     max_file_size_mb: int = Field(default=64, gt=0)
     """Largest file the run may write, in MiB (RLIMIT_FSIZE)."""
+    disk_mb: int = Field(default=256, gt=0)
+    """What a run may write in all, in MiB: its directory, ``/tmp`` and ``/dev/shm``
+    together (one tmpfs of this size per run); past it writes fail with ENOSPC."""
     max_output_bytes: int = Field(default=1_000_000, gt=0)
     """Bytes kept of stdout and of stderr each (head and tail)."""
 
