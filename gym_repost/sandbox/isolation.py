@@ -317,6 +317,9 @@ class FilesystemPlan:
         self.aliases = list(aliases or [])
         self.inner_root = inner_root
         self.tmpfs_size_mb = tmpfs_size_mb
+        self.scratch_shown: list[str] = []
+        """Shown paths below ``/tmp`` or ``/dev/shm`` (set up by :func:`setup_filesystem`),
+        which each run's scratch space must show again: :func:`mount_run_scratch`."""
 
     def shown_paths(self) -> list[str]:
         """Every host path bound read-only (outermost only, existing, without duplicates)."""
@@ -357,6 +360,8 @@ def setup_filesystem(plan: FilesystemPlan) -> list[str]:
     fds = {p: _open_source(p) for p in sources if os.path.lexists(p)}
     try:
         _cover_with_tmpfs(_STAGE, 0o755, 8)
+        for directory in ("/tmp", "/dev/shm"):  # first: shown paths may lie below them
+            _cover_with_tmpfs(_STAGE + directory, 0o1777, plan.tmpfs_size_mb)
         for path in shown:
             _place(fds, path, _STAGE + path)
         for directory, names in views.items():
@@ -371,6 +376,7 @@ def setup_filesystem(plan: FilesystemPlan) -> list[str]:
                 os.close(fd)
     mount("proc", _STAGE + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY)
     pivot_root(_STAGE)
+    plan.scratch_shown = [p for p in shown if _under_scratch(p)]
     return remount_read_only({"/tmp", plan.inner_root, "/dev/shm"})
 
 
@@ -382,11 +388,13 @@ def _populate(plan: FilesystemPlan, fds: dict[str, int | None]) -> None:
     for name, target in DEV_LINKS.items():
         if not os.path.lexists(f"{_STAGE}/dev/{name}"):
             os.symlink(target, f"{_STAGE}/dev/{name}")
-    _cover_with_tmpfs(_STAGE + "/tmp", 0o1777, plan.tmpfs_size_mb)
-    _cover_with_tmpfs(_STAGE + "/dev/shm", 0o1777, plan.tmpfs_size_mb)
     for alias in plan.aliases:
         os.makedirs(_STAGE + alias, mode=0o755, exist_ok=True)
     _place(fds, plan.host_dir, _STAGE + plan.inner_root)
+
+
+def _under_scratch(path: str) -> bool:
+    return path.startswith(("/tmp/", "/dev/shm/"))
 
 
 def _open_source(path: str) -> int | None:
@@ -437,12 +445,14 @@ def _cover_with_tmpfs(directory: str, mode: int, size_mb: int) -> None:
           f"mode={mode:o},size={size_mb}m,nr_inodes=65536")
 
 
-def mount_run_scratch(run_dir: str, size_mb: int, uid: int | None) -> None:
+def mount_run_scratch(run_dir: str, size_mb: int, uid: int | None,
+                      shown: list[str] | None = None) -> None:
     """Give a run one tmpfs of ``size_mb`` for its directory, ``/tmp`` and ``/dev/shm``.
 
     Everything the run can write is on it, so ``size_mb`` bounds the run's disk use as a
     whole (a write past it fails with ENOSPC), and the pages count against the memory
-    cgroup of the run that wrote them.
+    cgroup of the run that wrote them. ``shown``: read-only paths below ``/tmp`` or
+    ``/dev/shm`` (an interpreter or package cache there), bound again on top.
     """
     _cover_with_tmpfs(SCRATCH, 0o755, size_mb)
     done: list[str] = []
@@ -452,8 +462,10 @@ def mount_run_scratch(run_dir: str, size_mb: int, uid: int | None) -> None:
             os.chmod(f"{SCRATCH}/{name}", mode)
             if uid is not None and name == "work":
                 os.chown(f"{SCRATCH}/work", uid, uid)
+        for path in shown or []:
+            _place_again(path, _scratch_target(path))
         for name, target in (("work", run_dir), ("tmp", "/tmp"), ("shm", "/dev/shm")):
-            mount(f"{SCRATCH}/{name}", target, None, MS_BIND)
+            mount(f"{SCRATCH}/{name}", target, None, MS_BIND | MS_REC)
             done.append(target)
     except OSError:
         for target in reversed(done):
@@ -461,6 +473,24 @@ def mount_run_scratch(run_dir: str, size_mb: int, uid: int | None) -> None:
         raise
     finally:
         _libc().umount2(_encode(SCRATCH), MNT_DETACH)
+
+
+def _scratch_target(path: str) -> str:
+    if path.startswith("/tmp/"):
+        return f"{SCRATCH}/tmp/{path[len('/tmp/'):]}"
+    return f"{SCRATCH}/shm/{path[len('/dev/shm/'):]}"
+
+
+def _place_again(path: str, target: str) -> None:
+    if os.path.islink(path):
+        os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+        os.symlink(os.readlink(path), target)
+        return
+    fds = {path: _open_source(path)}
+    try:
+        _place(fds, path, target)
+    finally:
+        os.close(fds[path])  # type: ignore[arg-type]
 
 
 def unmount_run_scratch(run_dir: str) -> None:

@@ -484,9 +484,12 @@ class LocalSandbox(Sandbox):
     @property
     def site_packages(self) -> list[str] | None:
         """Distributions of the interpreter's site-packages that runs see; None: all."""
-        if self.config.site_packages is not None:
-            return None if "*" in self.config.site_packages else list(self.config.site_packages)
-        return None if self.config.python is not None else list(BASE_PACKAGES)
+        wanted = self.config.site_packages
+        if wanted is None:
+            wanted = None if self.config.python is not None else list(BASE_PACKAGES)
+        if wanted is None or "*" in wanted:
+            return None
+        return [*wanted, "pip"]  # install() runs pip inside
 
     def memory_cap(self) -> dict[str, object]:
         """How the memory of a run is bounded here: a cgroup for all its processes, or

@@ -78,6 +78,8 @@ TRASH = ".trash"
 EXIT_HOST_GONE = 3
 """Exit status of PID 1 when its request pipe ended without an ``exit`` request."""
 _CHUNK = 1 << 16
+DISK_MB = 256
+"""A run's disk quota when the request's limits name none."""
 
 
 # ---------------------------------------------------------------- protocol
@@ -678,7 +680,8 @@ class Server:
     """PID 1 of the sandbox: reads requests, hands each to a fresh (pre-forked) child."""
 
     def __init__(self, config: Message, fds: tuple[int, int, int], mode: str,
-                 run_cgroup: int | None = None) -> None:
+                 run_cgroup: int | None = None, scratch_shown: list[str] | None = None
+                 ) -> None:
         self.config = config
         self.run_cgroup = run_cgroup
         self.req_fd, self.resp_fd, self.janitor_fd = fds
@@ -696,6 +699,7 @@ class Server:
         self.spare: Spare | None = None
         self.next_run_dir: str | None = None
         self.scratch_mounted: str | None = None
+        self.scratch_shown: list[str] = scratch_shown or []
 
     def run_environment(self, run_dir: str, caller_env: Message) -> Message:
         """The scrubbed environment of a run, plus what the caller passed."""
@@ -755,8 +759,9 @@ class Server:
         try:
             run_dir = run_dir or self.make_run_dir()
             if self.namespaced and not request.get("keep"):
-                disk = int({**self.limits, **(request.get("limits") or {})}["disk_mb"])
-                isolation.mount_run_scratch(run_dir, disk, self.uid)
+                limits = {**self.limits, **(request.get("limits") or {})}
+                isolation.mount_run_scratch(run_dir, int(limits.get("disk_mb") or DISK_MB),
+                                            self.uid, self.scratch_shown)
                 self.scratch_mounted = run_dir
             reply = self.run(request, run_dir)
         except Exception as exc:  # noqa: BLE001 - reported to the host as an infra error
@@ -1088,11 +1093,11 @@ def server_main(config: Message, fds: tuple[int, int, int], mode: str,
     try:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the outer's handler is not ours
         isolation.set_parent_death_signal(signal.SIGKILL)
-        pid1, warnings = os.getpid(), []
+        pid1, warnings, scratch_shown = os.getpid(), [], []
         if mode != "none":
             pid1 = int(os.readlink("/proc/self"))  # still the host's /proc: host-visible pid
             try:
-                warnings = _isolate_filesystem(config, mode)
+                warnings, scratch_shown = _isolate_filesystem(config, mode)
             except OSError as exc:
                 message = exc.strerror if isinstance(exc, isolation.IsolationError) else str(exc)
                 write_message(fds[1], {"ready": False, "unavailable": True, "error": message})
@@ -1104,7 +1109,7 @@ def server_main(config: Message, fds: tuple[int, int, int], mode: str,
         import site
 
         site.main()  # site-packages and .pth files as the sandbox sees them, not the host
-        server = Server(config, fds, mode, run_cgroup)
+        server = Server(config, fds, mode, run_cgroup, scratch_shown)
         loaded, failed = _preload(config.get("preload") or [])
         gc.freeze()  # children's collections then skip (and do not copy) the server's objects
         server.get_ready()
@@ -1121,9 +1126,10 @@ def server_main(config: Message, fds: tuple[int, int, int], mode: str,
     os._exit(code)
 
 
-def _isolate_filesystem(config: Message, mode: str) -> list[str]:
+def _isolate_filesystem(config: Message, mode: str) -> tuple[list[str], list[str]]:
+    plan = filesystem_plan(config)
     try:
-        return isolation.setup_filesystem(filesystem_plan(config))
+        return isolation.setup_filesystem(plan), plan.scratch_shown
     except OSError as exc:
         raise isolation.IsolationError(
             exc.errno or errno.EPERM,
