@@ -486,6 +486,8 @@ class DockerSandbox(Sandbox):
             or image_tag(self.config.env), "env": env_name(self.config.env),
             "workers": self.config.workers, "limits": limits, "cpus": self.config.cpus,
             "memory_limit_mb": self._memory_mb(), "python": self.python,
+            "memory_cap": {"total_memory_mb": self._memory_mb(),
+                           "enforced_by": "the container's cgroup"},
             "packages_volume": self.config.packages_volume, **self._info,
         }
 
