@@ -967,7 +967,8 @@ def filesystem_plan(config: Message) -> isolation.FilesystemPlan:
     the host's site-packages is imported into the worker that warm runs fork from.
     """
     prefixes = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix}
-    shown = [os.path.dirname(os.path.realpath(sys.executable)), *prefixes]
+    venv = venv_prefix()
+    shown = [os.path.dirname(os.path.realpath(sys.executable)), *prefixes, *([venv] if venv else [])]
     shown += [p for p in sys.path[1:] if p and os.path.exists(p)]  # [0]: the worker's own dir
     if config.get("packages_dir"):
         shown.append(config["packages_dir"])
@@ -988,8 +989,9 @@ def site_views(allowed: list[str] | None) -> dict[str, list[str]]:
     """
     import site
 
-    own = [os.path.realpath(p) for p in site.getsitepackages()]
-    if allowed is None and _includes_system_site():
+    venv = venv_prefix()
+    own = [os.path.realpath(p) for p in site.getsitepackages([venv] if venv else None)]
+    if allowed is None and venv and _includes_system_site(venv):
         own += [os.path.realpath(p) for p in
                 site.getsitepackages([sys.base_prefix, sys.base_exec_prefix])]
     others = site.getsitepackages([sys.base_prefix, sys.base_exec_prefix])
@@ -1010,9 +1012,21 @@ def _listdir(path: str) -> list[str]:
     return _ignore_errors(os.listdir, path) or []
 
 
-def _includes_system_site() -> bool:
+def venv_prefix() -> str | None:
+    """The virtual environment of this interpreter, found as ``site`` would (the worker
+    starts with ``-S``, so ``sys.prefix`` is still the base interpreter's)."""
+    if sys.prefix != sys.base_prefix:
+        return sys.prefix
+    bin_dir = os.path.dirname(os.path.abspath(sys.executable))
+    for directory in (bin_dir, os.path.dirname(bin_dir)):
+        if os.path.isfile(os.path.join(directory, "pyvenv.cfg")):
+            return os.path.dirname(bin_dir)
+    return None
+
+
+def _includes_system_site(venv: str) -> bool:
     try:
-        with open(os.path.join(sys.prefix, "pyvenv.cfg"), encoding="utf-8") as handle:
+        with open(os.path.join(venv, "pyvenv.cfg"), encoding="utf-8") as handle:
             lines = [line.partition("=") for line in handle]
     except OSError:
         return False
