@@ -771,6 +771,7 @@ class LeftoverReport:
 
     killed_pids: list[int] = field(default_factory=list)
     removed_dirs: list[str] = field(default_factory=list)
+    removed_cgroups: list[str] = field(default_factory=list)
 
 
 def _marked_processes() -> Iterator[tuple[int, str]]:
@@ -794,6 +795,19 @@ def _gone(pid: int) -> bool:
             return handle.read().rsplit(b")", 1)[1].split()[0] == b"Z"
     except OSError:
         return True
+
+
+def _remove_dead_cgroups() -> list[str]:
+    """Worker cgroups (named like worker directories) whose host died."""
+    parent = cgroups.default_parent()
+    removed = []
+    for name in sorted(os.listdir(parent.path)) if parent and os.path.isdir(parent.path) else []:
+        parts = name[len(DIR_PREFIX):].split("-")
+        if name.startswith(DIR_PREFIX) and len(parts) == 3 \
+                and not _identity_alive(f"{parts[0]}:{parts[1]}"):
+            cgroups.remove(os.path.join(parent.path, name), wait=0.0)
+            removed.append(os.path.join(parent.path, name))
+    return removed
 
 
 def cleanup_leftovers(work_root: str | None = None) -> LeftoverReport:
@@ -824,8 +838,9 @@ def cleanup_leftovers(work_root: str | None = None) -> LeftoverReport:
                 and not _identity_alive(f"{parts[0]}:{parts[1]}"):
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
             removed.append(os.path.join(root, name))
-    if pids or removed:
+    cgroups_removed = _remove_dead_cgroups()
+    if pids or removed or cgroups_removed:
         logger.info("removed %d leftover sandbox processes and %d directories",
                     len(pids), len(removed))
-    return LeftoverReport(killed_pids=pids, removed_dirs=removed)
+    return LeftoverReport(killed_pids=pids, removed_dirs=removed, removed_cgroups=cgroups_removed)
 
