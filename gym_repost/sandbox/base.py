@@ -10,6 +10,11 @@ suite against each):
 * on timeout the whole process tree is killed, and nothing keeps running after
   :meth:`Sandbox.close`;
 * nothing written outside the working directory survives the run or reaches the host;
+* nothing readable but the run's directory, the interpreter and the evaluation
+  environment's packages (no project, task files, datasets, home or host packages);
+* a disk quota per run (``disk_mb``: ENOSPC past it), and a memory cap on all the run's
+  processes together (a cgroup; where none can be made, RLIMIT_AS per process only, as
+  ``describe()["memory_cap"]`` says);
 * a scrubbed environment: only ``PATH``, ``HOME``, ``LANG``, ``TMPDIR``,
   ``PYTHONHASHSEED``, ``PYTHONDONTWRITEBYTECODE`` and what the caller passes in ``env``.
 
