@@ -505,7 +505,7 @@ class LocalSandbox(Sandbox):
         """What a run can read, for :meth:`describe`."""
         if self.config.isolation != "namespaces":
             return {"filesystem": "the host's, read-write where its user may (isolation=none)"}
-        packages = self.site_packages
+        packages = self._info.get("site_packages", self.site_packages)
         return {"filesystem": "allowlist: run directory, interpreter prefix, site-packages "
                               "below, package cache, /usr and /lib*, part of /etc, "
                               "/dev/{null,zero,full,random,urandom}, own /proc",
@@ -705,6 +705,8 @@ class LocalSandbox(Sandbox):
         cfg = self.config
         return {
             "cgroup": cgroup, "site_packages": self.site_packages,
+            "host_prefix": sys.prefix if cfg.site_packages is None else None,
+            "host_packages": [*BASE_PACKAGES, "pip"],
             "isolation": cfg.isolation, "network": network, "warm": cfg.warm and not once,
             "once": once, "uid": uid, "host_dir": host_dir, "packages_dir": self.packages_dir,
             "preload": list(cfg.preload) if cfg.warm and not once else [],

