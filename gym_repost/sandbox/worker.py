@@ -2,14 +2,17 @@
 
 The host (:mod:`gym_repost.sandbox.local`) starts it as a top-level module::
 
-    PYTHON -c BOOTSTRAP .../gym_repost/sandbox --gym-repost-sandbox-worker --host=PID:START CONFIG
+    PYTHON -S -c BOOTSTRAP .../gym_repost/sandbox --gym-repost-sandbox-worker --host=PID:START CONFIG
 
 (``BOOTSTRAP`` puts this directory first on ``sys.path``, imports ``worker`` and calls
 :func:`main`; running ``worker.py`` by path works too). Requests arrive on stdin and
 replies leave on stdout (both moved off fds 0 and 1 at once). It imports only the
 standard library, the sibling ``isolation`` module and the configured preload modules:
 it starts fast (from cached bytecode), under any interpreter >= 3.10, and runs never see
-``gym_repost`` on ``sys.path``.
+``gym_repost`` on ``sys.path``. ``-S``: ``site`` runs in PID 1 only once the sandbox's
+file system is in place (:func:`filesystem_plan`), so the site-packages, ``.pth`` files,
+import finders and path hooks that warm runs inherit are those the sandbox shows, never
+the host's (an editable install's finder pointing into the project, say).
 
 Protocol: each message is a 4-byte big-endian length and a UTF-8 JSON object.
 
@@ -24,10 +27,12 @@ Protocol: each message is a 4-byte big-endian length and a UTF-8 JSON object.
 Process tree in ``namespaces`` mode::
 
     host
-     └─ worker (outer): unshare, mounts, fork, wait
-         └─ server: PID 1 of the new PID namespace, one run at a time
-             └─ run child: own process group, stdio, unprivileged uid, files, rlimits,
-                then the command (warm python runs in-process, anything else via execve)
+     └─ worker (outer): joins its cgroup, unshares, forks, deletes thrown-away runs
+         └─ server: PID 1 of the new PID namespace: builds the root file system from an
+            allowlist and pivots into it, runs ``site``, then serves one run at a time
+             └─ run child: the run's memory cgroup, own process group, stdio, unprivileged
+                uid, files (on the run's tmpfs: disk quota), rlimits, then the command
+                (warm python runs in-process, anything else via execve)
 
 The outer process also deletes finished run directories (renamed by PID 1 into a
 root-only ``.trash``), so that slow deletions stay off the run's critical path; and if
