@@ -1160,8 +1160,8 @@ def server_main(config: Message, fds: tuple[int, int, int], mode: str,
 
 
 def _isolate_filesystem(config: Message, mode: str) -> tuple[list[str], list[str]]:
-    plan = filesystem_plan(config)
     try:
+        plan = filesystem_plan(config)
         return isolation.setup_filesystem(plan), plan.scratch_shown
     except OSError as exc:
         raise isolation.IsolationError(
