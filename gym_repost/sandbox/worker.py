@@ -703,7 +703,8 @@ class Server:
         self.keep_in_tmp = set(os.listdir("/tmp")) if self.namespaced else set()
         self.spare: Spare | None = None
         self.next_run_dir: str | None = None
-        self.scratch_mounted: str | None = None
+        self.scratch: tuple[str, int] | None = None
+        """The run directory whose tmpfs is mounted, and its size in MiB."""
         self.scratch_shown: list[str] = scratch_shown or []
 
     def run_environment(self, run_dir: str, caller_env: Message) -> Message:
@@ -746,10 +747,31 @@ class Server:
             self.get_ready()
 
     def get_ready(self) -> None:
-        """Prepare the next run while idle: its child, its directory."""
+        """Prepare the next run while idle: its child, its directory and scratch space."""
         self.prefork()
         with contextlib.suppress(OSError):  # handle() will try again, and report
             self.next_run_dir = self.make_run_dir()
+            self.provide_scratch(self.next_run_dir, self.limits)
+
+    def provide_scratch(self, run_dir: str, limits: Message, keep: bool = False) -> None:
+        """Put ``run_dir``, ``/tmp`` and ``/dev/shm`` on a tmpfs of the run's disk quota.
+
+        Not for a kept run (a package install): the host reads its directory afterwards,
+        and mounts made in the sandbox's namespace are invisible there.
+        """
+        wanted = None if keep or not self.namespaced else \
+            (run_dir, int(limits.get("disk_mb") or DISK_MB))
+        if self.scratch == wanted:
+            return
+        self.drop_scratch()
+        if wanted is not None:
+            isolation.mount_run_scratch(run_dir, wanted[1], self.uid, self.scratch_shown)
+            self.scratch = wanted
+
+    def drop_scratch(self) -> None:
+        if self.scratch is not None:
+            isolation.unmount_run_scratch(self.scratch[0])
+            self.scratch = None
 
     def make_run_dir(self) -> str:
         run_dir = f"{self.run_root}/run-{self.count}"
@@ -763,11 +785,8 @@ class Server:
         run_dir, self.next_run_dir = self.next_run_dir, None
         try:
             run_dir = run_dir or self.make_run_dir()
-            if self.namespaced and not request.get("keep"):
-                limits = {**self.limits, **(request.get("limits") or {})}
-                isolation.mount_run_scratch(run_dir, int(limits.get("disk_mb") or DISK_MB),
-                                            self.uid, self.scratch_shown)
-                self.scratch_mounted = run_dir
+            self.provide_scratch(run_dir, {**self.limits, **(request.get("limits") or {})},
+                                 keep=bool(request.get("keep")))
             reply = self.run(request, run_dir)
         except Exception as exc:  # noqa: BLE001 - reported to the host as an infra error
             return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}, run_dir
@@ -884,9 +903,8 @@ class Server:
 
     def throw_away(self, run_dir: str) -> None:
         """Hand a finished run directory to the janitor (out of the next run's reach)."""
-        if self.scratch_mounted == run_dir:  # its files are on the run's own tmpfs: drop it
-            self.scratch_mounted = None
-            isolation.unmount_run_scratch(run_dir)
+        if self.scratch is not None and self.scratch[0] == run_dir:
+            self.drop_scratch()  # its files are on the run's own tmpfs: gone with it
         try:
             os.rename(run_dir, f"{self.run_root}/{TRASH}/{os.path.basename(run_dir)}")
             os.write(self.janitor_fd, b".")
