@@ -619,6 +619,11 @@ def _disk_quota(ctx: _Context) -> str:
 _MEMORY_HOG = """
 import os, sys
 children, size_mb = int(sys.argv[1]), int(sys.argv[2])
+try:
+    with open("/proc/self/cgroup") as handle:
+        print("cgroup", [l.strip() for l in handle if "memory" in l or l.startswith("0::")])
+except OSError:
+    pass
 read_end, write_end = os.pipe()
 for _ in range(children):
     if os.fork() == 0:
@@ -653,8 +658,9 @@ def _total_memory_cap(ctx: _Context) -> str:
            f"{children} processes of {size} MiB each outgrew the {total} MiB cap together", r)
     after = ctx.python("print('still fine')")
     expect(after.ok, "the sandbox is broken after a memory hog", after)
+    allocated = r.stdout.strip().splitlines()[-1:] or [f"returncode {r.returncode}"]
     return (f"killed at the {total} MiB cap ({cap.get('enforced_by')}): {children} x {size} "
-            f"MiB; {r.stdout.strip() or f'returncode {r.returncode}'}")
+            f"MiB; {allocated[0]}")
 
 
 @_check("interpreter_packages")

@@ -494,7 +494,7 @@ class LocalSandbox(Sandbox):
     def memory_cap(self) -> dict[str, object]:
         """How the memory of a run is bounded here: a cgroup for all its processes, or
         only RLIMIT_AS per process (and why)."""
-        if self._cgroup_parent is not None:
+        if self._cgroup_parent is not None and self._cgroup_note is None:
             return {"total_memory_mb": self.total_memory_mb,
                     "enforced_by": f"cgroup v{self._cgroup_parent.version}",
                     "cgroup_parent": self._cgroup_parent.path}
@@ -698,6 +698,7 @@ class LocalSandbox(Sandbox):
             return cgroups.create(self._cgroup_parent, name, self.total_memory_mb)
         except OSError as exc:
             logger.warning("no memory cgroup for a sandbox worker (%s): RLIMIT_AS only", exc)
+            self._cgroup_note = f"a worker's cgroup could not be created: {exc}"
             return None
 
     def _worker_config(self, host_dir: str, uid: int | None, network: bool,
