@@ -493,6 +493,11 @@ def _place_again(path: str, target: str) -> None:
         os.close(fds[path])  # type: ignore[arg-type]
 
 
+def detach(path: str) -> None:
+    """Lazily unmount ``path`` and everything mounted below it."""
+    _check(_libc().umount2(_encode(path), MNT_DETACH), f"umount {path}")
+
+
 def unmount_run_scratch(run_dir: str) -> None:
     """Undo :func:`mount_run_scratch` (lazily: the tmpfs goes when its last user does)."""
     for target in (run_dir, "/tmp", "/dev/shm"):

@@ -1283,6 +1283,8 @@ def main(argv: list[str]) -> int:
         os.close(fd)
     code = _outlive_server(pid, trash_fd, wake_r)
     if code == EXIT_HOST_GONE:  # nobody else will remove the worker's directory
+        if mode != "none":  # a run directory still mounted on here could not be removed
+            _ignore_errors(isolation.detach, isolation.INNER_ROOT)
         remove_at(parent_fd, os.path.basename(config["host_dir"]))
     return code if code >= 0 else 128 - code
 
