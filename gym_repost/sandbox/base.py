@@ -10,6 +10,11 @@ suite against each):
 * on timeout the whole process tree is killed, and nothing keeps running after
   :meth:`Sandbox.close`;
 * nothing written outside the working directory survives the run or reaches the host;
+* nothing readable but the run's directory, the interpreter and the evaluation
+  environment's packages (no project, task files, datasets, home or host packages);
+* a disk quota per run (``disk_mb``: ENOSPC past it), and a memory cap on all the run's
+  processes together (a cgroup; where none can be made, RLIMIT_AS per process only, as
+  ``describe()["memory_cap"]`` says);
 * a scrubbed environment: only ``PATH``, ``HOME``, ``LANG``, ``TMPDIR``,
   ``PYTHONHASHSEED``, ``PYTHONDONTWRITEBYTECODE`` and what the caller passes in ``env``.
 
@@ -69,6 +74,9 @@ class SandboxLimits(BaseModel):
     """Processes and threads the run may have at once (RLIMIT_NPROC)."""
     max_file_size_mb: int = Field(default=64, gt=0)
     """Largest file the run may write, in MiB (RLIMIT_FSIZE)."""
+    disk_mb: int = Field(default=256, gt=0)
+    """What a run may write in all, in MiB: its directory, ``/tmp`` and ``/dev/shm``
+    together (one tmpfs of this size per run); past it writes fail with ENOSPC."""
     max_output_bytes: int = Field(default=1_000_000, gt=0)
     """Bytes kept of stdout and of stderr each (head and tail)."""
 

