@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import textwrap
 
-from conftest import build_task
-
 from gym_repost.analysis.strength import validate_task
 from gym_repost.construct.quality import QualityReport, QualityThresholds, _judge
 from gym_repost.harness import do_nothing_candidate, reference_for, run_function_tests
@@ -13,6 +11,7 @@ from gym_repost.harness.report import TestReport
 from gym_repost.harness.verdict import Record, Reference, compare, merge_runs, parse_record
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask
+from tests.conftest import build_task
 
 UNSTABLE_SCRIPT = textwrap.dedent('''\
     import uuid
