@@ -68,9 +68,23 @@ _MESSAGE = 300
 
 # --------------------------------------------------------------------------- monitor
 
+def _missing_tools():
+    """The monitor's own check that pytest and coverage exist, before any test code runs."""
+    import importlib.util
+
+    return [name for name in ("pytest", "coverage") if importlib.util.find_spec(name) is None]
+
+
 def main():
     with open(sys.argv[1], encoding="utf-8") as fh:
         config = json.load(fh)
+    missing = _missing_tools()
+    if missing:
+        token = sys.stdin.readline().strip()
+        report = {"status": "error", "infrastructure": True,
+                  "message": "the sandbox's Python lacks pytest or coverage: no %s" % ", ".join(missing)}
+        os.write(1, ("\n" + MARK + token + " " + json.dumps(report) + "\n").encode())
+        os._exit(0)
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -167,7 +181,8 @@ def _apply_event(state, event):
     elif kind == "error":
         state["status"] = "error"
         state["message"] = event.get("message", "")
-        state["infrastructure"] = bool(event.get("infrastructure"))
+        # Never "infrastructure": the session runs the test code, which can write any event;
+        # the monitor checks the sandbox's Python itself (main) before the session starts.
     return None
 
 

@@ -164,6 +164,14 @@ BAD_FILES = {
     "tries the network": ("import socket\n\n\ndef test_net():\n"
                           "    socket.create_connection(('pypi.org', 443), timeout=2)\n", "error", "test_net"),
     "has no test": ("import tinypkg.core\n", "error", "no test ran"),
+    # the session's event pipe is in the test's process: an "infrastructure" event from it
+    # would make the episode unscored; only the monitor's own check may say so
+    "claims an infrastructure error": (
+        "import gc, os\n\n\ndef test_outage():\n"
+        "    for obj in gc.get_objects():\n"
+        "        if type(obj).__name__ == '_Emitter':\n"
+        "            obj({'event': 'error', 'infrastructure': True, 'message': 'fake outage'})\n"
+        "    os._exit(0)\n", "error", "fake outage"),
 }
 
 
