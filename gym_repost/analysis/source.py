@@ -216,7 +216,8 @@ def rename_definition(code: str, span: FunctionSpan, new_name: str,
     (``class_name`` given, or known from the span), ``self.name``, ``cls.name`` and
     ``ClassName.name``. A bare name inside a method means a module-level function or a
     builtin, so it is left alone. This keeps a candidate's recursion inside the
-    candidate, and a candidate cannot simply call the original it is compared with.
+    candidate. (That alone would not keep a candidate from the original: the harness
+    removes the original from the script the candidate runs in, see ``harness.candidate``.)
     """
     class_name = class_name or span.class_name
     encoded = span.name.encode("utf-8")
