@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import append_record, machine, now, summary  # noqa: E402
 from benchmarks.sandbox_latency import EXPECTED, WORKLOAD  # noqa: E402
-from gym_repost.harness import assemble, harness_command, harness_files  # noqa: E402
+from gym_repost.harness import HARNESS_NAME, SCRIPT_NAME, assemble, harness_source  # noqa: E402
 from gym_repost.sandbox.config import DockerSandboxConfig  # noqa: E402
 from gym_repost.sandbox.docker import (  # noqa: E402
     _REAPER,
@@ -78,11 +78,14 @@ def workloads() -> list[Workload]:
     task = next(t for t in import_humaneval() if isinstance(t, FunctionTask))
     assembled = assemble(task, task.ground_truth)
     token = secrets.token_hex(16)
+    files = {**task.evaluation.files, SCRIPT_NAME: assembled.script, HARNESS_NAME: harness_source()}
+    config = {"token": token, "script": SCRIPT_NAME, "start": assembled.start_line, "end": assembled.end_line,
+              "mode": "driver", "inputs": None}
     return [
         Workload("script", {"script.py": WORKLOAD}, ["python3", "script.py"], None,
                  lambda out: out == EXPECTED),
-        Workload(f"harness:{task.name}", harness_files(task, assembled), harness_command(assembled),
-                 token + "\n", lambda out: out.rstrip().endswith(token)),
+        Workload(f"harness:{task.name}", files, ["python3", HARNESS_NAME], json.dumps(config) + "\n",
+                 lambda out: out.rstrip().endswith(token)),
     ]
 
 

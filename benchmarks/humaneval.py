@@ -1,8 +1,13 @@
 """HumanEval in the local sandbox: run_tests latency and a whole oracle evaluation.
 
-1. ``run_tests`` latency: for each of the 164 tasks, the harness run of its evaluation
-   script with the ground truth as the candidate, (a) in the warm sandbox and (b) as a
-   fresh ``python3`` process of the same files (no isolation): the baseline.
+1. ``run_tests`` latency: for each of the 164 tasks, a passing candidate (the ground
+   truth's code, not its text) judged by the verdict path (one harness run recording the
+   calls, compared on the host with the cached reference), (a) in the warm sandbox, (b)
+   the same files as a fresh ``python3`` process (no isolation), and (c) the legacy path
+   in the same warm sandbox: the evaluation script run as it is, its own assertions
+   deciding, no recording (what ``run_tests`` cost before the verdict moved to the host).
+   Making each task's reference (three runs of the ground truth, once per task) is timed
+   apart.
 2. Oracle evaluation of all 164 tasks with 2 workers, wall clock: the runner with the
    warm sandbox, and with the cold sandbox (a fresh interpreter per run) as the baseline.
 
@@ -15,6 +20,7 @@ Usage: ``python benchmarks/humaneval.py [--no-record]``
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import secrets
 import subprocess
@@ -29,7 +35,14 @@ from benchmarks.common import append_record, machine, now, summary  # noqa: E402
 from gym_repost.construct.importers.humaneval import import_humaneval  # noqa: E402
 from gym_repost.evaluate import RunConfig, RunDir, evaluate  # noqa: E402
 from gym_repost.evaluate.runner import tasks_digest  # noqa: E402
-from gym_repost.harness import assemble, harness_command, harness_files, run_function_tests  # noqa: E402
+from gym_repost.harness import (  # noqa: E402
+    HARNESS_NAME,
+    SCRIPT_NAME,
+    assemble,
+    harness_source,
+    reference_for,
+    run_function_tests,
+)
 from gym_repost.policy import load_policy  # noqa: E402
 from gym_repost.sandbox import get_sandbox  # noqa: E402
 from gym_repost.task import FunctionTask  # noqa: E402
@@ -38,36 +51,66 @@ ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "PYTH
        "PYTHONDONTWRITEBYTECODE": "1"}
 
 
+IDENTITY_HOOK = "import builtins\nbuiltins.__gym_repost_record__ = lambda f: f\n"
+
+
+def passing_candidate(task: FunctionTask) -> str:
+    """The ground truth's code under another text (the verdict path runs it; the exact text is not re-run)."""
+    return task.ground_truth.replace("\n", "\n\n", 1)
+
+
 def fresh_interpreter(task: FunctionTask, directory: Path) -> float:
-    """Seconds for ``python3`` on the same harness files, written beforehand."""
-    assembled = assemble(task, task.ground_truth)
-    for name, text in harness_files(task, assembled).items():
+    """Seconds for ``python3`` on the same harness files (driver mode), written beforehand."""
+    assembled = assemble(task, passing_candidate(task))
+    files = {**task.evaluation.files, SCRIPT_NAME: assembled.script, HARNESS_NAME: harness_source()}
+    for name, text in files.items():
         (directory / name).write_text(text, encoding="utf-8")
-    command = [sys.executable, *harness_command(assembled)[1:]]
+    config = {"token": secrets.token_hex(16), "script": SCRIPT_NAME, "start": assembled.start_line,
+              "end": assembled.end_line, "mode": "driver", "inputs": None}
     started = time.perf_counter()
-    proc = subprocess.run(command, cwd=directory, input=secrets.token_hex(16) + "\n", text=True,
-                          capture_output=True, env=ENV, check=False)
+    proc = subprocess.run([sys.executable, HARNESS_NAME], cwd=directory, input=json.dumps(config) + "\n",
+                          text=True, capture_output=True, env=ENV, check=False)
     elapsed = time.perf_counter() - started
     if proc.returncode != 0:
         raise RuntimeError(f"{task.name} failed in a bare interpreter: {proc.stderr[-300:]}")
     return elapsed
 
 
+def legacy(sb: object, task: FunctionTask) -> float:
+    """Seconds for the script's own tests in the warm sandbox, nothing recorded (the old path)."""
+    assembled = assemble(task, passing_candidate(task))
+    files = {**task.evaluation.files, SCRIPT_NAME: IDENTITY_HOOK + assembled.script}
+    started = time.perf_counter()
+    result = sb.run(files, ["python3", SCRIPT_NAME], timeout=task.evaluation.timeout)  # type: ignore[attr-defined]
+    elapsed = time.perf_counter() - started
+    if result.returncode != 0:
+        raise RuntimeError(f"{task.name} failed on the legacy path: {result.stderr[-300:]}")
+    return elapsed
+
+
 def latency(tasks: list[FunctionTask]) -> dict[str, object]:
-    """Per-task run_tests time, warm sandbox vs fresh interpreter."""
-    warm_times, fresh_times = [], []
+    """Per-task run_tests time: verdict path (warm), fresh interpreter, legacy path; reference making."""
+    warm_times, fresh_times, legacy_times, reference_times = [], [], [], []
     with get_sandbox("local", workers=1) as sb, tempfile.TemporaryDirectory() as tmp:
         for task in tasks[:5]:
-            run_function_tests(sb, task, task.ground_truth)  # warm-up
+            run_function_tests(sb, task, passing_candidate(task))  # warm-up
+            legacy(sb, task)
         for task in tasks:
             started = time.perf_counter()
-            report = run_function_tests(sb, task, task.ground_truth)
+            reference_for(sb, task)
+            reference_times.append(time.perf_counter() - started)
+        for task in tasks:
+            started = time.perf_counter()
+            report = run_function_tests(sb, task, passing_candidate(task))
             warm_times.append(time.perf_counter() - started)
             assert report.passed, task.name
+            legacy_times.append(legacy(sb, task))
             fresh_times.append(fresh_interpreter(task, Path(tmp)))
-    warm, fresh = summary(warm_times), summary(fresh_times)
-    return {"warm": warm, "fresh_python3": fresh,
-            "speedup_median": fresh["median_ms"] / warm["median_ms"]}
+    warm, fresh, old = summary(warm_times), summary(fresh_times), summary(legacy_times)
+    return {"warm": warm, "fresh_python3": fresh, "legacy_warm": old,
+            "reference_once_per_task": summary(reference_times),
+            "speedup_median": fresh["median_ms"] / warm["median_ms"],
+            "verdict_vs_legacy_median": warm["median_ms"] / old["median_ms"]}
 
 
 def oracle_eval(tasks: list[FunctionTask], warm: bool) -> float:
@@ -91,11 +134,15 @@ def main() -> None:
     record = {"benchmark": "humaneval", "date": now(), "machine": machine(), "tasks": len(tasks),
               "run_tests_latency": lat,
               "oracle_eval_2_workers_s": {"warm": warm_s, "cold": cold_s, "speedup": cold_s / warm_s}}
-    w, f = lat["warm"], lat["fresh_python3"]
+    w, f, old = lat["warm"], lat["fresh_python3"], lat["legacy_warm"]
+    ref = lat["reference_once_per_task"]
     print(f"machine: {record['machine']}")
     print(f"run_tests on {len(tasks)} HumanEval tasks: warm median {w['median_ms']:.1f} ms "
           f"(p90 {w['p90_ms']:.1f}), fresh python3 median {f['median_ms']:.1f} ms "
           f"(p90 {f['p90_ms']:.1f}): {lat['speedup_median']:.1f}x")
+    print(f"verdict path vs legacy path (script's own asserts, nothing recorded), same warm sandbox: "
+          f"{w['median_ms']:.1f} ms vs {old['median_ms']:.1f} ms median ({lat['verdict_vs_legacy_median']:.2f}x); "
+          f"making a reference, once per task: median {ref['median_ms']:.1f} ms")
     print(f"oracle on all {len(tasks)} tasks, 2 workers: warm {warm_s:.1f} s, cold {cold_s:.1f} s "
           f"({cold_s / warm_s:.1f}x)")
     if not args.no_record:

@@ -152,7 +152,7 @@ def runner_files(task: FunctionTask, code: str, suite: TestSuite, test_timeout: 
     Raises:
         CandidateError: ``code`` cannot be placed into the task's evaluation script.
     """
-    script = without_main_block(assemble(task, code).script)
+    script = without_main_block(assemble(task, code, keep_original=True).script)
     spec = {"script": SCRIPT_NAME, "name": task.target.name, "class_name": task.target.class_name,
             "style": suite.style, "tests": list(suite.tests), "timeout": test_timeout,
             "preload": imported_modules(task.evaluation.script)}

@@ -112,7 +112,7 @@ def _original_span(script: str, qualname: str) -> tuple[int, int]:
     return span.start, span.end
 
 
-def assemble(task: FunctionTask, code: str) -> AssembledScript:
+def assemble(task: FunctionTask, code: str, *, keep_original: bool = False) -> AssembledScript:
     """Put ``code`` into the task's evaluation script in place of the original.
 
     The original definition is removed: the script that runs holds only the code under
@@ -120,6 +120,10 @@ def assemble(task: FunctionTask, code: str) -> AssembledScript:
     wrapped by the harness's call recorder. Tests that compare the two names therefore
     compare the code with itself; the verdict comes from comparing the recorded calls
     with the reference's (see :mod:`gym_repost.harness.verdict`).
+
+    ``keep_original=True`` keeps the original and inserts the candidate right after it,
+    unwrapped (RepoST's own layout): for trusted uses where the original is the reference,
+    such as the training-data execution matrix, never for a verdict.
 
     Raises:
         CandidateError: the candidate is unusable (see :func:`prepare_candidate`), or the
@@ -131,19 +135,20 @@ def assemble(task: FunctionTask, code: str) -> AssembledScript:
     assert span is not None  # prepare_candidate checked it
     new = new_name(task.target)
     renamed = rename_definition(code, span, new, task.target.class_name)
-    hook = f"{task.target.name} = {new} = {RECORD_HOOK}({new})"
-    block = indent_code(renamed + "\n" + hook, task.evaluation.indent).split("\n")
-    first, last = _original_span(task.evaluation.script, task.target.qualname)
+    hook = "" if keep_original else "\n" + f"{task.target.name} = {new} = {RECORD_HOOK}({new})"
+    block = indent_code(renamed + hook, task.evaluation.indent).split("\n")
     lines = task.evaluation.script.split("\n")
     at = task.evaluation.insert_line
-    if first <= at < last:
-        raise TaskError(f"the insertion line {at} lies inside the original {task.target.qualname}")
-    if at >= last:
-        at -= last - first + 1
-    lines = lines[: first - 1] + lines[last:]
+    if not keep_original:
+        first, last = _original_span(task.evaluation.script, task.target.qualname)
+        if first <= at < last:
+            raise TaskError(f"the insertion line {at} lies inside the original {task.target.qualname}")
+        if at >= last:
+            at -= last - first + 1
+        lines = lines[: first - 1] + lines[last:]
     script = "\n".join(lines[:at] + ["", *block, ""] + lines[at:])
     start = at + 2
-    end = start + len(block) - 2
+    end = start + len(block) - (1 if keep_original else 2)
     try:
         compile(script, "evaluation.py", "exec", dont_inherit=True)
     except SyntaxError as exc:
@@ -178,9 +183,14 @@ def strip_tests(task: FunctionTask, assembled: AssembledScript) -> str:
     ``test_function``, ``check``, names starting with ``test``) and top-level calls of
     them become blank lines, so line numbers (and the candidate's) stay as they were.
     """
-    lines = assembled.script.split("\n")
-    tree = parse_python(assembled.script)
-    names = {task.evaluation.test_function}
+    return _strip_tests(assembled.script, task.evaluation.test_function)
+
+
+@lru_cache(maxsize=256)
+def _strip_tests(script: str, test_function: str) -> str:
+    lines = script.split("\n")
+    tree = parse_python(script)
+    names = {test_function}
     for node in tree.body:
         if _is_test_statement(node, names):
             first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])

@@ -71,6 +71,9 @@ logger = logging.getLogger(__name__)
 WORKER_DIR = os.path.dirname(os.path.abspath(__file__))
 # Imported as a top-level module (not run by path) so that its cached bytecode is used.
 _BOOTSTRAP = "import sys; sys.path[0] = sys.argv[1]; import worker; sys.exit(worker.main(sys.argv))"
+HARNESS_MODULES = ("ast", "base64", "hashlib", "io", "linecache", "math", "pickle", "random", "re",
+                   "runpy", "threading", "traceback", "types")
+"""Standard-library modules the in-sandbox programs import, imported by warm workers ahead of runs."""
 DIR_PREFIX = "gym-repost-sbx-"
 """Name prefix of worker directories: ``gym-repost-sbx-<host pid>-<host start>-<token>``."""
 REPLY_GRACE = 10.0
@@ -710,7 +713,7 @@ class LocalSandbox(Sandbox):
             "host_packages": [*BASE_PACKAGES, "pip"],
             "isolation": cfg.isolation, "network": network, "warm": cfg.warm and not once,
             "once": once, "uid": uid, "host_dir": host_dir, "packages_dir": self.packages_dir,
-            "preload": list(cfg.preload) if cfg.warm and not once else [],
+            "preload": [*HARNESS_MODULES, *cfg.preload] if cfg.warm and not once else [],
             "limits": {name: getattr(cfg, name) for name in SandboxLimits.model_fields},
             "aliases": list(cfg.workdir_aliases),
         }
