@@ -49,7 +49,7 @@ MAX_CALLS = 2000
 MAX_ITEMS = 10000
 MAX_DEPTH = 24
 MAX_INPUT_BYTES = 600_000
-_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+| id='[0-9]+'")  # object addresses (and mocks' ids)
 _PLAIN = (type(None), bool, int, str)
 
 
@@ -181,14 +181,15 @@ def _float(value):
     return repr(float("%.10g" % value))
 
 
-def _array(value):
+def _array(value, depth, active):
     shape = getattr(value, "shape", None)
     try:
         size = 1
         for n in shape:
             size *= int(n)
         if size <= MAX_ITEMS:
-            return ["array", _type_name(value), str(getattr(value, "dtype", "")), _canon(value.tolist(), 1, set())]
+            return ["array", _type_name(value), str(getattr(value, "dtype", "")),
+                    _canon(value.tolist(), depth + 1, active)]
         data = value.tobytes()
     except BaseException:  # noqa: BLE001 - a broken array is described, not fatal
         return ["array?", _type_name(value)]
@@ -233,8 +234,8 @@ def _canon_container(value, kind, depth, active):
         return ["callable", getattr(value, "__qualname__", "?")]
     if isinstance(value, BaseException):
         return ["exception", _type_name(value), _canon(value.args, depth + 1, active)]
-    if hasattr(value, "tobytes") and hasattr(value, "shape") and hasattr(value, "tolist"):
-        return _array(value)
+    if all(hasattr(kind, name) for name in ("tobytes", "shape", "tolist")):  # on the type: mocks fake any attribute
+        return _array(value, depth, active)
     if kind.__repr__ is not object.__repr__:
         return [_type_name(value), _ADDRESS.sub("", repr(value))[:20000]]
     state = getattr(value, "__dict__", None)
