@@ -1158,9 +1158,9 @@ def server_main(config: Message, fds: tuple[int, int, int], mode: str,
         import site
 
         site.main()  # site-packages and .pth files as the sandbox sees them, not the host
-        sys.path_importer_cache.clear()  # the worker's own directory, out of sight now
         server = Server(config, fds, mode, run_cgroup, scratch_shown)
         loaded, failed = _preload(config.get("preload") or [])
+        sys.path_importer_cache.clear()  # the worker's own directory, out of sight now (after preloading)
         gc.freeze()  # children's collections then skip (and do not copy) the server's objects
         server.get_ready()
         write_message(server.resp_fd, {
