@@ -5,10 +5,8 @@ imports it. The host side is :mod:`gym_repost.sandbox.programs`; the protocol it
 described in :mod:`gym_repost.programs`.
 """
 
-import base64
 import json
 import os
-import zlib
 
 MARK = "@@gym-repost@@"
 """Prefix of every line of the protocol on standard output."""
@@ -96,6 +94,9 @@ def result_line(payload, compress=False):
     """The result line of ``payload`` (a JSON object), newline-terminated, as bytes."""
     text = json.dumps(payload, separators=(",", ":"))
     if compress:
+        import base64  # only the programs whose results are large need them
+        import zlib
+
         blob = base64.b64encode(zlib.compress(text.encode("utf-8", "surrogatepass"))).decode("ascii")
         return (RESULT_COMPRESSED + blob + "\n").encode("ascii")
     return (RESULT + text + "\n").encode("utf-8", "surrogatepass")
