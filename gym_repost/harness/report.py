@@ -158,7 +158,7 @@ def parse_run(run: ProgramRun) -> TestReport:
         where = ".".join(str(p) for p in first["loc"])
         return TestReport(passed=False, status="error", exception="MalformedReport",
                           message=f"the run's report is malformed ({where}: {first['msg']}); the code under "
-                          "test may have written to stderr in the harness's format",
+                          "test may have written a result line in the harness's format",
                           stderr=_strip_marks(result.stderr)[-_TAIL:], **common)
 
 
