@@ -15,8 +15,8 @@ machine's load falls on all of them alike):
 * ``in_container``: the command alone, timed inside the container (no Docker at all).
 
 Two workloads: a HumanEval-style script (one file, ``python3 script.py``), and a real
-HumanEval evaluation through the harness (``python3 _gym_repost_harness.py evaluation.py
-START END`` with the token on stdin). Prints medians and ratios; appends a record with the
+HumanEval evaluation through the harness (``python3 _gym_repost_harness.py`` with its
+configuration and the token on stdin). Prints medians and ratios; appends a record with the
 machine and the date to ``benchmarks/results/docker_overhead.jsonl``.
 
 Usage::
@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import append_record, machine, now, summary  # noqa: E402
 from benchmarks.sandbox_latency import EXPECTED, WORKLOAD  # noqa: E402
-from gym_repost.harness import HARNESS_NAME, SCRIPT_NAME, assemble, harness_source  # noqa: E402
+from gym_repost.harness import HARNESS_NAME, SCRIPT_NAME, assemble  # noqa: E402
 from gym_repost.sandbox.config import DockerSandboxConfig  # noqa: E402
 from gym_repost.sandbox.docker import (  # noqa: E402
     _REAPER,
@@ -52,6 +52,7 @@ from gym_repost.sandbox.docker import (  # noqa: E402
     DockerSandbox,
     owner_identity,
 )
+from gym_repost.sandbox.programs import program_files, program_stdin  # noqa: E402
 from gym_repost.task import FunctionTask  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,13 +79,13 @@ def workloads() -> list[Workload]:
     task = next(t for t in import_humaneval() if isinstance(t, FunctionTask))
     assembled = assemble(task, task.ground_truth)
     token = secrets.token_hex(16)
-    files = {**task.evaluation.files, SCRIPT_NAME: assembled.script, HARNESS_NAME: harness_source()}
-    config = {"token": token, "script": SCRIPT_NAME, "start": assembled.start_line, "end": assembled.end_line,
+    files = {**task.evaluation.files, SCRIPT_NAME: assembled.script, **program_files("harness")}
+    config = {"script": SCRIPT_NAME, "start": assembled.start_line, "end": assembled.end_line,
               "mode": "driver", "inputs": None}
     return [
         Workload("script", {"script.py": WORKLOAD}, ["python3", "script.py"], None,
                  lambda out: out == EXPECTED),
-        Workload(f"harness:{task.name}", files, ["python3", HARNESS_NAME], json.dumps(config) + "\n",
+        Workload(f"harness:{task.name}", files, ["python3", HARNESS_NAME], program_stdin(config, token),
                  lambda out: out.rstrip().endswith(token)),
     ]
 

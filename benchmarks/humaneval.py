@@ -20,7 +20,6 @@ Usage: ``python benchmarks/humaneval.py [--no-record]``
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import secrets
 import subprocess
@@ -39,12 +38,12 @@ from gym_repost.harness import (  # noqa: E402
     HARNESS_NAME,
     SCRIPT_NAME,
     assemble,
-    harness_source,
     reference_for,
     run_function_tests,
 )
 from gym_repost.policy import load_policy  # noqa: E402
 from gym_repost.sandbox import get_sandbox  # noqa: E402
+from gym_repost.sandbox.programs import program_files, program_stdin  # noqa: E402
 from gym_repost.task import FunctionTask  # noqa: E402
 
 ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
@@ -62,14 +61,15 @@ def passing_candidate(task: FunctionTask) -> str:
 def fresh_interpreter(task: FunctionTask, directory: Path) -> float:
     """Seconds for ``python3`` on the same harness files (driver mode), written beforehand."""
     assembled = assemble(task, passing_candidate(task))
-    files = {**task.evaluation.files, SCRIPT_NAME: assembled.script, HARNESS_NAME: harness_source()}
+    files = {**task.evaluation.files, SCRIPT_NAME: assembled.script, **program_files("harness")}
     for name, text in files.items():
         (directory / name).write_text(text, encoding="utf-8")
-    config = {"token": secrets.token_hex(16), "script": SCRIPT_NAME, "start": assembled.start_line,
+    config = {"script": SCRIPT_NAME, "start": assembled.start_line,
               "end": assembled.end_line, "mode": "driver", "inputs": None}
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, HARNESS_NAME], cwd=directory, input=json.dumps(config) + "\n",
-                          text=True, capture_output=True, env=ENV, check=False)
+    proc = subprocess.run([sys.executable, HARNESS_NAME], cwd=directory,
+                          input=program_stdin(config, secrets.token_hex(16)), text=True, capture_output=True,
+                          env=ENV, check=False)
     elapsed = time.perf_counter() - started
     if proc.returncode != 0:
         raise RuntimeError(f"{task.name} failed in a bare interpreter: {proc.stderr[-300:]}")

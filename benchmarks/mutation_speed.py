@@ -39,7 +39,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import resource
@@ -57,14 +56,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import append_record, machine, now, summary  # noqa: E402
 from gym_repost.analysis.mutation_runner import (  # noqa: E402
-    CONFIG_NAME,
     PROGRAM_NAME,
     _config,
-    program_source,
     run_test_file,
     select_mutants,
 )
 from gym_repost.sandbox import get_sandbox  # noqa: E402
+from gym_repost.sandbox.programs import program_files, program_stdin  # noqa: E402
 from gym_repost.task import (  # noqa: E402
     Provenance,
     RepositoryView,
@@ -221,8 +219,8 @@ def measure_ours_cpu(runs: int) -> float:
     task = the_task()
     mutants, _ = select_mutants(FOCAL, task.evaluation.max_mutants, 0)
     root = Path(tempfile.mkdtemp(prefix="mutation-cpu-"))
-    files = {**task.repository.files, task.evaluation.test_path: TESTS, PROGRAM_NAME: program_source(),
-             CONFIG_NAME: json.dumps(_config(task, mutants, FOCAL, 2))}
+    files = {**task.repository.files, task.evaluation.test_path: TESTS, **program_files("testfile")}
+    stdin = program_stdin(_config(task, mutants, FOCAL, 2), "token").encode()
     for path, text in files.items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(text, encoding="utf-8")
@@ -235,8 +233,9 @@ def measure_ours_cpu(runs: int) -> float:
             os.chdir(root)
             os.dup2(read_fd, 0)
             os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
-            os.write(write_fd, b"token\n")
-            sys.argv = [PROGRAM_NAME, CONFIG_NAME]
+            os.write(write_fd, stdin)  # small enough for the pipe's buffer
+            sys.argv = [PROGRAM_NAME]
+            sys.path.insert(0, str(root))
             exec(compile((root / PROGRAM_NAME).read_text(), PROGRAM_NAME, "exec"), {"__name__": "__main__"})
             os._exit(1)
         os.close(read_fd)

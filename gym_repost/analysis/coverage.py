@@ -7,23 +7,14 @@ lines count (its dependencies and the tests are left out).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
-from functools import lru_cache
-from importlib import resources
+from typing import Any
 
 from gym_repost.errors import CandidateError, SandboxError
 from gym_repost.harness import SCRIPT_NAME, assemble
 from gym_repost.sandbox.base import Sandbox
+from gym_repost.sandbox.programs import run_program
 from gym_repost.task import FunctionTask
-
-COVERAGE_NAME = "_gym_repost_coverage.py"
-_MARK = "@@gym-repost-coverage@@"
-
-
-@lru_cache(maxsize=1)
-def _coverage_source() -> str:
-    return resources.files("gym_repost.analysis").joinpath("coverage_main.py").read_text("utf-8")
 
 
 @dataclass(frozen=True)
@@ -57,25 +48,31 @@ def measure_coverage(sandbox: Sandbox, task: FunctionTask, code: str | None = No
         CandidateError: ``code`` cannot be placed into the script.
     """
     assembled = assemble(task, code if code is not None else task.ground_truth)
-    files = {**task.evaluation.files, SCRIPT_NAME: assembled.script, COVERAGE_NAME: _coverage_source()}
-    command = ["python3", COVERAGE_NAME, SCRIPT_NAME, str(assembled.start_line), str(assembled.end_line)]
-    result = sandbox.run(files, command, timeout=(timeout or task.evaluation.timeout) * 3)
-    lines = [ln for ln in result.stdout.split("\n") if ln.startswith(_MARK)]
-    if not lines:
+    config = {"script": SCRIPT_NAME, "start": assembled.start_line, "end": assembled.end_line}
+    run = run_program(sandbox, "coverage", {**task.evaluation.files, SCRIPT_NAME: assembled.script}, config,
+                      timeout=(timeout or task.evaluation.timeout) * 3)
+    data = run.payload
+    if data is None:
+        result = run.result
         tail = (result.stderr or result.stdout)[-500:]
-        raise SandboxError(f"coverage measurement of {task.name} produced no result "
-                           f"(exit {result.returncode}, timed out: {result.timed_out}): {tail}")
-    data = json.loads(lines[-1][len(_MARK):])
+        raise SandboxError(f"coverage measurement of {task.name} produced no result ({run.problem}; "
+                           f"exit {result.returncode}, timed out: {result.timed_out}): {tail}")
     if "error" in data:
-        raise SandboxError(data["error"])
-    offset = assembled.start_line - 1
+        raise SandboxError(str(data["error"]))
+    try:
+        return _coverage(data, assembled.start_line - 1)
+    except (KeyError, TypeError, ValueError) as exc:  # the tests share the output and may forge it
+        raise SandboxError(f"coverage measurement of {task.name} gave a malformed result ({exc!r})") from None
+
+
+def _coverage(data: dict[str, Any], offset: int) -> FunctionCoverage:
     hit_b, miss_b = data["executed_branches"], data["missing_branches"]
     return FunctionCoverage(
         line_coverage=_ratio(len(data["executed_lines"]), len(data["missing_lines"])),
         branch_coverage=_ratio(len(hit_b), len(miss_b)), branches=len(hit_b) + len(miss_b),
         missing_lines=[n - offset for n in data["missing_lines"]],
         missing_branches=[(a - offset, b - offset if b > 0 else b) for a, b in miss_b],
-        outcome=data["outcome"])
+        outcome=str(data["outcome"]))
 
 
 __all__ = ["CandidateError", "FunctionCoverage", "measure_coverage"]

@@ -1,6 +1,6 @@
 """Run a test file against its focal file in the sandbox: outcomes, coverage and mutants.
 
-One sandbox run per scoring. The in-sandbox program (``mutation_main.py``) runs the test
+One sandbox run per scoring. The in-sandbox program (:mod:`gym_repost.programs.testfile`) runs the test
 file once with pytest under coverage.py with a context per test, learns which tests
 cover which lines of the focal file, then runs each mutant in a child forked from the
 running session with the mutant loaded from memory, only the tests covering the mutated
@@ -17,28 +17,23 @@ score's interval reports the sampling uncertainty (finite population corrected).
 from __future__ import annotations
 
 import ast
-import json
 import logging
 import os
-import secrets
 from dataclasses import dataclass, field
-from functools import lru_cache
-from importlib import resources
 from typing import Any, Literal, get_args
 
-from gym_repost import bounded_json
 from gym_repost.analysis.mutation import Mutant, MutationScore, generate_mutants, mutation_score, sample_mutants
 from gym_repost.analysis.parsing import parse_python
-from gym_repost.errors import SandboxError, UntrustedDataError
-from gym_repost.sandbox.base import RunResult, Sandbox
+from gym_repost.errors import SandboxError
+from gym_repost.sandbox import programs
+from gym_repost.sandbox.base import Sandbox
+from gym_repost.sandbox.programs import ProgramRun, program_file, run_program
 from gym_repost.task import TestFileTask
 
 logger = logging.getLogger(__name__)
 
-PROGRAM_NAME = "_gym_repost_testfile.py"
-"""File name of the in-sandbox program inside the run directory."""
-CONFIG_NAME = "_gym_repost_testfile.json"
-MARK = "@@gym-repost-testfile@@"
+PROGRAM_NAME = program_file("testfile")
+"""File name of the in-sandbox program (:mod:`gym_repost.programs.testfile`) inside the run directory."""
 _GRACE = 20.0
 _OUTPUT = 1500
 
@@ -47,10 +42,9 @@ Outcome = Literal["passed", "failed", "error", "timeout", "skipped"]
 MutantStatus = Literal["killed", "survived", "timeout", "uncovered", "unapplied", "not run"]
 
 
-@lru_cache(maxsize=1)
 def program_source() -> str:
-    """Text of the in-sandbox program (``mutation_main.py``)."""
-    return resources.files("gym_repost.analysis").joinpath("mutation_main.py").read_text("utf-8")
+    """Text of the in-sandbox program (:mod:`gym_repost.programs.testfile`)."""
+    return programs.program_source("testfile")
 
 
 @dataclass(frozen=True)
@@ -248,13 +242,10 @@ def run_test_file(sandbox: Sandbox, task: TestFileTask, test_source: str, *, mut
     focal_source = task.repository.files[spec.focal_file]
     mutants, population = select_mutants(focal_source, spec.max_mutants, spec.mutant_seed) if mutate else ([], 0)
     config = _config(task, mutants, focal_source, jobs or min(4, os.cpu_count() or 1))
-    files = {**task.repository.files, spec.test_path: test_source, PROGRAM_NAME: program_source(),
-             CONFIG_NAME: json.dumps(config)}
-    token = secrets.token_hex(16)
     budget = spec.timeout + (spec.mutation_timeout if mutants else 0.0) + _GRACE
-    result = sandbox.run(files, ["python3", PROGRAM_NAME, CONFIG_NAME], timeout=budget,
-                         stdin=token + "\n")
-    return parse_report(result, token, mutants, population)
+    run = run_program(sandbox, "testfile", {**task.repository.files, spec.test_path: test_source}, config,
+                      timeout=budget, token=True)
+    return parse_report(run, mutants, population)
 
 
 def _syntax_message(exc: SyntaxError | ValueError, path: str) -> str:
@@ -265,30 +256,18 @@ def _syntax_message(exc: SyntaxError | ValueError, path: str) -> str:
     return f"{path} does not parse: {exc}"
 
 
-def _report_data(result: RunResult, token: str) -> dict[str, Any] | None:
-    prefix = MARK + token + " "
-    for line in reversed(result.stdout.split("\n")):
-        if line.startswith(prefix):
-            text = line[len(prefix):]
-            try:  # the sandbox caps the line's length; the depth is what must be bounded
-                data = bounded_json.loads(text, max_chars=len(text) + 1)
-            except UntrustedDataError:
-                return None
-            return data if isinstance(data, dict) else None
-    return None
+def parse_report(run: ProgramRun, mutants: list[Mutant], population: int) -> TestFileRun:
+    """Turn a run of the program (:func:`~gym_repost.sandbox.programs.run_program`) into a :class:`TestFileRun`.
 
-
-def parse_report(result: RunResult, token: str, mutants: list[Mutant], population: int) -> TestFileRun:
-    """Turn the sandbox's result of a program run into a :class:`TestFileRun`.
-
-    Only the line carrying the one-time token counts; without it the run crashed (the
+    Only a result followed by the one-time token counts; without it the run crashed (the
     test file killed the program, or the sandbox's timeout struck).
 
     Raises:
         SandboxError: the sandbox's Python lacks pytest or coverage.
     """
-    data = _report_data(result, token)
+    data = run.payload if run.completed else None
     if data is None:
+        result = run.result
         status: RunStatus = "timeout" if result.timed_out else "crashed"
         tail = (result.stderr or result.stdout).strip()[-_OUTPUT:]
         return TestFileRun(status=status, message="the test run ended without a report"

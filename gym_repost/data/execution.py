@@ -4,7 +4,7 @@
 >>> matrix.matrix        # rows are codes, columns tests, 1 = pass
 >>> matrix.outcomes      # "pass" / "fail" / "error" / "timeout" per cell
 
-Each code gets one sandbox run of the in-sandbox runner (``matrix_main.py``), which runs
+Each code gets one sandbox run of the in-sandbox runner (:mod:`gym_repost.programs.matrix`), which runs
 every test in a child process of its own with its own timeout; the run as a whole has a
 sandbox timeout too. Assertion failures (``fail``) are kept apart from errors and
 timeouts. A code that cannot be placed into the evaluation script (no such function,
@@ -14,29 +14,22 @@ a syntax error) is not run: its row carries the reason and counts as ``error``.
 from __future__ import annotations
 
 import ast
-import json
 import logging
-import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
-from importlib import resources
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from gym_repost.analysis.parsing import parse_python
 from gym_repost.data.base import TestSuite
 from gym_repost.errors import CandidateError
 from gym_repost.harness import assemble
-from gym_repost.sandbox.base import RunResult, Sandbox
+from gym_repost.sandbox.base import Sandbox
+from gym_repost.sandbox.programs import ProgramRun, run_program
 from gym_repost.task import FunctionTask
 
 logger = logging.getLogger(__name__)
 
-RUNNER_NAME = "_gym_repost_matrix.py"
-SPEC_NAME = "_gym_repost_matrix.json"
 SCRIPT_NAME = "evaluation.py"
-MARK = "@@gym-repost-matrix@@"
-"""Prefix of the runner's verdict line (see ``matrix_main.py``)."""
 
 DEFAULT_TEST_TIMEOUT = 2.0
 """Seconds one test may take, loading the script included."""
@@ -110,12 +103,6 @@ class ExecutionMatrix:
         return counts
 
 
-@lru_cache(maxsize=1)
-def runner_source() -> str:
-    """Text of the in-sandbox runner (``matrix_main.py``)."""
-    return resources.files("gym_repost.data").joinpath("matrix_main.py").read_text("utf-8")
-
-
 def _is_main_guard(node: ast.stmt) -> bool:
     if not isinstance(node, ast.If) or not isinstance(node.test, ast.Compare):
         return False
@@ -146,18 +133,18 @@ def imported_modules(script: str) -> list[str]:
     return [n for n in dict.fromkeys(names) if n != "__future__"]
 
 
-def runner_files(task: FunctionTask, code: str, suite: TestSuite, test_timeout: float) -> dict[str, str]:
-    """Every file one runner run needs.
+def runner_config(task: FunctionTask, code: str, suite: TestSuite,
+                  test_timeout: float) -> tuple[dict[str, str], dict[str, Any]]:
+    """The files and the configuration of one runner run.
 
     Raises:
         CandidateError: ``code`` cannot be placed into the task's evaluation script.
     """
     script = without_main_block(assemble(task, code, keep_original=True).script)
-    spec = {"script": SCRIPT_NAME, "name": task.target.name, "class_name": task.target.class_name,
-            "style": suite.style, "tests": list(suite.tests), "timeout": test_timeout,
-            "preload": imported_modules(task.evaluation.script)}
-    return {**task.evaluation.files, SCRIPT_NAME: script, SPEC_NAME: json.dumps(spec),
-            RUNNER_NAME: runner_source()}
+    config = {"script": SCRIPT_NAME, "name": task.target.name, "class_name": task.target.class_name,
+              "style": suite.style, "tests": list(suite.tests), "timeout": test_timeout,
+              "preload": imported_modules(task.evaluation.script)}
+    return {**task.evaluation.files, SCRIPT_NAME: script}, config
 
 
 def run_timeout(n_tests: int, test_timeout: float) -> float:
@@ -165,36 +152,41 @@ def run_timeout(n_tests: int, test_timeout: float) -> float:
     return n_tests * (test_timeout + 0.5) + 10.0
 
 
-def _verdict_line(stdout: str) -> dict[str, Any] | None:
-    lines = [ln for ln in stdout.rstrip("\n").split("\n") if ln]
-    if not lines or not lines[-1].startswith(MARK):
-        return None
-    try:
-        data = json.loads(lines[-1][len(MARK):])
-    except json.JSONDecodeError:
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def _uniform(n: int, outcome: Outcome, exception: str, message: str) -> tuple[TestOutcome, ...]:
     return tuple(TestOutcome(outcome, exception, message, "load") for _ in range(n))
 
 
-def parse_runner(result: RunResult, token: str, n_tests: int) -> tuple[TestOutcome, ...]:
+def parse_runner(run: ProgramRun, n_tests: int) -> tuple[TestOutcome, ...]:
     """The outcome of every test from a runner run.
 
-    The verdict counts only when it is the last line of stdout and carries ``token``;
-    otherwise every test is an ``error`` (``timeout`` when the whole run timed out).
+    The result counts only when the run completed (its last line is the token's) and it
+    holds one well-formed outcome per test; otherwise every test is an ``error``
+    (``timeout`` when the whole run timed out).
     """
-    data = _verdict_line(result.stdout)
-    if data is not None and data.get("token") == token and len(data.get("results", [])) == n_tests:
-        return tuple(TestOutcome(r["outcome"], r.get("exception"), r.get("message", ""),
-                                 r.get("phase", "test")) for r in data["results"])
-    if result.timed_out:
+    outcomes = _outcomes(run.payload, n_tests) if run.completed else None
+    if outcomes is not None:
+        return outcomes
+    if run.result.timed_out:
         return _uniform(n_tests, "timeout", "Timeout", "the test runner ran out of time")
-    logger.debug("runner gave no verdict (status %s): %s", result.returncode, result.stderr[-500:])
+    logger.debug("runner gave no verdict (%s, status %s): %s", run.problem, run.result.returncode,
+                 run.result.stderr[-500:])
     return _uniform(n_tests, "error", "NoVerdict",
-                    f"the test runner ended (status {result.returncode}) without a valid verdict")
+                    f"the test runner ended (status {run.result.returncode}) without a valid verdict")
+
+
+def _outcomes(data: dict[str, Any] | None, n_tests: int) -> tuple[TestOutcome, ...] | None:
+    results = data.get("results") if data is not None else None
+    if type(results) is not list or len(results) != n_tests:
+        return None
+    outcomes = []
+    for r in results:
+        if type(r) is not dict or r.get("outcome") not in get_args(Outcome):
+            return None
+        exception, message = r.get("exception"), r.get("message", "")
+        outcomes.append(TestOutcome(r["outcome"], exception if type(exception) is str else None,
+                                    message if type(message) is str else "",
+                                    "load" if r.get("phase") == "load" else "test"))
+    return tuple(outcomes)
 
 
 def run_code_against_tests(sandbox: Sandbox, task: FunctionTask, code: str, suite: TestSuite, *,
@@ -207,14 +199,12 @@ def run_code_against_tests(sandbox: Sandbox, task: FunctionTask, code: str, suit
     if not suite.tests:
         return CodeRun(())
     try:
-        files = runner_files(task, code, suite, test_timeout)
+        files, config = runner_config(task, code, suite, test_timeout)
     except CandidateError as exc:
         outcomes = _uniform(len(suite), "error", "InvalidCandidate", str(exc)[:300])
         return CodeRun(outcomes, invalid=str(exc))
-    token = secrets.token_hex(16)
-    result = sandbox.run(files, ["python3", RUNNER_NAME, SPEC_NAME],
-                         timeout=run_timeout(len(suite), test_timeout), stdin=token + "\n")
-    return CodeRun(parse_runner(result, token, len(suite)))
+    run = run_program(sandbox, "matrix", files, config, timeout=run_timeout(len(suite), test_timeout), token=True)
+    return CodeRun(parse_runner(run, len(suite)))
 
 
 def execution_matrix(sandbox: Sandbox, task: FunctionTask, codes: Sequence[str], suite: TestSuite, *,

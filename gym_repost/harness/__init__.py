@@ -7,9 +7,6 @@
 from __future__ import annotations
 
 import json
-import secrets
-from functools import lru_cache
-from importlib import resources
 
 from gym_repost.errors import CandidateError, TaskError
 from gym_repost.harness.candidate import (
@@ -22,6 +19,7 @@ from gym_repost.harness.candidate import (
 )
 from gym_repost.harness.report import TestReport, parse_run
 from gym_repost.harness.verdict import (
+    MAX_RECORD_CHARS,
     Record,
     Reference,
     ReferenceCache,
@@ -32,17 +30,18 @@ from gym_repost.harness.verdict import (
     reference_key,
 )
 from gym_repost.sandbox.base import Sandbox
+from gym_repost.sandbox.programs import program_file, program_source, run_program
 from gym_repost.task import FunctionTask
 
 SCRIPT_NAME = "evaluation.py"
 """File name of the evaluation script inside the run directory."""
-HARNESS_NAME = "_gym_repost_harness.py"
+HARNESS_NAME = program_file("harness")
+"""File name of the in-sandbox harness (:mod:`gym_repost.programs.harness`) inside the run directory."""
 
 
-@lru_cache(maxsize=1)
 def harness_source() -> str:
-    """Text of the in-sandbox harness (``sandbox_main.py``)."""
-    return resources.files("gym_repost.harness").joinpath("sandbox_main.py").read_text("utf-8")
+    """Text of the in-sandbox harness (:mod:`gym_repost.programs.harness`)."""
+    return program_source("harness")
 
 
 INPUTS_NAME = "_gym_repost_inputs.json"
@@ -53,15 +52,14 @@ def _harness_run(sandbox: Sandbox, task: FunctionTask, assembled: AssembledScrip
                  timeout: float | None, inputs: list[str] | None = None) -> tuple[TestReport, Record | None]:
     """One harness run of ``assembled`` in ``mode``; its process-level report and its record."""
     script = strip_tests(task, assembled) if mode == "inputs" else assembled.script
-    files = {**task.evaluation.files, SCRIPT_NAME: script, HARNESS_NAME: harness_source()}
+    files = {**task.evaluation.files, SCRIPT_NAME: script}
     if inputs is not None:
         files[INPUTS_NAME] = json.dumps(inputs)
-    token = secrets.token_hex(16)
-    config = {"token": token, "script": SCRIPT_NAME, "start": assembled.start_line,
-              "end": assembled.end_line, "mode": mode, "inputs": INPUTS_NAME if inputs is not None else None}
-    result = sandbox.run(files, ["python3", HARNESS_NAME], timeout=timeout or task.evaluation.timeout,
-                         stdin=json.dumps(config) + "\n")
-    return parse_run(result, token), parse_record(result.stdout)
+    config = {"script": SCRIPT_NAME, "start": assembled.start_line, "end": assembled.end_line,
+              "mode": mode, "inputs": INPUTS_NAME if inputs is not None else None}
+    run = run_program(sandbox, "harness", files, config, timeout=timeout or task.evaluation.timeout,
+                      token=True, max_chars=MAX_RECORD_CHARS)
+    return parse_run(run), parse_record(run.payload)
 
 
 def record_reference(sandbox: Sandbox, task: FunctionTask) -> Reference:

@@ -6,12 +6,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from gym_repost import bounded_json
-from gym_repost.errors import UntrustedDataError
+from gym_repost.programs.protocol import MARK
 from gym_repost.sandbox.base import RunResult
-
-MARK = "@@gym-repost@@"
-"""Prefix of the harness's report and completion-token lines (see ``sandbox_main.py``)."""
+from gym_repost.sandbox.programs import ProgramRun
 
 _TAIL = 1500
 
@@ -114,23 +111,12 @@ def _strip_marks(text: str) -> str:
     return "\n".join(ln for ln in text.split("\n") if not ln.startswith(MARK)).strip()
 
 
-def _harness_report(stderr: str) -> dict[str, Any] | None:
-    """The last report line of ``stderr``; None when there is none or it is not a JSON
-    object within :mod:`gym_repost.bounded_json`'s limits (the code under test writes to
-    the same stderr and may forge or garble it)."""
-    for line in reversed(stderr.split("\n")):
-        if line.startswith(MARK):
-            try:
-                data = bounded_json.loads(line[len(MARK):])
-            except UntrustedDataError:
-                return None
-            return data if isinstance(data, dict) else None
-    return None
-
-
-def _completed(stdout: str, token: str) -> bool:
-    lines = [ln for ln in stdout.rstrip("\n").split("\n") if ln]
-    return bool(lines) and lines[-1] == MARK + token
+def _harness_report(run: ProgramRun) -> dict[str, Any] | None:
+    """The harness's report of why the script did not complete; None when there is none
+    (the code under test shares the output and may forge or garble it: see
+    :func:`~gym_repost.sandbox.programs.read_program_output`)."""
+    report = run.payload.get("report") if run.payload is not None else None
+    return report if type(report) is dict else None
 
 
 def _trim_stderr(stderr: str) -> str:
@@ -140,22 +126,23 @@ def _trim_stderr(stderr: str) -> str:
     return (text[:cut] if cut >= 0 else text).strip()[-_TAIL:]
 
 
-def parse_run(result: RunResult, token: str) -> TestReport:
-    """Turn the sandbox's result of a harness run into a :class:`TestReport`.
+def parse_run(run: ProgramRun) -> TestReport:
+    """Turn a harness run (:func:`~gym_repost.sandbox.programs.run_program`) into a :class:`TestReport`.
 
     Passing needs both exit status 0 and the completion token on the last line of
     stdout: a candidate that exits early never prints the token.
     """
+    result = run.result
     stdout = _strip_marks(result.stdout)[-_TAIL:]
     common: dict[str, Any] = {"stdout": stdout, "returncode": result.returncode,
                               "timed_out": result.timed_out}
     if result.timed_out:
         return TestReport(passed=False, status="timeout", message="timed out",
                           stderr=_strip_marks(result.stderr)[-_TAIL:], **common)
-    if result.returncode == 0 and _completed(result.stdout, token):
+    if result.returncode == 0 and run.completed and run.payload is not None:
         return TestReport(passed=True, status="passed", **common)
-    data = _harness_report(result.stderr)
-    if data is None or data.get("status") == "passed":
+    data = _harness_report(run)
+    if data is None:
         return TestReport(passed=False, status="error", exception=_exit_reason(result),
                           message=_exit_message(result), stderr=_strip_marks(result.stderr)[-_TAIL:],
                           **common)
@@ -171,7 +158,7 @@ def parse_run(result: RunResult, token: str) -> TestReport:
         where = ".".join(str(p) for p in first["loc"])
         return TestReport(passed=False, status="error", exception="MalformedReport",
                           message=f"the run's report is malformed ({where}: {first['msg']}); the code under "
-                          "test may have written to stderr in the harness's format",
+                          "test may have written a result line in the harness's format",
                           stderr=_strip_marks(result.stderr)[-_TAIL:], **common)
 
 

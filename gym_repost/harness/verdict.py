@@ -31,9 +31,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from gym_repost.harness.report import MARK, Frame, TestReport
+from gym_repost.harness.report import Frame, TestReport
 
-RECORD_PREFIX = MARK + "record "
 MAX_RECORD_CHARS = 8_000_000
 MAX_CALLS = 2000
 COMPARED = {"a": "arguments it was called with", "x": "exception raised", "xd": "exception's message",
@@ -66,23 +65,12 @@ def _call_entry(value: Any) -> dict[str, str] | None:
     return dict(value)
 
 
-def parse_record(stdout: str) -> Record | None:
-    """The last record line of a harness run's standard output; None if absent or malformed.
+def parse_record(data: dict[str, Any] | None) -> Record | None:
+    """The record in a harness run's result (plain JSON, read within limits); None if absent or malformed.
 
     The candidate controls what it prints, so this never raises: a record that is not
     exactly the expected shape is no record.
     """
-    at = stdout.rfind(RECORD_PREFIX)
-    if at < 0 or (at > 0 and stdout[at - 1] != "\n"):
-        return None
-    end = stdout.find("\n", at)
-    line = stdout[at + len(RECORD_PREFIX): end if end >= 0 else len(stdout)]
-    if len(line) > MAX_RECORD_CHARS:
-        return None
-    try:
-        data = json.loads(line)
-    except (ValueError, RecursionError, MemoryError):
-        return None
     if type(data) is not dict:
         return None
     calls, overflow, completed, inputs = (data.get(k) for k in ("calls", "overflow", "completed", "inputs"))

@@ -12,7 +12,6 @@ from testfile_tasks import FILES, FOCAL, GROUND_TRUTH, make_testfile_task
 
 from gym_repost.analysis.mutation import generate_mutants
 from gym_repost.analysis.mutation_runner import (
-    MARK,
     MutantOutcome,
     TestFileRun,
     parse_report,
@@ -22,8 +21,10 @@ from gym_repost.analysis.mutation_runner import (
 from gym_repost.analysis.testfile_report import build_report, score_test_file
 from gym_repost.analysis.testfile_scoring import metrics_from_run
 from gym_repost.errors import SandboxError
+from gym_repost.programs.protocol import END, RESULT
 from gym_repost.sandbox import Sandbox, get_sandbox
 from gym_repost.sandbox.base import RunResult
+from gym_repost.sandbox.programs import ProgramRun, read_program_output
 
 
 def _find(run: TestFileRun, original: str, replacement: str) -> MutantOutcome:
@@ -159,7 +160,8 @@ BAD_FILES = {
     "exits early": ("import os\n\n\ndef test_exit():\n    os._exit(0)\n", "error", "test_exit"),
     "kills the runner": ("import os, signal\n\n\ndef test_kill():\n    os.kill(os.getppid(), signal.SIGKILL)\n",
                          "error", "without a report"),
-    "fakes a report": ("import os\n\n\ndef test_fake():\n    print('\\n@@gym-repost-testfile@@abc {}')\n"
+    "fakes a report": ("import os\n\n\ndef test_fake():\n"
+                       "    print('\\n@@gym-repost@@result {}\\n@@gym-repost@@end abc')\n"
                        "    os._exit(0)\n", "error", "ended early"),
     "tries the network": ("import socket\n\n\ndef test_net():\n"
                           "    socket.create_connection(('pypi.org', 443), timeout=2)\n", "error", "test_net"),
@@ -226,6 +228,11 @@ def test_a_sandbox_python_without_pytest_is_an_infrastructure_error(tmp_path: Pa
             run_test_file(bare, make_testfile_task(), GROUND_TRUTH)
 
 
+def _reported(report: str) -> ProgramRun:
+    """A program run whose result line is ``report``, completed with the token ``tok``."""
+    return read_program_output(RunResult(returncode=0, stdout=f"\n{RESULT}{report}\n{END}tok\n", stderr=""), "tok")
+
+
 @pytest.mark.parametrize(("report", "expected"), [
     ('{"status": "completed", "tests": "abc"}', "malformed"),
     ('{"status": "completed", "tests": [{"nodeid": 1, "outcome": "passed"}]}', "malformed"),
@@ -243,8 +250,7 @@ def test_a_sandbox_python_without_pytest_is_an_infrastructure_error(tmp_path: Pa
 def test_a_forged_or_garbled_report_is_a_crashed_run(report: str, expected: str) -> None:
     task = make_testfile_task()
     mutants, population = select_mutants(FOCAL, 5, 0)
-    result = RunResult(returncode=0, stdout=f"{MARK}tok {report}\n", stderr="")
-    run = parse_report(result, "tok", mutants, population)
+    run = parse_report(_reported(report), mutants, population)
     assert run.status == "crashed" and expected in run.message, run.message
     assert [m.status for m in run.mutants] == ["not run"] * len(mutants)
     text = build_report(task, run).to_text()
@@ -255,6 +261,6 @@ def test_unknown_statuses_in_a_report_are_not_scored() -> None:
     mutants, population = select_mutants(FOCAL, 3, 0)
     report = ('{"status": "sideways", "tests": [{"nodeid": "t", "outcome": "passed"}], '
               '"mutants": [{"id": 0, "status": "vanquished"}, {"id": 1, "status": "killed", "killed_by": 5}]}')
-    run = parse_report(RunResult(returncode=0, stdout=f"{MARK}tok {report}\n", stderr=""), "tok", mutants, population)
+    run = parse_report(_reported(report), mutants, population)
     assert run.status == "crashed" and [t.outcome for t in run.tests] == ["passed"]
     assert [m.status for m in run.mutants] == ["not run", "killed", "not run"] and run.mutants[1].killed_by == "5"

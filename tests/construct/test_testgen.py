@@ -23,21 +23,12 @@ import pytest
 from gym_repost.analysis.mutation import generate_mutants
 from gym_repost.analysis.source import find_function
 from gym_repost.construct.model import Candidate, Drop, GeneratedTests, SandboxedScript, SourceRepository
-from gym_repost.construct.testgen import (
-    ChosenInput,
-    RecordedCall,
-    generate_tests,
-    hints,
-    mutate,
-    pools,
-    runtime,
-    trace_main,
-    trace_repository,
-    write_tests,
-)
+from gym_repost.construct.testgen import ChosenInput, RecordedCall, generate_tests, trace_repository, write_tests
 from gym_repost.construct.testgen.explore import may_depend_on_hash_order, verification_task
 from gym_repost.construct.testgen.writer import call_arguments, runtime_helpers
 from gym_repost.harness import do_nothing_candidate, run_function_tests
+from gym_repost.programs import hints, mutate, pools, runtime
+from gym_repost.programs import trace as trace_program
 
 # ---------------------------------------------------------------- helpers
 
@@ -314,7 +305,7 @@ def double_it(x):
 
 
 def test_values_are_written_back_as_source_that_rebuilds_them(tmp_path):
-    serializer = trace_main.Serializer(str(tmp_path))
+    serializer = trace_program.Serializer(str(tmp_path))
     values = [None, True, -3, 2.5, float("nan"), float("-inf"), 1 - 2j, "a'b\n", b"\x00", bytearray(b"ab"),
               [1, [2]], (1,), {"k": {3, 1}}, frozenset({"x"}), set(), range(2, 9, 3),
               decimal.Decimal("1.50"), datetime.date(2020, 2, 29),
@@ -339,15 +330,15 @@ def test_values_are_written_back_as_source_that_rebuilds_them(tmp_path):
 
 
 def test_values_that_cannot_be_written_back_are_refused(tmp_path):
-    serializer = trace_main.Serializer(str(tmp_path))
+    serializer = trace_program.Serializer(str(tmp_path))
     offset = 3
     with socket.socket() as sock:
         for value in (sock, iter([1]), (x for x in "ab"), lambda x: x + offset, Pair(1, 2), "x" * 5000):
-            with pytest.raises(trace_main.Unrepresentable):
+            with pytest.raises(trace_program.Unrepresentable):
                 serializer.to_source(value)
     looped: list = []
     looped.append(looped)
-    with pytest.raises(trace_main.Unrepresentable):
+    with pytest.raises(trace_program.Unrepresentable):
         serializer.to_source(looped)
 
 

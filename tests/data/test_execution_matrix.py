@@ -10,8 +10,10 @@ import pytest
 
 from gym_repost.data.assertions import split_task_tests
 from gym_repost.data.base import TestSuite
-from gym_repost.data.execution import MARK, execution_matrix, parse_runner, run_code_against_tests
+from gym_repost.data.execution import execution_matrix, parse_runner, run_code_against_tests
+from gym_repost.programs.protocol import END, RESULT
 from gym_repost.sandbox.base import RunResult, Sandbox
+from gym_repost.sandbox.programs import read_program_output
 from gym_repost.task import FunctionTask
 
 
@@ -100,8 +102,12 @@ def test_a_code_that_loops_while_loading_costs_one_timeout(function_task: Functi
 
 @pytest.mark.parametrize("trick", [
     # prints a verdict claiming every test passed, then leaves
-    "import os\n    os.write(1, ('\\n" + MARK + "' + '{\"token\": \"\", \"results\": "
-    "[{\"outcome\": \"pass\"}]}\\n').encode())\n    os._exit(0)",
+    "import os\n    os.write(1, ('\\n" + RESULT + "' + '{\"results\": "
+    "[{\"outcome\": \"pass\"}]}\\n" + END + "\\n').encode())\n    os._exit(0)",
+    # reads every open descriptor for the token (the runner's private copy included)
+    "import os\n    found = b''\n    for descriptor in range(3, 256):\n        try:\n"
+    "            os.set_blocking(descriptor, False)\n            found += os.read(descriptor, 4096)\n"
+    "        except OSError:\n            pass\n    raise SystemExit(found.decode() or 'no token')",
     # tries to read the one-time token from standard input
     "import sys\n    token = sys.stdin.read()\n    assert token, 'no token'\n    raise SystemExit(token)",
     # kills the runner that reports the verdicts
@@ -113,7 +119,7 @@ def test_a_code_cannot_fake_passes(function_task: FunctionTask, sandbox: Sandbox
     assert code != function_task.ground_truth
     run = run_code_against_tests(sandbox, function_task, code, TestSuite((GOOD,)))
     assert run.passed == 0
-    if "stdin" in trick:  # standard input is empty for the code: the token is not there
+    if "stdin" in trick or "descriptor" in trick:  # the token is nowhere the code can read
         assert run.outcomes[0].message == "no token"
 
 
@@ -137,9 +143,16 @@ def test_a_matrix_costs_one_sandbox_run_per_code(function_task: FunctionTask, sa
 
 
 def test_a_verdict_counts_only_with_the_token_on_the_last_line() -> None:
-    line = MARK + '{"token": "abc", "results": [{"outcome": "pass"}, {"outcome": "fail"}]}'
-    assert [o.outcome for o in parse_runner(RunResult(0, "x\n" + line + "\n", ""), "abc", 2)] == ["pass", "fail"]
-    assert [o.outcome for o in parse_runner(RunResult(0, line + "\n", ""), "xyz", 2)] == ["error", "error"]
-    assert [o.outcome for o in parse_runner(RunResult(0, line + "\nlater\n", ""), "abc", 2)] == ["error", "error"]
-    assert [o.outcome for o in parse_runner(RunResult(0, line, ""), "abc", 3)] == ["error"] * 3
-    assert [o.outcome for o in parse_runner(RunResult(-9, "", "", timed_out=True), "abc", 2)] == ["timeout"] * 2
+    def outcomes(stdout: str, token: str, n: int, **kw: object) -> list[str]:
+        run = read_program_output(RunResult(kw.pop("returncode", 0), stdout, "", **kw), token)  # type: ignore[arg-type]
+        return [o.outcome for o in parse_runner(run, n)]
+
+    line = RESULT + '{"results": [{"outcome": "pass"}, {"outcome": "fail"}]}\n' + END + "abc"
+    assert outcomes("x\n" + line + "\n", "abc", 2) == ["pass", "fail"]
+    assert outcomes(line + "\n", "xyz", 2) == ["error", "error"]
+    assert outcomes(line + "\nlater\n", "abc", 2) == ["error", "error"]
+    assert outcomes(line, "abc", 3) == ["error"] * 3
+    assert outcomes(RESULT + '{"results": [{"outcome": "won"}]}\n' + END + "abc", "abc", 1) == ["error"]
+    assert outcomes("", "abc", 2, returncode=-9, timed_out=True) == ["timeout"] * 2
+
+

@@ -20,7 +20,7 @@ from gym_repost.env import FunctionEnv, TestFileEnv
 from gym_repost.errors import SandboxError
 from gym_repost.evaluate import RunConfig, RunDir, evaluate
 from gym_repost.evaluate.runner import run_episode, tasks_digest
-from gym_repost.harness.report import MARK
+from gym_repost.programs.protocol import RESULT
 from gym_repost.sandbox import Sandbox
 from gym_repost.sandbox.base import RunResult
 from gym_repost.task import FunctionTask, TestFileTask
@@ -171,9 +171,10 @@ def test_deep_unary_test_file_is_reported_not_raised(tiny_testfile_task: TestFil
 
 
 def _forging(payload: str) -> str:
-    """A candidate that writes ``payload`` as a harness report line to stderr and exits."""
+    """A candidate that writes ``payload`` as the harness's report in a result line and exits."""
     return ("def score(values, cap=100):\n    import os, sys\n"
-            f"    sys.stderr.write({MARK!r} + {payload} + '\\n')\n    sys.stderr.flush()\n    os._exit(3)\n")
+            f"    sys.stdout.write('\\n' + {RESULT!r} + '{{\"report\": ' + {payload} + '}}\\n')\n"
+            "    sys.stdout.flush()\n    os._exit(3)\n")
 
 
 @pytest.mark.parametrize(("payload", "expected"), [
@@ -183,7 +184,7 @@ def _forging(payload: str) -> str:
     ("'{\"status\": \"failed\", \"frames\": 7, \"exception\": [\"X\"]}'", "MalformedReport"),
     ("'{\"status\": \"error\", \"frames\": \"abc\", \"exception\": \"E\"}'", "MalformedReport"),
 ])
-def test_stderr_mimicking_a_report_is_a_failed_run(function_task: FunctionTask, sandbox: Sandbox,
+def test_output_mimicking_a_report_is_a_failed_run(function_task: FunctionTask, sandbox: Sandbox,
                                                    payload: str, expected: str) -> None:
     env = FunctionEnv(function_task, sandbox=sandbox, max_submissions=2)
     env.reset(seed=0)

@@ -78,18 +78,19 @@ ATTACKS: dict[str, str] = {
         "    return cls()\n"),
     "forge the completion token from the harness's frame": (
         "def {name}(*a, **k):\n    import os, sys\n    frame = sys._getframe()\n"
-        "    while frame is not None:\n        config = frame.f_locals.get('config')\n"
-        "        if isinstance(config, dict) and 'token' in config:\n"
-        "            os.write(1, ('\\n@@gym-repost@@' + config['token'] + '\\n').encode())\n"
+        "    while frame is not None:\n        token = frame.f_locals.get('token')\n"
+        "        if isinstance(token, str) and 'config' in frame.f_locals:\n"
+        "            os.write(1, ('\\n@@gym-repost@@end ' + token + '\\n').encode())\n"
         "            os._exit(0)\n        frame = frame.f_back\n    return None\n"),
     "forge a record and the token": (
         "def {name}(*a, **k):\n    import json, os, sys\n    frame = sys._getframe()\n"
-        "    while frame is not None and not isinstance(frame.f_locals.get('config'), dict):\n"
-        "        frame = frame.f_back\n    token = frame.f_locals['config']['token'] if frame else ''\n"
+        "    while frame is not None and not isinstance(frame.f_locals.get('token'), str):\n"
+        "        frame = frame.f_back\n    token = frame.f_locals['token'] if frame else ''\n"
         "    n = len(json.load(open('_gym_repost_inputs.json'))) if os.path.exists('_gym_repost_inputs.json') else 40\n"
         "    calls = [{{k: '0' * 24 for k in 'arxpo'}} for _ in range(n)]\n"
-        "    record = json.dumps({{'calls': calls, 'overflow': 0, 'completed': True, 'inputs': None}})\n"
-        "    os.write(1, ('\\n@@gym-repost@@record ' + record + '\\n@@gym-repost@@' + token + '\\n').encode())\n"
+        "    record = json.dumps({{'calls': calls, 'overflow': 0, 'completed': True, 'inputs': None,\n"
+        "                         'report': None}})\n"
+        "    os.write(1, ('\\n@@gym-repost@@result ' + record + '\\n@@gym-repost@@end ' + token + '\\n').encode())\n"
         "    os._exit(0)\n"),
     "patch the recorder through frame globals": (
         "def {name}(*a, **k):\n    import sys\n    frame = sys._getframe()\n    while frame is not None:\n"
@@ -108,12 +109,12 @@ ATTACKS: dict[str, str] = {
         "import hashlib\nclass _H:\n    def hexdigest(self):\n        return '0' * 40\n"
         "hashlib.sha1 = lambda *a, **k: _H()\n"
         "def {name}(*a, **k):\n    return None\n"),
-    "report-like deep JSON on stderr": (
+    "report-like deep JSON on stdout": (
         "def {name}(*a, **k):\n    import sys\n"
-        "    sys.stderr.write('@@gym-repost@@' + '[' * 100000 + ']' * 100000 + '\\n')\n    return None\n"),
+        "    sys.stdout.write('\\n@@gym-repost@@result ' + '[' * 100000 + ']' * 100000 + '\\n')\n    return None\n"),
     "record-like deep JSON on stdout, then exit": (
         "def {name}(*a, **k):\n    import os\n"
-        "    os.write(1, b'\\n@@gym-repost@@record ' + b'[' * 100000 + b'\\n')\n    os._exit(0)\n"),
+        "    os.write(1, b'\\n@@gym-repost@@result ' + b'[' * 100000 + b'\\n')\n    os._exit(0)\n"),
     "close standard output": "def {name}(*a, **k):\n    import os\n    os.close(1)\n    return None\n",
     "a subclass whose equality always holds": (
         "def {name}(*a, **k):\n    class S(str):\n        __eq__ = lambda s, o: True\n        __hash__ = str.__hash__\n"

@@ -8,8 +8,9 @@ from gym_repost.analysis.strength import validate_task
 from gym_repost.construct.quality import QualityReport, QualityThresholds, _judge
 from gym_repost.harness import do_nothing_candidate, reference_for, run_function_tests
 from gym_repost.harness.report import TestReport
-from gym_repost.harness.verdict import Record, Reference, compare, merge_runs, parse_record
-from gym_repost.sandbox.base import Sandbox
+from gym_repost.harness.verdict import MAX_RECORD_CHARS, Record, Reference, compare, merge_runs, parse_record
+from gym_repost.sandbox.base import RunResult, Sandbox
+from gym_repost.sandbox.programs import read_program_output
 from gym_repost.task import FunctionTask
 from tests.conftest import build_task
 
@@ -88,12 +89,14 @@ def test_the_verdict_never_shows_the_expected_value(sandbox: Sandbox, function_t
 
 
 def test_hostile_record_lines_are_no_record() -> None:
-    line = "\n@@gym-repost@@record "
+    line = "\n@@gym-repost@@result "
     for body in ["[" * 100_000, '{"calls": [{"a": 1}], "overflow": 0, "completed": true, "inputs": null}',
                  '{"calls": "x", "overflow": 0, "completed": true}', "null", '{"calls": []}',
                  '{"calls": [], "overflow": 0, "completed": true, "inputs": [1]}', "x" * 9_000_000]:
-        assert parse_record(line + body + "\n") is None
-    good = parse_record(line + '{"calls": [{"a": "1"}], "overflow": 0, "completed": true, "inputs": null}\n')
+        run = read_program_output(RunResult(1, line + body + "\n", ""), "tok", max_chars=MAX_RECORD_CHARS)
+        assert parse_record(run.payload) is None
+    body = '{"calls": [{"a": "1"}], "overflow": 0, "completed": true, "inputs": null}'
+    good = parse_record(read_program_output(RunResult(1, line + body + "\n", ""), "tok").payload)
     assert good is not None and good.calls == [{"a": "1"}]
 
 

@@ -1,7 +1,7 @@
 """Stage 5, test generation without an LLM: search inputs in the sandbox, write the test, verify it.
 
 :func:`generate_tests` ships the sandboxed module and the explorer
-(:mod:`~gym_repost.construct.testgen.explore_main` and the modules it imports) into one
+(:mod:`gym_repost.programs.explore` and the modules it imports) into one
 sandbox run that searches inputs for the target and chooses the test's inputs; replays
 them under another hash seed (an outcome that depends on set or dict ordering across
 processes is not a property an equivalent implementation must share); writes the test
@@ -12,14 +12,10 @@ truth and fails with a do-nothing candidate. Nothing of the repository runs on t
 from __future__ import annotations
 
 import ast
-import json
 import logging
-import secrets
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict
-from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 from gym_repost.analysis.mutation import generate_mutants, sample_mutants
@@ -32,44 +28,33 @@ from gym_repost.construct.testgen.writer import ChosenInput, write_tests
 from gym_repost.errors import BuildError
 from gym_repost.harness import do_nothing_candidate, run_function_tests
 from gym_repost.sandbox.base import Sandbox
+from gym_repost.sandbox.programs import run_program
 from gym_repost.task import FunctionTask, Provenance, RepositoryView
 
 logger = logging.getLogger(__name__)
 
-MARK = "@@gym-repost-explore@@"
 MODULE_FILE = "_gr_module.py"
-CONFIG_FILE = "_gr_explore.json"
-SHIPPED = {"_gr_explore.py": "explore_main.py", "_gr_runtime.py": "runtime.py", "_gr_hints.py": "hints.py",
-           "_gr_pools.py": "pools.py", "_gr_mutate.py": "mutate.py", "_gr_strategies.py": "strategies.py",
-           "_gr_selection.py": "selection.py"}
+EXPLORER_MODULES = ("runtime", "hints", "pools", "mutate", "strategies", "selection")
+"""The explorer's modules in :mod:`gym_repost.programs`, shipped beside it."""
 REPLAY_HASH_SEED = "1"
 MAX_MUTANTS = 40
 """Mutants of the target the search uses to choose inputs that tell them apart."""
 
 
-@lru_cache(maxsize=1)
-def explorer_files() -> dict[str, str]:
-    """The in-sandbox explorer's files, by the name they take in the run directory."""
-    package = resources.files("gym_repost.construct.testgen")
-    return {name: package.joinpath(source).read_text("utf-8") for name, source in SHIPPED.items()}
-
-
 def run_explorer(sandbox: Sandbox, module: str, config: dict[str, Any], timeout: float,
                  env: dict[str, str] | None = None) -> dict[str, Any]:
-    """Run the explorer on ``module`` with ``config``; its JSON report.
+    """Run the explorer (:mod:`gym_repost.programs.explore`) on ``module`` with ``config``; its JSON report.
 
     A run that ends without a report gives ``{"ok": False, "kind": "crash", ...}``.
     """
-    token = secrets.token_hex(16)
-    files = {**explorer_files(), MODULE_FILE: module,
-             CONFIG_FILE: json.dumps({**config, "module_file": MODULE_FILE})}
-    result = sandbox.run(files, ["python3", "_gr_explore.py", CONFIG_FILE], timeout=timeout,
-                         stdin=token + "\n", env=env)
-    for line in reversed(result.stdout.split("\n")):
-        if line.startswith(MARK + token):
-            return json.loads(line[len(MARK + token):])
+    run = run_program(sandbox, "explore", {MODULE_FILE: module}, {**config, "module_file": MODULE_FILE},
+                      timeout=timeout, token=True, modules=EXPLORER_MODULES, env=env)
+    if run.completed and run.payload is not None:
+        return run.payload
+    result = run.result
     why = "timed out" if result.timed_out else f"exit {result.returncode}"
-    return {"ok": False, "kind": "crash", "error": f"the explorer {why}: {(result.stderr or '')[-300:]}"}
+    return {"ok": False, "kind": "crash",
+            "error": f"the explorer {why} ({run.problem}): {(result.stderr or '')[-300:]}"}
 
 
 def generate_tests(sandbox: Sandbox, script: SandboxedScript, *, seeds: Sequence[RecordedCall] = (),

@@ -3,7 +3,7 @@
 :func:`trace_repository` runs the repository's test suite (and the doctests of the
 targets' files) with pytest inside the sandbox, under a tracer that records the
 arguments real tests pass to each target, written back as source at call time
-(:mod:`~gym_repost.construct.testgen.trace_main`). A suite that fails, hangs or cannot be
+(:mod:`gym_repost.programs.trace`). A suite that fails, hangs or cannot be
 collected gives partial or no traces, never an exception: the result says what happened,
 and which modules were missing so that the caller can install them and trace again
 (:func:`trace_with_installs` does both).
@@ -11,27 +11,21 @@ and which modules were missing so that the caller can install them and trace aga
 
 from __future__ import annotations
 
-import base64
-import json
 import logging
 import re
-import secrets
 import sys
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 from gym_repost.construct.model import Candidate, SourceRepository
 from gym_repost.sandbox.base import Sandbox
+from gym_repost.sandbox.programs import run_program
 
 logger = logging.getLogger(__name__)
 
-MARK = "@@gym-repost-trace@@"
-SCRIPT_NAME = "_gr_trace.py"
-CONFIG_NAME = "_gr_trace.json"
+MAX_RESULT_CHARS = 50_000_000
+"""The largest tracer result read (characters of its JSON; it travels compressed)."""
 _TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
 
 
@@ -80,12 +74,6 @@ class TraceResult:
     def traced(self) -> int:
         """Number of candidates with at least one recorded call."""
         return sum(1 for calls in self.calls.values() if calls)
-
-
-@lru_cache(maxsize=1)
-def trace_program() -> str:
-    """Text of the in-sandbox tracer (``trace_main.py``)."""
-    return resources.files("gym_repost.construct.testgen").joinpath("trace_main.py").read_text("utf-8")
 
 
 def test_files(repo: SourceRepository) -> list[str]:
@@ -151,27 +139,28 @@ def trace_repository(sandbox: Sandbox, repo: SourceRepository, candidates: Seque
     config = {"targets": _targets(candidates), "max_calls": max_calls_per_target, "test_timeout": test_timeout,
               "deadline": max(5.0, timeout - 15.0), "sys_path": source_roots(repo),
               "args": pytest_arguments(repo, candidates)}
-    token = secrets.token_hex(16)
-    files = {**repo.files, SCRIPT_NAME: trace_program(), CONFIG_NAME: json.dumps(config)}
-    result = sandbox.run(files, ["python3", SCRIPT_NAME, CONFIG_NAME], timeout=timeout, stdin=token + "\n")
-    data = _payload(result.stdout, token)
-    if data is None:
+    run = run_program(sandbox, "trace", repo.files, config, timeout=timeout, token=True, max_chars=MAX_RESULT_CHARS)
+    result = run.result
+    traced = _result(run.payload, repo, candidates, result.duration) if run.completed else None
+    if traced is None:
         why = "timed out" if result.timed_out else f"exited with {result.returncode}"
-        logger.warning("tracing %s %s", repo.name, why)
+        logger.warning("tracing %s %s (%s)", repo.name, why, run.problem or "a malformed result")
         return TraceResult(calls={c.key: [] for c in candidates}, timed_out=result.timed_out,
                            errors=[f"the tracer {why}: {(result.stderr or '')[-300:]}"], duration=result.duration)
-    return _result(data, repo, candidates, result.duration)
+    return traced
 
 
-def _payload(stdout: str, token: str) -> dict[str, Any] | None:
-    for line in reversed(stdout.split("\n")):
-        if line.startswith(MARK + token):
-            return json.loads(zlib.decompress(base64.b64decode(line[len(MARK + token):])))
-    return None
+def _result(data: dict[str, Any] | None, repo: SourceRepository, candidates: Sequence[Candidate],
+            duration: float) -> TraceResult | None:
+    """The tracer's result; None when it is malformed (the repository's tests share the output)."""
+    try:
+        return _read_result(data or {}, repo, candidates, duration)
+    except (KeyError, TypeError, AttributeError, ValueError):
+        return None
 
 
-def _result(data: dict[str, Any], repo: SourceRepository, candidates: Sequence[Candidate],
-            duration: float) -> TraceResult:
+def _read_result(data: dict[str, Any], repo: SourceRepository, candidates: Sequence[Candidate],
+                 duration: float) -> TraceResult:
     local = local_modules(repo)
     missing = [m for m in data["missing"] if m not in local and m not in sys.stdlib_module_names]
     calls = {c.key: [RecordedCall(args=r["args"], kwargs=r["kwargs"], instance=r["instance"])

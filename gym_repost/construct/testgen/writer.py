@@ -20,9 +20,9 @@ import ast
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
 
 from gym_repost.analysis.parsing import parse_python
+from gym_repost.sandbox.programs import program_source
 
 HEADER = "# Equivalence tests written by gym-repost's test generation (deterministic builder)."
 LINE_LIMIT = 100
@@ -41,8 +41,8 @@ class ChosenInput:
 
 @lru_cache(maxsize=1)
 def runtime_helpers() -> str:
-    """The code of :mod:`~gym_repost.construct.testgen.runtime` without its docstring."""
-    text = resources.files("gym_repost.construct.testgen").joinpath("runtime.py").read_text("utf-8")
+    """The code of :mod:`gym_repost.programs.runtime` without its docstring."""
+    text = program_source("runtime")
     tree = parse_python(text)
     first = tree.body[1] if ast.get_docstring(tree) is not None else tree.body[0]
     return "\n".join(text.split("\n")[first.lineno - 1:]).strip("\n") + "\n"

@@ -1,11 +1,12 @@
-"""The harness that runs an evaluation script inside the sandbox (standard library only).
+"""The function-task harness: run an evaluation script and record its target's calls.
 
-This file is not imported by gym-repost: its text is copied into every run directory as
-``_gym_repost_harness.py`` and started as ``python3 _gym_repost_harness.py``. Its first
-line of standard input is a JSON configuration::
+Started as ``python3 _gym_repost_harness.py``; its configuration (see
+:mod:`gym_repost.programs`) is::
 
-    {"token": ..., "script": "evaluation.py", "start": N, "end": M, "mode": MODE,
+    {"script": "evaluation.py", "start": N, "end": M, "mode": MODE,
      "inputs": "_gym_repost_inputs.json" or null}
+
+followed by the completion token, read at once (the code under test runs in this process).
 
 The script it runs holds no original implementation of the target: the host replaced
 the original definition with the code under test, bound to both names and wrapped by
@@ -19,11 +20,11 @@ the exception's type and of the printed output, and a short text of the result. 
 * ``inputs``: the script holds no tests; replay the pickled arguments of the reference
   calls, record.
 
-The record goes to standard output after the marker, then the completion token (only
-when the script completed). The host decides the verdict by comparing the record with
-the reference's, recorded in a separate run: nothing printed here is trusted for a pass
-except data that only a correct implementation produces. On standard error, the marker
-and a JSON report (exception, frames, failing assertion) explain failures.
+The result is the record, with ``report``: None when the script completed, else why it
+did not (exception, frames, failing assertion). The completion token follows only when
+the script completed. The host decides the verdict by comparing the record with the
+reference's, recorded in a separate run: nothing printed here is trusted for a pass
+except data that only a correct implementation produces.
 """
 
 import ast
@@ -43,7 +44,11 @@ import threading
 import traceback
 import types
 
-MARK = "@@gym-repost@@"
+try:
+    from . import protocol
+except ImportError:  # in the sandbox, beside the protocol module
+    import _gym_repost_protocol as protocol  # type: ignore[no-redef]
+
 _MAX_REPR = 400
 MAX_CALLS = 2000
 MAX_ITEMS = 10000
@@ -429,16 +434,9 @@ def _run_script(script, recorder, mode, inputs):
     return None, None
 
 
-def _write_all(fd, data):
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
 def main():
-    config = json.loads(sys.stdin.readline())
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
+    config = protocol.read_config(token=True)
+    token = protocol.read_token()
     sys.stdin = open(0, encoding="utf-8", closefd=False)
     script, start, end, mode = config["script"], config["start"], config["end"], config["mode"]
     recorder = Recorder(pickle_inputs=mode == "reference",
@@ -457,14 +455,9 @@ def main():
         sys.stderr.flush()
     except BaseException:  # noqa: BLE001 - closed or broken streams must not hide the verdict
         pass
-    record = json.dumps(recorder.record(report is None), separators=(",", ":"))
-    _write_all(1, ("\n" + MARK + "record " + record + "\n").encode("utf-8", "surrogatepass"))
-    if report is None:
-        os.write(2, (MARK + json.dumps({"status": "passed"}) + "\n").encode())
-        os.write(1, ("\n" + MARK + config["token"] + "\n").encode())
-        os._exit(0)
-    os.write(2, ("\n" + MARK + json.dumps(report) + "\n").encode())
-    os._exit(1)
+    protocol.write_result(dict(recorder.record(report is None), report=report),
+                          token if report is None else None)
+    os._exit(0 if report is None else 1)
 
 
 if __name__ == "__main__":

@@ -1,28 +1,23 @@
 """Run a repository's own tests and record the arguments they pass to targets (in the sandbox).
 
-Not imported by gym-repost at run time: its text is copied into the run directory, next
-to the repository's files, as ``_gr_trace.py`` and started as::
-
-    python3 _gr_trace.py CONFIG
-
-It reads a one-time token from standard input, runs pytest in-process (no cache, the
+Copied into the run directory next to the repository's files; its configuration and a
+one-time token (read at once) come through the protocol of :mod:`gym_repost.programs`.
+It runs pytest in-process (no cache, the
 configuration's ``addopts`` cleared, a timer per test and a deadline for the whole run)
 with a ``sys.settrace`` hook that only looks at *call* events: a call of a code object
 whose (file, first line) is a target's is recorded, its arguments written back as Python
 source at call time (so later mutations do not leak into the record). What cannot be
-written as source is skipped: see :func:`to_source`. The last line of standard output is
-a marker, the token and the result as base64 of zlib-compressed JSON.
+written as source is skipped: see :func:`to_source`. The result is written compressed,
+then the token's line.
 """
 
 import ast
-import base64
 import builtins
 import collections
 import dis
 import enum
 import inspect
 import io
-import json
 import os
 import re
 import resource
@@ -32,9 +27,12 @@ import textwrap
 import threading
 import time
 import types
-import zlib
 
-MARK = "@@gym-repost-trace@@"
+try:
+    from . import protocol
+except ImportError:  # in the sandbox, beside the protocol module
+    import _gym_repost_protocol as protocol  # type: ignore[no-redef]
+
 MAX_SOURCE = 2000
 MAX_DEPTH = 8
 GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
@@ -533,8 +531,7 @@ class TraceRun:
 
     def finish(self):
         result = summary(self.config, self.recorder, self.plugin, self.code, self.captured.getvalue(), self.error)
-        payload = base64.b64encode(zlib.compress(json.dumps(result).encode("utf-8"))).decode("ascii")
-        os.write(1, ("\n" + MARK + self.token + payload + "\n").encode("ascii"))
+        protocol.write_result(result, self.token, compress=True)
         os._exit(0)
 
 
@@ -556,9 +553,8 @@ def summary(config, recorder, plugin, code, output, error):
 
 
 def main():
-    token = sys.stdin.readline().strip()
-    with open(sys.argv[1], encoding="utf-8") as fh:
-        config = json.load(fh)
+    config = protocol.read_config(token=True)
+    token = protocol.read_token()
     root = os.getcwd()
     for extra in reversed([root] + [os.path.join(root, p) for p in config.get("sys_path", [])]):
         sys.path.insert(0, extra)

@@ -1,13 +1,9 @@
 """Search inputs for one target and choose the test's inputs (runs inside the sandbox).
 
-Not imported by gym-repost at run time: its text is copied into the run directory as
-``_gr_explore.py`` together with ``_gr_runtime.py``, ``_gr_hints.py``, ``_gr_pools.py``,
-``_gr_mutate.py``, the sandboxed module and a JSON configuration, and started as::
-
-    python3 _gr_explore.py CONFIG
-
-It reads a one-time token from standard input and prints, as its very last line, a marker,
-the token and a JSON report. The search: seeds (inputs traced from the repository's
+Shipped with its modules (``runtime``, ``hints``, ``pools``, ``mutate``, ``strategies``,
+``selection``) and the sandboxed module; its configuration and a one-time token (read at
+once) come through the protocol of :mod:`gym_repost.programs`, and its result is a JSON
+report followed by the token's line. The search: seeds (inputs traced from the repository's
 tests), then inputs from strategies (per parameter value pools built from annotations,
 defaults, usage and constants: a base input, one parameter varied at a time, random
 combinations), interleaved with mutants of kept inputs. Every input runs through the
@@ -36,16 +32,16 @@ import sys
 import time
 
 try:
-    from . import hints, mutate, pools, runtime, selection, strategies
+    from . import hints, mutate, pools, protocol, runtime, selection, strategies
 except ImportError:  # in the sandbox, shipped as top-level modules
-    import _gr_hints as hints  # type: ignore[no-redef,import-not-found]
-    import _gr_mutate as mutate  # type: ignore[no-redef,import-not-found]
-    import _gr_pools as pools  # type: ignore[no-redef,import-not-found]
-    import _gr_runtime as runtime  # type: ignore[no-redef,import-not-found]
-    import _gr_selection as selection  # type: ignore[no-redef,import-not-found]
-    import _gr_strategies as strategies  # type: ignore[no-redef,import-not-found]
+    import _gym_repost_hints as hints  # type: ignore[no-redef,import-not-found]
+    import _gym_repost_mutate as mutate  # type: ignore[no-redef,import-not-found]
+    import _gym_repost_pools as pools  # type: ignore[no-redef,import-not-found]
+    import _gym_repost_protocol as protocol  # type: ignore[no-redef,import-not-found]
+    import _gym_repost_runtime as runtime  # type: ignore[no-redef,import-not-found]
+    import _gym_repost_selection as selection  # type: ignore[no-redef,import-not-found]
+    import _gym_repost_strategies as strategies  # type: ignore[no-redef,import-not-found]
 
-MARK = "@@gym-repost-explore@@"
 MODULE_NAME = "_gr_target_module"
 STALL_TRIALS = 100
 STALL_SHARE = 0.4
@@ -489,9 +485,8 @@ def limit_memory(megabytes):
 
 
 def main():
-    token = sys.stdin.readline().strip()
-    with open(sys.argv[1], encoding="utf-8") as fh:
-        config = json.load(fh)
+    config = protocol.read_config(token=True)
+    token = protocol.read_token()
     signal.signal(signal.SIGALRM, _on_alarm)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 3000))
     limit_memory(int(config.get("memory_mb", 1536)))
@@ -500,10 +495,10 @@ def main():
     except BaseException as exc:  # noqa: BLE001 - reported to the host
         result = {"ok": False, "kind": "crash", "error": "%s: %s" % (type(exc).__name__, str(exc)[:300])}
     try:
-        text = json.dumps(result)
+        json.dumps(result)
     except (TypeError, ValueError) as exc:
-        text = json.dumps({"ok": False, "kind": "crash", "error": "report: %s" % exc})
-    os.write(1, ("\n" + MARK + token + text + "\n").encode("utf-8", "replace"))
+        result = {"ok": False, "kind": "crash", "error": "report: %s" % exc}
+    protocol.write_result(result, token)
     os._exit(0)
 
 

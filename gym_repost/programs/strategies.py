@@ -1,6 +1,6 @@
 """Inputs from strategies: value pools varied around base inputs (standard library only).
 
-Runs in the sandbox as ``_gr_strategies.py``. A base input is each of the first traced
+Runs in the sandbox as ``_gym_repost_strategies.py``. A base input is each of the first traced
 calls and the parameters' defaults; every parameter is varied over its pool one at a
 time around each base (value position first, so that every parameter gets varied early),
 then random combinations follow. Methods get instances from the traced calls, from
@@ -12,9 +12,9 @@ import ast
 try:
     from . import hints, mutate, pools
 except ImportError:  # in the sandbox, shipped as top-level modules
-    import _gr_hints as hints  # type: ignore[no-redef,import-not-found]
-    import _gr_mutate as mutate  # type: ignore[no-redef,import-not-found]
-    import _gr_pools as pools  # type: ignore[no-redef,import-not-found]
+    import _gym_repost_hints as hints  # type: ignore[no-redef,import-not-found]
+    import _gym_repost_mutate as mutate  # type: ignore[no-redef,import-not-found]
+    import _gym_repost_pools as pools  # type: ignore[no-redef,import-not-found]
 
 OMIT = object()
 """A parameter left out of the call (its default applies)."""

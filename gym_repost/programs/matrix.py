@@ -1,11 +1,7 @@
 """Runs one code against a list of tests inside the sandbox (standard library only).
 
-This file is not imported by gym-repost: its text is copied into the run directory as
-``_gym_repost_matrix.py`` and started as::
-
-    python3 _gym_repost_matrix.py SPEC
-
-SPEC is a JSON file: ``script`` (the evaluation script with the code inserted as
+Its configuration and a one-time token come through the protocol of
+:mod:`gym_repost.programs`. The configuration: ``script`` (the evaluation script with the code inserted as
 ``{name}_new_implementation``, its ``__main__`` block removed), ``name``, ``class_name``,
 ``style`` (``assert``: bind the code to the target's own name first; ``equivalence``:
 leave the script's layout as it is), ``tests`` (sources), ``timeout`` (seconds per test)
@@ -18,11 +14,11 @@ child's process group when the test's time is up, so one test's infinite loop, c
 ``os._exit`` or output flood touches only that test, and tests cannot see each other's
 state.
 
-The verdict line, printed last on stdout, carries a one-time token the host wrote on
-standard input. This process never runs the code under test, and the token is read from
-stdin only after every test has finished (children close their copy of it at once), so
-no code under test ever holds the token: a code that exits early or prints a fake result
-cannot claim passes. (Like the test harness, it does not defend against code that
+The result, ``{"results": [...]}``, is followed by the token's line. This process never
+runs the code under test, and the token is read only after every test has finished
+(children close their copy of its descriptor at once, unread), so no code under test
+ever holds the token: a code that exits early or prints a fake result cannot claim
+passes. (Like the test harness, it does not defend against code that
 forges its own child's report pipe: the sandbox is the security boundary, not this file.)
 
 Outcomes per test: ``pass``; ``fail`` (an ``AssertionError``); ``error`` (any other
@@ -39,7 +35,11 @@ import sys
 import time
 import types
 
-MARK = "@@gym-repost-matrix@@"
+try:
+    from . import protocol
+except ImportError:  # in the sandbox, beside the protocol module
+    import _gym_repost_protocol as protocol  # type: ignore[no-redef]
+
 _MAX_MESSAGE = 300
 
 
@@ -151,12 +151,12 @@ def _exit_verdict(status, phase):
     return {"outcome": "error", "phase": phase, "exception": "EarlyExit", "message": message}
 
 
-def _run_in_child(spec, index, secret_fd):
+def _run_in_child(spec, index):
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
-            os.close(secret_fd)
+            protocol.drop_token()
             os.close(read_fd)
             os.setpgid(0, 0)
             _child(spec, index, write_fd)
@@ -189,22 +189,17 @@ def _preload(modules):
 
 
 def main():
-    secret_fd = os.dup(0)  # the token stays in the pipe until every test has run
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    with open(sys.argv[1], encoding="utf-8") as fh:
-        spec = json.load(fh)
+    spec = protocol.read_config(token=True)  # the token stays in the pipe until every test has run
     sys.path[0] = os.path.dirname(os.path.abspath(spec["script"]))
     _preload(spec.get("preload", []))
     results, load_failure = [], None
     for index in range(len(spec["tests"])):
         if load_failure is None:
-            result = _run_in_child(spec, index, secret_fd)
+            result = _run_in_child(spec, index)
             if result.get("phase") == "load":
                 load_failure = result
         results.append(load_failure or result)
-    token = os.read(secret_fd, 4096).decode("utf-8", "replace").strip()
-    os.write(1, ("\n" + MARK + json.dumps({"token": token, "results": results}) + "\n").encode())
+    protocol.write_result({"results": results}, protocol.read_token())
     os._exit(0)
 
 

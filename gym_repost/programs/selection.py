@@ -1,6 +1,6 @@
 """Choose the test's inputs among those the search ran (standard library only).
 
-Runs in the sandbox as ``_gr_selection.py``. Greedy, in this order: inputs that reach arcs
+Runs in the sandbox as ``_gym_repost_selection.py``. Greedy, in this order: inputs that reach arcs
 of the target no chosen input reaches; inputs that tell mutants of the target apart from
 it (each mutant is swapped into the module in turn and the candidates that execute the
 mutated line are run until one changes the outcome, then a few mutations of them are
@@ -17,7 +17,7 @@ import time
 try:
     from . import mutate
 except ImportError:  # in the sandbox, shipped as a top-level module
-    import _gr_mutate as mutate  # type: ignore[no-redef,import-not-found]
+    import _gym_repost_mutate as mutate  # type: ignore[no-redef,import-not-found]
 
 ORIGIN_RANK = {"traced": 0, "strategy": 1, "search": 2}
 """Inputs from the repository's tests first, then strategies, then the search's mutants."""

@@ -1,7 +1,7 @@
 """Candidate values for a target's parameters, as Python source (standard library only).
 
 Runs in the sandbox next to the sandboxed module: a :class:`PoolBuilder` turns the
-:mod:`~gym_repost.construct.testgen.hints` of a parameter (annotation, default, usage
+:mod:`~gym_repost.programs.hints` of a parameter (annotation, default, usage
 tags, compared literals, ``isinstance`` checks, attributes read) and the body's constants
 into an ordered list of value sources, most promising first. Values are always source
 text, so whatever an input is built from can be written into the test as it is.
@@ -22,7 +22,7 @@ from collections.abc import Iterable
 try:
     from . import hints as _hints
 except ImportError:  # in the sandbox, shipped as a top-level module
-    import _gr_hints as _hints  # type: ignore[no-redef,import-not-found]
+    import _gym_repost_hints as _hints  # type: ignore[no-redef,import-not-found]
 
 INT = ["0", "1", "-1", "2", "3", "7", "10", "-5", "100", "255", "1000", "12345", "-1000000", "2 ** 40"]
 FLOAT = ["0.0", "1.5", "-2.25", "0.1", "3.14159", "100.0", "1e-07", "1e+16", "-0.0", "0.5",

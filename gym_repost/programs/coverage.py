@@ -1,12 +1,9 @@
 """Measure branch coverage of the candidate's lines (runs inside the sandbox).
 
-Not imported by gym-repost: its text is copied into the run directory and started as::
-
-    python3 _gym_repost_coverage.py SCRIPT START END
-
-It runs SCRIPT as ``__main__`` under coverage.py with branch measurement and prints, on
-its last line, a marker and a JSON object: executed and missing lines and branches of
-SCRIPT whose source line lies in START..END, and how the script ended.
+Configuration (see :mod:`gym_repost.programs`): ``{"script": SCRIPT, "start": START,
+"end": END}``. It runs SCRIPT as ``__main__`` under coverage.py with branch measurement;
+its result: executed and missing lines and branches of SCRIPT whose source line lies in
+START..END, and how the script ended (or ``{"error": ...}`` without coverage.py).
 """
 
 import json
@@ -14,16 +11,19 @@ import os
 import runpy
 import sys
 
-MARK = "@@gym-repost-coverage@@"
+try:
+    from . import protocol
+except ImportError:  # in the sandbox, beside the protocol module
+    import _gym_repost_protocol as protocol  # type: ignore[no-redef]
 
 
 def main():
-    script, start, end = os.path.abspath(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    config = protocol.read_config()
+    script, start, end = os.path.abspath(config["script"]), int(config["start"]), int(config["end"])
     try:
         import coverage
     except ImportError:
-        print(MARK + json.dumps({"error": "coverage is not installed in the sandbox's Python"}))
-        sys.stdout.flush()
+        protocol.write_result({"error": "coverage is not installed in the sandbox's Python"})
         os._exit(0)
     sys.argv = [script]
     sys.path[0] = os.path.dirname(script)
@@ -55,8 +55,11 @@ def main():
         "executed_branches": [b for b in data.get("executed_branches", []) if inside(b[0])],
         "missing_branches": [b for b in data.get("missing_branches", []) if inside(b[0])],
     }
-    sys.stdout.flush()
-    os.write(1, ("\n" + MARK + json.dumps(result) + "\n").encode())
+    try:
+        sys.stdout.flush()
+    except BaseException:  # noqa: BLE001 - the script may have closed it
+        pass
+    protocol.write_result(result)
     os._exit(0)
 
 

@@ -1,20 +1,16 @@
 """Run a test file against its focal file: outcomes, coverage and mutants (inside the sandbox).
 
-Not imported by gym-repost: its text is copied into the run directory as
-``_gym_repost_testfile.py`` and started as::
-
-    python3 _gym_repost_testfile.py CONFIG.json
-
-with a one-time token on standard input. Standard library, pytest and coverage.py only.
-Three kinds of process:
+Its configuration and a one-time token come through the protocol of
+:mod:`gym_repost.programs`. Standard library, pytest and coverage.py only. Three kinds of
+process:
 
 * the *monitor* (this program's first process) reads the configuration, forks the
-  session, and only then reads the token, so the code under test never holds it. It
-  never imports pytest and never runs test code: it reads the session's events from a
-  pipe, kills the session when a phase overruns its deadline (naming the test that was
-  running), and writes the report as the last line of standard output: the marker, the
-  token and a JSON object. A test file that exits early, crashes the interpreter or
-  prints a fake report cannot produce a line with the token.
+  session, and only then reads the token, so the code under test never holds it (the
+  session closes its copy of the token's descriptor unread). It never imports pytest and
+  never runs test code: it reads the session's events from a pipe, kills the session
+  when a phase overruns its deadline (naming the test that was running), and writes the
+  report as its result, followed by the token's line. A test file that exits early,
+  crashes the interpreter or prints a fake report cannot produce the token's line.
 * the *session* runs pytest in-process on the test file under coverage.py, with branch
   measurement and one dynamic context per test, an alarm per test, and the repository's
   own pytest configuration ignored. It reports each test's outcome, then the coverage
@@ -58,7 +54,11 @@ import sys
 import time
 import types
 
-MARK = "@@gym-repost-testfile@@"
+try:
+    from . import protocol
+except ImportError:  # in the sandbox, beside the protocol module
+    import _gym_repost_protocol as protocol  # type: ignore[no-redef]
+
 LOG_NAME = ".gym_repost_session.log"
 INI_NAME = ".gym_repost_pytest.ini"
 COVERAGE_JSON = ".gym_repost_coverage.json"
@@ -76,26 +76,23 @@ def _missing_tools():
 
 
 def main():
-    with open(sys.argv[1], encoding="utf-8") as fh:
-        config = json.load(fh)
+    config = protocol.read_config(token=True)
     missing = _missing_tools()
     if missing:
-        token = sys.stdin.readline().strip()
         report = {"status": "error", "infrastructure": True,
                   "message": "the sandbox's Python lacks pytest or coverage: no %s" % ", ".join(missing)}
-        os.write(1, ("\n" + MARK + token + " " + json.dumps(report) + "\n").encode())
+        protocol.write_result(report, protocol.read_token())
         os._exit(0)
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
+        protocol.drop_token()
         os.close(read_fd)
         _session_main(config, write_fd)
     os.close(write_fd)
-    token = sys.stdin.readline().strip()
+    token = protocol.read_token()
     report = _monitor(pid, read_fd, config)
-    data = ("\n" + MARK + token + " " + json.dumps(report) + "\n").encode()
-    while data:
-        data = data[os.write(1, data):]
+    protocol.write_result(report, token)
     os._exit(0)
 
 

@@ -1,0 +1,113 @@
+"""The program side of the protocol between gym-repost and its programs (standard library only).
+
+Copied into every run directory as ``_gym_repost_protocol.py``, beside the program, which
+imports it. The host side is :mod:`gym_repost.sandbox.programs`; the protocol itself is
+described in :mod:`gym_repost.programs`.
+"""
+
+import json
+import os
+
+MARK = "@@gym-repost@@"
+"""Prefix of every line of the protocol on standard output."""
+RESULT = MARK + "result "
+"""A result line: ``RESULT`` and a JSON object."""
+RESULT_COMPRESSED = MARK + "result-z "
+"""A compressed result line: ``RESULT_COMPRESSED`` and the base64 of the zlib of the JSON."""
+END = MARK + "end "
+"""The completion line: ``END`` and the one-time token, right after the result line."""
+_MAX_HEADER = 20
+
+_token_fd = None
+
+
+def _read_exact(fd, size):
+    chunks, left = [], size
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            raise EOFError("standard input ended inside the configuration")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_config(token=False):
+    """The program's configuration, read from standard input, which is /dev/null afterwards.
+
+    Standard input holds the configuration's length in bytes on a line, the configuration
+    (one line of JSON), and, for programs that use one, the completion token's line. The
+    configuration is read to its last byte and not one byte further, so the token stays in
+    the pipe: with ``token=True`` on a private descriptor for :func:`read_token` (a child
+    forked before that closes its copy with :func:`drop_token`).
+    """
+    global _token_fd
+    header = b""
+    while not header.endswith(b"\n"):
+        byte = os.read(0, 1)
+        if not byte or len(header) > _MAX_HEADER:
+            raise EOFError("standard input holds no configuration")
+        header += byte
+    data = _read_exact(0, int(header) + 1)
+    if token:
+        _token_fd = os.dup(0)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    return json.loads(data.decode("utf-8"))
+
+
+def read_token():
+    """The one-time completion token (the line after the configuration); read once."""
+    global _token_fd
+    fd, _token_fd = _token_fd, None
+    data = b""
+    while fd is not None and not data.endswith(b"\n"):
+        chunk = os.read(fd, 256)
+        if not chunk:
+            break
+        data += chunk
+    if fd is not None:
+        os.close(fd)
+    return data.decode("utf-8", "replace").strip()
+
+
+def drop_token():
+    """Close this process's copy of the token's descriptor, unread (in a forked child)."""
+    global _token_fd
+    if _token_fd is not None:
+        try:
+            os.close(_token_fd)
+        except OSError:
+            pass
+        _token_fd = None
+
+
+def write_all(fd, data):
+    """Write every byte of ``data`` to ``fd`` (a pipe takes large writes in parts)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def result_line(payload, compress=False):
+    """The result line of ``payload`` (a JSON object), newline-terminated, as bytes."""
+    text = json.dumps(payload, separators=(",", ":"))
+    if compress:
+        import base64  # only the programs whose results are large need them
+        import zlib
+
+        blob = base64.b64encode(zlib.compress(text.encode("utf-8", "surrogatepass"))).decode("ascii")
+        return (RESULT_COMPRESSED + blob + "\n").encode("ascii")
+    return (RESULT + text + "\n").encode("utf-8", "surrogatepass")
+
+
+def write_result(payload, token=None, compress=False):
+    """Write the result line on its own line of standard output, then the token's line if given.
+
+    A program that writes the token only when it completed passes ``token=None`` otherwise.
+    """
+    data = b"\n" + result_line(payload, compress)
+    if token is not None:
+        data += (END + token + "\n").encode("utf-8", "surrogatepass")
+    write_all(1, data)
