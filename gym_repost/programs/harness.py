@@ -456,7 +456,7 @@ def main():
     except BaseException:  # noqa: BLE001 - closed or broken streams must not hide the verdict
         pass
     protocol.write_result(dict(recorder.record(report is None), report=report),
-                          token if report is None else None)
+                          token if report is None else None, compress=True)
     os._exit(0 if report is None else 1)
 
 
