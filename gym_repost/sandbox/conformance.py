@@ -516,7 +516,7 @@ def _hash_seed(ctx: _Context) -> str:
     return "hash() is the same in every run"
 
 
-_READ_PROBE = """
+READ_PROBE = """
 import json, os, sys
 seen = {}
 for path in sys.argv[1:]:
@@ -530,6 +530,7 @@ for path in sys.argv[1:]:
         seen[path] = "refused"
 print(json.dumps(seen))
 """
+"""What a run can read: maps each path in argv to "listed N entries", "read N bytes" or "refused"."""
 
 
 def _host_only_paths(secret: str) -> list[str]:
@@ -564,7 +565,7 @@ def _hidden_host_paths(ctx: _Context) -> str:
         handle.write("sk-not-for-the-sandbox")
     try:
         paths = _host_only_paths(secret)
-        r = ctx.python(_READ_PROBE, *paths, timeout=30.0)
+        r = ctx.python(READ_PROBE, *paths, timeout=30.0)
     finally:
         os.unlink(secret)
     expect(r.ok, "the read probe failed to run", r)

@@ -20,25 +20,10 @@ from gym_repost.errors import MissingExtraError, SandboxUnavailableError
 from gym_repost.sandbox import worker
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.sandbox.config import DockerSandboxConfig, LocalSandboxConfig
-from gym_repost.sandbox.conformance import run_conformance
+from gym_repost.sandbox.conformance import READ_PROBE, run_conformance
 from gym_repost.sandbox.local import LocalSandbox
 
 PROJECT = Path(gym_repost.__file__).resolve().parents[1]
-
-PROBE = """
-import json, os, sys
-seen = {}
-for path in sys.argv[1:]:
-    try:
-        if os.path.isdir(path):
-            seen[path] = "listed %d" % len(os.listdir(path))
-        else:
-            with open(path, "rb") as handle:
-                seen[path] = "read %d" % len(handle.read(64))
-    except OSError as exc:
-        seen[path] = "refused %s" % exc.errno
-print(json.dumps(seen))
-"""
 
 FINDERS = """
 import json, sys
@@ -74,7 +59,7 @@ def host_secrets(tmp_home: Path) -> list[str]:
 
 def refused(sandbox: Sandbox, paths: list[str]) -> dict[str, str]:
     """Each path mapped to what the probe saw; fails unless the probe ran."""
-    result = sandbox.run({"main.py": PROBE}, ["python3", "main.py", *paths], timeout=30)
+    result = sandbox.run({"main.py": READ_PROBE}, ["python3", "main.py", *paths], timeout=30)
     assert result.ok, result.stderr
     return json.loads(result.stdout)
 
