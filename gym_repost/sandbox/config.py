@@ -44,8 +44,14 @@ class LocalSandboxConfig(SandboxLimits):
     """Cgroup directory (v2, or v1 memory) under which worker cgroups are made; default:
     this process's own cgroup."""
     preload: list[str] = Field(default_factory=list)
-    """Modules warm workers import before forking (e.g. ``numpy``), so runs that import
-    them start faster. Modules that fail to import are skipped."""
+    """Modules warm workers import before forking (e.g. ``numpy``, ``torch``), so runs
+    that import them start faster; ``--env NAME`` preloads those of the environment's
+    ``preload.txt`` that the tasks import. Imported with BLAS/OpenMP pools of one thread
+    (``torch.set_num_threads(1)``); numpy's global generator is reseeded in every run.
+    A module that fails to import is skipped; one whose import prints, starts a thread
+    or changes the environment or working directory is *unfit* (a forked run would not
+    see what a fresh import does) and workers are restarted without it. Both are
+    reported in ``describe()["preload"]``."""
     isolation: Literal["namespaces", "none"] = "namespaces"
     """``namespaces``: network, mount, PID namespaces, read-only file system outside the
     working directory, an unprivileged user. ``none``: limits only, for trusted code on

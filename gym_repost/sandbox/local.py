@@ -79,6 +79,9 @@ DIR_PREFIX = "gym-repost-sbx-"
 REPLY_GRACE = 10.0
 """Seconds a worker may take beyond the run's timeout to answer (kill, reap, drain)."""
 START_TIMEOUT = 30.0
+PRELOAD_TIMEOUT = 300.0
+"""Seconds a worker that preloads modules beyond the harness's may take on top of
+:data:`START_TIMEOUT` (torch and tensorflow take seconds each to import, more under load)."""
 MAX_TIMEOUT = 7 * 24 * 3600.0
 _UID_RANGE = (200_000, 999_999)
 BASE_PACKAGES = ("coverage", "numpy", "pytest")
@@ -219,8 +222,11 @@ class _Worker:
             raise SandboxUnavailableError(str(message.get("error")))
         for warning in message.get("warnings", []):
             logger.warning("sandbox worker %d: %s", self.proc.pid, warning)
-        if message.get("preload_failed"):
-            logger.warning("sandbox preload failed for %s", message["preload_failed"])
+        preloaded = message.get("preload") or {}
+        for name, why in (preloaded.get("failed") or {}).items():
+            logger.warning("sandbox preload: cannot import %s (%s); runs import it themselves", name, why)
+        for name, why in (preloaded.get("unfit") or {}).items():
+            logger.warning("sandbox preload: %s %s; workers start without it", name, why)
         try:
             self._pid1_fd = os.pidfd_open(int(message["pid1"]))
         except (AttributeError, OSError):
@@ -408,6 +414,8 @@ class LocalSandbox(Sandbox):
         self._owner = os.getpid()
         self._cgroup_parent: cgroups.CgroupParent | None = None
         self._cgroup_note: str | None = "the sandbox is not started"
+        self._unfit: dict[str, str] = {}
+        """Preload modules found unfit to fork from (see :func:`worker.preload`), and why."""
         # Workers die with the host anyway (death signal); this also removes their
         # directories when a sandbox is dropped unclosed, or at interpreter exit.
         self._finalizer = weakref.finalize(self, _stop_workers, self._workers, self._lock,
@@ -456,14 +464,7 @@ class LocalSandbox(Sandbox):
             count = self.config.workers if self.config.warm else 1
             with self._lock:
                 self._generation += 1
-            workers = [self._spawn() for _ in range(count)]
-            try:
-                for worker in workers:
-                    self._info = worker.wait_ready(START_TIMEOUT)
-            except SandboxError:
-                for worker in workers:
-                    self._discard(worker)
-                raise
+            workers = self._start_workers(count)
             for worker in workers:
                 if self.config.warm:
                     self._idle.put(worker)
@@ -471,6 +472,57 @@ class LocalSandbox(Sandbox):
                     self._discard(worker, graceful=True)
             self._started = True
             logger.debug("local sandbox started: %s", self.describe())
+
+    def _start_workers(self, count: int) -> list[_Worker]:
+        """Start ``count`` workers and wait until they are ready; if one found a preload
+        module unfit to fork runs from, start them all again without it."""
+        while True:
+            workers = [self._spawn() for _ in range(count)]
+            try:
+                for worker in workers:
+                    self._info = worker.wait_ready(self.start_timeout)
+            except SandboxError:
+                for worker in workers:
+                    self._discard(worker)
+                raise
+            if not self._note_unfit(workers):
+                return workers
+            for worker in workers:
+                self._discard(worker)
+
+    def _note_unfit(self, workers: Sequence[_Worker]) -> bool:
+        """Record the preload modules these workers found unfit; True if any of them was
+        still to be preloaded (those workers must not serve runs)."""
+        found = False
+        for worker in workers:
+            for name, why in (worker.info.get("preload") or {}).get("unfit", {}).items():
+                if name in self.preload_modules:
+                    self._unfit[name] = why
+                    found = True
+        return found
+
+    @property
+    def preload_modules(self) -> list[str]:
+        """Modules warm workers import ahead of runs beyond the harness's: ``preload``
+        but those found unfit to fork from."""
+        return [m for m in dict.fromkeys(self.config.preload) if m not in self._unfit]
+
+    @property
+    def start_timeout(self) -> float:
+        """Seconds a worker may take to start (longer when it preloads modules)."""
+        preloading = self.config.warm and bool(self.preload_modules)
+        return START_TIMEOUT + (PRELOAD_TIMEOUT if preloading else 0.0)
+
+    def preload_report(self) -> dict[str, Any]:
+        """What the workers preloaded: requested, loaded, failed (why), unfit (why) and
+        the import time of each module in the last worker started (seconds)."""
+        report = self._info.get("preload") or {}
+        requested = list(dict.fromkeys(self.config.preload)) if self.config.warm else []
+        return {"requested": requested,
+                "loaded": [m for m in report.get("loaded", []) if m in requested],
+                "failed": {m: w for m, w in (report.get("failed") or {}).items() if m in requested},
+                "unfit": dict(self._unfit),
+                "seconds": {m: t for m, t in (report.get("seconds") or {}).items() if m in requested}}
 
     def _probe_cgroups(self) -> None:
         parent = (cgroups.parent_at(self.config.cgroup_parent) if self.config.cgroup_parent
@@ -557,6 +609,7 @@ class LocalSandbox(Sandbox):
             "memory_cap": self.memory_cap(), "disk_quota_mb": (
                 self.config.disk_mb if self.config.isolation == "namespaces" else None),
             "visible": self.visible_paths(),
+            "preload": {k: v for k, v in self.preload_report().items() if k != "seconds"},
         }
 
     # ------------------------------------------------------------ running
@@ -617,7 +670,7 @@ class LocalSandbox(Sandbox):
         """A started worker that serves one request, then is stopped and removed."""
         worker = self._spawn(network=network, once=True)
         try:
-            worker.wait_ready(START_TIMEOUT)
+            worker.wait_ready(self.start_timeout)
             yield worker
         finally:
             self._discard(worker, graceful=True)
@@ -637,10 +690,14 @@ class LocalSandbox(Sandbox):
                     self._discard(worker)
                 worker = self._spawn()
             try:
-                worker.wait_ready(START_TIMEOUT)
+                worker.wait_ready(self.start_timeout)
             except SandboxError:
                 self._replace(worker)
                 raise
+            if self._note_unfit([worker]):  # seen only now: start one without that module
+                self._discard(worker)
+                self._idle.put(self._spawn())
+                continue
             return worker
 
     def _checkin(self, worker: _Worker) -> None:
@@ -713,7 +770,7 @@ class LocalSandbox(Sandbox):
             "host_packages": [*BASE_PACKAGES, "pip"],
             "isolation": cfg.isolation, "network": network, "warm": cfg.warm and not once,
             "once": once, "uid": uid, "host_dir": host_dir, "packages_dir": self.packages_dir,
-            "preload": [*HARNESS_MODULES, *cfg.preload] if cfg.warm and not once else [],
+            "preload": [*HARNESS_MODULES, *self.preload_modules] if cfg.warm and not once else [],
             "limits": {name: getattr(cfg, name) for name in SandboxLimits.model_fields},
             "aliases": list(cfg.workdir_aliases),
         }

@@ -1124,15 +1124,127 @@ def _take_protocol_fds() -> tuple[int, int]:
     return req_fd, resp_fd
 
 
-def _preload(names: list[str]) -> tuple[list[str], list[str]]:
-    loaded, failed = [], []
-    for name in names:
-        try:
-            __import__(name)
-            loaded.append(name)
-        except BaseException:  # noqa: BLE001 - a broken optional module must not stop us
-            failed.append(name)
-    return loaded, failed
+# ---------------------------------------------------------------- preloading
+
+PRELOAD_THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+                      "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "BLIS_NUM_THREADS")
+"""Set to 1 while preloading (unless set already): BLAS and OpenMP libraries then start
+no thread pool that forked run children would inherit without its threads."""
+FORK_SAFE_THREADS = frozenset({"jemalloc_bg_thd"})
+"""Native threads that may run in the worker: jemalloc's background thread (pyarrow,
+imported by pandas) quiesces itself around fork() and is restarted in the child."""
+PRELOAD_DIR = "preload"
+"""Directory (under the run root) that is ``HOME``, ``TMPDIR`` and the working directory
+while preloading, as a run's directory is for the run."""
+
+
+def _threads() -> dict[str, str]:
+    """This process's threads but the main one (native ones included): tid -> name."""
+    threads = {}
+    for tid in _listdir("/proc/self/task"):
+        if int(tid) != os.getpid():
+            try:
+                with open(f"/proc/self/task/{tid}/comm", encoding="utf-8") as handle:
+                    threads[tid] = handle.read().strip()
+            except OSError:  # the thread ended meanwhile
+                pass
+    return threads
+
+
+def _import_watched(name: str, capture: int) -> str | None:
+    """Import ``name`` with fds 1 and 2 on ``capture``; what makes it unfit to fork from, if anything."""
+    threads, environ, cwd = _threads(), dict(os.environ), os.getcwd()
+    offset = os.lseek(capture, 0, os.SEEK_END)
+    saved = [os.dup(1), os.dup(2)]
+    os.dup2(capture, 1)
+    os.dup2(capture, 2)
+    try:
+        __import__(name)
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                _ignore_errors(stream.flush)
+    finally:
+        for fd, copy in ((1, saved[0]), (2, saved[1])):
+            os.dup2(copy, fd)
+            os.close(copy)
+    if os.lseek(capture, 0, os.SEEK_END) > offset:
+        printed = os.pread(capture, 160, offset).decode("utf-8", "replace").strip()
+        return f"printed at import (a run would print it): {printed!r}"
+    started = sorted(name for tid, name in _threads().items()
+                     if tid not in threads and name not in FORK_SAFE_THREADS)
+    if started:
+        return f"started threads {started} (a forked run would have none of them)"
+    if dict(os.environ) != environ:
+        changed = sorted(k for k in {*environ, *os.environ} if environ.get(k) != os.environ.get(k))
+        return f"changed environment variables {changed}"
+    if os.getcwd() != cwd:
+        return "changed the working directory"
+    return None
+
+
+def _limit_library_threads() -> None:
+    """Libraries that size their pools at first use: one thread, like the BLAS above."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        _ignore_errors(torch.set_num_threads, 1)
+
+
+def _reseed_in_run_child(server_pid: int) -> None:
+    """numpy seeds its global generator from the OS at import; every run must too, not
+    inherit one seed from the worker (the ``random`` module reseeds itself at fork)."""
+    numpy_random = sys.modules.get("numpy.random")
+    if numpy_random is None:
+        return
+
+    def reseed() -> None:
+        if os.getppid() == server_pid:  # a run child, not a process a run forked
+            numpy_random.seed()
+
+    os.register_at_fork(after_in_child=reseed)
+
+
+def preload(names: list[str], directory: str) -> Message:
+    """Import ``names`` before runs are forked; a report of what happened (never raises).
+
+    A module is kept only if its import leaves the worker fit to fork runs from: it
+    printed nothing, started no thread (but :data:`FORK_SAFE_THREADS`), changed neither
+    the environment nor the working directory. One that did is reported under
+    ``unfit`` (the host then starts workers without it); one that fails to import,
+    under ``failed``. ``directory`` is ``HOME``, ``TMPDIR`` and the working directory
+    meanwhile.
+    """
+    report: Message = {"loaded": [], "failed": {}, "unfit": {}, "seconds": {}}
+    if not names:
+        return report
+    environ, cwd = dict(os.environ), os.getcwd()
+    preload_env = {"HOME": directory, "TMPDIR": directory,
+                   **{k: "1" for k in PRELOAD_THREAD_ENV if k not in environ}}
+    os.makedirs(directory, 0o755, exist_ok=True)
+    capture = os.memfd_create("gym-repost-preload")
+    try:
+        for name in names:
+            os.environ.clear()  # as it was, for each import (and its check) alike
+            os.environ.update(environ, **preload_env)
+            os.chdir(directory)
+            started = time.monotonic()
+            try:
+                unfit = _import_watched(name, capture)
+            except BaseException as exc:  # noqa: BLE001 - a broken module must not stop the worker
+                report["failed"][name] = f"{type(exc).__name__}: {exc}"[:300]
+                continue
+            report["seconds"][name] = round(time.monotonic() - started, 3)
+            if unfit:
+                report["unfit"][name] = unfit
+            else:
+                report["loaded"].append(name)
+    finally:
+        os.close(capture)
+        os.environ.clear()
+        os.environ.update(environ)
+        os.chdir(cwd)
+    _limit_library_threads()
+    _reseed_in_run_child(os.getpid())
+    return report
 
 
 def server_main(config: Message, fds: tuple[int, int, int], mode: str,
@@ -1159,14 +1271,14 @@ def server_main(config: Message, fds: tuple[int, int, int], mode: str,
 
         site.main()  # site-packages and .pth files as the sandbox sees them, not the host
         server = Server(config, fds, mode, run_cgroup, scratch_shown)
-        loaded, failed = _preload(config.get("preload") or [])
+        preloaded = preload(config.get("preload") or [], f"{server.run_root}/{PRELOAD_DIR}")
         sys.path_importer_cache.clear()  # the worker's own directory, out of sight now (after preloading)
         gc.freeze()  # children's collections then skip (and do not copy) the server's objects
         server.get_ready()
         write_message(server.resp_fd, {
             "ready": True, "pid1": pid1, "python": sys.executable, "mode": mode,
             "version": sys.version.split()[0], "warnings": warnings,
-            "preloaded": loaded, "preload_failed": failed,
+            "preload": preloaded,
             "memory_cgroup": run_cgroup is not None,
             "site_packages": visible_distributions(config) if mode != "none" else None})
         code = server.serve()

@@ -1,0 +1,150 @@
+"""Warm workers that preload modules: used by runs, fork-safe, no state carried between runs.
+
+The probe modules live in a throwaway virtual environment (a dedicated evaluation
+environment: runs see all of its site-packages); numpy is a dependency of gym-repost and
+one of the host packages runs see by default, so its test needs no extra install.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from gym_repost.sandbox.config import LocalSandboxConfig
+from gym_repost.sandbox.local import LocalSandbox
+
+PROBES = {
+    # State a run may change: the next run must see it as a fresh import left it.
+    "probe_state.py": "import os\nIMPORTED_IN = os.getpid()\nITEMS = []\n",
+    # A stdlib thread pool that ran a job at import: a forked child inherits the pool's
+    # bookkeeping (an idle worker) but not its thread, so a job submitted there never runs.
+    "probe_pool.py": ("from concurrent.futures import ThreadPoolExecutor\n"
+                      "POOL = ThreadPoolExecutor(max_workers=1)\n"
+                      "assert POOL.submit(lambda: 1).result() == 1\n"
+                      "def work():\n    return POOL.submit(lambda: 'done').result()\n"),
+    "probe_noisy.py": "print('hello from probe_noisy')\n",
+    "probe_env.py": "import os\nos.environ['PROBE_ENV'] = 'set at import'\n",
+    "probe_broken.py": "raise RuntimeError('probe_broken cannot be imported')\n",
+}
+
+
+@pytest.fixture(scope="module")
+def probe_env() -> Iterator[str]:
+    """A virtual environment holding the probe modules; its interpreter. Outside pytest's
+    private temporary directory, so that the sandbox's unprivileged runs can read it."""
+    venv = Path(tempfile.mkdtemp(prefix="gym-repost-probe-env-"))
+    venv.chmod(0o755)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    for name, source in PROBES.items():
+        Path(purelib, name).write_text(source, encoding="utf-8")
+    yield str(python)
+    shutil.rmtree(venv, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def preloading(probe_env: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSandbox]:
+    """One warm worker (every run forks from the same one) preloading every probe."""
+    root = tmp_path_factory.mktemp("preload")
+    config = LocalSandboxConfig(python=probe_env, workers=1, work_root=str(root),
+                                packages_dir=str(root / "packages"),
+                                preload=["probe_state", "probe_pool", "probe_noisy", "probe_env",
+                                         "probe_broken", "probe_missing_module"])
+    with LocalSandbox(config) as sandbox:
+        yield sandbox
+
+
+def run(sandbox: LocalSandbox, source: str) -> str:
+    result = sandbox.run({"main.py": source}, ["python3", "main.py"], timeout=60.0)
+    assert result.ok and not result.timed_out, result.stderr
+    return result.stdout
+
+
+def test_a_preloaded_module_is_used_not_imported_again(preloading: LocalSandbox) -> None:
+    out = run(preloading, "import os, sys\nbefore = sys.modules.get('probe_state')\n"
+                          "import probe_state\n"
+                          "print(before is probe_state, probe_state.IMPORTED_IN != os.getpid())\n")
+    assert out == "True True\n"
+    assert "probe_state" in preloading.describe()["preload"]["loaded"]  # type: ignore[index]
+
+
+def test_module_state_does_not_leak_between_runs(preloading: LocalSandbox) -> None:
+    mutate = "import probe_state\nprobe_state.ITEMS.append('run')\nprint(len(probe_state.ITEMS))\n"
+    assert [run(preloading, mutate) for _ in range(3)] == ["1\n", "1\n", "1\n"]
+
+
+def test_a_module_that_starts_threads_is_not_forked_from(preloading: LocalSandbox) -> None:
+    """The pool's thread would be missing in a forked child (its job would never run):
+    the module is found unfit, the worker restarted without it, and runs import it."""
+    out = run(preloading, "import sys\nprint('probe_pool' in sys.modules)\n"
+                          "import probe_pool\nprint(probe_pool.work())\n")
+    assert out == "False\ndone\n"
+    unfit = preloading.describe()["preload"]["unfit"]  # type: ignore[index]
+    assert "started threads" in unfit["probe_pool"]
+
+
+def test_import_side_effects_happen_in_the_run_as_in_a_fresh_interpreter(preloading: LocalSandbox) -> None:
+    out = run(preloading, "import os, probe_noisy, probe_env\nprint(os.environ.get('PROBE_ENV'))\n")
+    assert out == "hello from probe_noisy\nset at import\n"
+    unfit = preloading.describe()["preload"]["unfit"]  # type: ignore[index]
+    assert "printed at import" in unfit["probe_noisy"]
+    assert "PROBE_ENV" in unfit["probe_env"]
+
+
+def test_a_module_that_cannot_be_preloaded_is_reported_not_fatal(preloading: LocalSandbox) -> None:
+    failed = preloading.describe()["preload"]["failed"]  # type: ignore[index]
+    assert set(failed) == {"probe_broken", "probe_missing_module"}
+    assert "probe_broken cannot be imported" in failed["probe_broken"]
+    result = preloading.run({"main.py": "import probe_broken\n"}, ["python3", "main.py"])
+    assert result.returncode == 1 and "probe_broken cannot be imported" in result.stderr
+
+
+@pytest.fixture(scope="module")
+def numpy_preloaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSandbox]:
+    root = tmp_path_factory.mktemp("numpy")
+    config = LocalSandboxConfig(workers=1, work_root=str(root), packages_dir=str(root / "packages"),
+                                preload=["numpy", "numpy.random"])  # numpy 2 imports numpy.random lazily
+    with LocalSandbox(config) as sandbox:
+        yield sandbox
+
+
+def test_numpy_is_preloaded_and_its_thread_pools_work_in_runs(numpy_preloaded: LocalSandbox) -> None:
+    """BLAS with its pool sized at import: a matrix product large enough to be split across
+    threads completes in the forked run (no pool thread inherited to wait for)."""
+    assert numpy_preloaded.describe()["preload"]["loaded"] == ["numpy", "numpy.random"]  # type: ignore[index]
+    out = run(numpy_preloaded, "import sys\npreloaded = 'numpy' in sys.modules\nimport numpy as np\n"
+                               "a = np.ones((400, 400))\nprint(preloaded, float((a @ a).sum()))\n")
+    assert out == f"True {400.0 ** 3}\n"
+
+
+def test_numpy_global_random_state_is_fresh_in_every_run(numpy_preloaded: LocalSandbox) -> None:
+    """numpy seeds its global generator from the OS at import: every run must get its own seed."""
+    draws = {run(numpy_preloaded, "import sys, numpy\nassert 'numpy.random' in sys.modules\n"
+                                  "print(numpy.random.random())\n") for _ in range(3)}
+    assert len(draws) == 3
+
+
+def test_a_run_child_forks_with_its_own_numpy_state(numpy_preloaded: LocalSandbox) -> None:
+    """Only runs are reseeded: a process a run forks inherits the run's state, as it would
+    from a fresh interpreter."""
+    source = ("import os, numpy\nnumpy.random.seed(7)\nr, w = os.pipe()\n"
+              "if os.fork() == 0:\n    os.write(w, repr(numpy.random.random()).encode())\n    os._exit(0)\n"
+              "os.wait()\nprint(os.read(r, 100).decode() == repr(numpy.random.random()))\n")
+    assert run(numpy_preloaded, source) == "True\n"
+
+
+def test_a_cold_sandbox_preloads_nothing(tmp_path: Path) -> None:
+    config = LocalSandboxConfig(warm=False, work_root=str(tmp_path), preload=["numpy"])
+    with LocalSandbox(config) as sandbox:
+        preload = sandbox.describe()["preload"]
+        assert run(sandbox, "import sys\nprint('numpy' in sys.modules)\n") == "False\n"
+    assert preload == {"requested": [], "loaded": [], "failed": {}, "unfit": {}}
+
