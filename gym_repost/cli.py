@@ -69,14 +69,24 @@ def _load(tasks_path: Path) -> list[Any]:
 
 
 def _sandbox_options(workers: int, python: Optional[str], env: Optional[str],
-                     preload: Optional[list[str]]) -> dict[str, Any]:
+                     preload: Optional[list[str]], tasks: Optional[list[Any]] = None,
+                     env_preload: str = "auto") -> dict[str, Any]:
+    """``env_preload``: ``auto`` adds the modules of the environment's preload.txt that
+    ``tasks`` import, ``none`` nothing, else a comma-separated list of modules."""
     options: dict[str, Any] = {"workers": workers}
     if env:
         options["env"] = env
     if python:
         options["python"] = python
-    if preload:
-        options["preload"] = preload
+    chosen = list(preload or [])
+    if env_preload == "auto" and env and tasks is not None:
+        from gym_repost.sandbox.environments import preload_for
+
+        chosen += preload_for(env, (p for t in tasks for p in t.metadata.external_packages))
+    elif env_preload not in ("auto", "none"):
+        chosen += [m.strip() for m in env_preload.split(",") if m.strip()]
+    if chosen:
+        options["preload"] = list(dict.fromkeys(chosen))
     return options
 
 
@@ -379,6 +389,8 @@ def validate(
     sandbox: str = typer.Option("local", help="Sandbox backend."),
     python: Optional[str] = typer.Option(None, help="Interpreter inside the sandbox."),
     env: Optional[str] = typer.Option(None, help="Installed environment (see `gym-repost env`)."),
+    preload: str = typer.Option("auto", help="Modules warm workers import ahead of runs: auto (those of "
+                                "the --env's preload.txt the tasks import), none, or MOD,MOD,..."),
     seed: int = typer.Option(0, help="Seed of the mutant sample."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write per-task results here."),
 ) -> None:
@@ -393,7 +405,7 @@ def validate(
         tasks = [t for t in tasks if t.kind != "testfile"]
         if not tasks:
             raise typer.Exit(0)
-    options = _sandbox_options(workers, python, env, None)
+    options = _sandbox_options(workers, python, env, None, tasks, preload)
     with _open_sandbox(sandbox, options) as sb, _progress() as progress:
         bar = progress.add_task("validating", total=len(tasks))
 
@@ -464,6 +476,8 @@ def eval_command(
     sandbox: str = typer.Option("local", help="Sandbox backend."),
     python: Optional[str] = typer.Option(None, help="Interpreter inside the sandbox."),
     env: Optional[str] = typer.Option(None, help="Installed environment (see `gym-repost env`)."),
+    preload: str = typer.Option("auto", help="Modules warm workers import ahead of runs: auto (those of "
+                                "the --env's preload.txt the tasks import), none, or MOD,MOD,..."),
     policy_arg: list[str] = typer.Option([], "--policy-arg", help="KEY=VALUE for the policy's constructor."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="LLM endpoint for llm: policies (a proxy, "
                                            "vLLM http://localhost:8000/v1, Ollama http://localhost:11434/v1)."),
@@ -477,7 +491,8 @@ def eval_command(
     options = _parse_policy_args(policy_arg)
     factory = load_policy(policy, **options, **_llm_options(policy, base_url, output, options))
     testfile = any(t.kind == "testfile" for t in tasks)  # scored with pytest and coverage: preload them
-    sandbox_options = _sandbox_options(workers, python, env, ["pytest", "coverage"] if testfile else None)
+    sandbox_options = _sandbox_options(workers, python, env, ["pytest", "coverage"] if testfile else None,
+                                       tasks, preload)
     config = RunConfig(tasks=str(tasks_path), tasks_digest=tasks_digest(tasks), policy=policy,
                        policy_options=options, n=n, repairs=repairs, max_steps=max_steps,
                        reward=reward, seed=seed, workers=workers, sandbox=sandbox,

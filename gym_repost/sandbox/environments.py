@@ -4,16 +4,27 @@ A definition is a directory holding ``requirements.txt`` (the packages the evalu
 scripts import). ``gym-repost env install envs/NAME`` creates the virtual environment
 ``$GYM_REPOST_HOME/envs/NAME`` (default ``~/.cache/gym-repost/envs/NAME``) and installs
 them; ``--env NAME`` then runs sandboxed scripts with its interpreter.
+
+A definition may also hold ``preload.txt``: modules that take long to import (measured
+in that environment), which the local sandbox's warm workers import once ahead of runs
+(:attr:`~gym_repost.sandbox.config.LocalSandboxConfig.preload`) when the tasks at hand
+import them (:func:`preload_for`). ``env install`` copies it into the environment.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
 from gym_repost.errors import ConfigError
+
+
+PRELOAD_FILE = "preload.txt"
+"""Modules worth preloading, one per line (``#`` comments), in a definition or an environment."""
 
 
 def home() -> Path:
@@ -60,4 +71,27 @@ def install_env(definition: str | Path, target: str | Path | None = None) -> Pat
     for command in steps:
         if subprocess.run(command, check=False).returncode != 0:
             raise ConfigError(f"installing {definition} failed at: {' '.join(command)}")
+    if (definition / PRELOAD_FILE).is_file():
+        shutil.copyfile(definition / PRELOAD_FILE, venv / PRELOAD_FILE)
     return python
+
+
+def env_preload(env: str) -> list[str]:
+    """The modules of environment ``env``'s ``preload.txt`` (name, definition or path):
+    the definition's (of ``envs/NAME`` in this checkout or the current directory) or else
+    the copy made at install; [] when it has none."""
+    path = Path(env)
+    checkout = Path(__file__).resolve().parents[2] / "envs" / path.name
+    for directory in (path, checkout, Path.cwd() / "envs" / path.name, env_dir(path.name)):
+        listing = directory / PRELOAD_FILE
+        if listing.is_file():
+            lines = (line.split("#", 1)[0].strip() for line in listing.read_text("utf-8").splitlines())
+            return [line for line in lines if line]
+    return []
+
+
+def preload_for(env: str, packages: Iterable[str]) -> list[str]:
+    """The modules of ``env``'s ``preload.txt`` from the top-level ``packages`` that the
+    tasks import (e.g. their ``metadata.external_packages``): ``torch.nn`` if ``torch``."""
+    used = set(packages)
+    return [module for module in env_preload(env) if module.split(".")[0] in used]

@@ -514,14 +514,16 @@ class LocalSandbox(Sandbox):
         return START_TIMEOUT + (PRELOAD_TIMEOUT if preloading else 0.0)
 
     def preload_report(self) -> dict[str, Any]:
-        """What the workers preloaded: requested, loaded, failed (why), unfit (why) and
-        the import time of each module in the last worker started (seconds)."""
+        """What the workers preloaded: requested, loaded, failed (why), unfit (why), the
+        environment variables the imports set (set in every run too) and the import time
+        of each module in the last worker started (seconds)."""
         report = self._info.get("preload") or {}
         requested = list(dict.fromkeys(self.config.preload)) if self.config.warm else []
         return {"requested": requested,
                 "loaded": [m for m in report.get("loaded", []) if m in requested],
                 "failed": {m: w for m, w in (report.get("failed") or {}).items() if m in requested},
                 "unfit": dict(self._unfit),
+                "environment": dict(report.get("environment") or {}),
                 "seconds": {m: t for m, t in (report.get("seconds") or {}).items() if m in requested}}
 
     def _probe_cgroups(self) -> None:

@@ -350,6 +350,8 @@ def run_job(server: Server, job: RunJob) -> NoReturn:
     isolation.set_no_new_privs()
     os.environ.clear()
     os.environ.update(job.env)
+    for key, value in server.preload_env.items():  # what preloaded imports set (see preload())
+        os.environ.setdefault(key, value)
     if job.kind != "exec" and _runnable_in_process(job):
         run_in_process(server, job)
     exec_command(server, job)
@@ -706,6 +708,8 @@ class Server:
         self.scratch: tuple[str, int] | None = None
         """The run directory whose tmpfs is mounted, and its size in MiB."""
         self.scratch_shown: list[str] = scratch_shown or []
+        self.preload_env: dict[str, str] = {}
+        """Environment variables that preloaded modules set at import, set in every run."""
 
     def run_environment(self, run_dir: str, caller_env: Message) -> Message:
         """The scrubbed environment of a run, plus what the caller passed."""
@@ -1152,7 +1156,8 @@ def _threads() -> dict[str, str]:
 
 
 def _import_watched(name: str, capture: int) -> str | None:
-    """Import ``name`` with fds 1 and 2 on ``capture``; what makes it unfit to fork from, if anything."""
+    """Import ``name`` with fds 1 and 2 on ``capture``; what makes it unfit to fork from,
+    if anything. Variables it adds to (or sets in) the environment stay set."""
     threads, environ, cwd = _threads(), dict(os.environ), os.getcwd()
     offset = os.lseek(capture, 0, os.SEEK_END)
     saved = [os.dup(1), os.dup(2)]
@@ -1174,9 +1179,9 @@ def _import_watched(name: str, capture: int) -> str | None:
                      if tid not in threads and name not in FORK_SAFE_THREADS)
     if started:
         return f"started threads {started} (a forked run would have none of them)"
-    if dict(os.environ) != environ:
-        changed = sorted(k for k in {*environ, *os.environ} if environ.get(k) != os.environ.get(k))
-        return f"changed environment variables {changed}"
+    removed = sorted(k for k in environ if k not in os.environ)
+    if removed:
+        return f"removed environment variables {removed}"
     if os.getcwd() != cwd:
         return "changed the working directory"
     return None
@@ -1207,13 +1212,15 @@ def preload(names: list[str], directory: str) -> Message:
     """Import ``names`` before runs are forked; a report of what happened (never raises).
 
     A module is kept only if its import leaves the worker fit to fork runs from: it
-    printed nothing, started no thread (but :data:`FORK_SAFE_THREADS`), changed neither
-    the environment nor the working directory. One that did is reported under
-    ``unfit`` (the host then starts workers without it); one that fails to import,
-    under ``failed``. ``directory`` is ``HOME``, ``TMPDIR`` and the working directory
-    meanwhile.
+    printed nothing, started no thread (but :data:`FORK_SAFE_THREADS`), removed no
+    environment variable and did not change the working directory. One that did is
+    reported under ``unfit`` (the host then starts workers without it); one that fails
+    to import, under ``failed``. Variables the imports set (scikit-learn sets
+    ``KMP_DUPLICATE_LIB_OK`` and ``KMP_INIT_AT_FORK``) are reported under
+    ``environment`` and set in every run, unless the run's own environment sets them.
+    ``directory`` is ``HOME``, ``TMPDIR`` and the working directory meanwhile.
     """
-    report: Message = {"loaded": [], "failed": {}, "unfit": {}, "seconds": {}}
+    report: Message = {"loaded": [], "failed": {}, "unfit": {}, "seconds": {}, "environment": {}}
     if not names:
         return report
     environ, cwd = dict(os.environ), os.getcwd()
@@ -1235,8 +1242,10 @@ def preload(names: list[str], directory: str) -> Message:
             report["seconds"][name] = round(time.monotonic() - started, 3)
             if unfit:
                 report["unfit"][name] = unfit
-            else:
-                report["loaded"].append(name)
+                continue
+            report["loaded"].append(name)
+            report["environment"].update({k: v for k, v in os.environ.items() if k not in preload_env
+                                          and environ.get(k) != v})
     finally:
         os.close(capture)
         os.environ.clear()
@@ -1272,6 +1281,7 @@ def server_main(config: Message, fds: tuple[int, int, int], mode: str,
         site.main()  # site-packages and .pth files as the sandbox sees them, not the host
         server = Server(config, fds, mode, run_cgroup, scratch_shown)
         preloaded = preload(config.get("preload") or [], f"{server.run_root}/{PRELOAD_DIR}")
+        server.preload_env = preloaded["environment"]
         sys.path_importer_cache.clear()  # the worker's own directory, out of sight now (after preloading)
         gc.freeze()  # children's collections then skip (and do not copy) the server's objects
         server.get_ready()

@@ -30,6 +30,7 @@ PROBES = {
                       "def work():\n    return POOL.submit(lambda: 'done').result()\n"),
     "probe_noisy.py": "print('hello from probe_noisy')\n",
     "probe_env.py": "import os\nos.environ['PROBE_ENV'] = 'set at import'\n",
+    "probe_unset.py": "import os\ndel os.environ['LANG']\n",
     "probe_broken.py": "raise RuntimeError('probe_broken cannot be imported')\n",
 }
 
@@ -56,7 +57,7 @@ def preloading(probe_env: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
     root = tmp_path_factory.mktemp("preload")
     config = LocalSandboxConfig(python=probe_env, workers=1, work_root=str(root),
                                 packages_dir=str(root / "packages"),
-                                preload=["probe_state", "probe_pool", "probe_noisy", "probe_env",
+                                preload=["probe_state", "probe_pool", "probe_noisy", "probe_env", "probe_unset",
                                          "probe_broken", "probe_missing_module"])
     with LocalSandbox(config) as sandbox:
         yield sandbox
@@ -91,12 +92,21 @@ def test_a_module_that_starts_threads_is_not_forked_from(preloading: LocalSandbo
     assert "started threads" in unfit["probe_pool"]
 
 
-def test_import_side_effects_happen_in_the_run_as_in_a_fresh_interpreter(preloading: LocalSandbox) -> None:
-    out = run(preloading, "import os, probe_noisy, probe_env\nprint(os.environ.get('PROBE_ENV'))\n")
-    assert out == "hello from probe_noisy\nset at import\n"
+def test_a_module_that_prints_or_unsets_variables_at_import_is_not_preloaded(preloading: LocalSandbox) -> None:
+    out = run(preloading, "import os, probe_noisy, probe_unset\nprint(os.environ.get('LANG'))\n")
+    assert out == "hello from probe_noisy\nNone\n"  # as from a fresh interpreter
     unfit = preloading.describe()["preload"]["unfit"]  # type: ignore[index]
     assert "printed at import" in unfit["probe_noisy"]
-    assert "PROBE_ENV" in unfit["probe_env"]
+    assert "LANG" in unfit["probe_unset"]
+
+
+def test_variables_a_preloaded_import_sets_are_set_in_every_run(preloading: LocalSandbox) -> None:
+    """As after the import in a fresh interpreter (scikit-learn sets two at import)."""
+    assert preloading.preload_report()["environment"] == {"PROBE_ENV": "set at import"}
+    show = "import os\nprint(os.environ.get('PROBE_ENV'))\n"
+    assert run(preloading, show) == "set at import\n"
+    result = preloading.run({"main.py": show}, ["python3", "main.py"], env={"PROBE_ENV": "the run's"})
+    assert result.stdout == "the run's\n"  # the run's own environment wins
 
 
 def test_a_module_that_cannot_be_preloaded_is_reported_not_fatal(preloading: LocalSandbox) -> None:
@@ -146,5 +156,5 @@ def test_a_cold_sandbox_preloads_nothing(tmp_path: Path) -> None:
     with LocalSandbox(config) as sandbox:
         preload = sandbox.describe()["preload"]
         assert run(sandbox, "import sys\nprint('numpy' in sys.modules)\n") == "False\n"
-    assert preload == {"requested": [], "loaded": [], "failed": {}, "unfit": {}}
+    assert preload == {"requested": [], "loaded": [], "failed": {}, "unfit": {}, "environment": {}}
 

@@ -1,0 +1,159 @@
+"""RepoST-Eval: the oracle through gym-repost against a plain loop of ``python script.py``.
+
+1. gym-repost: ``eval --policy oracle --env repost-eval`` with 2 workers, as the CLI runs
+   it (warm local sandbox preloading the modules of ``envs/repost-eval/preload.txt`` the
+   tasks import), wall clock from the sandbox's start (the preloading included) to its
+   close. On the verdict path each task costs its reference (three runs of the ground
+   truth, made once per task: two recording runs and a replay) plus one recording run of
+   the oracle's code; the time spent making references is reported apart, as a share.
+2. The same without preloading (warm workers that import only the harness's modules),
+   unless ``--no-unpreloaded``.
+3. The plain loop: for each task, the evaluation script with the ground truth inserted as
+   the candidate, run as ``python evaluation.py`` with the environment's interpreter in a
+   fresh directory, 2 threads, no sandbox, the task's timeout; passed = exit status 0.
+   (Scripts that write to ``/home/user/tmp``, which the sandbox provides, fail fast here
+   when it does not exist: that only makes the loop faster.)
+
+All in the same run. Appends a record to ``benchmarks/results/repost_eval.jsonl``.
+
+Usage: ``python benchmarks/repost_eval.py TASKS.jsonl [--env repost-eval] [--no-record]``
+(``TASKS.jsonl``: ``gym-repost build repost-eval:../shared/external/repost-eval -o TASKS.jsonl``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import gym_repost.harness as harness  # noqa: E402
+from benchmarks.common import append_record, machine, now  # noqa: E402
+from gym_repost.evaluate import RunConfig, RunDir, evaluate  # noqa: E402
+from gym_repost.evaluate.runner import tasks_digest  # noqa: E402
+from gym_repost.harness import SCRIPT_NAME, assemble  # noqa: E402
+from gym_repost.policy import load_policy  # noqa: E402
+from gym_repost.sandbox import get_sandbox  # noqa: E402
+from gym_repost.sandbox.environments import preload_for, resolve_env_python  # noqa: E402
+from gym_repost.task import FunctionTask, load_tasks  # noqa: E402
+
+WORKERS = 2
+
+
+class ReferenceClock:
+    """Sums the time spent making references (``harness.record_reference``), all threads."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self.count = 0
+        self._lock = threading.Lock()
+        self._original = harness.record_reference
+
+    def __enter__(self) -> ReferenceClock:
+        def timed(sandbox: Any, task: FunctionTask) -> Any:
+            started = time.perf_counter()
+            try:
+                return self._original(sandbox, task)
+            finally:
+                with self._lock:
+                    self.seconds += time.perf_counter() - started
+                    self.count += 1
+
+        harness.record_reference = timed
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        harness.record_reference = self._original
+
+
+def gym_repost_oracle(tasks: list[FunctionTask], env: str, preload: bool) -> dict[str, Any]:
+    """The oracle over every task, as ``gym-repost eval --env ENV -w 2`` runs it."""
+    modules = preload_for(env, (p for t in tasks for p in t.metadata.external_packages)) if preload else []
+    config = RunConfig(tasks="repost-eval", tasks_digest=tasks_digest(tasks), policy="oracle",
+                       workers=WORKERS)
+    harness._REFERENCES = harness.ReferenceCache()  # every measurement makes its own references
+    with tempfile.TemporaryDirectory() as run, ReferenceClock() as clock:
+        started = time.perf_counter()
+        with get_sandbox("local", workers=WORKERS, python=resolve_env_python(env), preload=modules) as sb:
+            ready = time.perf_counter() - started
+            report = sb.preload_report()  # type: ignore[attr-defined]
+            summary = evaluate(tasks, load_policy("oracle"), config, RunDir(run), sb)
+        elapsed = time.perf_counter() - started
+    passed = round(summary["pass@1"] * summary["tasks"])
+    return {"wall_s": elapsed, "sandbox_start_s": ready, "passed": passed, "tasks": summary["tasks"],
+            "infra_errors": summary["infra_errors"], "references": clock.count,
+            "reference_worker_s": clock.seconds,
+            "reference_share": clock.seconds / (WORKERS * elapsed),
+            "preload": {k: report[k] for k in ("loaded", "failed", "unfit")}}
+
+
+def plain_run(python: str, task: FunctionTask) -> tuple[bool, float]:
+    """``python evaluation.py`` of the ground truth as the candidate, in a fresh directory."""
+    script = assemble(task, task.ground_truth).script
+    env = {"PATH": f"{os.path.dirname(python)}:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
+           "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+    with tempfile.TemporaryDirectory() as directory:
+        for name, content in {**task.evaluation.files, SCRIPT_NAME: script}.items():
+            path = Path(directory, name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content, encoding="utf-8")
+        env["HOME"] = env["TMPDIR"] = directory
+        started = time.perf_counter()
+        try:
+            done = subprocess.run([python, SCRIPT_NAME], cwd=directory, env=env, stdin=subprocess.DEVNULL,
+                                  capture_output=True, timeout=task.evaluation.timeout)
+            ok = done.returncode == 0
+        except subprocess.TimeoutExpired:
+            ok = False
+        return ok, time.perf_counter() - started
+
+
+def plain_loop(tasks: list[FunctionTask], env: str) -> dict[str, Any]:
+    python = resolve_env_python(env)
+    started = time.perf_counter()
+    with ThreadPoolExecutor(WORKERS) as pool:
+        results = list(pool.map(lambda t: plain_run(python, t), tasks))
+    elapsed = time.perf_counter() - started
+    return {"wall_s": elapsed, "passed": sum(ok for ok, _ in results), "tasks": len(tasks),
+            "runs_s": sum(seconds for _, seconds in results)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("tasks", type=Path)
+    parser.add_argument("--env", default="repost-eval")
+    parser.add_argument("--no-unpreloaded", action="store_true", help="skip measurement 2")
+    parser.add_argument("--no-record", action="store_true")
+    args = parser.parse_args()
+    tasks = [t for t in load_tasks(args.tasks) if isinstance(t, FunctionTask)]
+    load_before = machine()["load_average"]
+    ours = gym_repost_oracle(tasks, args.env, preload=True)
+    unpreloaded = None if args.no_unpreloaded else gym_repost_oracle(tasks, args.env, preload=False)
+    plain = plain_loop(tasks, args.env)
+    record = {"benchmark": "repost_eval", "date": now(), "machine": machine(), "load_before": load_before,
+              "tasks": len(tasks), "workers": WORKERS, "env": args.env,
+              "gym_repost_preloaded": ours, "gym_repost_unpreloaded": unpreloaded, "plain_loop": plain,
+              "speedup": plain["wall_s"] / ours["wall_s"],
+              "speedup_unpreloaded": plain["wall_s"] / unpreloaded["wall_s"] if unpreloaded else None}
+    print(f"gym-repost oracle, preloaded: {ours['wall_s']:.1f} s (sandbox start {ours['sandbox_start_s']:.1f} s; "
+          f"references {100 * ours['reference_share']:.0f}% of the worker time), "
+          f"{ours['passed']}/{ours['tasks']} passed")
+    if unpreloaded:
+        print(f"gym-repost oracle, not preloaded: {unpreloaded['wall_s']:.1f} s, "
+              f"{unpreloaded['passed']}/{unpreloaded['tasks']} passed")
+    print(f"plain loop: {plain['wall_s']:.1f} s, {plain['passed']}/{plain['tasks']} passed")
+    print(f"ratio: {record['speedup']:.2f}x (load {record['machine']['load_average']})")
+    if not args.no_record:
+        print(f"recorded in {append_record('repost_eval', record)}")
+
+
+if __name__ == "__main__":
+    main()
