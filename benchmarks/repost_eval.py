@@ -97,7 +97,7 @@ def gym_repost_oracle(tasks: list[FunctionTask], env: str, preload: bool) -> dic
 
 def plain_run(python: str, task: FunctionTask) -> tuple[bool, float]:
     """``python evaluation.py`` of the ground truth as the candidate, in a fresh directory."""
-    script = assemble(task, task.ground_truth).script
+    script = assemble(task, task.ground_truth, keep_original=True).script  # RepoST's own layout
     env = {"PATH": f"{os.path.dirname(python)}:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
            "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
     with tempfile.TemporaryDirectory() as directory:

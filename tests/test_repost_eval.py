@@ -54,3 +54,24 @@ def test_at_least_290_of_296_ground_truths_pass(env_python: str) -> None:
     assert set(failed) <= set(KNOWN_FAILURES) | set(FLAKY), failed
     weak = [r.task_name for r in results if r.accepts_do_nothing]
     assert 10 <= len(weak) <= 20, weak  # the data's README: ~5% accept a do-nothing candidate
+
+
+def test_preloading_the_environment(env_python: str) -> None:
+    """The modules of envs/repost-eval/preload.txt load in warm workers, fit to fork from
+    (sklearn's variables reach the runs), and torch's exit-time teardown of its preloaded
+    operator registrations is not run at the exit of every run."""
+    from gym_repost.sandbox.environments import env_preload
+
+    modules = env_preload(str(ROOT / "envs" / "repost-eval"))
+    assert {"numpy", "pandas", "sklearn", "torch"} <= set(modules)
+    count = ("import weakref, torch\n"
+             "print(sum(i.atexit for i in weakref.finalize._registry.values() "
+             "if i.func.__qualname__ == '_del_library'))\n")
+    with get_sandbox("local", python=env_python, preload=modules) as sb:
+        report = sb.preload_report()
+        result = sb.run({"main.py": count + "import os\nprint(os.environ['KMP_INIT_AT_FORK'])\n"},
+                        ["python3", "main.py"], timeout=60)
+    assert report["loaded"] == modules and not report["failed"] and not report["unfit"], report
+    assert result.stdout.split() == ["0", "FALSE"], result.stderr
+    with get_sandbox("local", python=env_python) as sb:  # not preloaded: torch registers them itself
+        assert int(sb.run({"main.py": count}, ["python3", "main.py"], timeout=60).stdout) > 0

@@ -1137,6 +1137,11 @@ no thread pool that forked run children would inherit without its threads."""
 FORK_SAFE_THREADS = frozenset({"jemalloc_bg_thd"})
 """Native threads that may run in the worker: jemalloc's background thread (pyarrow,
 imported by pandas) quiesces itself around fork() and is restarted in the child."""
+EXIT_TEARDOWN = frozenset({("torch.library", "_del_library")})
+"""``weakref.finalize`` callbacks (module, name) that only undo in-memory state when the
+interpreter exits (torch deregisters thousands of operators: 0.1 s). Those registered by
+preloaded imports are not run at the exit of runs: nothing outside the process could tell,
+and a run that never imported torch would otherwise pay for it."""
 PRELOAD_DIR = "preload"
 """Directory (under the run root) that is ``HOME``, ``TMPDIR`` and the working directory
 while preloading, as a run's directory is for the run."""
@@ -1192,6 +1197,15 @@ def _limit_library_threads() -> None:
     torch = sys.modules.get("torch")
     if torch is not None:
         _ignore_errors(torch.set_num_threads, 1)
+
+
+def _skip_exit_teardown() -> None:
+    import weakref
+
+    for info in list(weakref.finalize._registry.values()):  # type: ignore[attr-defined]
+        function = info.func
+        if (getattr(function, "__module__", None), getattr(function, "__qualname__", None)) in EXIT_TEARDOWN:
+            info.atexit = False
 
 
 def _reseed_in_run_child(server_pid: int) -> None:
@@ -1252,6 +1266,7 @@ def preload(names: list[str], directory: str) -> Message:
         os.environ.update(environ)
         os.chdir(cwd)
     _limit_library_threads()
+    _skip_exit_teardown()
     _reseed_in_run_child(os.getpid())
     return report
 
