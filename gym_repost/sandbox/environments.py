@@ -22,7 +22,6 @@ from pathlib import Path
 
 from gym_repost.errors import ConfigError
 
-
 PRELOAD_FILE = "preload.txt"
 """Modules worth preloading, one per line (``#`` comments), in a definition or an environment."""
 

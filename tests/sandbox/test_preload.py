@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from gym_repost.sandbox.config import LocalSandboxConfig
+from gym_repost.sandbox.environments import env_preload, preload_for
 from gym_repost.sandbox.local import LocalSandbox
 
 PROBES = {
@@ -158,3 +159,14 @@ def test_a_cold_sandbox_preloads_nothing(tmp_path: Path) -> None:
         assert run(sandbox, "import sys\nprint('numpy' in sys.modules)\n") == "False\n"
     assert preload == {"requested": [], "loaded": [], "failed": {}, "unfit": {}, "environment": {}}
 
+
+
+def test_an_environment_preloads_what_the_tasks_import(tmp_path: Path) -> None:
+    definition = tmp_path / "myenv"
+    definition.mkdir()
+    (definition / "requirements.txt").write_text("numpy\ntorch\n", encoding="utf-8")
+    (definition / "preload.txt").write_text("# slow imports\nnumpy   # 0.3 s\n\ntorch\ntorch.nn\n",
+                                            encoding="utf-8")
+    assert env_preload(str(definition)) == ["numpy", "torch", "torch.nn"]
+    assert preload_for(str(definition), ["torch", "requests"]) == ["torch", "torch.nn"]
+    assert preload_for(str(tmp_path / "no-such-env"), ["torch"]) == []
