@@ -8,7 +8,9 @@
    the oracle's code; the time spent making references is reported apart, as a share.
 2. The same without preloading (warm workers that import only the harness's modules),
    unless ``--no-unpreloaded``.
-3. The plain loop: for each task, the evaluation script with the ground truth inserted as
+3. One run per task in that preloaded sandbox: the plain loop's script (below) as
+   ``python3 evaluation.py``, 2 threads, no verdict path: run for run against the loop.
+4. The plain loop: for each task, the evaluation script with the ground truth inserted as
    the candidate, run as ``python evaluation.py`` with the environment's interpreter in a
    fresh directory, 2 threads, no sandbox, the task's timeout; passed = exit status 0.
    (Scripts that write to ``/home/user/tmp``, which the sandbox provides, fail fast here
@@ -95,13 +97,30 @@ def gym_repost_oracle(tasks: list[FunctionTask], env: str, preload: bool) -> dic
             "preload": {k: report[k] for k in ("loaded", "failed", "unfit")}}
 
 
+def plain_script(task: FunctionTask) -> dict[str, str]:
+    """The files of RepoST's own layout: the original and the ground truth as the candidate."""
+    return {**task.evaluation.files, SCRIPT_NAME: assemble(task, task.ground_truth, keep_original=True).script}
+
+
+def sandbox_loop(tasks: list[FunctionTask], env: str) -> dict[str, Any]:
+    """The plain loop's scripts, one run each, in the warm preloaded sandbox."""
+    modules = preload_for(env, (p for t in tasks for p in t.metadata.external_packages))
+    started = time.perf_counter()
+    with get_sandbox("local", workers=WORKERS, python=resolve_env_python(env), preload=modules) as sb, \
+            ThreadPoolExecutor(WORKERS) as pool:
+        results = list(pool.map(lambda t: sb.run(plain_script(t), ["python3", SCRIPT_NAME],
+                                                 timeout=t.evaluation.timeout), tasks))
+    elapsed = time.perf_counter() - started
+    return {"wall_s": elapsed, "passed": sum(r.returncode == 0 for r in results), "tasks": len(tasks),
+            "runs_s": sum(r.duration for r in results)}
+
+
 def plain_run(python: str, task: FunctionTask) -> tuple[bool, float]:
     """``python evaluation.py`` of the ground truth as the candidate, in a fresh directory."""
-    script = assemble(task, task.ground_truth, keep_original=True).script  # RepoST's own layout
     env = {"PATH": f"{os.path.dirname(python)}:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
            "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
     with tempfile.TemporaryDirectory() as directory:
-        for name, content in {**task.evaluation.files, SCRIPT_NAME: script}.items():
+        for name, content in plain_script(task).items():
             path = Path(directory, name)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(content, encoding="utf-8")
@@ -137,11 +156,14 @@ def main() -> None:
     load_before = machine()["load_average"]
     ours = gym_repost_oracle(tasks, args.env, preload=True)
     unpreloaded = None if args.no_unpreloaded else gym_repost_oracle(tasks, args.env, preload=False)
+    runs = sandbox_loop(tasks, args.env)
     plain = plain_loop(tasks, args.env)
     record = {"benchmark": "repost_eval", "date": now(), "machine": machine(), "load_before": load_before,
               "tasks": len(tasks), "workers": WORKERS, "env": args.env,
-              "gym_repost_preloaded": ours, "gym_repost_unpreloaded": unpreloaded, "plain_loop": plain,
+              "gym_repost_preloaded": ours, "gym_repost_unpreloaded": unpreloaded,
+              "sandbox_one_run_per_task": runs, "plain_loop": plain,
               "speedup": plain["wall_s"] / ours["wall_s"],
+              "speedup_run_for_run": plain["wall_s"] / runs["wall_s"],
               "speedup_unpreloaded": plain["wall_s"] / unpreloaded["wall_s"] if unpreloaded else None}
     print(f"gym-repost oracle, preloaded: {ours['wall_s']:.1f} s (sandbox start {ours['sandbox_start_s']:.1f} s; "
           f"references {100 * ours['reference_share']:.0f}% of the worker time), "
@@ -149,8 +171,11 @@ def main() -> None:
     if unpreloaded:
         print(f"gym-repost oracle, not preloaded: {unpreloaded['wall_s']:.1f} s, "
               f"{unpreloaded['passed']}/{unpreloaded['tasks']} passed")
+    print(f"one run per task in the preloaded sandbox: {runs['wall_s']:.1f} s, "
+          f"{runs['passed']}/{runs['tasks']} passed")
     print(f"plain loop: {plain['wall_s']:.1f} s, {plain['passed']}/{plain['tasks']} passed")
-    print(f"ratio: {record['speedup']:.2f}x (load {record['machine']['load_average']})")
+    print(f"ratio: {record['speedup']:.2f}x; run for run {record['speedup_run_for_run']:.2f}x "
+          f"(load {record['machine']['load_average']})")
     if not args.no_record:
         print(f"recorded in {append_record('repost_eval', record)}")
 
