@@ -5,7 +5,8 @@ data that cannot carry behaviour: a value that compares equal to everything, or 
 code when it is read back, must not survive the trip. :func:`encode` accepts only
 ``None``, ``bool``, ``int``, ``float``, ``complex``, ``str``, ``bytes``, lists, tuples
 (named tuples as tuples), dicts, sets and frozensets of those, ``decimal.Decimal``,
-``fractions.Fraction``, ``datetime`` values and numpy arrays and scalars of numeric,
+``fractions.Fraction``, ``datetime`` values, classes (by module and name: the reading
+process uses its own class of that name, among the modules it has loaded) and numpy arrays and scalars of numeric,
 boolean or string dtype, by exact type (a subclass could override ``__eq__``). Anything
 else is ``None``: not plain data. :func:`decode` rebuilds the value from the JSON-able form
 without calling anything the data names.
@@ -67,6 +68,8 @@ def _encode(value, depth, count):
             return ["T", name, time_kind.isoformat(value)]
     if kind is datetime.timedelta:
         return ["dt", value.days, value.seconds, value.microseconds]
+    if isinstance(value, type) and "<locals>" not in value.__qualname__:
+        return ["C", value.__module__, value.__qualname__]  # the judge's own class of that name
     return _encode_numpy(value, kind, depth, count)
 
 
@@ -124,6 +127,8 @@ def decode(data):
         return _TIMES[data[1]].fromisoformat(data[2])
     if tag == "dt":
         return datetime.timedelta(days=data[1], seconds=data[2], microseconds=data[3])
+    if tag == "C":
+        return _class(data[1], data[2])
     if tag in ("A", "N"):
         import numpy
 
@@ -134,3 +139,13 @@ def decode(data):
             return numpy.frombuffer(raw, dtype=numpy.dtype(data[1]))[0]
         return numpy.frombuffer(raw, dtype=numpy.dtype(data[1])).reshape(data[2]).copy()
     raise ValueError("unknown tag %r" % (tag,))
+
+
+def _class(module_name, qualname):
+    """The class of that name among the modules already loaded here (nothing is imported)."""
+    found = sys.modules.get(module_name)
+    for part in qualname.split("."):
+        found = getattr(found, part, None)
+    if not isinstance(found, type):
+        raise ValueError("no class %s.%s here" % (module_name, qualname))
+    return found
