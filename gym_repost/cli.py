@@ -759,6 +759,8 @@ def data_dstc(
         ("KTO records (desirable / undesirable)",
          f"{sum(r['label'] for r in kto_records)} / {sum(not r['label'] for r in kto_records)}"),
         ("cells: pass / fail / error / timeout", " / ".join(str(v) for v in cells.values())),
+        ("tests judged outside the code's process", f"{sum(sum(r.execution.judged_outside) for r in results)}"
+         f" / {sum(r.execution.n_tests for r in results)}"),
         *_llm_rows(samplers)]))
     console.print(f"wrote {len(dpo)} DPO records to {output}" + (f", {len(kto_records)} KTO records to {kto}"
                                                                     if kto else ""))

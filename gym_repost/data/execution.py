@@ -84,6 +84,9 @@ class ExecutionMatrix:
 
     rows: tuple[CodeRun, ...]
     n_tests: int
+    judged_outside: tuple[bool, ...] = ()
+    """Per test: judged outside the codes' processes from their values (see
+    :mod:`gym_repost.data.value_tests`), or run whole beside them."""
 
     @property
     def matrix(self) -> list[list[int]]:
@@ -281,7 +284,7 @@ def execution_matrix(sandbox: Sandbox, task: FunctionTask, codes: Sequence[str],
     judged = _judge(sandbox, task, suite, plan, raw, test_timeout)
     rows = tuple(CodeRun(tuple(judged.get((i, j), o) for j, (o, _) in enumerate(cells)), invalid)
                  for i, (cells, invalid) in enumerate(raw))
-    return ExecutionMatrix(rows, len(suite))
+    return ExecutionMatrix(rows, len(suite), tuple(split is not None for split in plan.splits))
 
 
 _Cells = list[tuple[TestOutcome, list[Any] | None]]
