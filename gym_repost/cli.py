@@ -383,7 +383,7 @@ def validate(
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write per-task results here."),
 ) -> None:
     """Check that each ground truth passes and that the tests reject wrong code."""
-    from gym_repost.analysis.strength import validate_task
+    from gym_repost.harness.validation import validate_task
 
     tasks = _load(tasks_path)
     testfile = [t for t in tasks if t.kind == "testfile"]

@@ -213,5 +213,6 @@ def test_the_plan_splits_by_shape_and_by_the_ground_truth_s_values(function_task
 
     plan = value_plan(sandbox, function_task, split_task_tests(function_task))
     assert (plan.outside, plan.inside) == (2, 1)  # the loop runs whole beside the original
-    objects = TestSuite(("assert type(score([1])).__name__ == 'int'", "import math\nassert score([1]) == math.floor(10)"))
+    objects = TestSuite(("assert type(score([1])).__name__ == 'int'",
+                         "import math\nassert score([1]) == math.floor(10)"))
     assert value_plan(sandbox, function_task, objects).outside == 2

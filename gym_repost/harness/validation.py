@@ -11,10 +11,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from gym_repost.analysis.coverage import FunctionCoverage, measure_coverage
 from gym_repost.analysis.mutation import Mutant, MutationScore, generate_mutants, mutation_score, sample_mutants
-from gym_repost.construct.packages import distribution_for
+from gym_repost.analysis.packages import distribution_for
 from gym_repost.harness import do_nothing_candidate, reference_for, run_function_tests, run_host_made
+from gym_repost.harness.coverage import FunctionCoverage, measure_coverage
 from gym_repost.harness.report import TestReport
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask
