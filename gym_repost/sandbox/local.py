@@ -279,11 +279,15 @@ class _Worker:
         return f"{what} (exit status {code}): {type(exc).__name__} {exc}".rstrip()
 
     def stop(self, graceful: bool = False) -> None:
-        """Kill the worker and its namespace, then remove its directory. Idempotent."""
+        """Kill the worker and its namespace, then remove its directory. Idempotent; a
+        second caller returns once the first has finished."""
         with self._stop_lock:
             if self.stopped:
                 return
             self.stopped = True
+            self._stop(graceful)
+
+    def _stop(self, graceful: bool) -> None:
         exited = False
         if graceful:  # the worker cleans up and exits by itself
             with contextlib.suppress(OSError):
@@ -583,7 +587,7 @@ class LocalSandbox(Sandbox):
             self.start()
         deadline = time.monotonic() + timeout + REPLY_GRACE
         if network or not self.config.warm:
-            with self._fresh_worker(network=network) as worker:
+            with self._fresh_worker(network=network, stop_later=True) as worker:
                 reply = worker.call(protocol.encode_message(request), deadline)
         else:
             reply = self._call_warm_worker(protocol.encode_message(request), deadline)
@@ -632,14 +636,28 @@ class LocalSandbox(Sandbox):
         return reply
 
     @contextlib.contextmanager
-    def _fresh_worker(self, *, network: bool) -> Iterator[_Worker]:
-        """A started worker that serves one request, then is stopped and removed."""
+    def _fresh_worker(self, *, network: bool, stop_later: bool = False) -> Iterator[_Worker]:
+        """A started worker that serves one request, then is stopped and removed.
+
+        ``stop_later``: stopped by a thread, off the caller's critical path (its exit
+        takes tens of milliseconds: the namespaces' teardown); :meth:`close` still waits
+        for it, as it stays among the sandbox's workers until it is gone.
+        """
         worker = self._spawn(network=network, once=True)
         try:
             worker.wait_ready(START_TIMEOUT)
             yield worker
         finally:
-            self._discard(worker, graceful=True)
+            if stop_later:
+                threading.Thread(target=self._discard_after_stop, args=(worker,), daemon=True,
+                                 name="gym-repost-sandbox-stop").start()
+            else:
+                self._discard(worker, graceful=True)
+
+    def _discard_after_stop(self, worker: _Worker) -> None:
+        worker.stop(graceful=True)
+        with self._lock:
+            self._workers.discard(worker)
 
     # ------------------------------------------------------------ the pool
 

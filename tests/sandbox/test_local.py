@@ -293,7 +293,8 @@ def test_warm_false_starts_a_fresh_interpreter_per_run(work_root: Path) -> None:
         first = sandbox.run({}, ["python3", "-c", "import os; print(os.getpid())"])
         second = sandbox.run({}, ["python3", "-c", "import os; print(os.getpid())"])
         assert first.ok and second.ok and first.extra["inprocess"] is False
-        assert sandbox.worker_pids() == []
+    # Each run's worker is stopped after the reply, by a thread; close() waits for it.
+    assert sandbox.worker_pids() == [] and marked_processes(work_root) == []
     assert worker_dirs(work_root) == []
 
 
