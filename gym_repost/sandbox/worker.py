@@ -74,8 +74,9 @@ else:  # started by the host, the normal case: keep the gym_repost package out o
 MARKER = "--gym-repost-sandbox-worker"
 """argv marker of worker processes (and of their warm run children), for cleanup."""
 HEADER = struct.Struct(">I")
-OUTPUT_KILL_FACTOR = 64
-"""A stream larger than this many times ``max_output_bytes`` gets the run killed."""
+OUTPUT_KILL_FACTOR = 16
+"""A stream larger than this many times ``max_output_bytes`` gets the run killed (only
+``max_output_bytes`` of it is kept anyway; a flood costs the time it takes to print)."""
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _MIB = 1024 * 1024
 _PYTHON_NAMES = ("python", "python3")
@@ -1096,8 +1097,33 @@ def filesystem_plan(config: Message) -> isolation.FilesystemPlan:
     views = config.get("views")  # found by the sandbox's first worker (~0.2 s of metadata)
     return isolation.FilesystemPlan(
         host_dir=config["host_dir"], read_only=[os.path.realpath(p) for p in shown],
-        views=site_views(visible_distributions(config)) if views is None else views,
+        views=views_in_child(visible_distributions(config)) if views is None else views,
         tmpfs_size_mb=size, aliases=config.get("aliases") or [])
+
+
+def views_in_child(allowed: list[str] | None) -> dict[str, list[str]]:
+    """:func:`site_views`, found in a child process that exits afterwards: the metadata
+    machinery (``importlib.metadata``, ``email``, ``zipfile``, ``csv``...) stays out of
+    PID 1, so every worker's runs start from the same, smaller, set of modules."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(read_fd)
+            write_message(write_fd, site_views(allowed))
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    try:
+        views = read_message(read_fd)
+    finally:
+        os.close(read_fd)
+        status = os.waitpid(pid, 0)[1]
+    if views is None or status != 0:
+        raise OSError(errno.EIO, "cannot list the distributions of the site-packages")
+    return views
 
 
 def visible_distributions(config: Message) -> list[str] | None:
