@@ -65,6 +65,7 @@ from gym_repost.sandbox import cgroups
 from gym_repost.sandbox import worker as protocol
 from gym_repost.sandbox.base import RunResult, Sandbox, SandboxLimits, check_relative_path
 from gym_repost.sandbox.config import LocalSandboxConfig
+from gym_repost.sandbox.programs import program_file
 
 logger = logging.getLogger(__name__)
 
@@ -73,8 +74,9 @@ WORKER_DIR = os.path.dirname(os.path.abspath(__file__))
 _BOOTSTRAP = "import sys; sys.path[0] = sys.argv[1]; import worker; sys.exit(worker.main(sys.argv))"
 PROGRAMS_DIR = os.path.join(os.path.dirname(WORKER_DIR), "programs")
 HARNESS_MODULES = ("ast", "base64", "hashlib", "io", "linecache", "math", "pickle", "random", "re",
-                   "runpy", "threading", "traceback", "types")
-"""Standard-library modules the in-sandbox programs import, imported by warm workers ahead of runs."""
+                   "runpy", "threading", "traceback", "types", "typing", "zlib")
+"""Standard-library modules the in-sandbox programs (and ``typing``: most evaluation scripts)
+import, imported by warm workers ahead of runs."""
 DIR_PREFIX = "gym-repost-sbx-"
 """Name prefix of worker directories: ``gym-repost-sbx-<host pid>-<host start>-<token>``."""
 REPLY_GRACE = 10.0
@@ -751,7 +753,8 @@ class LocalSandbox(Sandbox):
             "isolation": cfg.isolation, "network": network, "warm": cfg.warm and not once,
             "once": once, "uid": uid, "host_dir": host_dir, "packages_dir": self.packages_dir,
             "preload": [*HARNESS_MODULES, *cfg.preload] if cfg.warm and not once else [],
-            "programs": _program_paths() if cfg.warm and not once else [],
+            "programs": {path: program_file(os.path.basename(path)[:-3]) for path in _program_paths()}
+            if cfg.warm and not once else {},
             "limits": {name: getattr(cfg, name) for name in SandboxLimits.model_fields},
             "aliases": list(cfg.workdir_aliases), "profile": cfg.profile,
             "views": self._info.get("views"),  # what the site-packages show: found once

@@ -249,26 +249,46 @@ PROGRAM_CODE: dict[bytes, types.CodeType] = {}
 """Code of the host's own programs (``gym_repost/programs``) by their exact source: a warm
 run whose script or imported module has one of these texts skips its compilation (~20 ms
 for the harness here)."""
+PROGRAM_NAMES: dict[str, bytes] = {}
+"""The programs' file names in a run directory, and their sources."""
+_RELOCATED: dict[bytes, tuple[str, types.CodeType]] = {}
+"""In a spare child: programs' code already relocated to a path of its coming run."""
 
 
-def load_programs(paths: list[str]) -> None:
+def load_programs(programs: dict[str, str]) -> None:
     """Compile the host's programs (or load their cached bytecode) in PID 1, before isolation.
 
-    Only these trusted texts are compiled outside a run: a run's own code is compiled in
-    its child, under its limits.
+    ``programs``: each program's path and its file name in a run directory. Only these
+    trusted texts are compiled outside a run: a run's own code is compiled in its child,
+    under its limits.
     """
-    for path in paths:
+    for path, name in programs.items():
         loader = SourceFileLoader("program", path)
         try:
-            PROGRAM_CODE[loader.get_data(path)] = loader.get_code("program")
+            source, code = loader.get_data(path), loader.get_code("program")
         except (ImportError, OSError, SyntaxError, ValueError):  # a broken install: compile per run
             continue
+        PROGRAM_CODE[source] = code
+        PROGRAM_NAMES[name] = source
 
 
 def program_code(source: bytes, path: str) -> types.CodeType | None:
     """The precompiled code of ``source`` as if compiled from ``path``; None for other texts."""
+    ready = _RELOCATED.get(source)
+    if ready is not None and ready[0] == path:
+        return ready[1]
     code = PROGRAM_CODE.get(source)
     return None if code is None else _relocated(code, path)
+
+
+def relocate_ahead(run_dir: str, names: list[str]) -> None:
+    """In a spare child, while idle: the programs ``names`` (those the last run shipped)
+    relocated to ``run_dir``, where the next run will most likely ship them again."""
+    for name in names:
+        source = PROGRAM_NAMES.get(name)
+        if source is not None:
+            path = f"{run_dir}/{name}"
+            _RELOCATED[source] = (path, _relocated(PROGRAM_CODE[source], path))
 
 
 def _relocated(code: types.CodeType, path: str) -> types.CodeType:
@@ -403,6 +423,8 @@ def rehearse(server: Server) -> None:
     main = _new_main_module(None)
     code = compile(_REHEARSAL, "<rehearsal>", "exec", dont_inherit=True)
     exec(code, main.__dict__)  # noqa: S102 - fixed code
+    if server.next_run_dir is not None and server.warm:
+        relocate_ahead(server.next_run_dir, server.recent_programs)
 
 
 def run_job(server: Server, job: RunJob) -> NoReturn:
@@ -772,6 +794,8 @@ class Server:
         self.keep_in_tmp = set(os.listdir("/tmp")) if self.namespaced else set()
         self.spare: Spare | None = None
         self.next_run_dir: str | None = None
+        self.recent_programs: list[str] = []
+        """Programs (run-directory file names) the last request shipped."""
         self.scratch: tuple[str, int] | None = None
         """The run directory whose tmpfs is mounted, and its size in MiB."""
         self.scratch_shown: list[str] = scratch_shown or []
@@ -834,11 +858,12 @@ class Server:
             self.phases[phase] = time.monotonic()
 
     def get_ready(self) -> None:
-        """Prepare the next run while idle: its child, its directory and scratch space."""
-        self.prefork()
+        """Prepare the next run while idle: its directory and scratch space, then its child
+        (which knows where the run will be: see :func:`relocate_ahead`)."""
         with contextlib.suppress(OSError):  # handle() will try again, and report
             self.next_run_dir = self.make_run_dir()
             self.provide_scratch(self.next_run_dir, self.limits)
+        self.prefork()
 
     def provide_scratch(self, run_dir: str, limits: Message, keep: bool = False) -> None:
         """Put ``run_dir``, ``/tmp`` and ``/dev/shm`` on a tmpfs of the run's disk quota.
@@ -869,6 +894,7 @@ class Server:
         return run_dir
 
     def handle(self, request: Message) -> tuple[Message, str | None]:
+        self.recent_programs = [name for name in request.get("files") or () if name in PROGRAM_NAMES]
         run_dir, self.next_run_dir = self.next_run_dir, None
         try:
             run_dir = run_dir or self.make_run_dir()
@@ -1267,7 +1293,7 @@ def server_main(config: Message, fds: tuple[int, int, int], mode: str,
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the outer's handler is not ours
         isolation.set_parent_death_signal(signal.SIGKILL)
         pid1, warnings, scratch_shown = os.getpid(), [], []
-        load_programs(config.get("programs") or [])
+        load_programs(config.get("programs") or {})
         if mode != "none":
             pid1 = int(os.readlink("/proc/self"))  # still the host's /proc: host-visible pid
             try:
