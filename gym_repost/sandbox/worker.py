@@ -391,7 +391,8 @@ def spare_main(server: Server, control: int, status: int, stdio: tuple[int, int,
         if not server.namespaced:
             isolation.set_parent_death_signal(signal.SIGKILL)
         os.closerange(_STATUS_FD + 1, 1 << 20)  # protocol pipes, pidfds: nothing leaks
-        rehearse(server)
+        if server.warm:  # an exec'd command gains nothing from it
+            rehearse(server)
         message = read_message(_CONTROL_FD)
         if message is None:  # PID 1 is gone, or does not need this child any more
             os._exit(0)
