@@ -16,13 +16,15 @@ the host's (an editable install's finder pointing into the project, say).
 
 Protocol: each message is a 4-byte big-endian length and a UTF-8 JSON object.
 
-* worker -> host, once: ``{"ready": true, "pid1": ..., "python": ..., "warnings": [...]}``
+* worker -> host, once: ``{"ready": true, "pid1": ..., "python": ..., "warnings": [...],
+  "views": ...}`` (the site-packages views it found, passed to the sandbox's later workers)
   or ``{"ready": false, "unavailable": true, "error": ...}``.
 * host -> worker: ``{"op": "run", "argv", "files", "bfiles" (base64), "stdin", "env",
   "timeout", "keep", "limits"}`` or ``{"op": "exit"}``.
 * worker -> host, per run: ``{"ok": true, "returncode", "stdout", "stderr", "timed_out",
-  "duration", "output_truncated", "killed_for", "inprocess", "run_dir"}`` or
-  ``{"ok": false, "error"}``.
+  "duration", "output_truncated", "killed_for", "inprocess", "run_dir"}`` (and, with
+  ``"profile"`` in the configuration, ``"phases"``: ``time.monotonic()`` stamps of PID 1
+  and of the run child, and the child's page faults) or ``{"ok": false, "error"}``.
 
 Process tree in ``namespaces`` mode::
 
