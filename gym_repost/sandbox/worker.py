@@ -393,8 +393,11 @@ def spare_main(server: Server, control: int, status: int, stdio: tuple[int, int,
         if not server.namespaced:
             isolation.set_parent_death_signal(signal.SIGKILL)
         os.closerange(_STATUS_FD + 1, 1 << 20)  # protocol pipes, pidfds: nothing leaks
-        if server.warm:  # an exec'd command gains nothing from it
-            rehearse(server)
+        if server.warm:  # an exec'd command gains nothing from these
+            if not server.request_waiting:  # else the job is already there: no time to gain
+                rehearse(server)
+            if server.next_run_dir is not None:
+                relocate_ahead(server.next_run_dir, server.recent_programs)
         message = read_message(_CONTROL_FD)
         if message is None:  # PID 1 is gone, or does not need this child any more
             os._exit(0)
@@ -426,8 +429,6 @@ def rehearse(server: Server) -> None:
     main = _new_main_module(None)
     code = compile(_REHEARSAL, "<rehearsal>", "exec", dont_inherit=True)
     exec(code, main.__dict__)  # noqa: S102 - fixed code
-    if server.next_run_dir is not None and server.warm:
-        relocate_ahead(server.next_run_dir, server.recent_programs)
 
 
 def run_job(server: Server, job: RunJob) -> NoReturn:
@@ -799,6 +800,8 @@ class Server:
         self.next_run_dir: str | None = None
         self.recent_programs: list[str] = []
         """Programs (run-directory file names) the last request shipped."""
+        self.request_waiting = False
+        """A request was already waiting when the spare child was forked."""
         self.scratch: tuple[str, int] | None = None
         """The run directory whose tmpfs is mounted, and its size in MiB."""
         self.scratch_shown: list[str] = scratch_shown or []
@@ -916,6 +919,7 @@ class Server:
         in_r, in_w = os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
+        self.request_waiting = bool(select.select([self.req_fd], [], [], 0)[0])
         pid = os.fork()
         if pid == 0:
             spare_main(self, control_r, status_w, (in_r, out_w, err_w))
