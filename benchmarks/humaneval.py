@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import os
-import re
 import secrets
 import statistics
 import subprocess
