@@ -42,7 +42,9 @@ class BuildSettings:
     workers: int = 2
     trace: bool = True
     """Run the repository's own tests (in the sandbox) to harvest real inputs."""
-    test_budget: float = 3.0
+    test_executions: int = 2000
+    """Budget of one input search, in runs of the target (it replaced ``test_budget``,
+    seconds, whose results depended on the machine's load)."""
     min_kill_rate: float = 0.5
     mutants: int = 10
     cache_dir: Path | None = None
@@ -89,12 +91,19 @@ class BuildResult:
     """The LLM builder's totals (calls, retries, tokens, cost), when a model was used."""
 
     def statistics(self) -> dict[str, Any]:
-        """Table 2, the drop table, the stage timings (and the LLM usage)."""
+        """Table 2, the drop table, the stage timings, the wall-clock safety limits that fired
+        (normally none: a build that lists some may differ from an unloaded one), and the LLM usage."""
         stats = {"table2": table2(self.candidates, self.tasks), "drops": drop_table(self.drops),
-                 "timings": dict(self.timings), "infra_errors": len(self.infra_errors)}
+                 "timings": dict(self.timings), "infra_errors": len(self.infra_errors),
+                 "safety_limits": self.safety_limits()}
         if self.llm_usage is not None:
             stats["llm"] = dict(self.llm_usage)
         return stats
+
+    def safety_limits(self) -> list[str]:
+        """``file::qualname: note`` for each wall-clock safety limit that fired in a construction episode."""
+        return [f"{candidate.key}: {note}" for candidate, outcome in self.outcomes
+                for note in outcome.stats.get("safety_limits", [])]
 
 
 def prepare(repo: SourceRepository, candidates: Sequence[Candidate],
@@ -195,7 +204,7 @@ def build_function_tasks(source: str, settings: BuildSettings, sandbox: Sandbox,
     if settings.trace and prepared:
         with timer("tracing"):
             seeds, notes = trace_seeds(sandbox, repo, [p.candidate for p in prepared], installer)
-    factory = policy_factory or (lambda: DeterministicBuilder(BuilderSettings(test_budget=settings.test_budget,
+    factory = policy_factory or (lambda: DeterministicBuilder(BuilderSettings(test_executions=settings.test_executions,
                                                                               seed=settings.seed)))
     with timer("construction"):
         results = _construct(prepared, repo, sandbox, installer, seeds, settings, factory, on_candidate)
