@@ -23,6 +23,7 @@ from gym_repost.construct.execution import PackageInstaller
 from gym_repost.construct.model import Candidate, DependencySlice, Drop, SandboxedScript, SourceRepository
 from gym_repost.construct.quality import QualityThresholds, Split
 from gym_repost.construct.stats import StageTimer, drop_table, table2
+from gym_repost.construct.testgen.explore import SAFETY_NOTE
 from gym_repost.construct.testgen.trace import local_modules
 from gym_repost.errors import InfrastructureError
 from gym_repost.sandbox.base import Sandbox
@@ -101,9 +102,11 @@ class BuildResult:
         return stats
 
     def safety_limits(self) -> list[str]:
-        """``file::qualname: note`` for each wall-clock safety limit that fired in a construction episode."""
-        return [f"{candidate.key}: {note}" for candidate, outcome in self.outcomes
-                for note in outcome.stats.get("safety_limits", [])]
+        """The wall-clock safety limits that fired: the build's notes about them (tracing),
+        then ``file::qualname: note`` for each in a construction episode."""
+        return [n for n in self.notes if SAFETY_NOTE in n] + [
+            f"{candidate.key}: {note}" for candidate, outcome in self.outcomes
+            for note in outcome.stats.get("safety_limits", [])]
 
 
 def prepare(repo: SourceRepository, candidates: Sequence[Candidate],
@@ -151,6 +154,12 @@ def trace_seeds(sandbox: Sandbox, repo: SourceRepository, candidates: Sequence[C
             break
         result = trace_repository(sandbox, repo, candidates)
     notes.extend(f"tracing: {e}" for e in result.errors[:5])
+    if result.timed_out:
+        note = (f"tracing: {SAFETY_NOTE}: the repository's tests were stopped after {result.tests_run} "
+                f"test(s); inputs the rest would have given are missing, so the build may differ from an "
+                f"unloaded run's")
+        logger.warning("%s: %s", repo.name, note)
+        notes.append(note)
     return result.calls, notes
 
 
