@@ -15,7 +15,8 @@ its outcome does not change (seeding ``random`` when that makes it stable).
 
 Budgets count work, never seconds, so that the same seed keeps the same inputs on a quiet
 machine and a loaded one: the search stops after ``executions`` runs of the target (or
-when it is complete, or after ``stall`` runs in a row reach nothing new), the choice of
+when it is complete, or, once the strategies' pools are spent, after :data:`STALL_SHARE`
+of them in a row reach nothing new), the choice of
 inputs that kill mutants spends at most ``mutant_executions`` more, and the per-call
 timer counts the process's CPU time (``ITIMER_PROF``). The wall clock is only a safety
 limit (``wall_limit`` seconds for the whole search, a wall timer per call at
@@ -61,10 +62,11 @@ TRIES_PER_EXECUTION = 10
 """Inputs generated (duplicates and unbuildable ones included) per run of the budget: the
 search ends even when its generators only repeat themselves."""
 WALL_FACTOR = 20
-"""The wall-clock timer of one call, in multiples of its CPU-time limit (a call that
-sleeps or blocks uses no CPU time), and its floor in seconds: far above what a loaded
-machine adds, so that it fires only for a call that waits, not one that computes."""
+"""The wall-clock safety timer of one call, in multiples of its CPU-time limit (a call
+that sleeps or blocks uses no CPU time): far above what a loaded machine stretches a
+computation by, so that it fires for a call that waits, not for one that computes."""
 WALL_FLOOR = 2.0
+"""The least wall-clock safety timer of one call, in seconds."""
 IMPORT_WALL_FACTOR = 3
 """The module's import gets its CPU-time limit (``import_timeout``) and this many times it on the wall clock."""
 WALL_LIMIT = 120.0
