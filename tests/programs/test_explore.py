@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
 from busy import busy_machine
 
+from gym_repost.construct.model import Drop
+from gym_repost.construct.testgen import generate_tests
 from gym_repost.construct.testgen.explore import run_explorer, search_config, search_timeout, wall_clock_notes
 from gym_repost.sandbox.base import Sandbox
 from tests.construct.test_testgen import script
@@ -97,3 +100,12 @@ def test_the_wall_clock_safety_limit_is_reported(sandbox: Sandbox) -> None:
     assert stopped["stats"]["wall_clock_limit"] == "search" and stopped["stats"]["search_stop"] == "wall-clock limit"
     notes = wall_clock_notes(stopped)
     assert notes and notes[0].startswith("wall-clock safety limit: it stopped the search during search")
+
+
+def test_test_generation_reports_a_search_the_wall_clock_cut_short(sandbox: Sandbox,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="gym_repost.construct.testgen.explore"):
+        result = generate_tests(sandbox, script(CLASSIFY, "classify"), wall_limit=0.0)
+    said = result.detail if isinstance(result, Drop) else " ".join(result.safety_limits)
+    assert "wall-clock safety limit: it stopped the search during search" in said
+    assert any("wall-clock safety limit" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
