@@ -164,8 +164,9 @@ class LLMBuilder(PlannedBuilder):
 
     def stats(self) -> dict[str, Any]:
         """Tokens, cost, calls per step, and why the model took the candidate."""
+        first = self.deterministic.stats() if self.deterministic is not None else {}
         return {"builder": "llm", "model": self.client.config.model, "takeover": self.takeover,
-                **self.ledger.to_dict(), **{f"asked {k}": v for k, v in self.counts.items()}}
+                **self.ledger.to_dict(), **{f"asked {k}": v for k, v in self.counts.items()}, **first}
 
     # ------------------------------------------------------------------ the plan
 

@@ -340,6 +340,13 @@ def measure_pair(repo: SourceRepository, pair: TestFilePair, sandbox: Sandbox,
     task.reference = metrics
     task.metadata.branch_coverage = metrics.branch_coverage
     task.metadata.checks["ground_truth_mutation_status"] = run.mutation_status
+    if run.mutation_status == "timeout":
+        # the mutation budget is wall-clock seconds (the runner's): say so rather than hide it
+        not_run = sum(m.status == "not run" for m in run.mutants)
+        note = (f"wall-clock safety limit: the mutation budget ({settings.mutation_timeout:g}s) ran out with "
+                f"{not_run} mutant(s) not run; the reference mutation score may differ from an unloaded run's")
+        logger.warning("%s: %s", pair.test_path, note)
+        task.metadata.notes.append(note)
     return task.with_id()
 
 

@@ -52,9 +52,9 @@ def build(server: ScriptedLLMServer, sandbox: Sandbox, tmp_path: Path, *, source
     url = server.anthropic_base_url if api == "anthropic" else server.openai_base_url
     config = llm_config(f"{api}/test-model", base_url=url, **{**FAST, **(llm or {})})
     settings = BuildSettings(split=split, only=only, trace=False, mutants=4, workers=1,  # type: ignore[arg-type]
-                             test_budget=0.5, licenses="any")
+                             test_executions=300, licenses="any")
     with LLMBuild(config, LLMBuilderSettings(), log_path=tmp_path / "tasks.jsonl.llm.jsonl",
-                  deterministic=BuilderSettings(test_budget=0.5, attempts=1)) as builder:
+                  deterministic=BuilderSettings(test_executions=300, attempts=1)) as builder:
         result = build_function_tasks(str(source), LLMBuild.settings_for(settings), sandbox, builder.policy)
         result.llm_usage = builder.usage()
     return result

@@ -227,5 +227,5 @@ def test_trace_round_trip(sandbox: Sandbox, tmp_path) -> None:  # type: ignore[n
 def test_explore_round_trip(sandbox: Sandbox) -> None:
     recorder = RecordingSandbox(sandbox)
     module = "def sign(x):\n    if x > 0:\n        return 1\n    if x < 0:\n        return -1\n    return 0\n"
-    generate_tests(recorder, script(module, "sign"), budget=1.0)
+    generate_tests(recorder, script(module, "sign"), executions=500)
     assert_round_trips(recorder, "explore", {"ok"})
