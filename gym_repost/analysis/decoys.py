@@ -1,0 +1,278 @@
+"""Decoys: rewrites of a focal file that change its text but not its behaviour.
+
+The mutation run of a test-file task (:mod:`gym_repost.analysis.mutation_runner`) runs
+the decoys among the mutants, in the same form and a shuffled order; only the host knows
+which variant is which. A test that fails on a decoy detects a change of the code, not of
+its behaviour (comparing the focal file with its original text, hash, AST or bytecode),
+and its mutation score is 0.
+
+Kinds (:attr:`Decoy.kind`), each placed in one function (or at module level) that holds
+mutants, so that a test that would spot the changes of that function spots the decoy:
+
+* ``double_negation``: the test of an ``if``, ``elif``, ``while``, conditional
+  expression, ``assert`` or comprehension ``if``: ``c`` -> ``not not (c)`` (the same one
+  truth-value test of ``c``);
+* ``rename_local``: a local variable renamed everywhere in its function (not a
+  parameter; functions that call ``locals``, ``vars``, ``eval``, ``exec`` or ``dir``, or
+  bind the name in a nested scope, are left alone);
+* ``noop_statement``: ``name = None`` with a fresh name, before the first statement of the
+  function (or of the module, after its docstring and ``__future__`` imports): the
+  bytecode changes, the behaviour does not.
+
+Every decoy compiles and differs from the original in its text and its AST.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from gym_repost.analysis.mutation import Mutant, _SourceText
+from gym_repost.analysis.parsing import parse_python
+
+KINDS: tuple[str, ...] = ("double_negation", "rename_local", "noop_statement")
+"""Every kind of decoy."""
+DEFAULT_LIMIT = 16
+"""Decoys per run at most (one per function holding mutants, the module counted as one)."""
+
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+_INTROSPECTION = frozenset({"locals", "vars", "eval", "exec", "dir"})
+_NOOP_NAMES = ("unused", "_unused", "_ignored", "_sentinel", "_marker", "_dummy")
+
+
+@dataclass(frozen=True)
+class Decoy:
+    """One equivalent rewrite of a source: a single span replaced by another snippet.
+
+    Attributes:
+        kind: one of :data:`KINDS`.
+        line: a line of the original that runs whenever the rewritten code runs (the first
+            statement of its function, or the rewritten statement): the tests that run it
+            are the ones the decoy is run with.
+        offset: character offset of the span in ``original_source``.
+        original: the text of the span.
+        replacement: the text that replaces it.
+        original_source: the complete source.
+    """
+
+    kind: str
+    line: int
+    offset: int
+    original: str
+    replacement: str
+    original_source: str = field(repr=False)
+
+    @property
+    def source(self) -> str:
+        """The complete rewritten source."""
+        end = self.offset + len(self.original)
+        return self.original_source[: self.offset] + self.replacement + self.original_source[end:]
+
+
+def generate_decoys(source: str, mutants: Sequence[Mutant], *, limit: int = DEFAULT_LIMIT,
+                    rng: random.Random | None = None) -> list[Decoy]:
+    """Decoys for ``source``: one in each function (and the module) holding one of ``mutants``.
+
+    Args:
+        source: the focal file.
+        mutants: the mutants that will run; the decoys go where they are.
+        limit: the most decoys; beyond it a random choice of the places.
+        rng: the choice of places, kinds and spots (default: seeded from the system).
+
+    Returns:
+        The decoys, each compiling and differing from ``source`` in text and AST; a place
+        where no kind applies has none.
+    """
+    rng = rng or random.Random()
+    try:
+        tree = parse_python(source)
+    except (SyntaxError, ValueError):
+        return []
+    text = _SourceText(source)
+    places = _places(tree, mutants)
+    if len(places) > limit:
+        places = rng.sample(places, limit)
+    original_dump = ast.dump(tree)
+    taken = _identifiers(tree)
+    decoys = []
+    for scope in places:
+        decoy = _one_decoy(scope, tree, text, taken, rng, original_dump)
+        if decoy is not None:
+            decoys.append(decoy)
+    return decoys
+
+
+def _places(tree: ast.Module, mutants: Sequence[Mutant]) -> list[ast.AST]:
+    """The innermost function holding each mutant (the module for the rest), each once."""
+    functions = [node for node in ast.walk(tree) if isinstance(node, _FUNCTIONS)]
+    chosen: dict[int, ast.AST] = {}
+    for mutant in mutants:
+        holders = [f for f in functions if f.lineno <= mutant.line <= (f.end_lineno or f.lineno)]
+        place: ast.AST = min(holders, key=lambda f: (f.end_lineno or f.lineno) - f.lineno) if holders else tree
+        chosen.setdefault(id(place), place)
+    return list(chosen.values())
+
+
+def _one_decoy(scope: ast.AST, tree: ast.Module, text: _SourceText, taken: set[str], rng: random.Random,
+               original_dump: str) -> Decoy | None:
+    makers = [_double_negations, _renames, _noops]
+    rng.shuffle(makers)
+    for maker in makers:
+        candidates = maker(scope, tree, text, taken)
+        rng.shuffle(candidates)
+        for decoy in candidates[:3]:
+            if _is_equivalent_rewrite(decoy, original_dump):
+                return decoy
+    return None
+
+
+def _is_equivalent_rewrite(decoy: Decoy, original_dump: str) -> bool:
+    """The checks made of every decoy: it compiles, and its text and AST differ."""
+    if decoy.source == decoy.original_source:
+        return False
+    try:
+        compile(decoy.source, "<decoy>", "exec", dont_inherit=True)
+        return ast.dump(parse_python(decoy.source)) != original_dump
+    except (SyntaxError, ValueError):
+        return False
+
+
+def _own_nodes(scope: ast.AST) -> list[ast.AST]:
+    """The nodes of ``scope`` outside its nested functions and classes."""
+    out: list[ast.AST] = []
+    stack = list(ast.iter_child_nodes(scope))
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        if not isinstance(node, _SCOPES):
+            stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def _body(scope: ast.AST) -> list[ast.stmt]:
+    return list(getattr(scope, "body", []))
+
+
+def _first_line(scope: ast.AST) -> int | None:
+    """The first statement of the scope that runs (docstring and __future__ imports aside)."""
+    for statement in _body(scope):
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) \
+                and isinstance(statement.value.value, str):
+            continue
+        if isinstance(statement, ast.ImportFrom) and statement.module == "__future__":
+            continue
+        return statement.lineno
+    return None
+
+
+def _decoy(kind: str, line: int, start: int, end: int, replacement: str, text: _SourceText) -> Decoy:
+    return Decoy(kind=kind, line=line, offset=start, original=text.source[start:end], replacement=replacement,
+                 original_source=text.source)
+
+
+def _double_negations(scope: ast.AST, tree: ast.Module, text: _SourceText, taken: set[str]) -> list[Decoy]:
+    out = []
+    for node in _own_nodes(scope):
+        tests: list[tuple[ast.expr, int]] = []
+        if isinstance(node, (ast.If, ast.While, ast.Assert)):
+            tests.append((node.test, node.lineno))
+        elif isinstance(node, ast.IfExp):
+            tests.append((node.test, node.lineno))
+        elif isinstance(node, ast.comprehension):
+            tests += [(condition, condition.lineno) for condition in node.ifs]
+        for test, line in tests:
+            if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+                continue  # `not not not c` reads oddly; another spot will do
+            start, end = text.span(test)
+            out.append(_decoy("double_negation", line, start, end, f"not not ({text.source[start:end]})", text))
+    return out
+
+
+def _renames(scope: ast.AST, tree: ast.Module, text: _SourceText, taken: set[str]) -> list[Decoy]:
+    if not isinstance(scope, _FUNCTIONS):
+        return []
+    line = _first_line(scope)
+    nodes = list(ast.walk(scope))
+    if line is None or any(isinstance(n, ast.Name) and n.id in _INTROSPECTION for n in nodes):
+        return []
+    stored = {n.id for n in _own_nodes(scope) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    bound_otherwise = _bound_otherwise(scope, nodes)
+    in_fstrings = {n.id for node in nodes if isinstance(node, ast.JoinedStr)
+                   for n in ast.walk(node) if isinstance(n, ast.Name)}
+    out = []
+    for name in sorted(stored - bound_otherwise - in_fstrings):
+        new = _fresh(name + "_", taken)
+        spans = sorted(text.span(n) for n in nodes if isinstance(n, ast.Name) and n.id == name)
+        first, last = spans[0][0], spans[-1][1]
+        pieces, at = [], first
+        for start, end in spans:
+            pieces.append(text.source[at:start] + new)
+            at = end
+        out.append(_decoy("rename_local", line, first, last, "".join(pieces), text))
+    return out
+
+
+def _bound_otherwise(scope: ast.AST, nodes: list[ast.AST]) -> set[str]:
+    """Names bound in ``scope`` other than as plain variables, or declared global/nonlocal."""
+    names: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            names.update(node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        elif isinstance(node, ast.alias):
+            names.add((node.asname or node.name).split(".")[0])
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            names.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            names.add(node.rest)
+        elif isinstance(node, (*_FUNCTIONS, ast.ClassDef)) and node is not scope:
+            names.add(node.name)
+            if isinstance(node, ast.ClassDef):  # class scopes resolve names their own way
+                names.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name))
+    return names
+
+
+def _noops(scope: ast.AST, tree: ast.Module, text: _SourceText, taken: set[str]) -> list[Decoy]:
+    line = _first_line(scope)
+    if line is None:
+        return []
+    if isinstance(scope, _FUNCTIONS) and any(isinstance(n, ast.Name) and n.id in _INTROSPECTION
+                                             for n in ast.walk(scope)):
+        return []
+    statement = next(s for s in _body(scope) if s.lineno == line)
+    start = text.offset(line, 0)
+    indent_end = text.offset(line, statement.col_offset)
+    indent = text.source[start:indent_end]
+    if indent.strip():  # the statement shares its line with the header (`def f(): return 1`)
+        return []
+    out = []
+    for base in _NOOP_NAMES:
+        name = _fresh(base, taken)
+        out.append(_decoy("noop_statement", line, start, start, f"{indent}{name} = None\n", text))
+    return out
+
+
+def _identifiers(tree: ast.Module) -> set[str]:
+    names = set(dir(builtins))
+    for node in ast.walk(tree):
+        for attr in ("id", "arg", "name", "attr", "asname"):
+            value = getattr(node, attr, None)
+            if isinstance(value, str):
+                names.add(value)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
+            names.add(node.value)
+    return names
+
+
+def _fresh(base: str, taken: set[str]) -> str:
+    name = base
+    while name in taken:
+        name += "_"
+    return name
