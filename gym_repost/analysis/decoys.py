@@ -6,8 +6,10 @@ which variant is which. A test that fails on a decoy detects a change of the cod
 its behaviour (comparing the focal file with its original text, hash, AST or bytecode),
 and its mutation score is 0.
 
-Kinds (:attr:`Decoy.kind`), each placed in one function (or at module level) that holds
-mutants, so that a test that would spot the changes of that function spots the decoy:
+Each function holding mutants (and the module, when mutants lie outside functions) gets a
+``noop_statement`` decoy where one applies, and at random one of the other kinds beside
+it, so that a test that would spot the changes of that function spots a decoy. Kinds
+(:attr:`Decoy.kind`):
 
 * ``double_negation``: the test of an ``if``, ``elif``, ``while``, conditional
   expression, ``assert`` or comprehension ``if``: ``c`` -> ``not not (c)`` (the same one
@@ -27,7 +29,7 @@ from __future__ import annotations
 import ast
 import builtins
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from gym_repost.analysis.mutation import Mutant, _SourceText
@@ -35,8 +37,8 @@ from gym_repost.analysis.parsing import parse_python
 
 KINDS: tuple[str, ...] = ("double_negation", "rename_local", "noop_statement")
 """Every kind of decoy."""
-DEFAULT_LIMIT = 16
-"""Decoys per run at most (one per function holding mutants, the module counted as one)."""
+DEFAULT_LIMIT = 24
+"""Decoys per run at most (one or two per function holding mutants, the module counted as one)."""
 
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
@@ -98,12 +100,10 @@ def generate_decoys(source: str, mutants: Sequence[Mutant], *, limit: int = DEFA
         places = rng.sample(places, limit)
     original_dump = ast.dump(tree)
     taken = _identifiers(tree)
-    decoys = []
+    decoys: list[Decoy] = []
     for scope in places:
-        decoy = _one_decoy(scope, tree, text, taken, rng, original_dump)
-        if decoy is not None:
-            decoys.append(decoy)
-    return decoys
+        decoys += _decoys_for(scope, tree, text, taken, rng, original_dump)
+    return decoys[:limit]
 
 
 def _places(tree: ast.Module, mutants: Sequence[Mutant]) -> list[ast.AST]:
@@ -117,17 +117,32 @@ def _places(tree: ast.Module, mutants: Sequence[Mutant]) -> list[ast.AST]:
     return list(chosen.values())
 
 
-def _one_decoy(scope: ast.AST, tree: ast.Module, text: _SourceText, taken: set[str], rng: random.Random,
-               original_dump: str) -> Decoy | None:
-    makers = [_double_negations, _renames, _noops]
-    rng.shuffle(makers)
-    for maker in makers:
-        candidates = maker(scope, tree, text, taken)
-        rng.shuffle(candidates)
-        for decoy in candidates[:3]:
-            if _is_equivalent_rewrite(decoy, original_dump):
-                return decoy
-    return None
+def _decoys_for(scope: ast.AST, tree: ast.Module, text: _SourceText, taken: set[str], rng: random.Random,
+                original_dump: str) -> list[Decoy]:
+    """A bytecode-changing decoy where one applies, and at random a text-only one beside it.
+
+    The ``noop_statement`` changes the text, the AST, the bytecode and the line table, so a
+    test that spots any change of the function spots it; the other kinds keep a test that
+    only ignores such statements from passing every decoy.
+    """
+    text_only = [_double_negations, _renames]
+    rng.shuffle(text_only)
+    first = _first_valid(_noops, scope, tree, text, taken, rng, original_dump)
+    out = [first] if first is not None else []
+    if first is None or rng.random() < 0.5:
+        for maker in text_only:
+            decoy = _first_valid(maker, scope, tree, text, taken, rng, original_dump)
+            if decoy is not None:
+                out.append(decoy)
+                break
+    return out
+
+
+def _first_valid(maker: Callable[..., list[Decoy]], scope: ast.AST, tree: ast.Module, text: _SourceText,
+                 taken: set[str], rng: random.Random, original_dump: str) -> Decoy | None:
+    candidates = maker(scope, tree, text, taken)
+    rng.shuffle(candidates)
+    return next((d for d in candidates[:4] if _is_equivalent_rewrite(d, original_dump)), None)
 
 
 def _is_equivalent_rewrite(decoy: Decoy, original_dump: str) -> bool:

@@ -77,6 +77,10 @@ _MAX_RECORDS_BYTES = 48 * 1024 * 1024
 """Bytes of recorded calls the monitor keeps; later ones are counted as not replayable."""
 _GENERATOR_ITEMS = 100000
 _READY_TIMEOUT = 60.0
+_TIMEOUT_RETRIES = 2
+"""A variant that overruns its deadline runs again with twice the time, this many times,
+before it is a timeout: every variant alike (the zygote cannot tell a decoy, on which a
+timeout means detection, from a mutant)."""
 
 
 # --------------------------------------------------------------------------- monitor
@@ -142,8 +146,12 @@ def _monitor(pid, fd, config, zygote):
         return state
     passing = [t["nodeid"] for t in state["tests"] if t.get("outcome") == "passed"]
     contexts = _replay(zygote, config, state, session, passing)
-    if config["variants"] and passing and contexts is not None:
-        _mutation_phase(zygote, config, state, session, passing, contexts)
+    if config["variants"] and passing:
+        if contexts is None:  # no test can be given its mutants: none is run, none survives by it
+            state["mutation_status"] = "crashed"
+            state["mutation_message"] = "the coverage replay failed, so no mutant was run"
+        else:
+            _mutation_phase(zygote, config, state, session, passing, contexts)
     return state
 
 
@@ -425,8 +433,10 @@ def _zygote_main(config, commands, replies):
         import pytest  # noqa: F401
 
         _preimport_pytest_plugins()
+        os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         snapshot = _snapshot(root, config)
         zygote = _ZygoteServer(config, root, snapshot, replies)
+        zygote.pytest_config = _prepared_pytest_config(config)
         signal.signal(signal.SIGTERM, zygote.terminate)
         gc.collect()
         gc.freeze()  # children's collections then skip (and do not copy) the zygote's objects
@@ -483,6 +493,7 @@ class _ZygoteServer:
         self.config, self.root, self.snapshot, self.replies = config, root, snapshot, replies
         self.focal_source = config["focal_source"]
         self.children = {}
+        self.pytest_config = None
 
     def reply(self, message):
         protocol.write_all(self.replies, (json.dumps(message) + "\n").encode("utf-8", "surrogatepass"))
@@ -572,8 +583,9 @@ class _ZygoteServer:
             self.children.pop(entry["pid"], None)
             free.append(entry["slot"])
             item = entry["item"]
-            if not item.get("retried"):  # a load spike is not a timeout: once more, same deadline
-                pending.insert(0, dict(item, retried=True))
+            attempt = item.get("attempt", 0)
+            if attempt < _TIMEOUT_RETRIES:  # a load spike is not a timeout: again, twice the time
+                pending.insert(0, dict(item, attempt=attempt + 1, seconds=2 * item["seconds"]))
                 continue
             self.reply({"reply": "variant", "verdict": {
                 "id": item["id"], "status": "timeout", "killed_by": None, "tests": len(item["nodeids"])}})
@@ -661,16 +673,12 @@ def _variant_main(server, slot, source, nodeids, stop_first, write_fd):
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     with open(INI_NAME, "w", encoding="utf-8") as fh:
         fh.write("[pytest]\n")
-    import pytest
-
-    plugin = _Selection(nodeids, pytest)
-    args = [config["test_path"], "-q", "-c", INI_NAME, "--rootdir", directory, "--tb=short",
-            *_QUIET_PLUGINS] + (["-x"] if stop_first else [])
-    for name in config.get("plugins", []):
-        args += ["-p", name]
+    plugin = _Selection(nodeids)
+    args = [os.path.join(directory, config["test_path"]), "-q", "-c", os.path.join(directory, INI_NAME),
+            "--rootdir", directory, "--tb=short", *_pytest_plugin_args(config)] + (["-x"] if stop_first else [])
     code = 1
     try:
-        code = pytest.main(args, plugins=[plugin])
+        code = _run_pytest(server.pytest_config, args, plugin)
     finally:
         said = {"passed": [n for n in nodeids if plugin.outcomes.get(n) == "passed"], "failed": plugin.failed,
                 "detail": plugin.detail}
@@ -729,13 +737,52 @@ _QUIET_PLUGINS = ("-p", "no:cacheprovider", "-p", "no:faulthandler", "-p", "no:u
 unraisable-exception one runs five full collections of the heap per session)."""
 
 
+def _pytest_plugin_args(config):
+    args = list(_QUIET_PLUGINS)
+    for name in config.get("plugins", []):
+        args += ["-p", name]
+    return args
+
+
+def _prepared_pytest_config(config):
+    """pytest's configuration object with its plugins registered, made once in the zygote.
+
+    Registering pytest's thirty plugins is half of what a variant child would spend
+    before its first test; made here, before any repository or test code is imported
+    (nothing in it depends on them: the arguments are parsed, the ini file and the
+    conftest files read, in each child). None when pytest's internals differ.
+    """
+    try:
+        from _pytest.config import get_config
+
+        prepared = get_config(_pytest_plugin_args(config))
+        hook = prepared.pluginmanager.hook
+        return prepared if hasattr(hook, "pytest_cmdline_parse") and hasattr(hook, "pytest_cmdline_main") else None
+    except Exception:  # noqa: BLE001 - the children run pytest.main instead
+        return None
+
+
+def _run_pytest(prepared, args, plugin):
+    """Run pytest with ``args`` and ``plugin`` in this child: its exit code."""
+    if prepared is None:
+        import pytest
+
+        return pytest.main(args, plugins=[plugin])
+    manager = prepared.pluginmanager
+    manager.register(plugin, "gym_repost_selection")
+    config = manager.hook.pytest_cmdline_parse(pluginmanager=manager, args=args)
+    try:
+        return config.hook.pytest_cmdline_main(config=config)
+    finally:
+        config._ensure_unconfigure()
+
+
 class _Selection:
     """Runs only the selected tests, in their order; notes outcomes and the first failure."""
 
-    def __init__(self, nodeids, pytest):
+    def __init__(self, nodeids):
         self.nodeids = list(nodeids)
         self.wanted = set(nodeids)
-        self.pytest = pytest
         self.outcomes = {}
         self.failed = None
         self.detail = None

@@ -112,14 +112,15 @@ def test_seeded_cap_on_mutants(sandbox: Sandbox) -> None:
 
 
 def test_timeouts_are_relative_to_the_baseline(sandbox: Sandbox) -> None:
-    focal = "import time\n\n\ndef wait(n):\n    for _ in range(n):\n        time.sleep(0.05)\n    return n\n"
-    tests = "from tinypkg.core import wait\n\n\ndef test_wait():\n    assert wait(4) == 4\n"
+    focal = "import time\n\n\ndef wait(n):\n    for _ in range(n):\n        time.sleep(0.01)\n    return n\n"
+    tests = "from tinypkg.core import wait\n\n\ndef test_wait():\n    assert wait(20) == 20\n"
     task = make_testfile_task(tests, files={**FILES, "tinypkg/core.py": focal}, timeout_factor=3.0,
                               timeout_floor=0.05)
     run = run_test_file(sandbox, task, tests)
-    # The baseline test takes 0.2 s, far above the floor: mutants that keep its pace are
-    # judged on their result; 1.05 s per sleep is a timeout (about 3 x 0.2 + 0.05 s).
-    assert _find(run, "0.05", "1.05").status == "timeout"
+    # The baseline test takes 0.2 s: a mutant that keeps its pace is judged on its result;
+    # 1.01 s per sleep (20 s) overruns its deadline (3 x 0.2 s plus a floor of three
+    # calibration runs) even when retried with twice and four times the time.
+    assert _find(run, "0.01", "1.01").status == "timeout"
     assert _find(run, "return n", "return None").status == "killed"
 
 
