@@ -48,41 +48,44 @@ _NOOP_NAMES = ("unused", "_unused", "_ignored", "_sentinel", "_marker", "_dummy"
 
 @dataclass(frozen=True)
 class Decoy:
-    """One equivalent rewrite of a source: a single span replaced by another snippet.
+    """One equivalent rewrite of a source: two equivalent edits in one function (or the module).
 
     Attributes:
-        kind: one of :data:`KINDS`.
+        kind: the kinds of its edits (from :data:`KINDS`), joined by ``+``.
         line: a line of the original that runs whenever the rewritten code runs (the first
-            statement of its function, or the rewritten statement): the tests that run it
-            are the ones the decoy is run with.
-        offset: character offset of the span in ``original_source``.
-        original: the text of the span.
-        replacement: the text that replaces it.
-        original_source: the complete source.
+            statement of its function, or of the module): the tests that run it are the
+            ones the decoy is run with.
+        source: the complete rewritten source.
+        original_source: the source it rewrites.
     """
 
     kind: str
     line: int
-    offset: int
-    original: str
-    replacement: str
+    source: str = field(repr=False)
     original_source: str = field(repr=False)
 
-    @property
-    def source(self) -> str:
-        """The complete rewritten source."""
-        end = self.offset + len(self.original)
-        return self.original_source[: self.offset] + self.replacement + self.original_source[end:]
+
+@dataclass(frozen=True)
+class _Edit:
+    kind: str
+    start: int
+    end: int
+    replacement: str
+
+    def clear_of(self, start: int, end: int) -> bool:
+        """This edit and the span ``[start, end)`` touch different text."""
+        return self.end <= start or self.start >= end if self.start < self.end else \
+            self.start <= start or self.start >= end
 
 
 def generate_decoys(source: str, mutants: Sequence[Mutant], *, limit: int = DEFAULT_LIMIT,
                     rng: random.Random | None = None) -> list[Decoy]:
-    """Decoys for ``source``: one in each function (and the module) holding one of ``mutants``.
+    """Decoys for ``source``: one or two in each function (and the module) holding ``mutants``.
 
     Args:
         source: the focal file.
         mutants: the mutants that will run; the decoys go where they are.
-        limit: the most decoys; beyond it a random choice of the places.
+        limit: the most decoys; beyond it a random choice.
         rng: the choice of places, kinds and spots (default: seeded from the system).
 
     Returns:
@@ -95,54 +98,104 @@ def generate_decoys(source: str, mutants: Sequence[Mutant], *, limit: int = DEFA
     except (SyntaxError, ValueError):
         return []
     text = _SourceText(source)
-    places = _places(tree, mutants)
-    if len(places) > limit:
-        places = rng.sample(places, limit)
     original_dump = ast.dump(tree)
     taken = _identifiers(tree)
     decoys: list[Decoy] = []
-    for scope in places:
-        decoys += _decoys_for(scope, tree, text, taken, rng, original_dump)
-    return decoys[:limit]
+    for scope in _places(tree, mutants):
+        edits = _edits(scope, text, taken)
+        decoys += _decoys_for(scope, edits, text, rng, original_dump)
+    if len(decoys) > limit:
+        decoys = rng.sample(decoys, limit)
+    return decoys
+
+
+def disguise(mutant: Mutant, rng: random.Random | None = None) -> str:
+    """The mutant's source with one equivalent edit added in the same function.
+
+    A mutant then never has the text the public mutation operators give (a test cannot
+    recognise it by comparing the focal file with the known mutants), and it looks like a
+    decoy: two edits in one function. The plain mutant when no edit applies.
+    """
+    rng = rng or random.Random()
+    source = mutant.original_source
+    try:
+        tree = parse_python(source)
+    except (SyntaxError, ValueError):
+        return mutant.source
+    text = _SourceText(source)
+    scope = _place(tree, mutant.line)
+    start, end = mutant.offset, mutant.offset + len(mutant.original)
+    edits = [e for e in _edits(scope, text, _identifiers(tree)) if e.clear_of(start, end)]
+    rng.shuffle(edits)
+    for edit in edits[:4]:
+        disguised = _apply(source, [edit, _Edit("mutant", start, end, mutant.replacement)])
+        try:
+            compile(disguised, "<mutant>", "exec", dont_inherit=True)
+        except (SyntaxError, ValueError):
+            continue
+        return disguised
+    return mutant.source
+
+
+def _place(tree: ast.Module, line: int) -> ast.AST:
+    """The innermost function holding ``line``, or the module."""
+    holders = [f for f in ast.walk(tree) if isinstance(f, _FUNCTIONS) and f.lineno <= line <= (f.end_lineno or f.lineno)]
+    return min(holders, key=lambda f: (f.end_lineno or f.lineno) - f.lineno) if holders else tree
 
 
 def _places(tree: ast.Module, mutants: Sequence[Mutant]) -> list[ast.AST]:
-    """The innermost function holding each mutant (the module for the rest), each once."""
-    functions = [node for node in ast.walk(tree) if isinstance(node, _FUNCTIONS)]
+    """The place of each mutant (:func:`_place`), each once."""
     chosen: dict[int, ast.AST] = {}
     for mutant in mutants:
-        holders = [f for f in functions if f.lineno <= mutant.line <= (f.end_lineno or f.lineno)]
-        place: ast.AST = min(holders, key=lambda f: (f.end_lineno or f.lineno) - f.lineno) if holders else tree
+        place = _place(tree, mutant.line)
         chosen.setdefault(id(place), place)
     return list(chosen.values())
 
 
-def _decoys_for(scope: ast.AST, tree: ast.Module, text: _SourceText, taken: set[str], rng: random.Random,
+def _decoys_for(scope: ast.AST, edits: list[_Edit], text: _SourceText, rng: random.Random,
                 original_dump: str) -> list[Decoy]:
-    """A bytecode-changing decoy where one applies, and at random a text-only one beside it.
+    """A decoy whose first edit changes the bytecode where one can, and at random a second one.
 
     The ``noop_statement`` changes the text, the AST, the bytecode and the line table, so a
     test that spots any change of the function spots it; the other kinds keep a test that
     only ignores such statements from passing every decoy.
     """
-    text_only = [_double_negations, _renames]
-    rng.shuffle(text_only)
-    first = _first_valid(_noops, scope, tree, text, taken, rng, original_dump)
-    out = [first] if first is not None else []
-    if first is None or rng.random() < 0.5:
-        for maker in text_only:
-            decoy = _first_valid(maker, scope, tree, text, taken, rng, original_dump)
-            if decoy is not None:
-                out.append(decoy)
-                break
+    line = _first_line(scope)
+    if line is None or not edits:
+        return []
+    noops = [e for e in edits if e.kind == "noop_statement"]
+    others = [e for e in edits if e.kind != "noop_statement"]
+    rng.shuffle(noops)
+    rng.shuffle(others)
+    out = []
+    for firsts in ([*noops[:1], *others[:1]], others[1:3] if rng.random() < 0.5 else []):
+        decoy = _pair(firsts[0], edits, scope, line, text, rng, original_dump) if firsts else None
+        if decoy is not None:
+            out.append(decoy)
     return out
 
 
-def _first_valid(maker: Callable[..., list[Decoy]], scope: ast.AST, tree: ast.Module, text: _SourceText,
-                 taken: set[str], rng: random.Random, original_dump: str) -> Decoy | None:
-    candidates = maker(scope, tree, text, taken)
-    rng.shuffle(candidates)
-    return next((d for d in candidates[:4] if _is_equivalent_rewrite(d, original_dump)), None)
+def _pair(first: _Edit, edits: list[_Edit], scope: ast.AST, line: int, text: _SourceText, rng: random.Random,
+          original_dump: str) -> Decoy | None:
+    partners = [e for e in edits if e is not first and e.clear_of(first.start, first.end)
+                and not (e.kind == first.kind == "noop_statement")]
+    rng.shuffle(partners)
+    for group in [[first, p] for p in partners[:4]] + [[first]]:
+        decoy = Decoy(kind="+".join(e.kind for e in group), line=line, source=_apply(text.source, group),
+                      original_source=text.source)
+        if _is_equivalent_rewrite(decoy, original_dump):
+            return decoy
+    return None
+
+
+def _apply(source: str, edits: list[_Edit]) -> str:
+    for edit in sorted(edits, key=lambda e: (e.start, e.end), reverse=True):
+        source = source[: edit.start] + edit.replacement + source[edit.end:]
+    return source
+
+
+def _edits(scope: ast.AST, text: _SourceText, taken: set[str]) -> list[_Edit]:
+    return [*_noops(scope, text, taken), *_double_negations(scope, text), *_renames(scope, text, taken)]
 
 
 def _is_equivalent_rewrite(decoy: Decoy, original_dump: str) -> bool:
@@ -184,12 +237,7 @@ def _first_line(scope: ast.AST) -> int | None:
     return None
 
 
-def _decoy(kind: str, line: int, start: int, end: int, replacement: str, text: _SourceText) -> Decoy:
-    return Decoy(kind=kind, line=line, offset=start, original=text.source[start:end], replacement=replacement,
-                 original_source=text.source)
-
-
-def _double_negations(scope: ast.AST, tree: ast.Module, text: _SourceText, taken: set[str]) -> list[Decoy]:
+def _double_negations(scope: ast.AST, text: _SourceText) -> list[_Edit]:
     out = []
     for node in _own_nodes(scope):
         tests: list[tuple[ast.expr, int]] = []
@@ -203,11 +251,11 @@ def _double_negations(scope: ast.AST, tree: ast.Module, text: _SourceText, taken
             if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
                 continue  # `not not not c` reads oddly; another spot will do
             start, end = text.span(test)
-            out.append(_decoy("double_negation", line, start, end, f"not not ({text.source[start:end]})", text))
+            out.append(_Edit("double_negation", start, end, f"not not ({text.source[start:end]})"))
     return out
 
 
-def _renames(scope: ast.AST, tree: ast.Module, text: _SourceText, taken: set[str]) -> list[Decoy]:
+def _renames(scope: ast.AST, text: _SourceText, taken: set[str]) -> list[_Edit]:
     if not isinstance(scope, _FUNCTIONS):
         return []
     line = _first_line(scope)
@@ -227,7 +275,7 @@ def _renames(scope: ast.AST, tree: ast.Module, text: _SourceText, taken: set[str
         for start, end in spans:
             pieces.append(text.source[at:start] + new)
             at = end
-        out.append(_decoy("rename_local", line, first, last, "".join(pieces), text))
+        out.append(_Edit("rename_local", first, last, "".join(pieces)))
     return out
 
 
@@ -254,7 +302,7 @@ def _bound_otherwise(scope: ast.AST, nodes: list[ast.AST]) -> set[str]:
     return names
 
 
-def _noops(scope: ast.AST, tree: ast.Module, text: _SourceText, taken: set[str]) -> list[Decoy]:
+def _noops(scope: ast.AST, text: _SourceText, taken: set[str]) -> list[_Edit]:
     line = _first_line(scope)
     if line is None:
         return []
@@ -267,11 +315,7 @@ def _noops(scope: ast.AST, tree: ast.Module, text: _SourceText, taken: set[str])
     indent = text.source[start:indent_end]
     if indent.strip():  # the statement shares its line with the header (`def f(): return 1`)
         return []
-    out = []
-    for base in _NOOP_NAMES:
-        name = _fresh(base, taken)
-        out.append(_decoy("noop_statement", line, start, start, f"{indent}{name} = None\n", text))
-    return out
+    return [_Edit("noop_statement", start, start, f"{indent}{_fresh(base, taken)} = None\n") for base in _NOOP_NAMES]
 
 
 def _identifiers(tree: ast.Module) -> set[str]:

@@ -28,7 +28,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
-from gym_repost.analysis.decoys import Decoy, generate_decoys
+from gym_repost.analysis.decoys import Decoy, disguise, generate_decoys
 from gym_repost.analysis.mutation import Mutant, MutationScore, generate_mutants, mutation_score, sample_mutants
 from gym_repost.analysis.parsing import parse_python
 from gym_repost.errors import SandboxError
@@ -292,13 +292,16 @@ def minimal_span(original: str, variant: str) -> tuple[int, int, str]:
     return start, end_o, variant[start:end_v]
 
 
-def _config(task: TestFileTask, variants: list[Variant], focal_source: str, jobs: int) -> dict[str, Any]:
+def _config(task: TestFileTask, variants: list[Variant], focal_source: str, jobs: int,
+            sources: list[str] | None = None) -> dict[str, Any]:
+    """The program's configuration; ``sources`` are the variants' texts as shipped (default:
+    their own source)."""
     spec = task.evaluation
     lines = statement_lines(focal_source) if variants else {}
     holders = nested_definitions(focal_source) if variants else {}
     shipped = []
     for i, variant in enumerate(variants):
-        start, end, replacement = minimal_span(focal_source, variant.source)
+        start, end, replacement = minimal_span(focal_source, sources[i] if sources else variant.source)
         line = lines.get(variant.line, variant.line)
         shipped.append({"id": i, "start": start, "end": end, "replacement": replacement, "line": line,
                         "holders": holders.get(variant.line, [])})
@@ -312,12 +315,18 @@ def _config(task: TestFileTask, variants: list[Variant], focal_source: str, jobs
 
 
 def shuffled_variants(mutants: list[Mutant], focal_source: str,
-                      rng: random.Random | None = None) -> list[Variant]:
-    """The mutants and their decoys, in a random order (the host keeps which is which)."""
+                      rng: random.Random | None = None) -> tuple[list[Variant], list[str]]:
+    """The mutants and their decoys in a random order, and the text each is shipped as.
+
+    Each mutant is shipped disguised (:func:`~gym_repost.analysis.decoys.disguise`: with
+    an equivalent edit beside the mutation), so its text is not the one the public
+    operators give; the host keeps which variant is which.
+    """
     rng = rng or random.Random()
     variants: list[Variant] = [*mutants, *generate_decoys(focal_source, mutants, rng=rng)]
     rng.shuffle(variants)
-    return variants
+    sources = [disguise(v, rng) if isinstance(v, Mutant) else v.source for v in variants]
+    return variants, sources
 
 
 def run_test_file(sandbox: Sandbox, task: TestFileTask, test_source: str, *, mutate: bool = True,
@@ -345,8 +354,9 @@ def run_test_file(sandbox: Sandbox, task: TestFileTask, test_source: str, *, mut
     spec = task.evaluation
     focal_source = task.repository.files[spec.focal_file]
     mutants, population = select_mutants(focal_source, spec.max_mutants, spec.mutant_seed) if mutate else ([], 0)
-    variants = shuffled_variants(mutants, focal_source, random.Random(os.urandom(16))) if mutants else []
-    config = _config(task, variants, focal_source, jobs or min(4, os.cpu_count() or 1))
+    variants, sources = shuffled_variants(mutants, focal_source, random.Random(os.urandom(16))) if mutants \
+        else ([], [])
+    config = _config(task, variants, focal_source, jobs or min(4, os.cpu_count() or 1), sources)
     budget = 2 * spec.timeout + (spec.mutation_timeout if mutants else 0.0) + _GRACE
     run = run_program(sandbox, "testfile", {**task.repository.files, spec.test_path: test_source}, config,
                       timeout=budget, token=True)
