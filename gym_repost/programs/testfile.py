@@ -43,8 +43,9 @@ test could not get. Five kinds of process:
   else killed, killed at its deadline a timeout. The deadline is a multiple of the tests'
   time in the session plus a floor of three times the calibration run's wall time. The
   variants are anonymous spans of the focal source in an order the host shuffled: the
-  mutants and the *decoys* (semantically equivalent rewrites made by the host, which
-  alone knows which is which). The *calibration* child runs the unmutated source in the
+  mutants, each disguised by an equivalent edit beside the mutation, and the *decoys*
+  (equivalent rewrites made by the host, which alone knows which is which; a test that
+  fails on one detects code, not behaviour, and the host scores its mutation 0). The *calibration* child runs the unmutated source in the
   same setup first; a test that does not pass there does not count for mutants.
 """
 
