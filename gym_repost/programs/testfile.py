@@ -113,6 +113,11 @@ def main():
         os._exit(0)
     _undumpable()
     zygote = _Zygote.start(config)
+    if zygote.pid is None:  # before any test code ran: the sandbox's fault, not the test file's
+        report = {"status": "error", "infrastructure": True,
+                  "message": "the process that runs the mutants and the coverage replay did not start"}
+        protocol.write_result(report, protocol.read_token())
+        os._exit(0)
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -363,7 +368,9 @@ class _Zygote:
         zygote = cls(pid, command_w, reply_r)
         ready = zygote.receive(_READY_TIMEOUT)
         if not ready or ready.get("reply") != "ready":
-            zygote.pid = None  # it failed: every question gets no answer
+            _kill_group(pid)
+            os.waitpid(pid, 0)
+            zygote.pid = None
         return zygote
 
     def forget(self):
