@@ -383,7 +383,7 @@ def validate(
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write per-task results here."),
 ) -> None:
     """Check that each ground truth passes and that the tests reject wrong code."""
-    from gym_repost.analysis.strength import validate_task
+    from gym_repost.harness.validation import validate_task
 
     tasks = _load(tasks_path)
     testfile = [t for t in tasks if t.kind == "testfile"]
@@ -759,6 +759,8 @@ def data_dstc(
         ("KTO records (desirable / undesirable)",
          f"{sum(r['label'] for r in kto_records)} / {sum(not r['label'] for r in kto_records)}"),
         ("cells: pass / fail / error / timeout", " / ".join(str(v) for v in cells.values())),
+        ("tests judged outside the code's process", f"{sum(sum(r.execution.judged_outside) for r in results)}"
+         f" / {sum(r.execution.n_tests for r in results)}"),
         *_llm_rows(samplers)]))
     console.print(f"wrote {len(dpo)} DPO records to {output}" + (f", {len(kto_records)} KTO records to {kto}"
                                                                     if kto else ""))

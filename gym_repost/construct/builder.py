@@ -15,7 +15,7 @@ from typing import Any
 
 from gym_repost.construct.agent import BuildContext
 from gym_repost.construct.model import Drop, GeneratedTests
-from gym_repost.policy.base import tool_call
+from gym_repost.tools import tool_call
 
 
 @dataclass(frozen=True)

@@ -50,8 +50,8 @@ from gym_repost.construct.pipeline import BuildSettings
 from gym_repost.harness import extract_code_block
 from gym_repost.llm import Ledger, LLMClient, LLMConfigBase, Message
 from gym_repost.llm.accounting import Exchange
-from gym_repost.policy.base import tool_call
 from gym_repost.prompting import render_prompt
+from gym_repost.tools import tool_call
 
 _PROMPTS = "gym_repost.construct"
 

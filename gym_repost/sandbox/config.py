@@ -46,6 +46,10 @@ class LocalSandboxConfig(SandboxLimits):
     preload: list[str] = Field(default_factory=list)
     """Modules warm workers import before forking (e.g. ``numpy``), so runs that import
     them start faster. Modules that fail to import are skipped."""
+    profile: bool = False
+    """Time each run's phases (``time.monotonic()`` stamps on the host, in the worker and
+    in the run's child, in ``RunResult.extra["phases"]``), for benchmarks: see
+    ``benchmarks/sandbox_latency.py``."""
     isolation: Literal["namespaces", "none"] = "namespaces"
     """``namespaces``: network, mount, PID namespaces, read-only file system outside the
     working directory, an unprivileged user. ``none``: limits only, for trusted code on

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from gym_repost.analysis.strength import validate_task
 from gym_repost.construct.builder import BuilderSettings
 from gym_repost.construct.llm_builder import LLMBuild, LLMBuilderSettings, parse_reply, parse_verdict
 from gym_repost.construct.pipeline import BuildResult, BuildSettings, build_function_tasks
 from gym_repost.construct.quality import Judgement, judged_drop_reason
+from gym_repost.harness.validation import validate_task
 from gym_repost.llm import llm_config
 from gym_repost.llm.scripted_server import Fault, Reply, ScriptedLLMServer, ScriptItem
 from gym_repost.sandbox import Sandbox

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from gym_repost.analysis.strength import validate_task
 from gym_repost.construct.pipeline import BuildResult, BuildSettings, build_function_tasks
 from gym_repost.errors import BuildError
+from gym_repost.harness.validation import validate_task
 from gym_repost.sandbox import Sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
