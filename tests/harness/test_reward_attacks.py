@@ -278,7 +278,7 @@ FORGE = "import coverage as _c\\nc = _c.Coverage.current()\\n" \\
 
 def test_forge():
     clamp(5)
-    cov = coverage.Coverage(data_file=".coverage", branch=True)
+    cov = coverage.Coverage(data_file=".coverage")
     cov.start()
     clamp(-1)
     cov.stop()
@@ -348,7 +348,7 @@ def test_detect():
     "kill the zygote and the replayer from the session": "import os, signal\nfrom tinypkg.core import *\n\n\n"
     "def test_calls():\n" + _CALLS + '''
     me, parent = os.getpid(), os.getppid()
-    for pid in os.listdir("/proc"):
+    for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/stat") as fh:
                 fields = fh.read().rsplit(")", 1)[1].split()
