@@ -29,7 +29,7 @@ from __future__ import annotations
 import ast
 import builtins
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from gym_repost.analysis.mutation import Mutant, _SourceText
@@ -139,7 +139,8 @@ def disguise(mutant: Mutant, rng: random.Random | None = None) -> str:
 
 def _place(tree: ast.Module, line: int) -> ast.AST:
     """The innermost function holding ``line``, or the module."""
-    holders = [f for f in ast.walk(tree) if isinstance(f, _FUNCTIONS) and f.lineno <= line <= (f.end_lineno or f.lineno)]
+    holders = [f for f in ast.walk(tree)
+               if isinstance(f, _FUNCTIONS) and f.lineno <= line <= (f.end_lineno or f.lineno)]
     return min(holders, key=lambda f: (f.end_lineno or f.lineno) - f.lineno) if holders else tree
 
 
@@ -240,14 +241,12 @@ def _first_line(scope: ast.AST) -> int | None:
 def _double_negations(scope: ast.AST, text: _SourceText) -> list[_Edit]:
     out = []
     for node in _own_nodes(scope):
-        tests: list[tuple[ast.expr, int]] = []
-        if isinstance(node, (ast.If, ast.While, ast.Assert)):
-            tests.append((node.test, node.lineno))
-        elif isinstance(node, ast.IfExp):
-            tests.append((node.test, node.lineno))
+        tests: list[ast.expr] = []
+        if isinstance(node, (ast.If, ast.While, ast.Assert, ast.IfExp)):
+            tests.append(node.test)
         elif isinstance(node, ast.comprehension):
-            tests += [(condition, condition.lineno) for condition in node.ifs]
-        for test, line in tests:
+            tests += node.ifs
+        for test in tests:
             if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
                 continue  # `not not not c` reads oddly; another spot will do
             start, end = text.span(test)

@@ -45,8 +45,9 @@ test could not get. Five kinds of process:
   variants are anonymous spans of the focal source in an order the host shuffled: the
   mutants, each disguised by an equivalent edit beside the mutation, and the *decoys*
   (equivalent rewrites made by the host, which alone knows which is which; a test that
-  fails on one detects code, not behaviour, and the host scores its mutation 0). The *calibration* child runs the unmutated source in the
-  same setup first; a test that does not pass there does not count for mutants.
+  fails on one detects code, not behaviour, and the host scores its mutation 0). The
+  *calibration* child runs the unmutated source in the same setup first; a test that
+  does not pass there does not count for mutants.
 """
 
 import gc

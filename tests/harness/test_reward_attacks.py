@@ -361,7 +361,7 @@ def test_detect():
 
 
 @pytest.fixture(scope="module")
-def trivial_reward(tiny_testfile_task: TestFileTask, sandbox: Sandbox) -> float:
+def trivial_reward(tiny_testfile_task: TestFileTask, sandbox: Sandbox) -> float:  # noqa: F811
     report = score_test_file(sandbox, tiny_testfile_task, TRIVIAL)
     assert report.metrics.pass_rate == 1.0 and report.metrics.line_coverage == 1.0, report.to_text()
     return report.reward
@@ -378,14 +378,16 @@ def test_the_test_file_battery_is_large_enough() -> None:
     assert len(TESTFILE_ATTACKS) >= 12
 
 
-def test_the_ground_truth_outscores_the_trivial_test(tiny_testfile_task: TestFileTask, sandbox: Sandbox,
+def test_the_ground_truth_outscores_the_trivial_test(tiny_testfile_task: TestFileTask,  # noqa: F811
+                                                     sandbox: Sandbox,
                                                      trivial_reward: float) -> None:
     report = score_test_file(sandbox, tiny_testfile_task, tiny_testfile_task.ground_truth)
     assert report.passed and report.reward > 0.95 and trivial_reward < 0.75, (report.reward, trivial_reward)
 
 
 @pytest.mark.parametrize("attack", sorted(TESTFILE_ATTACKS))
-def test_test_file_attack_earns_no_more_than_a_trivial_test(attack: str, tiny_testfile_task: TestFileTask,
+def test_test_file_attack_earns_no_more_than_a_trivial_test(attack: str,
+                                                            tiny_testfile_task: TestFileTask,  # noqa: F811
                                                             sandbox: Sandbox, trivial_reward: float) -> None:
     task = tiny_testfile_task.model_copy(deep=True)
     task.evaluation.mutation_timeout = 20.0
