@@ -11,6 +11,7 @@ import secrets
 from collections.abc import Sequence
 
 from gym_repost.errors import CandidateError, TaskError
+from gym_repost.harness import reference_store
 from gym_repost.harness.candidate import (
     AssembledScript,
     assemble,
@@ -93,16 +94,24 @@ def record_reference(sandbox: Sandbox, task: FunctionTask) -> Reference:
 
 
 def reference_for(sandbox: Sandbox, task: FunctionTask) -> Reference:
-    """The task's reference record in this sandbox, made on first use and kept for the process.
+    """The task's reference record in this sandbox, made on first use and kept.
 
-    A failing reference (a missing package, a timeout) is not kept: the next call tries again.
+    Kept for the process, and on disk for the local sandbox
+    (:mod:`gym_repost.harness.reference_store`), so a later process (``eval`` after
+    ``validate``) makes none. A failing reference (a missing package, a timeout) is not
+    kept: the next call tries again.
     """
     description = {k: v for k, v in sandbox.describe().items() if k != "workers"}
-    key = reference_key(task.evaluation.model_dump(), task.target.model_dump(), description)
+    key = reference_key(task.evaluation.model_dump(), task.target.model_dump(), task.ground_truth, description)
     with _REFERENCES.lock(key):
         reference = _REFERENCES.get(key)
         if reference is None:
-            reference = record_reference(sandbox, task)
+            stored = reference_store.disk_key(sandbox, task)
+            reference = reference_store.load(stored) if stored is not None else None
+            if reference is None:
+                reference = record_reference(sandbox, task)
+                if reference.passed and stored is not None:
+                    reference_store.save(stored, reference)
             if reference.passed:
                 _REFERENCES.put(key, reference)
         return reference
