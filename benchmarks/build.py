@@ -31,8 +31,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import append_record, machine, now  # noqa: E402
-from gym_repost.analysis.strength import validate_task  # noqa: E402
 from gym_repost.construct.pipeline import BuildSettings, build_function_tasks  # noqa: E402
+from gym_repost.harness.validation import validate_task  # noqa: E402
 from gym_repost.sandbox import get_sandbox  # noqa: E402
 
 # Pure Python, permissive licenses, with test suites. toolz has well over 50 candidates:

@@ -6,13 +6,16 @@ mutation score:
 
 * ``ours``: :func:`gym_repost.analysis.mutation_runner.run_test_file`, one run of the
   warm local sandbox (pytest and coverage preloaded, as the environment and the CLI
-  start it): the tests once under coverage with a context per test, then every mutant in
-  a child forked from that session, loaded from memory, running only its covering tests.
-  Timed from the call to the parsed report; the sandbox is started (and warmed with two
-  untimed runs) before. ``ours_cold_imports`` is the same without the preload (pytest and
-  coverage imported by every run). ``ours_default_cap`` scores the seeded sample of
-  ``TestFileEvaluation.max_mutants`` (50) mutants that test-file tasks use by default,
-  the estimate's interval reported, instead of all of them.
+  start it): the tests once, their calls into the focal file recorded and replayed
+  under coverage in a clean process, then a calibration run and every mutant and decoy
+  in a fresh child of a clean zygote, the variant written as the focal file on disk,
+  running only its covering tests (the design that keeps every figure out of the test
+  code's reach; before it, each mutant was loaded from memory into a child forked from
+  the test session). Timed from the call to the parsed report; the sandbox is started
+  (and warmed with two untimed runs) before. ``ours_cold_imports`` is the same without
+  the preload (pytest and coverage imported by every run). ``ours_default_cap`` scores
+  the seeded sample of ``TestFileEvaluation.max_mutants`` (50) mutants that test-file
+  tasks use by default, the estimate's interval reported, instead of all of them.
 * ``mutmut`` 3: ``mutmut run`` on a fresh copy of the project (its own trampolines and
   forked workers), wall clock of the command.
 * ``cosmic-ray`` 8: ``cosmic-ray init`` + ``cosmic-ray exec`` on a fresh copy (the file
@@ -40,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import re
 import resource
 import shutil
@@ -60,6 +64,7 @@ from gym_repost.analysis.mutation_runner import (  # noqa: E402
     _config,
     run_test_file,
     select_mutants,
+    shuffled_variants,
 )
 from gym_repost.sandbox import get_sandbox  # noqa: E402
 from gym_repost.sandbox.programs import program_files, program_stdin  # noqa: E402
@@ -218,9 +223,10 @@ def measure_ours_cpu(runs: int) -> float:
 
     task = the_task()
     mutants, _ = select_mutants(FOCAL, task.evaluation.max_mutants, 0)
+    variants, sources = shuffled_variants(mutants, FOCAL, random.Random(0))
     root = Path(tempfile.mkdtemp(prefix="mutation-cpu-"))
     files = {**task.repository.files, task.evaluation.test_path: TESTS, **program_files("testfile")}
-    stdin = program_stdin(_config(task, mutants, FOCAL, 2), "token").encode()
+    stdin = program_stdin(_config(task, variants, FOCAL, 2, sources), "token").encode()
     for path, text in files.items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_text(text, encoding="utf-8")
@@ -316,6 +322,7 @@ def main() -> int:
     parser.add_argument("--tools-venv", type=Path, default=Path.home() / ".cache" / "gym-repost" / "mutbench-venv",
                         help="virtual environment holding mutmut and cosmic-ray (created if missing)")
     parser.add_argument("--skip-external", action="store_true", help="measure ours only")
+    parser.add_argument("--note", default="", help="a note kept in the record (what was measured, and why)")
     args = parser.parse_args()
 
     results: dict[str, Any] = {"ours": measure_ours(args.runs, preload=True),
@@ -345,7 +352,8 @@ def main() -> int:
           f"{'within' if capped['seconds'] <= TARGET_SECONDS else 'OVER'} the target")
     record = {"benchmark": "mutation_speed", "date": now(), "machine": machine(), "focal_lines": FOCAL.count("\n"),
               "tests": TESTS.count("\ndef test_"), "target_seconds": TARGET_SECONDS,
-              "tools": {"mutmut": MUTMUT, "cosmic_ray": COSMIC_RAY}, "results": results}
+              "tools": {"mutmut": MUTMUT, "cosmic_ray": COSMIC_RAY}, "results": results,
+              **({"note": args.note} if args.note else {})}
     print(f"record appended to {append_record('mutation_speed', record)}")
     return 0 if ours <= TARGET_SECONDS else 1
 

@@ -164,7 +164,7 @@ def _build_with_llm(spec: str, source: str, settings: Any, sandbox: str, options
     config = llm_config(spec.removeprefix("llm:"), **llm_settings)
     log_path.unlink(missing_ok=True)
     with LLMBuild(config, budgets, log_path=log_path,
-                  deterministic=BuilderSettings(test_budget=settings.test_budget, seed=settings.seed)) as llm:
+                  deterministic=BuilderSettings(test_executions=settings.test_executions, seed=settings.seed)) as llm:
         result = _build_from_repository(source, LLMBuild.settings_for(settings), sandbox, options, llm.policy)
         result.llm_usage = llm.usage()
     return result
@@ -229,7 +229,9 @@ def build(
     licenses: str = typer.Option("permissive", help="permissive | any | comma-separated SPDX ids."),
     min_kill_rate: float = typer.Option(0.5, min=0.0, max=1.0, help="Mutants the tests must kill."),
     mutants: int = typer.Option(10, min=0, help="Mutants tried per task in the quality check."),
-    test_budget: float = typer.Option(3.0, min=0.1, help="Seconds of input search per candidate."),
+    test_executions: int = typer.Option(2000, min=1, help="Runs of the target per input search (a count, "
+                                        "not seconds: the build does not depend on machine load)."),
+    test_budget: Optional[float] = typer.Option(None, hidden=True, help="Replaced by --test-executions."),
     trace: bool = typer.Option(True, help="Harvest inputs by running the repository's own tests."),
     workers: int = typer.Option(2, "--workers", "-w", min=1),
     seed: int = typer.Option(0),
@@ -243,6 +245,10 @@ def build(
 
     if kind not in ("function", "testfile"):
         raise fail(f"--kind {kind}: choose function or testfile")
+    if test_budget is not None:
+        raise fail("--test-budget (seconds of input search) was replaced by --test-executions N (runs of the "
+                   "target per search, default 2000): a count, so that what is built does not depend on "
+                   "machine load")
     if builder != "deterministic" and not builder.startswith("llm:"):
         raise fail(f"--builder {builder}: choose deterministic or llm:PROVIDER/MODEL")
     if (base_url or builder_arg) and not builder.startswith("llm:"):
@@ -271,7 +277,7 @@ def build(
     from gym_repost.construct.pipeline import BuildSettings
 
     settings = BuildSettings(split=split, max_candidates=max_candidates, seed=seed, licenses=licenses,
-                             workers=workers, trace=trace, test_budget=test_budget, min_kill_rate=min_kill_rate,
+                             workers=workers, trace=trace, test_executions=test_executions, min_kill_rate=min_kill_rate,
                              mutants=mutants, only=tuple(only))
     options = _sandbox_options(workers, python, env, None)
     log_path = output.with_name(output.name + ".llm.jsonl")
@@ -395,7 +401,7 @@ def validate(
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write per-task results here."),
 ) -> None:
     """Check that each ground truth passes and that the tests reject wrong code."""
-    from gym_repost.analysis.strength import validate_task
+    from gym_repost.harness.validation import validate_task
 
     tasks = _load(tasks_path)
     testfile = [t for t in tasks if t.kind == "testfile"]
@@ -774,6 +780,8 @@ def data_dstc(
         ("KTO records (desirable / undesirable)",
          f"{sum(r['label'] for r in kto_records)} / {sum(not r['label'] for r in kto_records)}"),
         ("cells: pass / fail / error / timeout", " / ".join(str(v) for v in cells.values())),
+        ("tests judged outside the code's process", f"{sum(sum(r.execution.judged_outside) for r in results)}"
+         f" / {sum(r.execution.n_tests for r in results)}"),
         *_llm_rows(samplers)]))
     console.print(f"wrote {len(dpo)} DPO records to {output}" + (f", {len(kto_records)} KTO records to {kto}"
                                                                     if kto else ""))

@@ -29,6 +29,11 @@ from gym_repost.harness.report import TestReport
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask, TestFileTask
 
+
+def tool_call(tool: str, **args: Any) -> dict[str, Any]:
+    """Build an action: ``tool_call("read_file", path="a.py")``."""
+    return {"tool": tool, "args": args}
+
 MAX_READ_LINES = 400
 """Most lines one ``read_file`` returns."""
 MAX_SEARCH_MATCHES = 100

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +16,10 @@ from gym_repost.sandbox import Sandbox, get_sandbox
 from gym_repost.task import FunctionTask, Provenance
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# References kept on disk (gym_repost.harness.reference_store) start empty in every test
+# session, so a test sees what a first use does; the CLI's subprocesses share them.
+os.environ.setdefault("GYM_REPOST_REFERENCES", tempfile.mkdtemp(prefix="gym-repost-references-"))
 REPOST_EVAL_DATA = ROOT.parent / "shared" / "external" / "repost-eval"
 
 FUNCTION_SCRIPT = textwrap.dedent('''\

@@ -37,6 +37,12 @@ def test_build_from_a_manifest_reproduces_the_shipped_demo(tmp_path: Path) -> No
     assert (tmp_path / "demo.jsonl").read_bytes() == (ROOT / "tasks" / "demo.jsonl").read_bytes()
 
 
+def test_build_refuses_the_old_seconds_budget_and_names_its_replacement(tmp_path: Path) -> None:
+    result = cli("build", "tasks/demo/repo", "-o", str(tmp_path / "t.jsonl"), "--test-budget", "3")
+    assert result.returncode == 2 and "--test-executions" in result.stderr
+    assert not (tmp_path / "t.jsonl").exists()
+
+
 def test_validate_prints_per_task_and_totals(demo_subset: Path, tmp_path: Path) -> None:
     out = tmp_path / "v.json"
     result = cli("validate", str(demo_subset), "--mutants", "4", "--coverage", "--json", str(out))

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gym_repost.analysis.strength import validate_task
 from gym_repost.construct.importers.repost_eval import import_repost_eval
+from gym_repost.harness.validation import validate_task
 from gym_repost.sandbox import get_sandbox
 from gym_repost.sandbox.environments import install_env
 from gym_repost.task import FunctionTask

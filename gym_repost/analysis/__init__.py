@@ -1,1 +1,1 @@
-"""Program analysis: coverage of one function, mutation testing, AST equivalence."""
+"""Program analysis: coverage of one function, mutation testing (mutants, decoys), AST equivalence."""

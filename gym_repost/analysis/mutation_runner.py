@@ -1,13 +1,18 @@
 """Run a test file against its focal file in the sandbox: outcomes, coverage and mutants.
 
-One sandbox run per scoring. The in-sandbox program (:mod:`gym_repost.programs.testfile`) runs the test
-file once with pytest under coverage.py with a context per test, learns which tests
-cover which lines of the focal file, then runs each mutant in a child forked from the
-running session with the mutant loaded from memory, only the tests covering the mutated
-line, and a timeout relative to those tests' baseline time.
+One sandbox run per scoring. The in-sandbox program (:mod:`gym_repost.programs.testfile`)
+runs the test file once with pytest, recording the calls its tests make into the focal
+file; coverage is measured by replaying those calls in a process that never ran test
+code; each mutant, each decoy (:mod:`gym_repost.analysis.decoys`) and a calibration run
+of the original are run in fresh children, the variant's source written as the focal
+file on disk, with the tests that ran the changed line, and judged by exit status.
 
 >>> run = run_test_file(sandbox, task, test_source)
 >>> run.status, [t.outcome for t in run.tests], run.mutation
+
+The host sends the mutants and the decoys as anonymous spans in a shuffled order and keeps
+the mapping: a test that fails on a decoy detects code, not behaviour, and the run's
+mutation score is 0 (:attr:`TestFileRun.decoys_failed`).
 
 The mutants are a seeded sample (``task.evaluation.max_mutants``) of every mutant of the
 focal file, so the ground truth and every candidate test file face the same ones; the
@@ -19,9 +24,11 @@ from __future__ import annotations
 import ast
 import logging
 import os
+import random
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from gym_repost.analysis.decoys import Decoy, disguise, generate_decoys
 from gym_repost.analysis.mutation import Mutant, MutationScore, generate_mutants, mutation_score, sample_mutants
 from gym_repost.analysis.parsing import parse_python
 from gym_repost.errors import SandboxError
@@ -82,11 +89,27 @@ class MutantOutcome:
     ``status``: ``killed`` (a test failed, or the run crashed), ``survived`` (every
     covering test passed), ``timeout`` (the run overran its limit; counts as killed),
     ``uncovered`` (no passing test runs the mutated line; counts as survived),
-    ``unapplied`` (the change could not be loaded into the running module; not scored),
-    ``not run`` (the mutation budget ran out first; not scored).
+    ``not run`` (the mutation budget ran out first, or the mutation run was cut short:
+    counts as survived then, see :attr:`TestFileRun.mutation`), ``unapplied`` (never
+    given by the runner today, every mutant is written to disk and imported fresh; kept
+    for older reports: not scored).
     """
 
     mutant: Mutant
+    status: MutantStatus
+    killed_by: str | None = None
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
+class DecoyOutcome:
+    """What the tests did to one decoy (an equivalent rewrite); statuses as for mutants.
+
+    ``killed`` or ``timeout`` means a test detected a change of code that does not change
+    behaviour.
+    """
+
+    decoy: Decoy
     status: MutantStatus
     killed_by: str | None = None
     detail: str | None = None
@@ -123,6 +146,16 @@ class TestFileRun:
     """``completed``, ``timeout`` (the mutation budget ran out: the rest are ``not run``),
     ``crashed``, ``error`` (see :attr:`mutation_message`) or ``not run``."""
     mutation_message: str = ""
+    decoys: list[DecoyOutcome] = field(default_factory=list)
+    """The equivalent rewrites run among the mutants."""
+    calibration_failed: list[str] = field(default_factory=list)
+    """Tests that passed in the run but not in the calibration run (the original focal
+    file, a fresh process): they do not count for mutants."""
+    calls_recorded: int = 0
+    """Calls from the tests into the focal file, recorded for the coverage replay."""
+    calls_not_replayable: int = 0
+    """Recorded calls that could not be replayed (arguments that do not pickle, objects of
+    the test file, closures of a test...): their lines do not count as covered."""
     output: str = ""
     """The end of what the test session printed (pytest's own output included)."""
 
@@ -131,14 +164,35 @@ class TestFileRun:
         return sum(t.outcome == outcome for t in self.tests)
 
     @property
+    def mutation_cut_short(self) -> bool:
+        """The mutation run did not complete (budget, crash): mutants not run count as survived.
+
+        Test code can stop the run (kill or suspend the processes that run the mutants); a
+        score over the mutants that happened to finish could then be chosen by it.
+        """
+        return self.mutation_status in ("timeout", "crashed", "error")
+
+    @property
+    def decoys_failed(self) -> list[DecoyOutcome]:
+        """Decoys a test failed on (or timed out on): the tests detect code, not behaviour."""
+        return [d for d in self.decoys if d.status in ("killed", "timeout")]
+
+    @property
     def mutation(self) -> MutationScore | None:
-        """The mutation score over the scored mutants, None when none was scored."""
-        scored = [m for m in self.mutants if m.status in ("killed", "survived", "timeout", "uncovered")]
+        """The mutation score over the scored mutants, None when none was scored.
+
+        0 when a test failed on a decoy; mutants not run count as survived when the
+        mutation run was cut short.
+        """
+        counted = ("killed", "survived", "timeout", "uncovered") + (("not run",) if self.mutation_cut_short else ())
+        scored = [m for m in self.mutants if m.status in counted]
         if not scored:
             return None
+        population = max(self.population - self.count_mutants("unapplied"), len(scored))
+        if self.decoys_failed:
+            return mutation_score(0, len(scored), 0, population=population)
         killed = sum(m.status == "killed" for m in scored)
         timeouts = sum(m.status == "timeout" for m in scored)
-        population = max(self.population - self.count_mutants("unapplied"), len(scored))
         return mutation_score(killed, len(scored), timeouts, population=population)
 
     def count_mutants(self, status: MutantStatus) -> int:
@@ -148,6 +202,25 @@ class TestFileRun:
     def surviving(self) -> list[MutantOutcome]:
         """Mutants the tests let pass (uncovered ones included), in file order."""
         return [m for m in self.mutants if m.status in ("survived", "uncovered")]
+
+    def notes(self) -> list[str]:
+        """What the agent should know beyond the figures: decoys, calibration, replay."""
+        out = []
+        failed = self.decoys_failed
+        if failed:
+            who = sorted({d.killed_by for d in failed if d.killed_by})
+            out.append(f"Mutation score 0: a test failed on an equivalent rewrite of the focal file "
+                       f"(the same behaviour, different code){' (' + ', '.join(who[:3]) + ')' if who else ''}. "
+                       "Tests must check what the code does, not what its text, hash or bytecode is.")
+        if self.calibration_failed:
+            out.append(f"{len(self.calibration_failed)} test(s) passed in the run but failed when run again "
+                       f"in a fresh process with the original focal file; they do not count for mutants: "
+                       f"{', '.join(self.calibration_failed[:3])}")
+        if self.calls_not_replayable:
+            out.append(f"{self.calls_not_replayable} of {self.calls_recorded} calls into the focal file could not "
+                       "be replayed for coverage (arguments that do not pickle or are defined in the test "
+                       "file): the lines only they run are not counted.")
+        return out
 
 
 def statement_lines(source: str) -> dict[int, int]:
@@ -199,21 +272,61 @@ def select_mutants(source: str, max_mutants: int, seed: int) -> tuple[list[Mutan
     return sample_mutants(population, max_mutants, seed), len(population)
 
 
-def _config(task: TestFileTask, mutants: list[Mutant], focal_source: str, jobs: int) -> dict[str, Any]:
+Variant = Mutant | Decoy
+"""A mutant or a decoy: what one variant child of the mutation run runs."""
+
+
+def minimal_span(original: str, variant: str) -> tuple[int, int, str]:
+    """The smallest ``(start, end, replacement)`` that turns ``original`` into ``variant``.
+
+    Mutants and decoys travel in this one form, so the sandbox cannot tell them apart by it.
+    """
+    limit = min(len(original), len(variant))
+    start = 0
+    while start < limit and original[start] == variant[start]:
+        start += 1
+    end_o, end_v = len(original), len(variant)
+    while end_o > start and end_v > start and original[end_o - 1] == variant[end_v - 1]:
+        end_o -= 1
+        end_v -= 1
+    return start, end_o, variant[start:end_v]
+
+
+def _config(task: TestFileTask, variants: list[Variant], focal_source: str, jobs: int,
+            sources: list[str] | None = None) -> dict[str, Any]:
+    """The program's configuration; ``sources`` are the variants' texts as shipped (default:
+    their own source)."""
     spec = task.evaluation
-    lines = statement_lines(focal_source) if mutants else {}
-    holders = nested_definitions(focal_source) if mutants else {}
+    lines = statement_lines(focal_source) if variants else {}
+    holders = nested_definitions(focal_source) if variants else {}
+    shipped = []
+    for i, variant in enumerate(variants):
+        start, end, replacement = minimal_span(focal_source, sources[i] if sources else variant.source)
+        line = lines.get(variant.line, variant.line)
+        shipped.append({"id": i, "start": start, "end": end, "replacement": replacement, "line": line,
+                        "holders": holders.get(variant.line, [])})
     return {
         "focal_file": spec.focal_file, "focal_module": spec.focal_module, "test_path": spec.test_path,
         "python_path": spec.python_path, "plugins": spec.plugins, "focal_source": focal_source,
         "timeout": spec.timeout, "test_timeout": spec.test_timeout,
         "mutation_timeout": spec.mutation_timeout, "timeout_factor": spec.timeout_factor,
-        "timeout_floor": spec.timeout_floor, "jobs": jobs,
-        "mutants": [{"id": i, "start": m.offset, "end": m.offset + len(m.original),
-                     "replacement": m.replacement, "line": lines.get(m.line, m.line),
-                     "holders": holders.get(m.line, [])}
-                    for i, m in enumerate(mutants)],
+        "timeout_floor": spec.timeout_floor, "jobs": jobs, "variants": shipped,
     }
+
+
+def shuffled_variants(mutants: list[Mutant], focal_source: str,
+                      rng: random.Random | None = None) -> tuple[list[Variant], list[str]]:
+    """The mutants and their decoys in a random order, and the text each is shipped as.
+
+    Each mutant is shipped disguised (:func:`~gym_repost.analysis.decoys.disguise`: with
+    an equivalent edit beside the mutation), so its text is not the one the public
+    operators give; the host keeps which variant is which.
+    """
+    rng = rng or random.Random()
+    variants: list[Variant] = [*mutants, *generate_decoys(focal_source, mutants, rng=rng)]
+    rng.shuffle(variants)
+    sources = [disguise(v, rng) if isinstance(v, Mutant) else v.source for v in variants]
+    return variants, sources
 
 
 def run_test_file(sandbox: Sandbox, task: TestFileTask, test_source: str, *, mutate: bool = True,
@@ -224,8 +337,8 @@ def run_test_file(sandbox: Sandbox, task: TestFileTask, test_source: str, *, mut
         sandbox: a started sandbox (``preload=["pytest", "coverage"]`` makes runs fast).
         task: the test-file task (where the file goes, the focal file, the limits).
         test_source: the whole test file.
-        mutate: also run the task's mutant sample.
-        jobs: mutants run at once inside the sandbox (default: the cores, at most 4).
+        mutate: also run the task's mutant sample (and the decoys).
+        jobs: variants run at once inside the sandbox (default: the cores, at most 4).
 
     Returns:
         The run. A file that does not parse is ``invalid`` without a sandbox run; a file
@@ -241,11 +354,13 @@ def run_test_file(sandbox: Sandbox, task: TestFileTask, test_source: str, *, mut
     spec = task.evaluation
     focal_source = task.repository.files[spec.focal_file]
     mutants, population = select_mutants(focal_source, spec.max_mutants, spec.mutant_seed) if mutate else ([], 0)
-    config = _config(task, mutants, focal_source, jobs or min(4, os.cpu_count() or 1))
-    budget = spec.timeout + (spec.mutation_timeout if mutants else 0.0) + _GRACE
+    variants, sources = shuffled_variants(mutants, focal_source, random.Random(os.urandom(16))) if mutants \
+        else ([], [])
+    config = _config(task, variants, focal_source, jobs or min(4, os.cpu_count() or 1), sources)
+    budget = 2 * spec.timeout + (spec.mutation_timeout if mutants else 0.0) + _GRACE
     run = run_program(sandbox, "testfile", {**task.repository.files, spec.test_path: test_source}, config,
                       timeout=budget, token=True)
-    return parse_report(run, mutants, population)
+    return parse_report(run, mutants, population, variants)
 
 
 def _syntax_message(exc: SyntaxError | ValueError, path: str) -> str:
@@ -256,15 +371,18 @@ def _syntax_message(exc: SyntaxError | ValueError, path: str) -> str:
     return f"{path} does not parse: {exc}"
 
 
-def parse_report(run: ProgramRun, mutants: list[Mutant], population: int) -> TestFileRun:
+def parse_report(run: ProgramRun, mutants: list[Mutant], population: int,
+                 variants: list[Variant] | None = None) -> TestFileRun:
     """Turn a run of the program (:func:`~gym_repost.sandbox.programs.run_program`) into a :class:`TestFileRun`.
 
     Only a result followed by the one-time token counts; without it the run crashed (the
-    test file killed the program, or the sandbox's timeout struck).
+    test file killed the program, or the sandbox's timeout struck). ``variants`` are what
+    the program ran, by id (the mutants and the decoys); by default the mutants in order.
 
     Raises:
         SandboxError: the sandbox's Python lacks pytest or coverage.
     """
+    variants = list(mutants) if variants is None else variants
     data = run.payload if run.completed else None
     if data is None:
         result = run.result
@@ -277,23 +395,34 @@ def parse_report(run: ProgramRun, mutants: list[Mutant], population: int) -> Tes
     if data.get("status") == "error" and data.get("infrastructure"):
         raise SandboxError(str(data["message"]))
     try:
-        return _run_from_report(data, mutants, population)
+        return _run_from_report(data, mutants, population, variants)
     except (TypeError, ValueError, KeyError) as exc:  # fields of the wrong shape: the test code wrote them
         return TestFileRun(status="crashed", message=f"the test run's report is malformed ({exc})",
                            population=population, mutants=[MutantOutcome(m, "not run") for m in mutants])
 
 
-def _run_from_report(data: dict[str, Any], mutants: list[Mutant], population: int) -> TestFileRun:
+def _run_from_report(data: dict[str, Any], mutants: list[Mutant], population: int,
+                     variants: list[Variant]) -> TestFileRun:
     status = data.get("status")
+    outcomes = _variant_outcomes(_list(data.get("mutants")), variants)
+    calls = data.get("calls") if isinstance(data.get("calls"), dict) else {}
+    calibration = data.get("calibration") if isinstance(data.get("calibration"), dict) else {}
     return TestFileRun(
         status=status if status in get_args(RunStatus) else "crashed", message=str(data.get("message") or ""),
         tests=[_record(t, TestOutcome) for t in _list(data.get("tests"))],
         collection_errors=[_record(e, CollectionError) for e in _list(data.get("collection_errors"))],
         running=_text_or_none(data.get("running")), **_coverage_fields(data.get("coverage")),
-        mutants=_mutant_outcomes(_list(data.get("mutants")), mutants), population=population,
+        mutants=[outcomes.get(id(m)) or MutantOutcome(m, "not run") for m in mutants], population=population,
+        decoys=[outcomes.get(id(v)) or DecoyOutcome(v, "not run") for v in variants if isinstance(v, Decoy)],
         mutation_status=str(data.get("mutation_status", "not run")),
         mutation_message=str(data.get("mutation_message", "")),
+        calibration_failed=[str(n) for n in _list(calibration.get("failed"))],
+        calls_recorded=_count(calls.get("recorded")), calls_not_replayable=_count(calls.get("not_replayable")),
         output=str(data.get("session_output", ""))[-_OUTPUT:])
+
+
+def _count(value: Any) -> int:
+    return value if type(value) is int and value >= 0 else 0
 
 
 def _list(value: Any) -> list[Any]:
@@ -350,15 +479,16 @@ def _branches(value: Any) -> list[tuple[int, int]]:
     return sorted((a, b) for a, b in pairs)
 
 
-def _mutant_outcomes(reported: list[Any], mutants: list[Mutant]) -> list[MutantOutcome]:
+def _variant_outcomes(reported: list[Any], variants: list[Variant]) -> dict[int, MutantOutcome | DecoyOutcome]:
+    """Each variant's outcome, keyed by ``id()`` of the mutant or decoy; unknown statuses left out."""
     by_id = {r["id"]: r for r in reported if isinstance(r, dict) and type(r.get("id")) is int}
-    out = []
-    for index, mutant in enumerate(mutants):
+    out: dict[int, MutantOutcome | DecoyOutcome] = {}
+    for index, variant in enumerate(variants):
         r = by_id.get(index)
         status = r.get("status", "killed") if r is not None else "not run"
         if r is None or status not in get_args(MutantStatus):
-            out.append(MutantOutcome(mutant, "not run"))
-        else:
-            out.append(MutantOutcome(mutant, status, _text_or_none(r.get("killed_by")),
-                                     _text_or_none(r.get("detail"))))
+            continue
+        cls = DecoyOutcome if isinstance(variant, Decoy) else MutantOutcome
+        out[id(variant)] = cls(variant, status, _text_or_none(r.get("killed_by")),  # type: ignore[arg-type]
+                               _text_or_none(r.get("detail")))
     return out

@@ -58,6 +58,9 @@ def string_continuation_lines(code: str) -> set[int]:
 def dedent_code(code: str) -> str:
     """Remove the common leading whitespace of code lines, leaving string interiors alone."""
     lines = code.split("\n")
+    first = next((ln for ln in lines if ln.strip()), "")
+    if not first[:1].isspace():  # nothing in common (a string's interior never comes first)
+        return code
     protected = string_continuation_lines(code)
     candidates = [ln for i, ln in enumerate(lines, 1) if i not in protected and ln.strip()]
     if not candidates:

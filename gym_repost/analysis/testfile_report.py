@@ -81,6 +81,9 @@ class TestFileReport(BaseModel):
     missing_branches: list[tuple[int, int]] = Field(default_factory=list)
     surviving_mutants: list[SurvivingMutant] = Field(default_factory=list)
     mutation_status: str = "not run"
+    notes: list[str] = Field(default_factory=list)
+    """What the run found beyond the figures (a test that failed on a decoy, tests that
+    fail in a fresh process, calls that could not be replayed for coverage)."""
     focal_file: str = ""
     focal_lines: dict[int, str] = Field(default_factory=dict)
     """Source of the missing lines shown in the text (line number -> text)."""
@@ -93,7 +96,7 @@ class TestFileReport(BaseModel):
 
     def to_text(self) -> str:
         """The report as the agent reads it."""
-        parts = [self._headline(), self._scores_text()]
+        parts = [self._headline(), self._scores_text(), "\n".join(self.notes)]
         parts += [self.failing_text(), self.coverage_text(), self.mutants_text()]
         return "\n\n".join(p for p in parts if p)
 
@@ -124,7 +127,8 @@ class TestFileReport(BaseModel):
                         f"{m.mutants_total} sampled from {m.mutants_population} "
                         f"(95% interval {_pct(m.mutation_ci_low)}-{_pct(m.mutation_ci_high)})")
         if self.mutation_status in ("timeout", "crashed", "error"):
-            rows.append(f"  (mutation testing stopped early: {self.mutation_status}; scored over the mutants run)")
+            rows.append(f"  (mutation testing stopped early: {self.mutation_status}; the mutants not run count as "
+                        "survived)")
         return "\n".join(rows)
 
     def failing_text(self) -> str:
@@ -223,7 +227,7 @@ def build_report(task: TestFileTask, run: TestFileRun, config: RewardConfig | No
         surviving_mutants=[SurvivingMutant(line=m.mutant.line, operator=m.mutant.operator, status=m.status,
                                            diff=m.mutant.diff(task.evaluation.focal_file))
                            for m in run.surviving()] if file_runs(run) else [],
-        focal_file=task.evaluation.focal_file,
+        notes=run.notes() if file_runs(run) else [], focal_file=task.evaluation.focal_file,
         focal_lines={n: focal[n - 1] for n in shown if 0 < n <= len(focal)})
 
 

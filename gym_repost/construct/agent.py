@@ -13,7 +13,6 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from gym_repost.analysis.coverage import measure_coverage
 from gym_repost.construct.execution import PackageInstaller, missing_module, run_with_installs
 from gym_repost.construct.function_task import make_function_task, repository_view
 from gym_repost.construct.model import Candidate, DependencySlice, Drop, SandboxedScript, SourceRepository
@@ -28,6 +27,7 @@ from gym_repost.construct.quality import (
 )
 from gym_repost.construct.testgen.trace import local_modules
 from gym_repost.errors import BuildError, InfrastructureError, ToolError
+from gym_repost.harness.coverage import measure_coverage
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask, Provenance, RepositoryView
 from gym_repost.tools import RepositoryTools, ToolResult, ToolSpec, parse_action, validate_args

@@ -4,7 +4,7 @@ Per candidate it writes the sandboxed module (dependency slice) and runs it, ins
 what is missing; generates equivalence tests from traced, strategy and searched inputs
 (:mod:`gym_repost.construct.testgen`); runs the finished script with the ground truth;
 submits; and, when the quality checks reject the tests for coverage, searches again
-with a larger budget before giving up.
+with twice the budget (runs of the target, never seconds) before giving up.
 """
 
 from __future__ import annotations
@@ -15,15 +15,17 @@ from typing import Any
 
 from gym_repost.construct.agent import BuildContext
 from gym_repost.construct.model import Drop, GeneratedTests
-from gym_repost.policy.base import tool_call
+from gym_repost.tools import tool_call
 
 
 @dataclass(frozen=True)
 class BuilderSettings:
     """Budgets of the deterministic builder."""
 
-    test_budget: float = 3.0
-    """Seconds of input search per attempt (inside the sandbox)."""
+    test_executions: int = 2000
+    """Budget of the first attempt's input search, in runs of the target (inside the
+    sandbox; see :func:`~gym_repost.construct.testgen.generate_tests`). A count, not
+    seconds: the same seed builds the same tests whatever the machine's load."""
     attempts: int = 2
     """Test-generation attempts (each with twice the budget of the previous)."""
     max_installs: int = 3
@@ -74,6 +76,16 @@ class DeterministicBuilder(PlannedBuilder):
     def __init__(self, settings: BuilderSettings | None = None) -> None:
         super().__init__()
         self.settings = settings or BuilderSettings()
+        self.safety_limits: list[str] = []
+
+    def reset(self, context: BuildContext, observation: str) -> None:
+        """Begin an episode."""
+        self.safety_limits = []
+        super().reset(context, observation)
+
+    def stats(self) -> dict[str, Any]:
+        """The wall-clock safety limits that fired in this episode's searches, if any."""
+        return {"safety_limits": list(self.safety_limits)} if self.safety_limits else {}
 
     def _actions(self) -> Iterator[dict[str, Any]]:
         sandboxed = self.context.sandboxed
@@ -113,12 +125,18 @@ class DeterministicBuilder(PlannedBuilder):
 
     def _generate(self, attempt: int) -> GeneratedTests | Drop:
         from gym_repost.construct.testgen import generate_tests
+        from gym_repost.construct.testgen.explore import SAFETY_NOTE
 
         ctx = self.context
         assert ctx.sandboxed is not None
-        return generate_tests(ctx.sandbox, ctx.sandboxed, seeds=ctx.seeds,
-                              budget=self.settings.test_budget * (2 ** attempt),
-                              seed=self.settings.seed + attempt, min_assertions=ctx.thresholds.min_assertions)
+        generated = generate_tests(ctx.sandbox, ctx.sandboxed, seeds=ctx.seeds,
+                                   executions=self.settings.test_executions * (2 ** attempt),
+                                   seed=self.settings.seed + attempt, min_assertions=ctx.thresholds.min_assertions)
+        if isinstance(generated, GeneratedTests):
+            self.safety_limits += generated.safety_limits
+        elif SAFETY_NOTE in generated.detail:
+            self.safety_limits.append(generated.detail)
+        return generated
 
 
 def _missing_from_report(report: dict[str, Any] | None) -> str | None:

@@ -1,7 +1,7 @@
 """Stage 6: run an evaluation script in the sandbox; install what it is missing.
 
 On ``ModuleNotFoundError`` the missing module's distribution (import name resolved by
-:func:`~gym_repost.construct.packages.distribution_for`) is installed into the
+:func:`~gym_repost.analysis.packages.distribution_for`) is installed into the
 sandbox's package cache and the run is retried, a bounded number of times. Installs are
 remembered per build, so two candidates missing the same package install it once, and
 a package that failed to install is not tried again.
@@ -14,7 +14,7 @@ import re
 import threading
 from dataclasses import dataclass, field
 
-from gym_repost.construct.packages import distribution_for
+from gym_repost.analysis.packages import distribution_for
 from gym_repost.harness import run_function_tests
 from gym_repost.harness.report import TestReport
 from gym_repost.sandbox.base import RunResult, Sandbox

@@ -20,7 +20,7 @@ from gym_repost.analysis.source import (
     replace_body,
     signature_text,
 )
-from gym_repost.construct.context import BODY_PLACEHOLDER, redact_target
+from gym_repost.context import BODY_PLACEHOLDER, redact_target
 from gym_repost.errors import BuildError
 from gym_repost.task import (
     Evaluation,

@@ -50,8 +50,8 @@ from gym_repost.construct.pipeline import BuildSettings
 from gym_repost.harness import extract_code_block
 from gym_repost.llm import Ledger, LLMClient, LLMConfigBase, Message
 from gym_repost.llm.accounting import Exchange
-from gym_repost.policy.base import tool_call
 from gym_repost.prompting import render_prompt
+from gym_repost.tools import tool_call
 
 _PROMPTS = "gym_repost.construct"
 
@@ -164,8 +164,9 @@ class LLMBuilder(PlannedBuilder):
 
     def stats(self) -> dict[str, Any]:
         """Tokens, cost, calls per step, and why the model took the candidate."""
+        first = self.deterministic.stats() if self.deterministic is not None else {}
         return {"builder": "llm", "model": self.client.config.model, "takeover": self.takeover,
-                **self.ledger.to_dict(), **{f"asked {k}": v for k, v in self.counts.items()}}
+                **self.ledger.to_dict(), **{f"asked {k}": v for k, v in self.counts.items()}, **first}
 
     # ------------------------------------------------------------------ the plan
 

@@ -186,6 +186,8 @@ class GeneratedTests:
         deterministic: False when the ground truth gave different results on the same
             input (then ``code`` seeds what it can, or the candidate is dropped).
         notes: what the generator observed (seeded randomness, skipped inputs, ...).
+        safety_limits: the wall-clock safety limits that fired during the search (then the
+            test may differ from the one an unloaded machine builds); empty normally.
     """
 
     code: str
@@ -194,3 +196,4 @@ class GeneratedTests:
     branch_coverage: float | None = None
     deterministic: bool = True
     notes: tuple[str, ...] = ()
+    safety_limits: tuple[str, ...] = ()

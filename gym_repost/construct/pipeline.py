@@ -23,6 +23,7 @@ from gym_repost.construct.execution import PackageInstaller
 from gym_repost.construct.model import Candidate, DependencySlice, Drop, SandboxedScript, SourceRepository
 from gym_repost.construct.quality import QualityThresholds, Split
 from gym_repost.construct.stats import StageTimer, drop_table, table2
+from gym_repost.construct.testgen.explore import SAFETY_NOTE
 from gym_repost.construct.testgen.trace import local_modules
 from gym_repost.errors import InfrastructureError
 from gym_repost.sandbox.base import Sandbox
@@ -42,7 +43,9 @@ class BuildSettings:
     workers: int = 2
     trace: bool = True
     """Run the repository's own tests (in the sandbox) to harvest real inputs."""
-    test_budget: float = 3.0
+    test_executions: int = 2000
+    """Budget of one input search, in runs of the target (it replaced ``test_budget``,
+    seconds, whose results depended on the machine's load)."""
     min_kill_rate: float = 0.5
     mutants: int = 10
     cache_dir: Path | None = None
@@ -89,12 +92,21 @@ class BuildResult:
     """The LLM builder's totals (calls, retries, tokens, cost), when a model was used."""
 
     def statistics(self) -> dict[str, Any]:
-        """Table 2, the drop table, the stage timings (and the LLM usage)."""
+        """Table 2, the drop table, the stage timings, the wall-clock safety limits that fired
+        (normally none: a build that lists some may differ from an unloaded one), and the LLM usage."""
         stats = {"table2": table2(self.candidates, self.tasks), "drops": drop_table(self.drops),
-                 "timings": dict(self.timings), "infra_errors": len(self.infra_errors)}
+                 "timings": dict(self.timings), "infra_errors": len(self.infra_errors),
+                 "safety_limits": self.safety_limits()}
         if self.llm_usage is not None:
             stats["llm"] = dict(self.llm_usage)
         return stats
+
+    def safety_limits(self) -> list[str]:
+        """The wall-clock safety limits that fired: the build's notes about them (tracing),
+        then ``file::qualname: note`` for each in a construction episode."""
+        return [n for n in self.notes if SAFETY_NOTE in n] + [
+            f"{candidate.key}: {note}" for candidate, outcome in self.outcomes
+            for note in outcome.stats.get("safety_limits", [])]
 
 
 def prepare(repo: SourceRepository, candidates: Sequence[Candidate],
@@ -142,6 +154,12 @@ def trace_seeds(sandbox: Sandbox, repo: SourceRepository, candidates: Sequence[C
             break
         result = trace_repository(sandbox, repo, candidates)
     notes.extend(f"tracing: {e}" for e in result.errors[:5])
+    if result.timed_out:
+        note = (f"tracing: {SAFETY_NOTE}: the repository's tests were stopped after {result.tests_run} "
+                f"test(s); inputs the rest would have given are missing, so the build may differ from an "
+                f"unloaded run's")
+        logger.warning("%s: %s", repo.name, note)
+        notes.append(note)
     return result.calls, notes
 
 
@@ -195,7 +213,7 @@ def build_function_tasks(source: str, settings: BuildSettings, sandbox: Sandbox,
     if settings.trace and prepared:
         with timer("tracing"):
             seeds, notes = trace_seeds(sandbox, repo, [p.candidate for p in prepared], installer)
-    factory = policy_factory or (lambda: DeterministicBuilder(BuilderSettings(test_budget=settings.test_budget,
+    factory = policy_factory or (lambda: DeterministicBuilder(BuilderSettings(test_executions=settings.test_executions,
                                                                               seed=settings.seed)))
     with timer("construction"):
         results = _construct(prepared, repo, sandbox, installer, seeds, settings, factory, on_candidate)

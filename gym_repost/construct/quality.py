@@ -16,7 +16,7 @@ from typing import Literal
 
 from gym_repost.analysis.parsing import parse_python
 from gym_repost.analysis.source import dedent_code, find_function
-from gym_repost.analysis.strength import TaskValidation, validate_task
+from gym_repost.harness.validation import TaskValidation, validate_task
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask
 

@@ -35,11 +35,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from gym_repost.analysis.mutation_runner import TestFileRun, run_test_file
+from gym_repost.analysis.packages import distribution_for
 from gym_repost.analysis.parsing import parse_python
 from gym_repost.analysis.test_source import count_assertions, count_tests
 from gym_repost.analysis.testfile_scoring import file_runs, metrics_from_run
 from gym_repost.construct.model import Drop, SourceRepository
-from gym_repost.construct.packages import distribution_for
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import (
     Provenance,
@@ -340,6 +340,13 @@ def measure_pair(repo: SourceRepository, pair: TestFilePair, sandbox: Sandbox,
     task.reference = metrics
     task.metadata.branch_coverage = metrics.branch_coverage
     task.metadata.checks["ground_truth_mutation_status"] = run.mutation_status
+    if run.mutation_status == "timeout":
+        # the mutation budget is wall-clock seconds (the runner's): say so rather than hide it
+        not_run = sum(m.status == "not run" for m in run.mutants)
+        note = (f"wall-clock safety limit: the mutation budget ({settings.mutation_timeout:g}s) ran out with "
+                f"{not_run} mutant(s) not run; the reference mutation score may differ from an unloaded run's")
+        logger.warning("%s: %s", pair.test_path, note)
+        task.metadata.notes.append(note)
     return task.with_id()
 
 

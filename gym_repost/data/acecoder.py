@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gym_repost.data.base import CodeSampler, TestSampler, TestSuite
-from gym_repost.data.execution import DEFAULT_TEST_TIMEOUT, CodeRun, run_code_against_tests
+from gym_repost.data.execution import DEFAULT_TEST_TIMEOUT, CodeRun, execution_matrix, run_code_against_tests
 from gym_repost.data.records import code_response, instruction_prompt, normalized_code, task_fields, task_seed
 from gym_repost.errors import DataError
 from gym_repost.sandbox.base import Sandbox
@@ -166,8 +166,8 @@ class AcecoderQuestion:
 def _programs(task: FunctionTask, sampler: CodeSampler, tests: TestSuite, sandbox: Sandbox, *,
               samples: int, seed: int, test_timeout: float) -> list[Program]:
     codes = dedupe_codes(sampler.sample_code(task, samples, seed=task_seed(seed, task.id, f"acecoder:{sampler.name}")))
-    return [Program(sampler.name, code, run_code_against_tests(sandbox, task, code, tests, test_timeout=test_timeout))
-            for code in codes]
+    matrix = execution_matrix(sandbox, task, codes, tests, test_timeout=test_timeout)  # one judge run for all
+    return [Program(sampler.name, code, row) for code, row in zip(codes, matrix.rows)]
 
 
 def _pairs_within_models(programs: Sequence[Program], strict: bool) -> list[tuple[int, int]]:

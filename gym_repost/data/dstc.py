@@ -148,7 +148,7 @@ class DstcResult:
         return {**task_fields(self.task), "codes": list(self.codes), "tests": list(self.tests.tests),
                 "test_style": self.tests.style, "test_labels": list(self.tests.labels),
                 "matrix": self.execution.matrix, "outcomes": self.execution.outcomes,
-                "selection": self.selection._asdict()}
+                "judged_outside": list(self.execution.judged_outside), "selection": self.selection._asdict()}
 
 
 def run_dstc_task(task: FunctionTask, code_sampler: CodeSampler, test_sampler: TestSampler,

@@ -21,7 +21,8 @@ from typing import Any, Literal, get_args
 
 from gym_repost.analysis.parsing import parse_python
 from gym_repost.data.base import TestSuite
-from gym_repost.errors import CandidateError
+from gym_repost.data.value_tests import PlanCache, ValuePlan, ValueTest, candidate_splits
+from gym_repost.errors import CandidateError, TaskError
 from gym_repost.harness import assemble
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.sandbox.programs import ProgramRun, run_program
@@ -83,6 +84,9 @@ class ExecutionMatrix:
 
     rows: tuple[CodeRun, ...]
     n_tests: int
+    judged_outside: tuple[bool, ...] = ()
+    """Per test: judged outside the codes' processes from their values (see
+    :mod:`gym_repost.data.value_tests`), or run whole beside them."""
 
     @property
     def matrix(self) -> list[list[int]]:
@@ -133,18 +137,36 @@ def imported_modules(script: str) -> list[str]:
     return [n for n in dict.fromkeys(names) if n != "__future__"]
 
 
-def runner_config(task: FunctionTask, code: str, suite: TestSuite,
-                  test_timeout: float) -> tuple[dict[str, str], dict[str, Any]]:
-    """The files and the configuration of one runner run.
+FULL_SCRIPT_NAME = "evaluation_full.py"
+"""The script with the original beside the code, for the tests that run whole in the code's process."""
+
+
+def runner_config(task: FunctionTask, code: str, suite: TestSuite, test_timeout: float,
+                  plan: ValuePlan | None = None) -> tuple[dict[str, str], dict[str, Any]]:
+    """The files and the configuration of one code's runner run.
+
+    Tests split by ``plan`` run only their calls of the code, in a script without the
+    original implementation; the others run whole beside it.
 
     Raises:
         CandidateError: ``code`` cannot be placed into the task's evaluation script.
     """
-    script = without_main_block(assemble(task, code, keep_original=True).script)
+    splits = plan.splits if plan is not None else (None,) * len(suite)
+    files = dict(task.evaluation.files)
+    entries: list[Any] = []
+    for test, split in zip(suite.tests, splits):
+        if split is None:
+            entries.append({"test": test, "script": FULL_SCRIPT_NAME})
+        else:
+            entries.append({"setup": split.setup, "calls": list(split.calls), "script": SCRIPT_NAME})
+    if any(s is None for s in splits):
+        files[FULL_SCRIPT_NAME] = without_main_block(assemble(task, code, keep_original=True).script)
+    if any(s is not None for s in splits):
+        files[SCRIPT_NAME] = without_main_block(assemble(task, code).script)
     config = {"script": SCRIPT_NAME, "name": task.target.name, "class_name": task.target.class_name,
-              "style": suite.style, "tests": list(suite.tests), "timeout": test_timeout,
+              "style": suite.style, "tests": entries, "timeout": test_timeout,
               "preload": imported_modules(task.evaluation.script)}
-    return {**task.evaluation.files, SCRIPT_NAME: script}, config
+    return files, config
 
 
 def run_timeout(n_tests: int, test_timeout: float) -> float:
@@ -161,55 +183,145 @@ def parse_runner(run: ProgramRun, n_tests: int) -> tuple[TestOutcome, ...]:
 
     The result counts only when the run completed (its last line is the token's) and it
     holds one well-formed outcome per test; otherwise every test is an ``error``
-    (``timeout`` when the whole run timed out).
+    (``timeout`` when the whole run timed out). A test that returned values (a split test)
+    reads ``error`` here: :func:`execution_matrix` has them judged.
     """
+    return tuple(o for o, _ in _parse_with_values(run, n_tests))
+
+
+def _parse_with_values(run: ProgramRun, n_tests: int) -> list[tuple[TestOutcome, list[Any] | None]]:
     outcomes = _outcomes(run.payload, n_tests) if run.completed else None
     if outcomes is not None:
         return outcomes
     if run.result.timed_out:
-        return _uniform(n_tests, "timeout", "Timeout", "the test runner ran out of time")
+        return [(o, None) for o in _uniform(n_tests, "timeout", "Timeout", "the test runner ran out of time")]
     logger.debug("runner gave no verdict (%s, status %s): %s", run.problem, run.result.returncode,
                  run.result.stderr[-500:])
-    return _uniform(n_tests, "error", "NoVerdict",
-                    f"the test runner ended (status {run.result.returncode}) without a valid verdict")
+    why = f"the test runner ended (status {run.result.returncode}) without a valid verdict"
+    return [(o, None) for o in _uniform(n_tests, "error", "NoVerdict", why)]
 
 
-def _outcomes(data: dict[str, Any] | None, n_tests: int) -> tuple[TestOutcome, ...] | None:
+def _outcomes(data: dict[str, Any] | None, n_tests: int) -> list[tuple[TestOutcome, list[Any] | None]] | None:
     results = data.get("results") if data is not None else None
     if type(results) is not list or len(results) != n_tests:
         return None
     outcomes = []
     for r in results:
-        if type(r) is not dict or r.get("outcome") not in get_args(Outcome):
+        if type(r) is not dict or r.get("outcome") not in (*get_args(Outcome), "values"):
             return None
         exception, message = r.get("exception"), r.get("message", "")
-        outcomes.append(TestOutcome(r["outcome"], exception if type(exception) is str else None,
-                                    message if type(message) is str else "",
-                                    "load" if r.get("phase") == "load" else "test"))
-    return tuple(outcomes)
+        values = r.get("values") if r["outcome"] == "values" else None
+        if r["outcome"] == "values" and type(values) is not list:
+            return None
+        outcome = TestOutcome("error" if values is not None else r["outcome"],
+                              exception if type(exception) is str else ("NotJudged" if values is not None else None),
+                              message if type(message) is str else "",
+                              "load" if r.get("phase") == "load" else "test")
+        outcomes.append((outcome, values))
+    return outcomes
+
+
+_PLANS = PlanCache()
+
+
+def value_plan(sandbox: Sandbox, task: FunctionTask, suite: TestSuite, *,
+               test_timeout: float = DEFAULT_TEST_TIMEOUT) -> ValuePlan:
+    """Which tests of ``suite`` are judged outside the code's process (made once per task and suite).
+
+    A test whose shape allows it is split when the ground truth's calls in it return plain
+    data: decided by the ground truth, never by the code being judged.
+
+    Raises:
+        SandboxError: the sandbox failed (infrastructure).
+    """
+    key = _PLANS.key(task, suite, {k: v for k, v in sandbox.describe().items() if k != "workers"})
+    plan = _PLANS.get(key)
+    if plan is not None:
+        return plan
+    shapes = candidate_splits(task, suite)
+    splits: list[ValueTest | None] = [None] * len(suite)
+    if any(shapes):
+        try:
+            files, config = runner_config(task, task.ground_truth, suite, test_timeout, ValuePlan(shapes))
+        except CandidateError:
+            return ValuePlan(tuple(splits))
+        run = run_program(sandbox, "matrix", files, config, timeout=run_timeout(len(suite), test_timeout),
+                          token=True, modules=("values",))
+        for i, (_, values) in enumerate(_parse_with_values(run, len(suite))):
+            if shapes[i] is not None and values is not None:
+                splits[i] = shapes[i]
+    plan = ValuePlan(tuple(splits))
+    _PLANS.put(key, plan)
+    return plan
 
 
 def run_code_against_tests(sandbox: Sandbox, task: FunctionTask, code: str, suite: TestSuite, *,
                            test_timeout: float = DEFAULT_TEST_TIMEOUT) -> CodeRun:
-    """Run every test of ``suite`` against ``code`` in one sandboxed process.
+    """Run every test of ``suite`` against ``code``: one sandboxed run, and one to judge its values.
+
+    Raises:
+        SandboxError: the sandbox itself failed (an infrastructure error).
+    """
+    return execution_matrix(sandbox, task, [code], suite, test_timeout=test_timeout).rows[0]
+
+
+def execution_matrix(sandbox: Sandbox, task: FunctionTask, codes: Sequence[str], suite: TestSuite, *,
+                     test_timeout: float = DEFAULT_TEST_TIMEOUT) -> ExecutionMatrix:
+    """Run every code against every test, judging split tests outside the codes' processes.
+
+    ``len(codes)`` sandbox runs of the codes, one run that judges their values (beside
+    the ground truth, in a process no code ran in), and once per task and suite the
+    ground truth's run that decides which tests are split (:func:`value_plan`).
 
     Raises:
         SandboxError: the sandbox itself failed (an infrastructure error).
     """
     if not suite.tests:
-        return CodeRun(())
+        return ExecutionMatrix(tuple(CodeRun(()) for _ in codes), 0)
+    plan = (value_plan(sandbox, task, suite, test_timeout=test_timeout) if any(_placeable(task, c) for c in codes)
+            else ValuePlan((None,) * len(suite)))
+    raw = [_code_run(sandbox, task, code, suite, plan, test_timeout) for code in codes]
+    judged = _judge(sandbox, task, suite, plan, raw, test_timeout)
+    rows = tuple(CodeRun(tuple(judged.get((i, j), o) for j, (o, _) in enumerate(cells)), invalid)
+                 for i, (cells, invalid) in enumerate(raw))
+    return ExecutionMatrix(rows, len(suite), tuple(split is not None for split in plan.splits))
+
+
+_Cells = list[tuple[TestOutcome, list[Any] | None]]
+
+
+def _placeable(task: FunctionTask, code: str) -> bool:
     try:
-        files, config = runner_config(task, code, suite, test_timeout)
+        assemble(task, code)
+    except (CandidateError, TaskError):
+        return False
+    return True
+
+
+def _code_run(sandbox: Sandbox, task: FunctionTask, code: str, suite: TestSuite, plan: ValuePlan,
+              test_timeout: float) -> tuple[_Cells, str | None]:
+    try:
+        files, config = runner_config(task, code, suite, test_timeout, plan)
     except CandidateError as exc:
-        outcomes = _uniform(len(suite), "error", "InvalidCandidate", str(exc)[:300])
-        return CodeRun(outcomes, invalid=str(exc))
-    run = run_program(sandbox, "matrix", files, config, timeout=run_timeout(len(suite), test_timeout), token=True)
-    return CodeRun(parse_runner(run, len(suite)))
+        return [(o, None) for o in _uniform(len(suite), "error", "InvalidCandidate", str(exc)[:300])], str(exc)
+    run = run_program(sandbox, "matrix", files, config, timeout=run_timeout(len(suite), test_timeout), token=True,
+                      modules=("values",))
+    return _parse_with_values(run, len(suite)), None
 
 
-def execution_matrix(sandbox: Sandbox, task: FunctionTask, codes: Sequence[str], suite: TestSuite, *,
-                     test_timeout: float = DEFAULT_TEST_TIMEOUT) -> ExecutionMatrix:
-    """Run every code against every test: ``len(codes)`` sandbox runs, not J x J."""
-    rows = tuple(run_code_against_tests(sandbox, task, code, suite, test_timeout=test_timeout)
-                 for code in codes)
-    return ExecutionMatrix(rows, len(suite))
+def _judge(sandbox: Sandbox, task: FunctionTask, suite: TestSuite, plan: ValuePlan,
+           raw: list[tuple[_Cells, str | None]], test_timeout: float) -> dict[tuple[int, int], TestOutcome]:
+    """The verdict of every cell that returned values, from one run beside the ground truth."""
+    cells = [(i, j, values) for i, (row, _) in enumerate(raw) for j, (_, values) in enumerate(row)
+             if values is not None and plan.splits[j] is not None]
+    if not cells:
+        return {}
+    entries = [{"test": plan.splits[j].judge, "values": values} for _, j, values in cells]  # type: ignore[union-attr]
+    files = {**task.evaluation.files, SCRIPT_NAME: without_main_block(assemble(task, task.ground_truth).script)}
+    config = {"script": SCRIPT_NAME, "name": task.target.name, "class_name": task.target.class_name,
+              "style": suite.style, "tests": entries, "timeout": test_timeout,
+              "preload": imported_modules(task.evaluation.script)}
+    run = run_program(sandbox, "matrix", files, config, timeout=run_timeout(len(entries), test_timeout),
+                      token=True, modules=("values",))
+    verdicts = parse_runner(run, len(entries))
+    return {(i, j): verdict for (i, j, _), verdict in zip(cells, verdicts)}

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from typing import Any, Literal
 
 from gym_repost.analysis.parsing import parse_python
-from gym_repost.construct.context import parse_context
+from gym_repost.context import parse_context
 from gym_repost.prompting import render_prompt
 from gym_repost.task import FunctionTask, write_lines_atomically
 

@@ -7,8 +7,11 @@
 from __future__ import annotations
 
 import json
+import secrets
+from collections.abc import Sequence
 
 from gym_repost.errors import CandidateError, TaskError
+from gym_repost.harness import reference_store
 from gym_repost.harness.candidate import (
     AssembledScript,
     assemble,
@@ -29,8 +32,8 @@ from gym_repost.harness.verdict import (
     parse_record,
     reference_key,
 )
-from gym_repost.sandbox.base import Sandbox
-from gym_repost.sandbox.programs import program_file, program_source, run_program
+from gym_repost.sandbox.base import RunResult, Sandbox
+from gym_repost.sandbox.programs import program_file, program_source, read_program_output, run_program
 from gym_repost.task import FunctionTask
 
 SCRIPT_NAME = "evaluation.py"
@@ -91,16 +94,24 @@ def record_reference(sandbox: Sandbox, task: FunctionTask) -> Reference:
 
 
 def reference_for(sandbox: Sandbox, task: FunctionTask) -> Reference:
-    """The task's reference record in this sandbox, made on first use and kept for the process.
+    """The task's reference record in this sandbox, made on first use and kept.
 
-    A failing reference (a missing package, a timeout) is not kept: the next call tries again.
+    Kept for the process, and on disk for the local sandbox
+    (:mod:`gym_repost.harness.reference_store`), so a later process (``eval`` after
+    ``validate``) makes none. A failing reference (a missing package, a timeout) is not
+    kept: the next call tries again.
     """
     description = {k: v for k, v in sandbox.describe().items() if k != "workers"}
-    key = reference_key(task.evaluation.model_dump(), task.target.model_dump(), description)
+    key = reference_key(task.evaluation.model_dump(), task.target.model_dump(), task.ground_truth, description)
     with _REFERENCES.lock(key):
         reference = _REFERENCES.get(key)
         if reference is None:
-            reference = record_reference(sandbox, task)
+            stored = reference_store.disk_key(sandbox, task)
+            reference = reference_store.load(stored) if stored is not None else None
+            if reference is None:
+                reference = record_reference(sandbox, task)
+                if reference.passed and stored is not None:
+                    reference_store.save(stored, reference)
             if reference.passed:
                 _REFERENCES.put(key, reference)
         return reference
@@ -129,6 +140,88 @@ def run_function_tests(sandbox: Sandbox, task: FunctionTask, code: str,
     return judge(report, record, reference)
 
 
+CPU_FACTOR = 20.0
+"""A host-made candidate in a batch may use this many times the ground truth's CPU time..."""
+CPU_FLOOR = 0.25
+"""... and at least this many CPU seconds."""
+BATCH_OUTPUT = 700_000
+"""Characters of the children's output one batch returns (the sandbox caps a run's at 1 MB)."""
+
+
+def run_host_made(sandbox: Sandbox, task: FunctionTask, codes: Sequence[str]) -> list[TestReport]:
+    """Judge candidates the host made from the ground truth (mutants, a do-nothing body) in batches.
+
+    One sandbox run forks each candidate from a process that imported the script's modules
+    once (:mod:`gym_repost.programs.harness`, batch mode), and returns each child's output
+    and exit status; the host judges each exactly as it judges a run of its own. A
+    candidate that loops forever is stopped by CPU time: at most :data:`CPU_FACTOR` times
+    the ground truth's (run first in the same batch), at least :data:`CPU_FLOOR` seconds,
+    so the verdicts do not depend on how busy the machine is.
+
+    Never use it for a policy's code: the candidates of a batch share a process tree and
+    the files of the run. Results are in the order of ``codes``.
+
+    Raises:
+        SandboxError: the sandbox failed (infrastructure).
+    """
+    reference = reference_for(sandbox, task)
+    if not reference.passed:
+        return [reference.report for _ in codes]
+    results: list[TestReport | None] = [None] * len(codes)
+    pending: list[tuple[int, AssembledScript]] = []
+    for index, code in enumerate(codes):
+        try:
+            pending.append((index, assemble(task, code)))
+        except (CandidateError, TaskError) as exc:
+            results[index] = TestReport.invalid(str(exc))
+    ground_truth = assemble(task, task.ground_truth)
+    while pending:
+        judged = _batch_run(sandbox, task, reference, [ground_truth] + [a for _, a in pending])
+        if judged is None or not judged or not judged[0].passed or len(judged) < 2:
+            # The batch could not reproduce the ground truth's pass (or held only it): one alone.
+            index, _ = pending.pop(0)
+            results[index] = run_function_tests(sandbox, task, codes[index])
+            continue
+        for (index, _), report in zip(pending, judged[1:]):
+            results[index] = report
+        pending = pending[len(judged) - 1:]
+    return [r if r is not None else TestReport.invalid("not run") for r in results]
+
+
+def _batch_run(sandbox: Sandbox, task: FunctionTask, reference: Reference,
+               scripts: list[AssembledScript]) -> list[TestReport] | None:
+    """One batch run of ``scripts`` (the ground truth's first); each child's judged report, in order."""
+    files = dict(task.evaluation.files)
+    entries = []
+    for i, assembled in enumerate(scripts):
+        name = f"_gym_repost_candidate_{i}.py"
+        files[name] = strip_tests(task, assembled) if reference.mode == "inputs" else assembled.script
+        entries.append({"script": name, "start": assembled.start_line, "end": assembled.end_line})
+    if reference.inputs is not None:
+        files[INPUTS_NAME] = json.dumps(reference.inputs)
+    child_token = secrets.token_hex(16)
+    limit = task.evaluation.timeout
+    config = {"batch": entries, "mode": reference.mode, "child_token": child_token,
+              "inputs": INPUTS_NAME if reference.inputs is not None else None,
+              "cpu_factor": CPU_FACTOR, "cpu_floor": CPU_FLOOR, "cpu_max": limit, "wall_max": limit,
+              "max_output": BATCH_OUTPUT}
+    run = run_program(sandbox, "harness", files, config, timeout=limit * len(scripts) + 10.0,
+                      token=True, max_chars=MAX_RECORD_CHARS)
+    if not run.completed or run.payload is None or not isinstance(run.payload.get("runs"), list):
+        return None
+    judged = []
+    try:
+        for child in run.payload["runs"]:
+            result = RunResult(returncode=int(child["returncode"]), stdout=str(child["stdout"]),
+                               stderr=str(child["stderr"]), timed_out=bool(child["timed_out"]),
+                               duration=float(child["wall"]), killed_for=child.get("killed_for"))
+            own = read_program_output(result, child_token, max_chars=MAX_RECORD_CHARS)
+            judged.append(judge(parse_run(own), parse_record(own.payload), reference))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return judged
+
+
 __all__ = ["AssembledScript", "HARNESS_NAME", "SCRIPT_NAME", "Reference", "TestReport", "assemble",
            "do_nothing_candidate", "extract_code_block", "harness_source", "prepare_candidate",
-           "record_reference", "reference_for", "run_function_tests"]
+           "record_reference", "reference_for", "run_function_tests", "run_host_made"]

@@ -33,6 +33,7 @@ from abc import ABC, abstractmethod
 from typing import Any, Protocol, runtime_checkable
 
 from gym_repost.task_view import TaskView
+from gym_repost.tools import tool_call  # noqa: F401 - re-exported: policies build actions with it
 
 Action = dict[str, Any] | str
 """A tool call: ``{"tool": name, "args": {...}}`` or its JSON text."""
@@ -72,6 +73,3 @@ class PrivilegedPolicy(ABC):
         """The next tool call, given the last observation and info."""
 
 
-def tool_call(tool: str, **args: Any) -> dict[str, Any]:
-    """Build an action: ``tool_call("read_file", path="a.py")``."""
-    return {"tool": tool, "args": args}

@@ -12,7 +12,7 @@ import textwrap
 from typing import Literal
 
 from gym_repost.analysis.source import find_function
-from gym_repost.construct.context import parse_context, render_context
+from gym_repost.context import parse_context, render_context
 from gym_repost.prompting import render_prompt
 from gym_repost.task_view import TargetView, TaskView
 

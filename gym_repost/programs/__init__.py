@@ -10,7 +10,7 @@ Programs (``gym_repost/programs/{name}.py``, in the run directory ``_gym_repost_
 * ``harness``: runs a function task's evaluation script and records the target's calls
   (host: :mod:`gym_repost.harness`);
 * ``coverage``: line and branch coverage of one function under a task's tests
-  (host: :mod:`gym_repost.analysis.coverage`);
+  (host: :mod:`gym_repost.harness.coverage`);
 * ``testfile``: runs a test file against its focal file: outcomes, coverage, mutants
   (host: :mod:`gym_repost.analysis.mutation_runner`);
 * ``matrix``: runs one code against a list of tests, each in a child process

@@ -13,6 +13,16 @@ reached before or a new outcome class. Then a greedy choice: arcs first, then ou
 classes, then distinct results; each chosen input is run twice more and kept only when
 its outcome does not change (seeding ``random`` when that makes it stable).
 
+Budgets count work, never seconds, so that the same seed keeps the same inputs on a quiet
+machine and a loaded one: the search stops after ``executions`` runs of the target (or
+when it is complete, or, once the strategies' pools are spent, after :data:`STALL_SHARE`
+of them in a row reach nothing new), the choice of
+inputs that kill mutants spends at most ``mutant_executions`` more, and the per-call
+timer counts the process's CPU time (``ITIMER_PROF``). The wall clock is only a safety
+limit (``wall_limit`` seconds for the whole search, a wall timer per call at
+:data:`WALL_FACTOR` times the CPU limit); when it fires the report says so
+(``stats["wall_clock_limit"]``, ``stats["wall_timeouts"]``) and the host warns.
+
 In replay mode (``"replay": true``) it only runs the given inputs once each and reports
 their outcome fingerprints (the host compares them across hash seeds).
 """
@@ -43,14 +53,50 @@ except ImportError:  # in the sandbox, shipped as top-level modules
     import _gym_repost_strategies as strategies  # type: ignore[no-redef,import-not-found]
 
 MODULE_NAME = "_gr_target_module"
-STALL_TRIALS = 100
-STALL_SHARE = 0.4
-"""The search gives up after STALL_TRIALS inputs and this share of its time without news."""
+EXECUTIONS = 2000
+"""Default budget of the search: runs of the target (and, again, of the mutant selection)."""
+STALL_SHARE = 0.25
+"""Once the strategies' pools are spent, the search stops after this share of its budget
+of runs in a row that reach nothing new."""
+TRIES_PER_EXECUTION = 10
+"""Inputs generated (duplicates and unbuildable ones included) per run of the budget: the
+search ends even when its generators only repeat themselves."""
+WALL_FACTOR = 20
+"""The wall-clock safety timer of one call, in multiples of its CPU-time limit (a call
+that sleeps or blocks uses no CPU time): far above what a loaded machine stretches a
+computation by, so that it fires for a call that waits, not for one that computes."""
+WALL_FLOOR = 2.0
+"""The least wall-clock safety timer of one call, in seconds."""
+IMPORT_WALL_FACTOR = 3
+"""The module's import gets its CPU-time limit (``import_timeout``) and this many times it on the wall clock."""
+WALL_LIMIT = 120.0
+"""Default safety limit of one whole search, in wall-clock seconds."""
 MAX_KEPT_TRIALS = 3000
 
 
 class CallTimeout(BaseException):
     """The per-call timer expired (a BaseException: the target's handlers must not catch it)."""
+
+
+class WallTimeout(CallTimeout):
+    """The per-call wall-clock safety timer expired before the CPU-time one."""
+
+
+class SafetyClock:
+    """The wall-clock safety limit of one search: never a budget, reported when it fires.
+
+    ``expired(phase)`` records the first phase it stopped in ``stats["wall_clock_limit"]``.
+    """
+
+    def __init__(self, seconds, stats):
+        self.seconds, self.stats = seconds, stats
+        self.limit = time.monotonic() + seconds
+
+    def expired(self, phase):
+        if time.monotonic() < self.limit:
+            return False
+        self.stats.setdefault("wall_clock_limit", phase)
+        return True
 
 
 class Trial:
@@ -72,8 +118,18 @@ class Trial:
         return (selection.ORIGIN_RANK.get(self.origin, 3), self.raised, len(self.source))
 
 
-def _on_alarm(signum, frame):
+def _on_cpu_timer(signum, frame):
     raise CallTimeout()
+
+
+def _on_wall_timer(signum, frame):
+    raise WallTimeout()
+
+
+def set_call_timer(seconds):
+    """Arm (``seconds`` > 0) or disarm (0) the per-call timers: CPU time, and the wall-clock safety."""
+    signal.setitimer(signal.ITIMER_PROF, seconds)
+    signal.setitimer(signal.ITIMER_REAL, max(WALL_FLOOR, WALL_FACTOR * seconds) if seconds else 0)
 
 
 def load_module(path):
@@ -258,8 +314,8 @@ class Explorer:
         self.timeout = float(config.get("call_timeout", 0.5))
         self.trials, self.kept = [], []
         self.covered, self.classes, self.prints = set(), set(), set()
-        self.stats = {"executed": 0, "invalid": 0, "timeouts": 0, "nondeterministic": 0, "seeded": 0,
-                      "mutants": 0, "mutants_killed": 0}
+        self.stats = {"executed": 0, "invalid": 0, "timeouts": 0, "wall_timeouts": 0, "nondeterministic": 0,
+                      "seeded": 0, "mutants": 0, "mutants_killed": 0}
         self.build_errors = {}
         self.slow = []
         self.path = os.path.abspath(target.module.__file__)
@@ -270,22 +326,24 @@ class Explorer:
         self.stats["executed"] += 1
         errors = []
         sink = io.StringIO()
-        started = time.perf_counter()
-        signal.setitimer(signal.ITIMER_REAL, self.timeout)
+        # CPU time, not wall-clock time: what an input costs must not depend on machine load
+        started = time.process_time()
+        set_call_timer(self.timeout)
         random_state = random.getstate() if self.config.get("may_be_random") else None
         try:
             with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
                 state = self._run(trial, seeded, errors)
                 if trial.error is None:
                     self._describe(trial, state, errors, seeded)
-        except CallTimeout:
+        except CallTimeout as exc:
             trial.error = "timeout"
             self.stats["timeouts"] += 1
+            self.stats["wall_timeouts"] += isinstance(exc, WallTimeout)
         except Exception as exc:  # noqa: BLE001 - the outcome itself could not be observed
             trial.error = "observe: %s: %s" % (type(exc).__name__, str(exc)[:100])
         finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            trial.duration = time.perf_counter() - started
+            set_call_timer(0)
+            trial.duration = time.process_time() - started
         trial.random = random_state is not None and not seeded and random.getstate() != random_state
         if trial.duration > 2 * self.timeout:
             self.slow.append((round(trial.duration, 2), source[:120]))
@@ -370,9 +428,45 @@ class Explorer:
         return False
 
 
-def search(explorer, generator, seeds, rng, deadline, max_inputs):
-    """Seeds, then strategies interleaved with mutants of kept inputs, until the deadline,
-    completion, or a long run of inputs that reach nothing new."""
+class SearchBudget:
+    """What the search may spend, in runs of the target and inputs generated (never seconds)."""
+
+    def __init__(self, explorer, executions, clock):
+        self.explorer, self.clock = explorer, clock
+        self.executions = executions
+        self.stall = max(1, int(STALL_SHARE * executions))
+        self.start = explorer.stats["executed"]
+        self.tries = 0
+        self.runs_without_news = self.tries_without_news = 0
+
+    def tried(self, executed, novel):
+        """Count one generated input (``executed``: it ran; ``novel``: it was kept)."""
+        self.tries += 1
+        if novel:
+            self.runs_without_news = self.tries_without_news = 0
+        else:
+            self.runs_without_news += executed
+            self.tries_without_news += 1
+
+    def stop(self, generator, max_inputs):
+        """Why the search stops now (None: it goes on)."""
+        if self.explorer.complete(max_inputs):
+            return "complete"
+        if self.explorer.stats["executed"] - self.start >= self.executions:
+            return "executions"
+        if self.tries >= TRIES_PER_EXECUTION * self.executions:
+            return "tries"
+        if generator.varied and (self.runs_without_news >= self.stall
+                                 or self.tries_without_news >= TRIES_PER_EXECUTION * self.stall):
+            return "stalled"
+        if self.clock.expired("search"):
+            return "wall-clock limit"
+        return None
+
+
+def search(explorer, generator, seeds, rng, budget, max_inputs):
+    """Seeds, then strategies interleaved with mutants of kept inputs, until completion, the
+    budget of runs (:class:`SearchBudget`), or a long run of inputs that reach nothing new."""
     seen = set()
     for seed in seeds:
         source = mutate.join_input(seed.get("instance"), seed["args"], seed["kwargs"])
@@ -380,24 +474,22 @@ def search(explorer, generator, seeds, rng, deadline, max_inputs):
             seen.add(source)
             explorer.consider(source, "traced")
     generated, replacements = generator.inputs(), strategies.replacement_values(generator)
-    stalled, last_news = 0, time.monotonic()
-    patience = STALL_SHARE * max(0.0, deadline - last_news)
-    while time.monotonic() < deadline and not explorer.complete(max_inputs):
-        if stalled > STALL_TRIALS and generator.varied and time.monotonic() - last_news > patience:
-            break
+    while True:
+        stop = budget.stop(generator, max_inputs)
+        if stop is not None:
+            explorer.stats["search_stop"] = stop
+            explorer.stats["search_executions"] = explorer.stats["executed"]
+            return
         mutating = explorer.kept and rng.random() < (0.5 if generator.varied else 0.2)
         if mutating:
             source, origin = mutate.mutate(rng.choice(explorer.kept).source, rng, replacements), "search"
         else:
             source, origin = next(generated), "strategy"
         if source is None or source in seen:
-            stalled += 1
+            budget.tried(False, False)
             continue
         seen.add(source)
-        if explorer.consider(source, origin):
-            stalled, last_news = 0, time.monotonic()
-        else:
-            stalled += 1
+        budget.tried(True, explorer.consider(source, origin))
 
 
 def report(explorer, chosen, generator, started):
@@ -439,14 +531,16 @@ def replay(explorer, config):
 def explore(config):
     """Load the module, search, choose: the report (``ok`` False with ``kind`` on failure)."""
     started = time.monotonic()
-    signal.setitimer(signal.ITIMER_REAL, float(config.get("import_timeout", 20.0)))
+    limit = float(config.get("import_timeout", 20.0))
+    set_call_timer(limit)
+    signal.setitimer(signal.ITIMER_REAL, IMPORT_WALL_FACTOR * limit)
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             module = load_module(config["module_file"])
     except BaseException as exc:  # noqa: BLE001 - reported to the host
-        return {"ok": False, "kind": "import", "error": "%s: %s" % (type(exc).__name__, str(exc)[:300])}
+        return {"ok": False, "kind": "import", "error": "%s: %s" % (_import_error(exc), str(exc)[:300])}
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        set_call_timer(0)
     try:
         target = Target(module, config)
     except (LookupError, AttributeError, SyntaxError) as exc:
@@ -459,17 +553,27 @@ def explore(config):
         recorder = None
     explorer = Explorer(target, recorder, config)
     explorer.stats["setup"] = round(time.monotonic() - started, 3)
-    searching = time.monotonic()
+    clock = SafetyClock(float(config.get("wall_limit", WALL_LIMIT)), explorer.stats)
     rng = random.Random(config.get("seed", 0))
     builder = pools.PoolBuilder(module.__dict__, target.tree, target.hints.constants, MODULE_NAME)
     seeds = config.get("seeds", [])
     generator = strategies.Strategies(target, builder, seeds, rng)
-    budget = float(config.get("budget", 3.0))
-    search(explorer, generator, seeds, rng, searching + 0.5 * budget, int(config.get("max_inputs", 12)))
+    executions = int(config.get("executions", EXECUTIONS))
+    max_inputs = int(config.get("max_inputs", 12))
+    search(explorer, generator, seeds, rng, SearchBudget(explorer, executions, clock), max_inputs)
     mutants = selection.Mutants(target, config.get("mutants", []), config["start_line"])
-    chosen = selection.select(explorer, int(config.get("max_inputs", 12)), mutants, searching + 0.9 * budget,
-                              rng, strategies.replacement_values(generator))
+    chosen = selection.select(explorer, max_inputs, mutants, int(config.get("mutant_executions", executions)),
+                              clock, rng, strategies.replacement_values(generator))
     return report(explorer, chosen, generator, started)
+
+
+def _import_error(exc):
+    """The exception's name; a timer that fired says which limit it was."""
+    if isinstance(exc, WallTimeout):
+        return "import took longer than the wall-clock safety limit"
+    if isinstance(exc, CallTimeout):
+        return "import used more than its CPU time limit"
+    return type(exc).__name__
 
 
 def limit_memory(megabytes):
@@ -487,7 +591,8 @@ def limit_memory(megabytes):
 def main():
     config = protocol.read_config(token=True)
     token = protocol.read_token()
-    signal.signal(signal.SIGALRM, _on_alarm)
+    signal.signal(signal.SIGPROF, _on_cpu_timer)
+    signal.signal(signal.SIGALRM, _on_wall_timer)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 3000))
     limit_memory(int(config.get("memory_mb", 1536)))
     try:

@@ -30,6 +30,7 @@ except data that only a correct implementation produces.
 import ast
 import base64
 import builtins
+import gc
 import hashlib
 import io
 import json
@@ -39,8 +40,10 @@ import os
 import pickle
 import random
 import re
+import resource
 import sys
 import threading
+import time
 import traceback
 import types
 
@@ -437,6 +440,13 @@ def _run_script(script, recorder, mode, inputs):
 def main():
     config = protocol.read_config(token=True)
     token = protocol.read_token()
+    if config.get("batch"):
+        _batch(config, token)
+    _single(config, token)
+
+
+def _single(config, token):
+    """Run one script (the candidate's) and write its record; never returns."""
     sys.stdin = open(0, encoding="utf-8", closefd=False)
     script, start, end, mode = config["script"], config["start"], config["end"], config["mode"]
     recorder = Recorder(pickle_inputs=mode == "reference",
@@ -458,6 +468,168 @@ def main():
     protocol.write_result(dict(recorder.record(report is None), report=report),
                           token if report is None else None, compress=True)
     os._exit(0 if report is None else 1)
+
+
+# ------------------------------------------------------------------ batch (host-made candidates)
+
+
+_CHILD_OUTPUT = 4_000_000
+_TAIL = 8000
+
+
+def _batch(config, token):
+    """Run several host-made candidates, each in a child forked from one warm process.
+
+    Only for candidates the host made from the ground truth (mutants, a do-nothing body):
+    they share this process's imports and run one after another, and they see
+    ``child_token``, the token their own runs end with. Each child runs exactly
+    what :func:`_single` runs for one candidate, its output going to a file; its exit
+    status, output and the CPU time it used are returned for the host to judge as if it
+    had been a run of its own. The first entry is the ground truth: its CPU time sets the
+    others' limit (``cpu_factor`` times it, at least ``cpu_floor`` seconds, at most
+    ``cpu_max``), so that a mutant that loops forever costs CPU
+    seconds, not a wall-clock guess that a loaded machine would change. A wall-clock guard
+    (four times that, or three times the ground truth's wall time, plus 2 s; at most
+    ``wall_max``) stops a child that sleeps or waits.
+    """
+    entries = config["batch"]
+    _warm_imports(entries[0]["script"])
+    gc.collect()
+    gc.freeze()  # the children's collections skip (and do not copy) what is here already
+    runs, used, limit = [], 0, config["cpu_max"]
+    wall = config["wall_max"]
+    for index, entry in enumerate(entries):
+        run = _batch_child(dict(config, batch=None, **entry), config["child_token"], limit, wall)
+        if index == 0 and run["returncode"] == 0:
+            limit = min(config["cpu_max"], max(config["cpu_floor"], config["cpu_factor"] * run["cpu"]))
+            wall = min(config["wall_max"], max(4 * limit, 3 * run["wall"]) + 2.0)
+        used += len(run["stdout"]) + len(run["stderr"])
+        runs.append(run)
+        if used > config["max_output"]:  # the host runs the rest in another batch
+            break
+    protocol.write_result({"runs": runs, "cpu_limit": limit, "wall_limit": wall}, token, compress=True)
+    os._exit(0)
+
+
+def _warm_imports(script):
+    """Import what the (ground truth's) script imports at its top level, once for every child."""
+    try:
+        with open(script, encoding="utf-8") as fh:
+            tree = ast.parse(fh.read())
+    except (OSError, SyntaxError, ValueError):
+        return
+    saved = sys.stdout
+    sys.stdout = io.StringIO()
+    try:
+        for node in tree.body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0):
+                try:
+                    exec(compile(ast.Module([node], []), script, "exec"), {})  # noqa: S102
+                except BaseException:  # noqa: BLE001 - the child imports (and reports) it again
+                    pass
+    finally:
+        sys.stdout = saved
+
+
+def _batch_child(config, token, cpu_limit, wall_limit):
+    out_path, err_path = "_gym_repost_child.out", "_gym_repost_child.err"
+    sys.stdout.flush()
+    sys.stderr.flush()
+    seconds = int(math.ceil(cpu_limit))
+    started = time.monotonic()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.setpgid(0, 0)
+            for fd, path in ((1, out_path), (2, err_path)):
+                handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+                os.dup2(handle, fd)
+                os.close(handle)
+            resource.setrlimit(resource.RLIMIT_CPU, (seconds + 1, seconds + 2))  # a backstop
+            _single(config, token)
+        finally:
+            os._exit(70)
+    status, usage, timed_out = _wait_child(pid, started + wall_limit, cpu_limit)
+    _kill_group(pid)  # what the child started goes with it
+    run = {"returncode": _returncode(status), "timed_out": timed_out,
+           "cpu": usage.ru_utime + usage.ru_stime if usage is not None else 0.0,
+           "wall": time.monotonic() - started}
+    if os.WIFSIGNALED(status) and run["cpu"] >= cpu_limit:
+        run["timed_out"] = True
+    for key, path in (("stdout", out_path), ("stderr", err_path)):
+        run[key], too_long = _child_output(path)
+        if too_long:
+            run["killed_for"] = "output"
+    return run
+
+
+def _wait_child(pid, deadline, cpu_limit):
+    """Wait for the child; kill it past its CPU time or the wall-clock deadline."""
+    import select
+
+    ticks = os.sysconf("SC_CLK_TCK")
+    try:
+        handle = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        handle = None
+    try:
+        while True:
+            done, status, usage = os.wait4(pid, os.WNOHANG)
+            if done:
+                return status, usage, False
+            if time.monotonic() > deadline or _cpu_seconds(pid, ticks) > cpu_limit:
+                _kill_group(pid)
+                _, status, usage = os.wait4(pid, 0)
+                return status, usage, True
+            if handle is None:
+                time.sleep(0.003)
+            else:
+                select.select([handle], [], [], 0.01)  # wakes the moment the child exits
+    finally:
+        if handle is not None:
+            os.close(handle)
+
+
+def _cpu_seconds(pid, ticks):
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / ticks
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _kill_group(pid):
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, 9)
+        except OSError:
+            pass
+
+
+def _returncode(status):
+    if os.WIFSIGNALED(status):
+        return -os.WTERMSIG(status)
+    return os.WEXITSTATUS(status)
+
+
+def _child_output(path):
+    """The child's output: its protocol lines whole, the rest's tail; and whether it was too long."""
+    try:
+        size = os.path.getsize(path)
+        with open(path, "rb") as fh:
+            data = fh.read(_CHILD_OUTPUT)
+        os.unlink(path)
+    except OSError:
+        return "", False
+    text = data.decode("utf-8", "replace")
+    lines = text.split("\n")
+    marks = [i for i, line in enumerate(lines) if line.startswith(protocol.MARK)]
+    if not marks:
+        return text[-_TAIL:], size > _CHILD_OUTPUT
+    first = marks[-2] if len(marks) > 1 and marks[-1] == marks[-2] + 1 else marks[-1]
+    before = "\n".join(lines[:first])[-_TAIL:]
+    return before + "\n" + "\n".join(lines[first:]), size > _CHILD_OUTPUT
 
 
 if __name__ == "__main__":

@@ -21,12 +21,19 @@ ever holds the token: a code that exits early or prints a fake result cannot cla
 passes. (Like the test harness, it does not defend against code that
 forges its own child's report pipe: the sandbox is the security boundary, not this file.)
 
+A test is a source string, or a dict naming its ``script`` and either ``calls`` (source of
+expressions) and ``setup``: run the setup, evaluate the calls, report their values as plain
+data (:mod:`gym_repost.programs.values`; outcome ``values``, or ``error`` with
+``NotPlainData``), or ``test`` and ``values``: run the test with ``__gym_repost_values__``
+bound to the decoded values (the judge's side of :mod:`gym_repost.data.value_tests`).
+
 Outcomes per test: ``pass``; ``fail`` (an ``AssertionError``); ``error`` (any other
 exception, an early exit, a crash); ``timeout``. ``phase`` says whether it happened while
 loading the script (then every test gets the same outcome: the script is loaded the same
 way for each) or in the test.
 """
 
+import builtins
 import json
 import os
 import select
@@ -36,9 +43,10 @@ import time
 import types
 
 try:
-    from . import protocol
+    from . import protocol, values
 except ImportError:  # in the sandbox, beside the protocol module
     import _gym_repost_protocol as protocol  # type: ignore[no-redef]
+    import _gym_repost_values as values  # type: ignore[no-redef]
 
 _MAX_MESSAGE = 300
 
@@ -79,19 +87,47 @@ def _load(spec):
 
 
 def _run_test(spec, index, report):
+    entry = spec["tests"][index]
+    if isinstance(entry, dict):
+        spec = dict(spec, script=entry.get("script", spec["script"]))
     try:
         namespace = _load(spec)
     except BaseException as exc:  # noqa: BLE001 - every failure is a verdict
         return _verdict("error", exc, phase="load")
     report({"loaded": True})
     try:
-        code = compile(spec["tests"][index], "<test %d>" % index, "exec", dont_inherit=True)
-        exec(code, namespace)  # noqa: S102
+        if isinstance(entry, dict) and "calls" in entry:
+            return _values(entry, index, namespace)
+        source = entry if isinstance(entry, str) else entry["test"]
+        if isinstance(entry, dict):
+            namespace["__gym_repost_values__"] = [values.decode(v) for v in entry.get("values", [])]
+        exec(compile(source, "<test %d>" % index, "exec", dont_inherit=True), namespace)  # noqa: S102
     except AssertionError as exc:
         return _verdict("fail", exc)
     except BaseException as exc:  # noqa: BLE001
         return _verdict("error", exc)
     return _verdict("pass")
+
+
+def _values(entry, index, namespace):
+    """Run the test's setup, then evaluate the calls of the code under test: their values as data."""
+    exec(compile(entry["setup"], "<test %d>" % index, "exec", dont_inherit=True), namespace)  # noqa: S102
+    found = []
+    for source in entry["calls"]:
+        value = eval(compile(source, "<test %d>" % index, "eval", dont_inherit=True), namespace)  # noqa: S307
+        encoded = values.encode(value)
+        if encoded is None:
+            return {"outcome": "error", "phase": "test", "exception": "NotPlainData",
+                    "message": "the code returned a %s, which is not plain data" % _type_name(value)}
+        found.append(encoded)
+    return {"outcome": "values", "phase": "test", "exception": None, "message": "", "values": found}
+
+
+def _type_name(value):
+    try:
+        return type(value).__qualname__[:100]
+    except BaseException:  # noqa: BLE001
+        return "value"
 
 
 def _child(spec, index, write_fd):
@@ -190,6 +226,7 @@ def _preload(modules):
 
 def main():
     spec = protocol.read_config(token=True)  # the token stays in the pipe until every test has run
+    builtins.__gym_repost_record__ = lambda obj: obj  # scripts assembled for the harness wrap the code in it
     sys.path[0] = os.path.dirname(os.path.abspath(spec["script"]))
     _preload(spec.get("preload", []))
     results, load_failure = [], None
@@ -199,7 +236,7 @@ def main():
             if result.get("phase") == "load":
                 load_failure = result
         results.append(load_failure or result)
-    protocol.write_result({"results": results}, protocol.read_token())
+    protocol.write_result({"results": results}, protocol.read_token(), compress=True)
     os._exit(0)
 
 

@@ -7,12 +7,14 @@ mutated line are run until one changes the outcome, then a few mutations of them
 tried); one input per outcome class
 (result type or exception type); distinct results. Every input is run twice more before
 it is taken and dropped when its outcome changes (see ``Explorer.stable``).
+
+Telling mutants apart spends a budget of runs of the target, not seconds; the search's
+wall-clock safety limit may stop it early, and then the report says so.
 """
 
 import ast
 import contextlib
 import random
-import time
 
 try:
     from . import mutate
@@ -25,6 +27,8 @@ MUTANT_SLOTS = 4
 """Inputs kept free, when arcs alone would fill the test, for inputs that kill mutants."""
 HUNT_TRIES = 12
 """Mutated inputs tried against a mutant no input of the search tells apart."""
+SLOW_CALL = 0.2
+"""CPU seconds above which an input is too slow to be tried against mutants or chosen for diversity."""
 
 
 class Mutants:
@@ -97,50 +101,64 @@ class Selection:
                 return
             self.take(best)
 
-    def by_mutants(self, mutants, deadline):
-        """For each mutant, the first input (chosen ones first) whose outcome it changes."""
+    def by_mutants(self, mutants, executions, clock=None):
+        """For each mutant, the first input (chosen ones first) whose outcome it changes.
+
+        Spends at most ``executions`` runs of the target (stability checks of the inputs
+        taken included); ``clock`` (a ``SafetyClock``) may stop it early, and records that.
+        """
         explorer = self.explorer
-        useful = [t for t in self.pool if t.deliberate and t not in self.chosen and t.duration < 0.2]
+        self.spend_until = explorer.stats["executed"] + executions
+        self.clock = clock
+        useful = [t for t in self.pool if t.deliberate and t not in self.chosen and t.duration < SLOW_CALL]
         saved = explorer.timeout
         explorer.timeout = min(saved, 0.05 + 10 * max([t.duration for t in self.chosen + useful] or [0.01]))
         try:
             for line, replacement in mutants.entries:
-                if self.full or time.monotonic() > deadline:
+                if self.full or self._spent():
                     break
                 first = explorer.recorder.parser.first_line(line) if explorer.recorder else None
                 order = [t for t in self.chosen + useful
                          if first is None or any(first in arc for arc in t.arcs)][:60]
                 with mutants.swapped(replacement):
-                    killer = next((t for t in order if self._kills(t, deadline)), None)
+                    killer = next((t for t in order if self._kills(t)), None)
                 if killer is None and order:
-                    killer = self._hunt(mutants, replacement, order, deadline)
+                    killer = self._hunt(mutants, replacement, order)
                 explorer.stats["mutants"] += 1
                 explorer.stats["mutants_killed"] += killer is not None
                 if killer is not None and killer not in self.chosen:
                     self.take(killer)
         finally:
             explorer.timeout = saved
+            explorer.stats["mutant_executions"] = explorer.stats["executed"] - self.spend_until + executions
 
-    def _hunt(self, mutants, replacement, order, deadline):
+    def _spent(self):
+        """The budget of runs is spent (or the wall-clock safety limit fired)."""
+        if self.explorer.stats["executed"] >= self.spend_until:
+            self.explorer.stats.setdefault("mutant_budget_spent", True)
+            return True
+        return self.clock is not None and self.clock.expired("mutant selection")
+
+    def _hunt(self, mutants, replacement, order):
         """Mutate inputs that reach the mutated line until one tells the mutant apart."""
         explorer = self.explorer
         for _ in range(HUNT_TRIES):
-            if time.monotonic() > deadline:
+            if self._spent():
                 return None
             source = mutate.mutate(self.rng.choice(order).source, self.rng, self.replacements)
             if source is None:
                 continue
             original = explorer.execute(source, "search")
-            if original.error is not None or not original.deliberate or original.duration > 0.2:
+            if original.error is not None or not original.deliberate or original.duration > SLOW_CALL:
                 continue
             with mutants.swapped(replacement):
-                if self._kills(original, deadline):
+                if self._kills(original):
                     explorer.trials.append(original)
                     return original
         return None
 
-    def _kills(self, trial, deadline):
-        if time.monotonic() > deadline:
+    def _kills(self, trial):
+        if self._spent():
             return False
         other = self.explorer.execute(trial.source, trial.origin, seeded=trial.seeded)
         return other.error == "timeout" or (other.error is None and other.fingerprint != trial.fingerprint)
@@ -152,7 +170,7 @@ class Selection:
 
     def by_diversity(self):
         """Distinct results: first one per way of calling (arguments given), then shortest first."""
-        usable = [t for t in self.pool if t.deliberate and t.duration < 0.2]
+        usable = [t for t in self.pool if t.deliberate and t.duration < SLOW_CALL]
         shapes = set()
         for trial in sorted(usable, key=lambda t: (ORIGIN_RANK.get(t.origin, 3), t.raised, -len(t.arcs))):
             shape = _call_shape(trial.source)
@@ -174,12 +192,16 @@ def _call_shape(source):
     return len(getattr(args, "elts", [])), keys
 
 
-def select(explorer, max_inputs, mutants=None, deadline=None, rng=None, replacements=()):
-    """Choose the test's inputs: arcs, then mutants killed, outcome classes, distinct results."""
+def select(explorer, max_inputs, mutants=None, mutant_executions=2000, clock=None, rng=None, replacements=()):
+    """Choose the test's inputs: arcs, then mutants killed, outcome classes, distinct results.
+
+    ``mutant_executions``: runs of the target the mutants may cost; ``clock``: the
+    search's wall-clock safety limit (see :meth:`Selection.by_mutants`).
+    """
     selection = Selection(explorer, max_inputs, rng, replacements)
     if mutants is not None and mutants.entries:
         selection.by_arcs(max_inputs - min(MUTANT_SLOTS, len(mutants.entries)))
-        selection.by_mutants(mutants, deadline if deadline is not None else time.monotonic() + 1.0)
+        selection.by_mutants(mutants, mutant_executions, clock)
     selection.by_arcs()
     selection.by_outcome_classes()
     selection.by_diversity()

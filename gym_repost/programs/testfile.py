@@ -1,54 +1,62 @@
 """Run a test file against its focal file: outcomes, coverage and mutants (inside the sandbox).
 
 Its configuration and a one-time token come through the protocol of
-:mod:`gym_repost.programs`. Standard library, pytest and coverage.py only. Three kinds of
-process:
+:mod:`gym_repost.programs`. Standard library, pytest and coverage.py only.
 
-* the *monitor* (this program's first process) reads the configuration, forks the
-  session, and only then reads the token, so the code under test never holds it (the
-  session closes its copy of the token's descriptor unread). It never imports pytest and
-  never runs test code: it reads the session's events from a pipe, kills the session
-  when a phase overruns its deadline (naming the test that was running), and writes the
-  report as its result, followed by the token's line. A test file that exits early,
-  crashes the interpreter or prints a fake report cannot produce the token's line.
-* the *session* runs pytest in-process on the test file under coverage.py, with branch
-  measurement and one dynamic context per test, an alarm per test, and the repository's
-  own pytest configuration ignored. It reports each test's outcome, then the coverage
-  of the focal file counted over the tests that passed (plus the lines run at import
-  time), then the mutants.
-* one *mutant child* per mutant, forked from the session (``jobs`` at a time, after
-  ``gc.freeze()``). The session compiles the mutant's source from memory just before
-  forking (nothing is written to disk, so no bytecode can be stale); the child executes
-  it into a fresh module object, loads that module's code into the already-imported
-  focal module (below) and runs only the tests that passed and that executed the
-  mutated line, stopping at the first failure. When the mutated line, or the making of
-  a closure holding it, ran at import time, the test module's top level runs again
-  first (what it built from the focal module is rebuilt with the mutant, as a fresh
-  pytest run would). Tests run through pytest's fixture machinery without its
-  reporting hooks (only pass or fail matters; pytest's ``runtestprotocol`` when its
-  internals differ). The session kills the child at its deadline: a multiple of the
-  baseline time of those tests, plus a floor that is at least three times the wall
-  time of a calibration child (every passing test on the unmutated module), so that a
-  loaded machine does not turn slow children into timeouts.
+The rule: nothing that decides a reward is computed in a process that has run the test
+file's code. A process that ran it is trusted only where lying gains nothing an honest
+test could not get. Five kinds of process:
 
-Loading a mutant: the fresh module's functions give their code objects to the focal
-module's functions (``f.__code__ = g.__code__``), recursively through classes,
-``staticmethod``/``classmethod``/``property`` and ``functools.wraps``/``lru_cache``
-wrappers (whose caches are cleared) and the functions closures hold; module and class
-attributes holding plain data (numbers, strings, containers of them, compiled patterns)
-are replaced when they differ, and names the mutant no longer binds are deleted. Every
-object the tests hold (classes, exception types, instances built at collection time,
-parametrized arguments, wrappers) therefore stays the same object while its behaviour is
-the mutant's. A mutant whose change cannot be loaded this way (an instance built at
-import time, a closure whose variables change) is reported as ``unapplied`` and left
-out of the score.
+* the *monitor* (this program's first process) reads the configuration, makes itself
+  non-dumpable (no process of the sandbox's user can ptrace it or open its descriptors
+  through ``/proc``), forks the zygote, forks the session, and only then reads the token,
+  so no other process ever holds it. It never runs test code. It reads the session's
+  events, kills the session when it overruns (naming the test that was running), asks
+  the zygote for the coverage and the verdicts, and writes the report as its result,
+  followed by the token's line.
+* the *zygote*, forked before any test code runs: it imports pytest and coverage.py (never
+  the focal module, never the test file) and keeps in memory a snapshot of the run
+  directory as it was before the session started. It forks the replayer and the variant
+  children below, and reports what it observes of them (exit statuses, deadlines).
+* the *session* runs pytest in-process on the test file, with an alarm per test and the
+  repository's own pytest configuration ignored. It reports each test's outcome (a test
+  may claim to pass: an honest test with no assertion passes anyway) and *records* every
+  call from outside the focal file into a function of the focal file (a profile hook),
+  with its arguments, ``self`` and closure values pickled at call time, tagged with the
+  test running (``""`` while collecting). It measures nothing.
+* the *replayer*, forked from the zygote, imports the focal module fresh from the
+  snapshot (never from disk, never the test file) under coverage.py with branch
+  measurement, replays each recorded call (an alarm per call; exceptions are fine) with a
+  coverage context per test, and reports line and branch coverage of the focal file over
+  the tests that passed plus import time, and which test ran which line. Arguments are
+  unpickled by a restricted unpickler: only plain values, classes and functions of the
+  repository's own modules, and a few standard-library value types; anything else (a
+  class of the test file, a lambda, a mock) makes the call *not replayable*, counted and
+  reported, never guessed. A forged record is a call a test could have made.
+* one *variant child* per mutant and per control, forked from the zygote, in a slot
+  directory (``jobs`` of them, rebuilt from the snapshot for every child) where the focal
+  file ON DISK is the variant's source: it imports the focal module and the test file
+  fresh from disk and runs, through pytest, the tests selected for the variant (those
+  that passed in the session and in the calibration run and that ran the variant's line
+  in the replay; every one when the line ran at import time), stopping at the first
+  failure. The verdict is its exit status, observed by the zygote: 0 survived, anything
+  else killed, killed at its deadline a timeout. The deadline is a multiple of the tests'
+  time in the session plus a floor of three times the calibration run's wall time. The
+  variants are anonymous spans of the focal source in an order the host shuffled: the
+  mutants, each disguised by an equivalent edit beside the mutation, and the *decoys*
+  (equivalent rewrites made by the host, which alone knows which is which; a test that
+  fails on one detects code, not behaviour, and the host scores its mutation 0). The
+  *calibration* child runs the unmutated source in the same setup first; a test that
+  does not pass there does not count for mutants.
 """
 
 import gc
 import json
 import os
+import pickle
 import re
 import select
+import shutil
 import signal
 import sys
 import time
@@ -61,9 +69,20 @@ except ImportError:  # in the sandbox, beside the protocol module
 
 LOG_NAME = ".gym_repost_session.log"
 INI_NAME = ".gym_repost_pytest.ini"
-COVERAGE_JSON = ".gym_repost_coverage.json"
+SLOTS = ".gym_repost_slots"
 _LONGREPR = 2000
 _MESSAGE = 300
+_MAX_RECORD = 256 * 1024
+"""Bytes of one pickled call; a larger one is not replayable."""
+_MAX_CALLS_PER_TEST = 2000
+_MAX_RECORDS_BYTES = 48 * 1024 * 1024
+"""Bytes of recorded calls the monitor keeps; later ones are counted as not replayable."""
+_GENERATOR_ITEMS = 100000
+_READY_TIMEOUT = 60.0
+_TIMEOUT_RETRIES = 2
+"""A variant that overruns its deadline runs again with twice the time, this many times,
+before it is a timeout: every variant alike (the zygote cannot tell a decoy, on which a
+timeout means detection, from a mutant)."""
 
 
 # --------------------------------------------------------------------------- monitor
@@ -75,6 +94,16 @@ def _missing_tools():
     return [name for name in ("pytest", "coverage") if importlib.util.find_spec(name) is None]
 
 
+def _undumpable():
+    """Make this process (and what it forks) non-dumpable: no ptrace, no /proc/PID/fd by peers."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+    except (OSError, AttributeError, ImportError):
+        pass
+
+
 def main():
     config = protocol.read_config(token=True)
     missing = _missing_tools()
@@ -83,63 +112,83 @@ def main():
                   "message": "the sandbox's Python lacks pytest or coverage: no %s" % ", ".join(missing)}
         protocol.write_result(report, protocol.read_token())
         os._exit(0)
+    _undumpable()
+    zygote = _Zygote.start(config)
+    if zygote.pid is None:  # before any test code ran: the sandbox's fault, not the test file's
+        report = {"status": "error", "infrastructure": True,
+                  "message": "the process that runs the mutants and the coverage replay did not start"}
+        protocol.write_result(report, protocol.read_token())
+        os._exit(0)
     read_fd, write_fd = os.pipe()
     pid = os.fork()
     if pid == 0:
         protocol.drop_token()
+        zygote.forget()
         os.close(read_fd)
         _session_main(config, write_fd)
     os.close(write_fd)
     token = protocol.read_token()
-    report = _monitor(pid, read_fd, config)
-    protocol.write_result(report, token)
+    report = _monitor(pid, read_fd, config, zygote)
+    zygote.stop()
+    protocol.write_result(report, token, compress=True)
     os._exit(0)
 
 
-def _monitor(pid, fd, config):
-    state = {"status": None, "message": "", "tests": [], "collection_errors": [], "running": None,
-             "coverage": None, "mutants": [], "mutation_status": "not run", "mutation_message": "",
-             "pytest_exit": None, "infrastructure": False}
+def _new_state():
+    return {"status": None, "message": "", "tests": [], "collection_errors": [], "running": None,
+            "coverage": None, "mutants": [], "mutation_status": "not run", "mutation_message": "",
+            "pytest_exit": None, "infrastructure": False, "calls": {"recorded": 0, "replayed": 0,
+                                                                     "not_replayable": 0, "raised": 0},
+            "calibration": None}
+
+
+def _monitor(pid, fd, config, zygote):
+    state = _new_state()
+    session = {"records": [], "bytes": 0, "durations": {}, "unpicklable": 0}
+    _watch_session(pid, fd, config, state, session)
+    _reap(pid, state)
+    _kill_group(pid)  # whatever the session left running
+    state["session_output"] = _log_tail()
+    if state["status"] != "completed":
+        return state
+    passing = [t["nodeid"] for t in state["tests"] if t.get("outcome") == "passed"]
+    contexts = _replay(zygote, config, state, session, passing)
+    if config["variants"] and passing:
+        if contexts is None:  # no test can be given its mutants: none is run, none survives by it
+            state["mutation_status"] = "crashed"
+            state["mutation_message"] = "the coverage replay failed, so no mutant was run"
+        else:
+            _mutation_phase(zygote, config, state, session, passing, contexts)
+    return state
+
+
+def _watch_session(pid, fd, config, state, session):
     deadline = time.monotonic() + config["timeout"]
     buffered = b""
-    done = False
-    while not done:
+    while True:
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             _kill_group(pid)
-            _overran(state, config)
-            break
+            if state["status"] is None:
+                state["status"] = "timeout"
+                state["message"] = "the test file did not finish within %g s" % config["timeout"]
+                if state["running"]:
+                    state["message"] += " (%s was running)" % state["running"]
+            return
         ready, _, _ = select.select([fd], [], [], remaining)
         if not ready:
             continue
         chunk = os.read(fd, 1 << 16)
         if not chunk:
-            break
+            return
         buffered += chunk
         *lines, buffered = buffered.split(b"\n")
         for line in lines:
             event = _decode(line)
-            step = _apply_event(state, event) if event is not None else None
-            if step == "mutants":
-                deadline = time.monotonic() + config["mutation_timeout"]
-            elif step == "done":
+            if event is not None and _apply_event(state, session, event) == "done":
                 # What is left (pytest's session finish) cannot change the results.
                 _kill_group(pid)
-                done = True
-                break
-    _reap(pid, state)
-    state["session_output"] = _log_tail()
-    return state
-
-
-def _overran(state, config):
-    if state["status"] is None:
-        state["status"] = "timeout"
-        state["message"] = "the test file did not finish within %g s" % config["timeout"]
-        if state["running"]:
-            state["message"] += " (%s was running)" % state["running"]
-    elif state["mutation_status"] == "running":
-        state["mutation_status"] = "timeout"
+                return
 
 
 def _decode(line):
@@ -150,44 +199,55 @@ def _decode(line):
     return event if isinstance(event, dict) else None
 
 
-def _apply_event(state, event):
+def _apply_event(state, session, event):
     kind = event.get("event")
     if kind == "test_start":
-        state["running"] = event.get("nodeid")
-    elif kind == "test":
-        state["tests"].append(event["test"])
+        state["running"] = _str(event.get("nodeid"))
+    elif kind == "test" and isinstance(event.get("test"), dict):
+        test = event["test"]
+        state["tests"].append(test)
         state["running"] = None
+        duration = event.get("duration")
+        if isinstance(duration, (int, float)) and isinstance(test.get("nodeid"), str):
+            session["durations"][test["nodeid"]] = max(0.0, min(float(duration), 1e6))
+    elif kind == "calls":
+        _keep_calls(session, event)
     elif kind == "collection_error":
-        state["collection_errors"].append(event["error"])
+        state["collection_errors"].append(event.get("error"))
     elif kind == "baseline":
-        state["coverage"] = event.get("coverage")
         state["pytest_exit"] = event.get("pytest_exit")
         state["status"] = "completed"
-        if event.get("mutants"):
-            state["mutation_status"] = "running"
-            return "mutants"
-    elif kind == "mutant":
-        state["mutants"].append(event["mutant"])
     elif kind == "done":
-        if state["mutation_status"] == "running":
-            state["mutation_status"] = "completed"
         return "done"
-    elif kind == "mutation_error" or (kind == "error" and state["status"] == "completed"):
-        state["mutation_status"] = "error"
-        state["mutation_message"] = event.get("message", "")
-    elif kind == "error":
+    elif kind == "error" and state["status"] is None:
         state["status"] = "error"
-        state["message"] = event.get("message", "")
+        state["message"] = _str(event.get("message"))
         # Never "infrastructure": the session runs the test code, which can write any event;
         # the monitor checks the sandbox's Python itself (main) before the session starts.
     return None
 
 
-def _kill_group(pid):
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except OSError:
-        pass
+def _str(value):
+    return value if isinstance(value, str) else ""
+
+
+def _keep_calls(session, event):
+    nodeid, calls = event.get("nodeid"), event.get("calls")
+    lost = event.get("unpicklable")
+    if isinstance(lost, int) and 0 <= lost < 1 << 40:
+        session["unpicklable"] += lost
+    if not isinstance(nodeid, str) or not isinstance(calls, list):
+        return
+    for call in calls:
+        if not (isinstance(call, list) and len(call) == 3 and isinstance(call[0], str)
+                and type(call[1]) is int and isinstance(call[2], str)):
+            continue
+        size = len(call[0]) + len(call[2])
+        if session["bytes"] + size > _MAX_RECORDS_BYTES:
+            session["unpicklable"] += 1
+            continue
+        session["bytes"] += size
+        session["records"].append([nodeid] + call)
 
 
 def _reap(pid, state):
@@ -203,8 +263,13 @@ def _reap(pid, state):
             how = "ended early (exit status %d)" % os.WEXITSTATUS(status)
         where = " while %s ran" % state["running"] if state["running"] else ""
         state["message"] = "the test run %s%s" % (how, where)
-    if state["mutation_status"] == "running":
-        state["mutation_status"] = "crashed"
+
+
+def _kill_group(pid):
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
 
 
 def _log_tail():
@@ -218,22 +283,823 @@ def _log_tail():
         return ""
 
 
+def _replay(zygote, config, state, session, passing):
+    """Coverage from the replayer; the lines each test ran (None when it failed)."""
+    reply = zygote.ask({"cmd": "replay", "records": session["records"], "passing": passing},
+                       config["timeout"])
+    calls = state["calls"]
+    calls["recorded"] = len(session["records"]) + session["unpicklable"]
+    calls["not_replayable"] = session["unpicklable"]
+    if not isinstance(reply, dict) or "coverage" not in reply:
+        why = reply.get("error") if isinstance(reply, dict) else None
+        state["coverage"] = {"error": "the coverage replay failed: %s" % (why or "it ended without a report")}
+        return None
+    state["coverage"] = reply["coverage"]
+    for key in ("replayed", "raised"):
+        calls[key] = reply.get(key, 0)
+    calls["not_replayable"] += reply.get("not_replayable", 0)
+    return {int(line): set(names) for line, names in reply.get("contexts", {}).items()}
+
+
+def _mutation_phase(zygote, config, state, session, passing, contexts):
+    deadline = time.monotonic() + config["mutation_timeout"]
+    state["mutation_status"] = "running"
+    calibration = zygote.ask({"cmd": "calibrate", "nodeids": passing}, config["mutation_timeout"])
+    if not isinstance(calibration, dict) or "passed" not in calibration:
+        state["mutation_status"] = "crashed"
+        state["mutation_message"] = "the calibration run did not report"
+        return
+    counted = set(calibration["passed"]) & set(passing)
+    state["calibration"] = {"failed": [n for n in passing if n not in counted],
+                            "seconds": calibration.get("seconds")}
+    floor = max(config["timeout_floor"], 3 * float(calibration.get("seconds") or 0.0))
+    order = [n for n in passing if n in counted]
+    plan = []
+    for variant in config["variants"]:
+        nodeids = _selected(variant, contexts, order)
+        if not nodeids:
+            state["mutants"].append({"id": variant["id"], "status": "uncovered", "killed_by": None, "tests": 0})
+            continue
+        seconds = config["timeout_factor"] * sum(session["durations"].get(n, 0.0) for n in nodeids) + floor
+        plan.append({"id": variant["id"], "nodeids": nodeids, "seconds": seconds})
+    if plan:
+        _run_plan(zygote, plan, config, state, deadline)
+    if state["mutation_status"] == "running":
+        state["mutation_status"] = "completed"
+
+
+def _selected(variant, contexts, order):
+    names = set(contexts.get(variant["line"], ()))
+    at_import = any("" in contexts.get(line, ()) for line in [variant["line"], *variant.get("holders", [])])
+    return [n for n in order if at_import or n in names]
+
+
+def _run_plan(zygote, plan, config, state, deadline):
+    zygote.send({"cmd": "variants", "plan": plan, "jobs": max(1, int(config["jobs"]))})
+    expected = len(plan)
+    while expected:
+        reply = zygote.receive(deadline - time.monotonic())
+        if reply is None:
+            state["mutation_status"] = "timeout" if time.monotonic() >= deadline else "crashed"
+            return
+        if reply.get("reply") == "variant" and isinstance(reply.get("verdict"), dict):
+            state["mutants"].append(reply["verdict"])
+            expected -= 1
+
+
+class _Zygote:
+    """The monitor's handle on the zygote: a process and two pipes of JSON lines."""
+
+    def __init__(self, pid, commands, replies):
+        self.pid, self.commands, self.replies = pid, commands, replies
+        self.buffered = b""
+
+    @classmethod
+    def start(cls, config):
+        command_r, command_w = os.pipe()
+        reply_r, reply_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            protocol.drop_token()
+            os.close(command_w)
+            os.close(reply_r)
+            _zygote_main(config, command_r, reply_w)
+        os.close(command_r)
+        os.close(reply_w)
+        zygote = cls(pid, command_w, reply_r)
+        ready = zygote.receive(_READY_TIMEOUT)
+        if not ready or ready.get("reply") != "ready":
+            _kill_group(pid)
+            os.waitpid(pid, 0)
+            zygote.pid = None
+        return zygote
+
+    def forget(self):
+        """In the session: close the pipes to the zygote before any test code runs."""
+        for fd in (self.commands, self.replies):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    def send(self, message):
+        if self.pid is None:
+            return False
+        try:
+            protocol.write_all(self.commands, (json.dumps(message) + "\n").encode("utf-8", "surrogatepass"))
+        except OSError:
+            return False
+        return True
+
+    def receive(self, timeout):
+        end = time.monotonic() + max(0.0, timeout)
+        while b"\n" not in self.buffered:
+            remaining = end - time.monotonic()
+            if remaining <= 0 or self.pid is None:
+                return None
+            ready, _, _ = select.select([self.replies], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(self.replies, 1 << 20)
+            if not chunk:
+                self.pid = None
+                return None
+            self.buffered += chunk
+        line, self.buffered = self.buffered.split(b"\n", 1)
+        return _decode(line)
+
+    def ask(self, message, timeout):
+        return self.receive(timeout) if self.send(message) else None
+
+    def stop(self):
+        if self.pid is None:
+            return
+        try:
+            os.kill(self.pid, signal.SIGTERM)  # it kills its children, then exits
+        except OSError:
+            pass
+        end = time.monotonic() + 2.0
+        while time.monotonic() < end:
+            done, _ = os.waitpid(self.pid, os.WNOHANG)
+            if done:
+                return
+            time.sleep(0.01)
+        _kill_group(self.pid)
+        os.waitpid(self.pid, 0)
+
+
+# --------------------------------------------------------------------------- zygote
+
+def _zygote_main(config, commands, replies):
+    """Serve the monitor's questions; never import the focal module or the test file."""
+    try:
+        os.setpgid(0, 0)
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        root = os.getcwd()
+        import coverage  # noqa: F401 - imported before any test code can plant a module of that name
+        import pytest  # noqa: F401
+
+        _preimport_pytest_plugins()
+        os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+        snapshot = _snapshot(root, config)
+        zygote = _ZygoteServer(config, root, snapshot, replies)
+        zygote.pytest_config = _prepared_pytest_config(config)
+        signal.signal(signal.SIGTERM, zygote.terminate)
+        gc.collect()
+        gc.freeze()  # children's collections then skip (and do not copy) the zygote's objects
+        zygote.reply({"reply": "ready"})
+        buffered = b""
+        while True:
+            chunk = os.read(commands, 1 << 20)
+            if not chunk:
+                break
+            buffered += chunk
+            *lines, buffered = buffered.split(b"\n")
+            for line in lines:
+                command = _decode(line)
+                if command is not None:
+                    zygote.serve(command)
+    except BaseException:  # noqa: BLE001 - the monitor sees the pipe close
+        pass
+    os._exit(0)
+
+
+def _preimport_pytest_plugins():
+    """Import pytest's own plugins once, so that every variant child does not."""
+    import importlib
+
+    import _pytest.config
+
+    for name in getattr(_pytest.config, "default_plugins", ()):
+        try:
+            importlib.import_module("_pytest." + name)
+        except ImportError:
+            pass
+
+
+def _snapshot(root, config):
+    """Every file of the run directory before any test code ran, by relative path (bytes)."""
+    files = {}
+    for directory, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in ("__pycache__", SLOTS)]
+        for name in names:
+            path = os.path.join(directory, name)
+            relative = os.path.relpath(path, root)
+            if relative.startswith("_gym_repost_") or name.startswith(".gym_repost"):
+                continue
+            try:
+                with open(path, "rb") as fh:
+                    files[relative] = fh.read()
+            except OSError:
+                continue
+    return files
+
+
+class _ZygoteServer:
+    def __init__(self, config, root, snapshot, replies):
+        self.config, self.root, self.snapshot, self.replies = config, root, snapshot, replies
+        self.focal_source = config["focal_source"]
+        self.children = {}
+        self.pytest_config = None
+
+    def reply(self, message):
+        protocol.write_all(self.replies, (json.dumps(message) + "\n").encode("utf-8", "surrogatepass"))
+
+    def terminate(self, signum, frame):
+        for pid in list(self.children):
+            _kill_group(pid)
+        os._exit(0)
+
+    def serve(self, command):
+        kind = command.get("cmd")
+        if kind == "replay":
+            self.reply(self._replay(command))
+        elif kind == "calibrate":
+            self.reply(self._calibrate(command))
+        elif kind == "variants":
+            self._variants(command)
+
+    # ---- replay
+
+    def _replay(self, command):
+        pid, fd = _fork(lambda write_fd: _replayer_main(self, command, write_fd))
+        data, status, _ = self._collect(pid, fd, time.monotonic() + self.config["timeout"])
+        try:
+            reply = json.loads(data.decode("utf-8"))
+        except ValueError:
+            reply = None
+        if not isinstance(reply, dict):
+            return {"error": "the replay %s" % _ended(status)}
+        return reply
+
+    # ---- variant children
+
+    def _calibrate(self, command):
+        started = time.monotonic()
+        pid, fd = _fork(lambda write_fd: _variant_main(self, 0, self.focal_source, command["nodeids"],
+                                                       False, write_fd))
+        data, status, _ = self._collect(pid, fd, started + self.config["mutation_timeout"])
+        seconds = time.monotonic() - started
+        try:
+            reply = json.loads(data.decode("utf-8"))
+        except ValueError:
+            reply = None
+        passed = reply.get("passed") if isinstance(reply, dict) else None
+        if not isinstance(passed, list):
+            return {"passed": [], "seconds": seconds, "detail": "the calibration run %s" % _ended(status)}
+        return {"passed": [n for n in passed if isinstance(n, str)], "seconds": seconds}
+
+    def _variants(self, command):
+        by_id = {v["id"]: v for v in self.config["variants"]}
+        pending = list(command["plan"])
+        jobs = command["jobs"]
+        free = list(range(jobs))
+        running = {}
+        while pending or running:
+            while pending and free:
+                item = pending.pop(0)
+                slot = free.pop(0)
+                source = _apply_span(self.focal_source, by_id[item["id"]])
+                pid, fd = _fork(lambda write_fd, s=slot, src=source, ids=item["nodeids"]:
+                                _variant_main(self, s, src, ids, True, write_fd))
+                running[fd] = {"pid": pid, "item": item, "slot": slot, "data": b"",
+                               "deadline": time.monotonic() + item["seconds"]}
+            self._wait(running, free, pending)
+
+    def _wait(self, running, free, pending):
+        wait = max(0.0, min(entry["deadline"] for entry in running.values()) - time.monotonic())
+        ready, _, _ = select.select(list(running), [], [], wait)
+        for fd in ready:
+            chunk = os.read(fd, 1 << 16)
+            if chunk:
+                running[fd]["data"] += chunk
+                continue
+            entry = running.pop(fd)
+            os.close(fd)
+            _kill_group(entry["pid"])
+            _, status = os.waitpid(entry["pid"], 0)
+            self.children.pop(entry["pid"], None)
+            free.append(entry["slot"])
+            self.reply({"reply": "variant", "verdict": _verdict(entry, status)})
+        now = time.monotonic()
+        for fd in [fd for fd, entry in running.items() if entry["deadline"] <= now]:
+            entry = running.pop(fd)
+            _kill_group(entry["pid"])
+            os.close(fd)
+            os.waitpid(entry["pid"], 0)
+            self.children.pop(entry["pid"], None)
+            free.append(entry["slot"])
+            item = entry["item"]
+            attempt = item.get("attempt", 0)
+            if attempt < _TIMEOUT_RETRIES:  # a load spike is not a timeout: again, twice the time
+                pending.insert(0, dict(item, attempt=attempt + 1, seconds=2 * item["seconds"]))
+                continue
+            self.reply({"reply": "variant", "verdict": {
+                "id": item["id"], "status": "timeout", "killed_by": None, "tests": len(item["nodeids"])}})
+
+    def _collect(self, pid, fd, deadline):
+        """Read a child's pipe to its end (or the deadline), then reap it."""
+        self.children[pid] = True
+        data, timed_out = b"", False
+        while True:
+            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                timed_out = True
+                break
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            data += chunk
+        _kill_group(pid)
+        os.close(fd)
+        _, status = os.waitpid(pid, 0)
+        self.children.pop(pid, None)
+        return data, (None if timed_out else status), timed_out
+
+
+def _ended(status):
+    if status is None:
+        return "overran its time"
+    if os.WIFSIGNALED(status):
+        return "was killed by signal %d" % os.WTERMSIG(status)
+    return "ended without a report (exit status %d)" % os.WEXITSTATUS(status)
+
+
+def _verdict(entry, status):
+    """The zygote's verdict: the child's exit status; its own words only name the test."""
+    item = entry["item"]
+    result = {"id": item["id"], "status": "killed", "killed_by": None, "tests": len(item["nodeids"])}
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+        result["status"] = "survived"
+        return result
+    try:
+        said = json.loads(entry["data"].decode("utf-8"))
+    except ValueError:
+        said = None
+    if isinstance(said, dict) and isinstance(said.get("failed"), str):
+        result["killed_by"] = said["failed"][:_MESSAGE]
+        if isinstance(said.get("detail"), str):
+            result["detail"] = said["detail"][:_MESSAGE]
+    elif os.WIFSIGNALED(status):
+        result["detail"] = "the run was killed by signal %d" % os.WTERMSIG(status)
+    else:
+        result["detail"] = "the run ended with exit status %d" % os.WEXITSTATUS(status)
+    return result
+
+
+def _apply_span(source, variant):
+    return source[: variant["start"]] + variant["replacement"] + source[variant["end"]:]
+
+
+def _fork(body):
+    """Fork a child that runs ``body(write_fd)`` in its own process group; (pid, read_fd)."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read_fd)
+            os.setpgid(0, 0)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            body(write_fd)
+        finally:
+            os._exit(70)
+    os.close(write_fd)
+    return pid, read_fd
+
+
+# --------------------------------------------------------------------------- variant child
+
+def _variant_main(server, slot, source, nodeids, stop_first, write_fd):
+    """Run the selected tests with ``source`` as the focal file on disk; exit 0 when all pass."""
+    gc.disable()  # a short life: collecting would only copy pages shared with the zygote
+    config = server.config
+    directory = _build_slot(server, slot, source)
+    os.chdir(directory)
+    _set_path(server.root, directory, config["python_path"])
+    sys.dont_write_bytecode = True
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    with open(INI_NAME, "w", encoding="utf-8") as fh:
+        fh.write("[pytest]\n")
+    plugin = _Selection(nodeids)
+    args = [os.path.join(directory, config["test_path"]), "-q", "-c", os.path.join(directory, INI_NAME),
+            "--rootdir", directory, "--tb=short", *_pytest_plugin_args(config)] + (["-x"] if stop_first else [])
+    code = 1
+    try:
+        code = _run_pytest(server.pytest_config, args, plugin)
+    finally:
+        said = {"passed": [n for n in nodeids if plugin.outcomes.get(n) == "passed"], "failed": plugin.failed,
+                "detail": plugin.detail}
+        try:
+            protocol.write_all(write_fd, json.dumps(said).encode("utf-8", "surrogatepass"))
+        except (OSError, ValueError, TypeError):
+            pass
+        os._exit(0 if code == 0 and plugin.ran and plugin.failed is None else 1)
+
+
+def _build_slot(server, slot, source):
+    """The slot's directory, rebuilt from the snapshot, the focal file holding ``source``."""
+    base = os.path.join(server.root, SLOTS)
+    directory = os.path.join(base, str(slot))
+    if os.path.lexists(directory):
+        shutil.rmtree(directory, onerror=_force_remove)
+    if os.path.lexists(directory):  # a test made it unremovable: another name, same form
+        directory = os.path.join(base, "%d-%d" % (slot, os.getpid()))
+    focal = server.config["focal_file"]
+    for relative, data in server.snapshot.items():
+        if relative != focal:
+            _write(os.path.join(directory, relative), data)
+    _write(os.path.join(directory, focal), source.encode("utf-8", "surrogatepass"))
+    return directory
+
+
+def _force_remove(function, path, excinfo):
+    try:
+        os.chmod(os.path.dirname(path), 0o700)
+        os.chmod(path, 0o700)
+        function(path)
+    except OSError:
+        pass
+
+
+def _write(path, data):
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "wb") as fh:
+        fh.write(data)
+
+
+def _set_path(root, directory, python_path):
+    """``sys.path`` without the run directory, with the slot's entries in front."""
+    def inside(entry):
+        full = os.path.realpath(entry or ".")
+        return full == root or full.startswith(root + os.sep)
+
+    sys.path[:] = [p for p in sys.path if not inside(p)]
+    for entry in reversed(python_path):
+        sys.path.insert(0, os.path.normpath(os.path.join(directory, entry)))
+
+
+_QUIET_PLUGINS = ("-p", "no:cacheprovider", "-p", "no:faulthandler", "-p", "no:unraisableexception",
+                  "-p", "no:threadexception", "-p", "no:junitxml", "-p", "no:pastebin", "-p", "no:stepwise")
+"""Plugins a variant child does without: they report, they do not change outcomes (the
+unraisable-exception one runs five full collections of the heap per session)."""
+
+
+def _pytest_plugin_args(config):
+    args = list(_QUIET_PLUGINS)
+    for name in config.get("plugins", []):
+        args += ["-p", name]
+    return args
+
+
+def _prepared_pytest_config(config):
+    """pytest's configuration object with its plugins registered, made once in the zygote.
+
+    Registering pytest's thirty plugins is half of what a variant child would spend
+    before its first test; made here, before any repository or test code is imported
+    (nothing in it depends on them: the arguments are parsed, the ini file and the
+    conftest files read, in each child). None when pytest's internals differ.
+    """
+    try:
+        from _pytest.config import get_config
+
+        prepared = get_config(_pytest_plugin_args(config))
+        hook = prepared.pluginmanager.hook
+        return prepared if hasattr(hook, "pytest_cmdline_parse") and hasattr(hook, "pytest_cmdline_main") else None
+    except Exception:  # noqa: BLE001 - the children run pytest.main instead
+        return None
+
+
+def _run_pytest(prepared, args, plugin):
+    """Run pytest with ``args`` and ``plugin`` in this child: its exit code."""
+    if prepared is None:
+        import pytest
+
+        return pytest.main(args, plugins=[plugin])
+    manager = prepared.pluginmanager
+    manager.register(plugin, "gym_repost_selection")
+    config = manager.hook.pytest_cmdline_parse(pluginmanager=manager, args=args)
+    try:
+        return config.hook.pytest_cmdline_main(config=config)
+    finally:
+        config._ensure_unconfigure()
+
+
+class _Selection:
+    """Runs only the selected tests, in their order; notes outcomes and the first failure."""
+
+    def __init__(self, nodeids):
+        self.nodeids = list(nodeids)
+        self.wanted = set(nodeids)
+        self.outcomes = {}
+        self.failed = None
+        self.detail = None
+        self.ran = False
+
+    def pytest_collection_modifyitems(self, session, config, items):
+        chosen = [item for item in items if item.nodeid in self.wanted]
+        dropped = [item for item in items if item.nodeid not in self.wanted]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+        items[:] = chosen
+        self.ran = len(chosen) == len(self.wanted)
+        if not self.ran and self.failed is None:
+            missing = sorted(self.wanted - {item.nodeid for item in chosen})
+            self.failed = missing[0]
+            self.detail = "the test was not collected"
+
+    def pytest_collectreport(self, report):
+        if report.failed and self.failed is None:
+            self.failed = report.nodeid or "the test file"
+            self.detail = "collecting the tests failed: " + _summary_line(_text(report.longrepr))
+
+    def pytest_runtest_logreport(self, report):
+        previous = self.outcomes.get(report.nodeid, "passed")
+        if report.failed:
+            self.outcomes[report.nodeid] = "failed"
+            if self.failed is None:
+                self.failed = report.nodeid
+        elif report.skipped and previous == "passed":
+            self.outcomes[report.nodeid] = "skipped"
+        else:
+            self.outcomes.setdefault(report.nodeid, "passed")
+
+
+# --------------------------------------------------------------------------- replayer
+
+class _NotReplayable(Exception):
+    """The recorded call cannot be rebuilt here (an object of the test file, a lambda...)."""
+
+
+_SAFE_GLOBALS = {
+    "builtins": {"int", "float", "complex", "str", "bytes", "bytearray", "list", "dict", "set", "frozenset",
+                 "tuple", "bool", "slice", "range", "object", "type", "NoneType", "Ellipsis", "NotImplemented"},
+    "copyreg": {"_reconstructor"},
+    "collections": {"OrderedDict", "defaultdict", "deque", "Counter"},
+    "datetime": {"date", "time", "datetime", "timedelta", "timezone"},
+    "decimal": {"Decimal"},
+    "fractions": {"Fraction"},
+    "uuid": {"UUID"},
+    "pathlib": {"Path", "PosixPath", "PurePath", "PurePosixPath", "WindowsPath", "PureWindowsPath"},
+    "re": {"_compile"},
+    "enum": set(),
+    "types": {"SimpleNamespace"},
+}
+
+
+class _Unpickler(pickle.Unpickler):
+    """Only plain values, a few standard value types, and what the repository defines."""
+
+    def __init__(self, data, repository_modules):
+        import io
+
+        super().__init__(io.BytesIO(data))
+        self.repository_modules = repository_modules
+
+    def find_class(self, module, name):
+        if name in _SAFE_GLOBALS.get(module, ()):
+            return super().find_class(module, name)
+        if module in self.repository_modules:
+            value = sys.modules.get(module)
+            for part in name.split("."):
+                value = getattr(value, part, None)
+            if isinstance(value, (type, types.FunctionType)) and \
+                    getattr(value, "__module__", None) in self.repository_modules:
+                return value
+        raise _NotReplayable("%s.%s" % (module, name))
+
+    def persistent_load(self, pid):
+        raise _NotReplayable("a persistent id")
+
+
+class _SnapshotFinder:
+    """Imports the repository's modules from the snapshot (never from disk)."""
+
+    def __init__(self, root, snapshot, roots, exclude):
+        self.root = root
+        self.sources = {}
+        for relative, data in snapshot.items():
+            if relative.endswith(".py") and relative not in exclude:
+                self.sources[relative] = data
+        self.roots = roots
+        self.packages = set()
+        for relative in self.sources:
+            parts = relative.split("/")[:-1]
+            for i in range(1, len(parts) + 1):
+                self.packages.add("/".join(parts[:i]))
+        self.modules = set()
+
+    def find_spec(self, name, path=None, target=None):
+        import importlib.util
+
+        base = name.replace(".", "/")
+        for entry in self.roots:
+            prefix = (entry.strip("/") + "/") if entry.strip("/.") else ""
+            for relative, package in ((prefix + base + "/__init__.py", True), (prefix + base + ".py", False)):
+                if relative in self.sources:
+                    self.modules.add(name)
+                    full = os.path.join(self.root, relative)
+                    spec = importlib.util.spec_from_loader(name, _SnapshotLoader(self.sources[relative], full),
+                                                           origin=full, is_package=package)
+                    spec.has_location = True
+                    if package:
+                        spec.submodule_search_locations = [os.path.dirname(full)]
+                    return spec
+            if prefix + base in self.packages:  # a namespace package of the repository
+                import importlib.machinery
+
+                self.modules.add(name)
+                spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+                spec.submodule_search_locations = [os.path.join(self.root, prefix + base)]
+                return spec
+        return None
+
+
+class _SnapshotLoader:
+    def __init__(self, data, path):
+        self.data, self.path = data, path
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module):
+        code = compile(self.data, self.path, "exec", dont_inherit=True)
+        exec(code, module.__dict__)  # noqa: S102 - the repository's own module
+
+    def get_source(self, name):
+        return self.data.decode("utf-8", "replace")
+
+
+class _ReplayTimeout(BaseException):
+    """Raised in a replayed call that overran its time (by the alarm)."""
+
+
+def _replay_alarm(signum, frame):
+    raise _ReplayTimeout()
+
+
+def _replayer_main(server, command, write_fd):
+    """Measure the coverage of the recorded calls in a process that never ran test code."""
+    config, root = server.config, server.root
+    os.chdir(root)
+    focal = os.path.join(root, config["focal_file"])
+    sys.path[:] = [p for p in sys.path if p and not os.path.realpath(p).startswith(root)]
+    finder = _SnapshotFinder(root, server.snapshot, config["python_path"], {config["test_path"]})
+    sys.meta_path.insert(0, finder)
+    sys.dont_write_bytecode = True
+    import coverage
+
+    _quiet_coverage_start(coverage)
+    cov = coverage.Coverage(branch=True, data_file=None, include=[focal], config_file=False)
+    counts = {"replayed": 0, "not_replayable": 0, "raised": 0}
+    codes = _code_index(config["focal_source"], focal)
+    real_exit = os._exit
+    os._exit = _no_exit
+    signal.signal(signal.SIGALRM, _replay_alarm)
+    cov.start()
+    try:
+        try:
+            module = __import__(config["focal_module"], fromlist=["_"])
+        except BaseException:  # noqa: BLE001 - the lines run before the failure still count
+            module = None
+        for nodeid, qualname, firstline, blob in command["records"]:
+            cov.switch_context(nodeid)
+            counts[_replay_call(module, codes, qualname, firstline, blob, finder.modules, config)] += 1
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        cov.stop()
+        os._exit = real_exit
+    reply = {"coverage": _analysis(cov, focal, config["focal_source"], command["passing"]),
+             "contexts": _contexts(cov, focal), **counts}
+    protocol.write_all(write_fd, json.dumps(reply).encode("utf-8", "surrogatepass"))
+    os._exit(0)
+
+
+def _no_exit(status=0):
+    raise SystemExit(status)
+
+
+def _code_index(source, filename):
+    """Every function code object of the focal source, by (qualified name, first line)."""
+    index = {}
+    try:
+        stack = [compile(source, filename, "exec", dont_inherit=True)]
+    except (SyntaxError, ValueError):
+        return index
+    while stack:
+        code = stack.pop()
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                index[(getattr(const, "co_qualname", const.co_name), const.co_firstlineno)] = const
+                stack.append(const)
+    return index
+
+
+def _replay_call(module, codes, qualname, firstline, blob, repository_modules, config):
+    code = codes.get((qualname, firstline))
+    if module is None or code is None:
+        return "not_replayable"
+    try:
+        import base64
+
+        args, kwargs, free = _Unpickler(base64.b64decode(blob), repository_modules).load()
+        cells = tuple(types.CellType(free[name]) if name in free else types.CellType()
+                      for name in code.co_freevars)
+        function = types.FunctionType(code, vars(module), code.co_name, None, cells or None)
+    except BaseException:  # noqa: BLE001 - whatever fails to load is not replayed
+        return "not_replayable"
+    signal.setitimer(signal.ITIMER_REAL, config["test_timeout"])
+    try:
+        result = function(*args, **kwargs)
+        _drain(result, code)
+    except BaseException:  # noqa: BLE001 - a call that raises is replayed all the same
+        return "raised"
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    return "replayed"
+
+
+_GENERATOR_FLAGS = 0x20 | 0x80 | 0x100 | 0x200  # generator, coroutine, iterable coroutine, async generator
+
+
+def _drain(result, code):
+    if not code.co_flags & _GENERATOR_FLAGS:
+        return
+    if code.co_flags & 0x20:
+        for index, _ in enumerate(result):
+            if index >= _GENERATOR_ITEMS:
+                break
+    elif hasattr(result, "send"):
+        for _ in range(_GENERATOR_ITEMS):
+            result.send(None)
+
+
+def _quiet_coverage_start(coverage):
+    """Skip the call-stack snapshot coverage.py takes for its debug output at start.
+
+    It reads the source of every frame on the stack (~40 ms), for a message we never show.
+    """
+    try:
+        import coverage.collector
+
+        coverage.collector.short_stack = lambda *args, **kwargs: ""
+    except (ImportError, AttributeError):
+        pass
+
+
+def _analysis(cov, focal, source, passing):
+    """Lines and branches of the focal file run by the passing tests or at import time.
+
+    The focal file is analysed from its text in memory (the file on disk may have been
+    changed by the test code).
+    """
+    try:
+        from coverage.parser import PythonParser
+        from coverage.python import PythonFileReporter
+
+        data = cov.get_data()
+        data.set_query_contexts(["^$"] + ["^%s$" % re.escape(nodeid) for nodeid in passing])
+        reporter = PythonFileReporter(focal, cov)
+        reporter._source = source
+        reporter._parser = PythonParser(text=source, filename=focal, exclude=cov._exclude_regex("exclude"))
+        reporter._parser.parse_source()
+        if focal not in data.measured_files():
+            data.touch_file(focal)
+        analysis = cov._analyze(focal, file_reporter=reporter)
+        executed = sorted(analysis.executed)
+        missing = sorted(analysis.missing)
+        return {"executed_lines": executed, "missing_lines": missing,
+                "executed_branches": _pairs(analysis.executed_branch_arcs()),
+                "missing_branches": _pairs(analysis.missing_branch_arcs())}
+    except BaseException as exc:  # noqa: BLE001 - reported, the outcomes still count
+        return {"error": "%s: %s" % (type(exc).__name__, str(exc)[:_MESSAGE])}
+
+
+def _pairs(arcs):
+    return sorted([a, b] for a, ends in arcs.items() for b in ends)
+
+
+def _contexts(cov, focal):
+    data = cov.get_data()
+    data.set_query_contexts(None)
+    try:
+        by_line = data.contexts_by_lineno(focal)
+    except BaseException:  # noqa: BLE001 - no selection then: every test runs
+        return {}
+    return {str(line): sorted(names) for line, names in by_line.items()}
+
+
 # --------------------------------------------------------------------------- session
 
 class _Emitter:
-    """Newline-delimited JSON events to the monitor; silent in mutant children."""
+    """Newline-delimited JSON events to the monitor."""
 
     def __init__(self, fd):
         self.fd = fd
-        self.enabled = True
 
     def __call__(self, event):
-        if not self.enabled:
-            return
-        data = (json.dumps(event) + "\n").encode()
-        while data:
-            written = os.write(self.fd, data)
-            data = data[written:]
+        protocol.write_all(self.fd, (json.dumps(event) + "\n").encode("utf-8", "surrogatepass"))
 
 
 def _session_main(config, fd):
@@ -263,45 +1129,127 @@ def _session(config, emit):
     root = os.getcwd()
     for entry in reversed(config["python_path"]):
         sys.path.insert(0, os.path.normpath(os.path.join(root, entry)))
-    try:
-        import coverage
-        import pytest
-    except ImportError as exc:
-        emit({"event": "error", "infrastructure": True,
-              "message": "the sandbox's Python lacks pytest or coverage: %s" % exc})
-        return
-    focal = os.path.join(root, config["focal_file"])
-    _quiet_coverage_start(coverage)
+    import pytest
+
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     with open(INI_NAME, "w", encoding="utf-8") as fh:
         fh.write("[pytest]\n")
-    cov = coverage.Coverage(branch=True, data_file=None, include=[focal], config_file=False)
-    plugin = _Plugin(config, emit, cov, focal, pytest)
+    recorder = _Recorder(os.path.realpath(os.path.join(root, config["focal_file"])), emit)
+    plugin = _Plugin(config, emit, recorder, pytest)
     args = [config["test_path"], "-q", "--tb=short", "-c", INI_NAME, "--rootdir", root,
             "-p", "no:cacheprovider"]
     for name in config.get("plugins", []):
         args += ["-p", name]
-    cov.start()
+    recorder.start()
     try:
         code = pytest.main(args, plugins=[plugin])
     finally:
-        cov.stop()
+        recorder.stop()
     if not plugin.reported:
-        plugin.report_baseline(int(code))
+        recorder.flush()
+        emit({"event": "baseline", "pytest_exit": int(code)})
         emit({"event": "done"})
 
 
-def _quiet_coverage_start(coverage):
-    """Skip the call-stack snapshot coverage.py takes for its debug output at start.
+class _Recorder:
+    """Records the calls into the focal file's functions from outside it (a profile hook)."""
 
-    It reads the source of every frame on the stack (~40 ms), for a message we never show.
-    """
-    try:
-        import coverage.collector
+    def __init__(self, focal, emit):
+        self.focal = focal
+        self.emit = emit
+        self.nodeid = ""
+        self.calls = []
+        self.seen = set()
+        self.unpicklable = 0
+        self.focal_codes = {}
+        self.starts = {}
 
-        coverage.collector.short_stack = lambda *args, **kwargs: ""
-    except (ImportError, AttributeError):
-        pass
+    def start(self):
+        import threading
+
+        sys.setprofile(self.profile)
+        threading.setprofile(self.profile)
+
+    def stop(self):
+        import threading
+
+        sys.setprofile(None)
+        threading.setprofile(None)
+
+    def _is_focal(self, code):
+        known = self.focal_codes.get(code)
+        if known is None:
+            try:
+                known = os.path.realpath(code.co_filename) == self.focal
+            except (TypeError, ValueError):
+                known = False
+            self.focal_codes[code] = known
+        return known
+
+    def profile(self, frame, event, arg):
+        if event != "call":
+            return
+        code = frame.f_code
+        if not self._is_focal(code) or code.co_name == "<module>":
+            return
+        caller = frame.f_back
+        if caller is not None and self._is_focal(caller.f_code):
+            return
+        if code.co_flags & _GENERATOR_FLAGS and frame.f_lasti > self._start(code):
+            return  # a generator resumed, not called
+        self._record(frame, code)
+
+    def _start(self, code):
+        start = self.starts.get(code)
+        if start is None:
+            import dis
+
+            start = next((i.offset for i in dis.get_instructions(code) if i.opname == "RESUME"), 0)
+            self.starts[code] = start
+        return start
+
+    def _record(self, frame, code):
+        if len(self.calls) >= _MAX_CALLS_PER_TEST:
+            self.unpicklable += 1
+            return
+        names = code.co_varnames
+        local = frame.f_locals
+        positional = code.co_argcount
+        kwonly = code.co_kwonlyargcount
+        try:
+            args = [local[n] for n in names[:positional]]
+            kwargs = {n: local[n] for n in names[positional:positional + kwonly]}
+            at = positional + kwonly
+            if code.co_flags & 0x04:  # *args
+                args.extend(local[names[at]])
+                at += 1
+            if code.co_flags & 0x08:  # **kwargs
+                kwargs.update(local[names[at]])
+            free = {n: local[n] for n in code.co_freevars if n in local}
+            blob = pickle.dumps((tuple(args), kwargs, free), protocol=4)
+        except BaseException:  # noqa: BLE001 - not picklable: counted, not replayed
+            self.unpicklable += 1
+            return
+        if len(blob) > _MAX_RECORD:
+            self.unpicklable += 1
+            return
+        key = (getattr(code, "co_qualname", code.co_name), code.co_firstlineno, blob)
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        import base64
+
+        self.calls.append([key[0], key[1], base64.b64encode(blob).decode("ascii")])
+
+    def switch(self, nodeid):
+        self.flush()
+        self.nodeid = nodeid
+
+    def flush(self):
+        if self.calls or self.unpicklable:
+            self.emit({"event": "calls", "nodeid": self.nodeid, "calls": self.calls,
+                       "unpicklable": self.unpicklable})
+        self.calls, self.seen, self.unpicklable = [], set(), 0
 
 
 class _TestTimeout(Exception):
@@ -313,25 +1261,15 @@ def _alarm(signum, frame):
 
 
 class _Plugin:
-    """The session's pytest plugin: contexts, alarms, outcomes, then the mutants."""
+    """The session's pytest plugin: alarms, outcomes and the recorder's test of the moment."""
 
-    def __init__(self, config, emit, cov, focal, pytest):
+    def __init__(self, config, emit, recorder, pytest):
         self.config = config
         self.emit = emit
-        self.cov = cov
-        self.focal = focal
+        self.recorder = recorder
         self.pytest = pytest
-        self.items = []
         self.outcomes = {}
-        self.order = []
-        self.durations = {}
         self.reported = False
-        self.root = os.getcwd()
-        self.passing = set()
-        self.test_file = os.path.join(self.root, config["test_path"])
-        self.test_code = _compile(_read(self.test_file), self.test_file)
-
-    # ---- collection and the baseline run
 
     def pytest_collectreport(self, report):
         if report.failed:
@@ -340,12 +1278,9 @@ class _Plugin:
             error["message"] = _summary_line(error["longrepr"])
             self.emit({"event": "collection_error", "error": error})
 
-    def pytest_collection_finish(self, session):
-        self.items = list(session.items)
-
     def pytest_runtest_protocol(self, item, nextitem):
         self.emit({"event": "test_start", "nodeid": item.nodeid})
-        self.cov.switch_context(item.nodeid)
+        self.recorder.switch(item.nodeid)
         signal.signal(signal.SIGALRM, _alarm)
         signal.setitimer(signal.ITIMER_REAL, self.config["test_timeout"])
         started = time.perf_counter()
@@ -353,11 +1288,11 @@ class _Plugin:
             yield
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
-            self.durations[item.nodeid] = time.perf_counter() - started
-            self.cov.switch_context("")
+            duration = time.perf_counter() - started
+            self.recorder.switch("")
             outcome = self.outcomes.get(item.nodeid) or {"nodeid": item.nodeid, "outcome": "error",
                                                          "message": "no report"}
-            self.emit({"event": "test", "test": outcome})
+            self.emit({"event": "test", "test": outcome, "duration": duration})
 
     def pytest_runtest_makereport(self, item, call):
         report = yield
@@ -368,7 +1303,6 @@ class _Plugin:
         if nodeid not in self.outcomes:
             self.outcomes[nodeid] = {"nodeid": nodeid, "outcome": "passed", "phase": None,
                                      "exception": None, "message": "", "longrepr": ""}
-            self.order.append(nodeid)
         current = self.outcomes[nodeid]
         kind = _classify(call, report, self.pytest)
         if _RANK[kind] <= _RANK[current["outcome"]]:
@@ -384,50 +1318,12 @@ class _Plugin:
         try:
             return (yield)
         finally:
-            self.cov.stop()
+            self.recorder.stop()
+            self.recorder.flush()
             if not self.reported:
-                self.report_baseline(None)
-                try:
-                    self._mutation_phase()
-                except BaseException as exc:  # noqa: BLE001 - the baseline results still count
-                    self.emit({"event": "mutation_error", "message": "%s: %s" % (
-                        type(exc).__name__, _exception_text(exc))})
+                self.reported = True
+                self.emit({"event": "baseline", "pytest_exit": None})
                 self.emit({"event": "done"})
-
-    # ---- after the baseline
-
-    def report_baseline(self, exit_code):
-        self.reported = True
-        os.chdir(self.root)
-        passing = [n for n in self.order if self.outcomes[n]["outcome"] == "passed"]
-        coverage_data = _measure_coverage(self.cov, self.focal, self.config["focal_source"], passing)
-        self.passing = set(passing)
-        self.emit({"event": "baseline", "coverage": coverage_data, "pytest_exit": exit_code,
-                   "mutants": bool(self.config["mutants"]) and bool(passing)})
-
-    def _mutation_phase(self):
-        if not self.config["mutants"] or not self.passing:
-            return
-        module = sys.modules.get(self.config["focal_module"])
-        data = self.cov.get_data()
-        data.set_query_contexts(None)
-        contexts = data.contexts_by_lineno(self.focal)
-        plan = [(m, self._covering_items(m, contexts, module), _ran_at_import(m, contexts))
-                for m in self.config["mutants"]]
-        _run_mutants(plan, module, self)
-
-    def _covering_items(self, mutant, contexts, module):
-        if module is None:
-            return []
-        names = set(contexts.get(mutant["line"], ()))
-        everyone = "" in names
-        return [item for item in self.items if item.nodeid in self.passing and (everyone or item.nodeid in names)
-                and item.get_closest_marker("xfail") is None]
-
-
-def _ran_at_import(mutant, contexts):
-    """The mutated line, or the making of a closure holding it, ran at import time."""
-    return any("" in contexts.get(line, ()) for line in [mutant["line"], *mutant.get("holders", [])])
 
 
 # Hook wrappers (new style) without importing pytest at module level.
@@ -470,389 +1366,6 @@ def _summary_line(longrepr):
     lines = [ln.strip() for ln in longrepr.splitlines() if ln.strip()]
     errors = [ln[1:].strip() for ln in lines if ln.startswith("E ")]
     return (errors[-1] if errors else lines[-1] if lines else "collection failed")[:_MESSAGE]
-
-
-def _compile(source, filename):
-    if source is None:
-        return None
-    try:
-        return compile(source, filename, "exec", dont_inherit=True)
-    except (SyntaxError, ValueError):
-        return None
-
-
-def _read(path):
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return fh.read()
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
-def _restore(path, source):
-    try:
-        with open(path, encoding="utf-8") as fh:
-            if fh.read() == source:
-                return
-    except (OSError, UnicodeDecodeError):
-        pass
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(source)
-
-
-def _measure_coverage(cov, focal, source, passing):
-    """Lines and branches of the focal file run by the passing tests or at import time."""
-    try:
-        _restore(focal, source)  # the tests may have changed or deleted it
-        data = cov.get_data()
-        if focal not in data.measured_files():
-            data.touch_file(focal)
-        contexts = ["^$"] + ["^%s$" % re.escape(nodeid) for nodeid in passing]
-        cov.json_report(outfile=COVERAGE_JSON, contexts=contexts)
-        with open(COVERAGE_JSON, encoding="utf-8") as fh:
-            files = json.load(fh)["files"]
-    except BaseException as exc:  # noqa: BLE001 - reported, the outcomes still count
-        return {"error": "%s: %s" % (type(exc).__name__, str(exc)[:_MESSAGE])}
-    entry = next(iter(files.values()), {})
-    return {key: entry.get(key, []) for key in
-            ("executed_lines", "missing_lines", "executed_branches", "missing_branches")}
-
-
-# --------------------------------------------------------------------------- mutants
-
-def _run_mutants(plan, module, plugin):
-    jobs = max(1, int(plugin.config["jobs"]))
-    plugin.item_runner = _item_runner(plugin.pytest, plugin.config.get("lean_runner", True))
-    pending = []
-    for mutant, items, at_import in plan:
-        if not items:
-            plugin.emit({"event": "mutant", "mutant": {"id": mutant["id"], "status": "uncovered",
-                                                       "killed_by": None, "tests": 0}})
-        else:
-            pending.append((mutant, _compile_mutant(mutant, plugin), items, at_import))
-    # Everything is compiled before the first fork: after it, each page the session
-    # writes while children live is copied, and the children allocate far less.
-    gc.freeze()  # children's collections then skip (and do not copy) the session's objects
-    plugin.floor = _calibrate(module, plugin) if pending else plugin.config["timeout_floor"]
-    running = {}
-    while pending or running:
-        while pending and len(running) < jobs:
-            mutant, code, items, at_import = pending.pop(0)
-            pid, fd = _fork_mutant(code, items, at_import, module, plugin)
-            deadline = time.monotonic() + _mutant_timeout(items, plugin)
-            running[fd] = [pid, mutant, len(items), deadline, b""]
-        _wait_mutants(running, plugin)
-
-
-def _mutant_timeout(items, plugin):
-    baseline = sum(plugin.durations.get(item.nodeid, 0.0) for item in items)
-    return plugin.config["timeout_factor"] * baseline + plugin.floor
-
-
-def _calibrate(module, plugin):
-    """The floor of the mutants' timeouts: the configured one, or three times the wall
-    time of one child running every passing test on the unmutated module, whichever is
-    larger (a loaded machine makes every child slower; a floor below that would turn
-    slow children into timeouts)."""
-    items = [item for item in plugin.items if item.nodeid in plugin.passing]
-    started = time.monotonic()
-    pid, fd = _fork_mutant(None, items, False, module, plugin)
-    limit = started + plugin.config["timeout"]
-    while True:
-        ready, _, _ = select.select([fd], [], [], max(0.0, limit - time.monotonic()))
-        if not ready or not os.read(fd, 1 << 16):
-            break
-    _kill_group(pid)
-    os.close(fd)
-    os.waitpid(pid, 0)
-    return max(plugin.config["timeout_floor"], 3 * (time.monotonic() - started))
-
-
-def _wait_mutants(running, plugin):
-    now = time.monotonic()
-    wait = max(0.0, min(entry[3] for entry in running.values()) - now)
-    ready, _, _ = select.select(list(running), [], [], wait)
-    for fd in ready:
-        chunk = os.read(fd, 1 << 16)
-        if chunk:
-            running[fd][4] += chunk
-            continue
-        pid, mutant, count, _, data = running.pop(fd)
-        os.close(fd)
-        _, status = os.waitpid(pid, 0)
-        plugin.emit({"event": "mutant", "mutant": _verdict(mutant, count, data, status)})
-    now = time.monotonic()
-    for fd in [fd for fd, entry in running.items() if entry[3] <= now]:
-        pid, mutant, count, _, _ = running.pop(fd)
-        _kill_group(pid)
-        os.close(fd)
-        os.waitpid(pid, 0)
-        plugin.emit({"event": "mutant", "mutant": {"id": mutant["id"], "status": "timeout",
-                                                   "killed_by": None, "tests": count}})
-
-
-def _verdict(mutant, count, data, status):
-    result = {"id": mutant["id"], "status": "killed", "killed_by": None, "tests": count}
-    try:
-        reply = json.loads(data.decode("utf-8"))
-    except ValueError:
-        reply = None
-    if isinstance(reply, dict) and reply.get("status") in ("killed", "survived", "unapplied"):
-        result.update(status=reply["status"], killed_by=reply.get("killed_by"))
-        result["detail"] = reply.get("detail")
-    elif os.WIFSIGNALED(status):
-        result["detail"] = "the run was killed by signal %d" % os.WTERMSIG(status)
-    else:
-        result["detail"] = "the run ended early (exit status %d)" % os.WEXITSTATUS(status)
-    return result
-
-
-def _compile_mutant(mutant, plugin):
-    source = plugin.config["focal_source"]
-    mutated = source[: mutant["start"]] + mutant["replacement"] + source[mutant["end"]:]
-    try:
-        return compile(mutated, plugin.focal, "exec", dont_inherit=True)
-    except (SyntaxError, ValueError) as exc:
-        return exc
-
-
-def _fork_mutant(code, items, at_import, module, plugin):
-    read_fd, write_fd = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read_fd)
-        plugin.emit.enabled = False
-        reply = {"status": "killed", "killed_by": None}
-        gc.disable()  # a short life: collecting would only copy pages shared with the session
-        try:
-            os.setpgid(0, 0)
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, 1)
-            os.dup2(null, 2)
-            reply = _mutant_child(code, items, at_import, module, plugin)
-        except BaseException as exc:  # noqa: BLE001 - a mutant that breaks loading is killed
-            reply = {"status": "killed", "killed_by": None,
-                     "detail": "loading the mutant raised %s: %s" % (type(exc).__name__,
-                                                                     _exception_text(exc))}
-        try:
-            os.write(write_fd, json.dumps(reply).encode())
-        finally:
-            os._exit(0)
-    os.close(write_fd)
-    return pid, read_fd
-
-
-def _mutant_child(code, items, at_import, module, plugin):
-    if code is None:  # the calibration run: the focal module as it is
-        return _run_items(items, plugin)
-    if isinstance(code, Exception):
-        return {"status": "unapplied", "killed_by": None, "detail": "the mutant does not compile: %s" % code}
-    fresh = _execute_mutant(code, module)
-    if _transplant(module, fresh, module.__name__) == 0:
-        return {"status": "unapplied", "killed_by": None,
-                "detail": "the change is in an object the tests cannot see replaced"}
-    if at_import:
-        failure = _reexecute_test_module(plugin)
-        if failure:
-            return {"status": "killed", "killed_by": plugin.config["test_path"], "detail": failure}
-    return _run_items(items, plugin)
-
-
-def _run_items(items, plugin):
-    run = plugin.item_runner
-    for index, item in enumerate(items):
-        if run(item, items[index + 1] if index + 1 < len(items) else None):
-            return {"status": "killed", "killed_by": item.nodeid}
-    return {"status": "survived", "killed_by": None}
-
-
-def _item_runner(pytest, plugin_lean=True):
-    """A function ``(item, nextitem) -> failed`` for the mutant children.
-
-    Only pass or fail matters there, so when pytest's internals allow it the test is set
-    up, called and torn down directly (fixtures and all), without the reporting hooks
-    (output capture, logging, reports with formatted tracebacks), which cost more than
-    a small test itself. Otherwise pytest's own ``runtestprotocol``, with traceback
-    formatting turned off.
-    """
-    from _pytest import nodes, runner
-
-    lean = plugin_lean and all(hasattr(obj, name) for obj, name in (
-        (pytest.Item, "runtest"), (nodes.Node, "session"), (runner, "SetupState")))
-    skipped = (pytest.skip.Exception, getattr(pytest.xfail, "Exception", pytest.skip.Exception))
-
-    def run_lean(item, nextitem):
-        state = getattr(item.session, "_setupstate", None)
-        if state is None or not hasattr(item, "_initrequest"):
-            return run_protocol(item, nextitem)
-        if not item._request:
-            item._initrequest()
-        failed = False
-        try:
-            state.setup(item)
-            item.runtest()
-            # unittest.TestCase tests record their failures instead of raising them.
-            failed = any(not e.errisinstance(skipped) for e in getattr(item, "_excinfo", None) or ())
-        except skipped:
-            pass
-        except BaseException:  # noqa: BLE001 - any exception of the test kills the mutant
-            failed = True
-        try:
-            state.teardown_exact(nextitem)
-        except BaseException:  # noqa: BLE001 - so does a failing teardown
-            failed = True
-        return failed
-
-    def run_protocol(item, nextitem):
-        nodes.Node._repr_failure_py = lambda self, excinfo, style=None: "failed"
-        reports = runner.runtestprotocol(item, nextitem=nextitem, log=False)
-        return any(report.failed for report in reports)
-
-    return run_lean if lean else run_protocol
-
-
-def _reexecute_test_module(plugin):
-    """Run the test module's top level again, into its own namespace.
-
-    The mutated line ran at import time, possibly on behalf of the test module (a class
-    built by a factory of the focal file at the test module's top level): what the test
-    functions see must be rebuilt with the mutant, as a fresh pytest run would. The test
-    functions pytest collected keep their code and read the rebuilt names.
-    """
-    module = _module_of(plugin.test_file)
-    if module is None or plugin.test_code is None:
-        return None
-    try:
-        exec(plugin.test_code, vars(module))  # noqa: S102
-    except BaseException as exc:  # noqa: BLE001 - the mutant broke the test module's import
-        return "importing the test module raised %s: %s" % (type(exc).__name__, _exception_text(exc))
-    return None
-
-
-def _module_of(filename):
-    path = os.path.realpath(filename)
-    for module in list(sys.modules.values()):
-        try:
-            file = getattr(module, "__file__", None)
-        except BaseException:  # noqa: BLE001 - a lazy module may raise on any attribute
-            continue
-        if isinstance(file, str) and os.path.realpath(file) == path:
-            return module
-    return None
-
-
-def _execute_mutant(code, module):
-    fresh = types.ModuleType(module.__name__, getattr(module, "__doc__", None))
-    for name in ("__file__", "__package__", "__spec__", "__loader__", "__path__"):
-        if hasattr(module, name):
-            setattr(fresh, name, getattr(module, name))
-    exec(code, fresh.__dict__)  # noqa: S102 - the mutant of the repository's own module
-    return fresh
-
-
-_SKIP = frozenset({"__dict__", "__weakref__", "__doc__", "__module__", "__qualname__", "__builtins__",
-                   "__file__", "__spec__", "__loader__", "__package__", "__name__", "__cached__",
-                   "__path__", "__annotations__", "__firstlineno__", "__static_attributes__"})
-_MISSING = object()
-
-
-def _transplant(old, new, module_name, seen=None):
-    """Give ``old`` (a module or class) the behaviour of ``new``; return the changes made."""
-    seen = set() if seen is None else seen
-    seen.add(id(old))
-    changes = 0
-    old_dict, new_dict = vars(old), vars(new)
-    for name, value in list(new_dict.items()):
-        if name in _SKIP:
-            continue
-        changes += _transplant_attribute(old, name, old_dict.get(name, _MISSING), value,
-                                         module_name, seen)
-    for name in [n for n in list(old_dict) if n not in new_dict and n not in _SKIP]:
-        delattr(old, name)
-        changes += 1
-    return changes
-
-
-def _transplant_attribute(owner, name, old, new, module_name, seen):
-    if old is _MISSING:
-        setattr(owner, name, new)
-        return 1
-    if isinstance(old, type) and isinstance(new, type):
-        same = (getattr(new, "__module__", None) == module_name
-                and getattr(old, "__qualname__", None) == getattr(new, "__qualname__", None))
-        return _transplant(old, new, module_name, seen) if same and id(old) not in seen else 0
-    old_functions, new_functions = _functions(old), _functions(new)
-    if old_functions and len(old_functions) == len(new_functions):
-        changes = sum(_patch_function(a, b, module_name, 0) for a, b in zip(old_functions, new_functions, strict=True))
-        if changes and callable(getattr(old, "cache_clear", None)):
-            old.cache_clear()
-        return changes
-    if _plain(old) and _plain(new):
-        if type(old) is not type(new) or not _equal(old, new):
-            setattr(owner, name, new)
-            return 1
-    return 0
-
-
-def _functions(value, depth=0):
-    if isinstance(value, types.FunctionType):
-        return [value]
-    if isinstance(value, (staticmethod, classmethod)):
-        return _functions(value.__func__, depth)
-    if isinstance(value, property):
-        return [f for f in (value.fget, value.fset, value.fdel) if isinstance(f, types.FunctionType)]
-    if depth < 5 and not isinstance(value, type):
-        try:
-            wrapped = value.__dict__.get("__wrapped__") if hasattr(value, "__dict__") else None
-        except BaseException:  # noqa: BLE001 - an odd object is just not a function
-            wrapped = None
-        if wrapped is not None:
-            return _functions(wrapped, depth + 1)
-    return []
-
-
-def _patch_function(old, new, module_name, depth):
-    if getattr(new, "__module__", None) != module_name:
-        return 0
-    changes = 0
-    if old.__code__ != new.__code__:
-        if old.__code__.co_freevars != new.__code__.co_freevars:
-            return 0
-        old.__code__ = new.__code__
-        changes += 1
-    old_cells, new_cells = old.__closure__ or (), new.__closure__ or ()
-    if depth < 3 and len(old_cells) == len(new_cells):
-        for a, b in zip(old_cells, new_cells, strict=True):
-            try:
-                inner_old, inner_new = a.cell_contents, b.cell_contents
-            except ValueError:
-                continue
-            if isinstance(inner_old, types.FunctionType) and isinstance(inner_new, types.FunctionType):
-                changes += _patch_function(inner_old, inner_new, module_name, depth + 1)
-    return changes
-
-
-_PLAIN_TYPES = (int, float, complex, str, bytes, bool, type(None), range, type(re.compile("")))
-
-
-def _plain(value, depth=0):
-    if isinstance(value, _PLAIN_TYPES):
-        return True
-    if depth > 3:
-        return False
-    if isinstance(value, (tuple, list, set, frozenset)) and len(value) <= 10000:
-        return all(_plain(v, depth + 1) for v in value)
-    if isinstance(value, dict) and len(value) <= 10000:
-        return all(_plain(k, depth + 1) and _plain(v, depth + 1) for k, v in value.items())
-    return False
-
-
-def _equal(a, b):
-    try:
-        return bool(a == b)
-    except BaseException:  # noqa: BLE001 - incomparable values are different
-        return False
 
 
 if __name__ == "__main__":

@@ -52,6 +52,10 @@ class LocalSandboxConfig(SandboxLimits):
     or changes the environment or working directory is *unfit* (a forked run would not
     see what a fresh import does) and workers are restarted without it. Both are
     reported in ``describe()["preload"]``."""
+    profile: bool = False
+    """Time each run's phases (``time.monotonic()`` stamps on the host, in the worker and
+    in the run's child, in ``RunResult.extra["phases"]``), for benchmarks: see
+    ``benchmarks/sandbox_latency.py``."""
     isolation: Literal["namespaces", "none"] = "namespaces"
     """``namespaces``: network, mount, PID namespaces, read-only file system outside the
     working directory, an unprivileged user. ``none``: limits only, for trusted code on

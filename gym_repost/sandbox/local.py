@@ -65,15 +65,18 @@ from gym_repost.sandbox import cgroups
 from gym_repost.sandbox import worker as protocol
 from gym_repost.sandbox.base import RunResult, Sandbox, SandboxLimits, check_relative_path
 from gym_repost.sandbox.config import LocalSandboxConfig
+from gym_repost.sandbox.programs import program_file
 
 logger = logging.getLogger(__name__)
 
 WORKER_DIR = os.path.dirname(os.path.abspath(__file__))
 # Imported as a top-level module (not run by path) so that its cached bytecode is used.
 _BOOTSTRAP = "import sys; sys.path[0] = sys.argv[1]; import worker; sys.exit(worker.main(sys.argv))"
+PROGRAMS_DIR = os.path.join(os.path.dirname(WORKER_DIR), "programs")
 HARNESS_MODULES = ("ast", "base64", "hashlib", "io", "linecache", "math", "pickle", "random", "re",
-                   "runpy", "threading", "traceback", "types")
-"""Standard-library modules the in-sandbox programs import, imported by warm workers ahead of runs."""
+                   "runpy", "threading", "traceback", "types", "typing", "zlib")
+"""Standard-library modules the in-sandbox programs (and ``typing``: most evaluation scripts)
+import, imported by warm workers ahead of runs."""
 DIR_PREFIX = "gym-repost-sbx-"
 """Name prefix of worker directories: ``gym-repost-sbx-<host pid>-<host start>-<token>``."""
 REPLY_GRACE = 10.0
@@ -238,7 +241,10 @@ class _Worker:
         """Send one framed request and wait for the reply until ``deadline``."""
         try:
             self._send(request, deadline)
-            return self._receive(deadline)
+            sent = time.monotonic()
+            reply = self._receive(deadline)
+            reply["_sent"] = sent
+            return reply
         except (EOFError, TimeoutError, OSError, ValueError) as exc:
             raise SandboxError(f"sandbox worker {self.proc.pid} failed: "
                                f"{self._failure(exc)}") from None
@@ -254,7 +260,9 @@ class _Worker:
     def _receive(self, deadline: float) -> dict[str, Any]:
         header = self._read_exact(protocol.HEADER.size, deadline)
         body = self._read_exact(protocol.HEADER.unpack(header)[0], deadline)
+        received = time.monotonic()
         message: dict[str, Any] = json.loads(body)
+        message["_received"] = received
         return message
 
     def _read_exact(self, size: int, deadline: float) -> bytearray:
@@ -279,11 +287,15 @@ class _Worker:
         return f"{what} (exit status {code}): {type(exc).__name__} {exc}".rstrip()
 
     def stop(self, graceful: bool = False) -> None:
-        """Kill the worker and its namespace, then remove its directory. Idempotent."""
+        """Kill the worker and its namespace, then remove its directory. Idempotent; a
+        second caller returns once the first has finished."""
         with self._stop_lock:
             if self.stopped:
                 return
             self.stopped = True
+            self._stop(graceful)
+
+    def _stop(self, graceful: bool) -> None:
         exited = False
         if graceful:  # the worker cleans up and exits by itself
             with contextlib.suppress(OSError):
@@ -368,13 +380,19 @@ def _to_result(reply: dict[str, Any]) -> RunResult:
     )
 
 
+def _program_paths() -> list[str]:
+    """The host's programs (``gym_repost/programs``), which warm workers keep compiled."""
+    return sorted(os.path.join(PROGRAMS_DIR, name) for name in os.listdir(PROGRAMS_DIR)
+                  if name.endswith(".py") and name != "__init__.py")
+
+
 def _ensure_worker_bytecode() -> None:
-    """Compile the worker's modules once, so that every worker starts from bytecode.
+    """Compile the worker's modules and the programs once, so that every worker starts from
+    bytecode.
 
     Workers run with PYTHONDONTWRITEBYTECODE (like the runs), so they never write it.
     """
-    for name in ("worker.py", "isolation.py"):
-        source = os.path.join(WORKER_DIR, name)
+    for source in [os.path.join(WORKER_DIR, n) for n in ("worker.py", "isolation.py")] + _program_paths():
         cached = importlib.util.cache_from_source(source)
         try:
             if not os.path.exists(cached) or os.stat(cached).st_mtime < os.stat(source).st_mtime:
@@ -620,16 +638,23 @@ class LocalSandbox(Sandbox):
             timeout: float = 10.0, *, stdin: str | None = None,
             env: Mapping[str, str] | None = None, network: bool = False) -> RunResult:
         """Run ``command`` in a fresh directory holding ``files`` (see :class:`Sandbox`)."""
+        called = time.monotonic()
         request = _build_request(files, command, timeout, stdin, env)
         if not self._started or os.getpid() != self._owner:
             self.start()
         deadline = time.monotonic() + timeout + REPLY_GRACE
         if network or not self.config.warm:
-            with self._fresh_worker(network=network) as worker:
+            with self._fresh_worker(network=network, stop_later=True) as worker:
                 reply = worker.call(protocol.encode_message(request), deadline)
         else:
             reply = self._call_warm_worker(protocol.encode_message(request), deadline)
-        return _to_result(reply)
+        result = _to_result(reply)
+        if self.config.profile and isinstance(reply.get("phases"), dict):
+            result.extra["phases"] = {"host_called": called, "host_sent": reply["_sent"],
+                                      **reply["phases"],
+                                      "host_received": reply.get("_received", 0.0),
+                                      "host_returned": time.monotonic()}
+        return result
 
     def install(self, requirements: Sequence[str], timeout: float = 900.0) -> RunResult:
         """``pip install`` into :attr:`packages_dir` with the network on for that run only.
@@ -668,14 +693,28 @@ class LocalSandbox(Sandbox):
         return reply
 
     @contextlib.contextmanager
-    def _fresh_worker(self, *, network: bool) -> Iterator[_Worker]:
-        """A started worker that serves one request, then is stopped and removed."""
+    def _fresh_worker(self, *, network: bool, stop_later: bool = False) -> Iterator[_Worker]:
+        """A started worker that serves one request, then is stopped and removed.
+
+        ``stop_later``: stopped by a thread, off the caller's critical path (its exit
+        takes tens of milliseconds: the namespaces' teardown); :meth:`close` still waits
+        for it, as it stays among the sandbox's workers until it is gone.
+        """
         worker = self._spawn(network=network, once=True)
         try:
             worker.wait_ready(self.start_timeout)
             yield worker
         finally:
-            self._discard(worker, graceful=True)
+            if stop_later:
+                threading.Thread(target=self._discard_after_stop, args=(worker,), daemon=True,
+                                 name="gym-repost-sandbox-stop").start()
+            else:
+                self._discard(worker, graceful=True)
+
+    def _discard_after_stop(self, worker: _Worker) -> None:
+        worker.stop(graceful=True)
+        with self._lock:
+            self._workers.discard(worker)
 
     # ------------------------------------------------------------ the pool
 
@@ -773,8 +812,11 @@ class LocalSandbox(Sandbox):
             "isolation": cfg.isolation, "network": network, "warm": cfg.warm and not once,
             "once": once, "uid": uid, "host_dir": host_dir, "packages_dir": self.packages_dir,
             "preload": [*HARNESS_MODULES, *self.preload_modules] if cfg.warm and not once else [],
+            "programs": {path: program_file(os.path.basename(path)[:-3]) for path in _program_paths()}
+            if cfg.warm and not once else {},
             "limits": {name: getattr(cfg, name) for name in SandboxLimits.model_fields},
-            "aliases": list(cfg.workdir_aliases),
+            "aliases": list(cfg.workdir_aliases), "profile": cfg.profile,
+            "views": self._info.get("views"),  # what the site-packages show: found once
         }
 
     def _worker_env(self, host_dir: str) -> dict[str, str]:

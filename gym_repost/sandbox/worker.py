@@ -16,13 +16,15 @@ the host's (an editable install's finder pointing into the project, say).
 
 Protocol: each message is a 4-byte big-endian length and a UTF-8 JSON object.
 
-* worker -> host, once: ``{"ready": true, "pid1": ..., "python": ..., "warnings": [...]}``
+* worker -> host, once: ``{"ready": true, "pid1": ..., "python": ..., "warnings": [...],
+  "views": ...}`` (the site-packages views it found, passed to the sandbox's later workers)
   or ``{"ready": false, "unavailable": true, "error": ...}``.
 * host -> worker: ``{"op": "run", "argv", "files", "bfiles" (base64), "stdin", "env",
   "timeout", "keep", "limits"}`` or ``{"op": "exit"}``.
 * worker -> host, per run: ``{"ok": true, "returncode", "stdout", "stderr", "timed_out",
-  "duration", "output_truncated", "killed_for", "inprocess", "run_dir"}`` or
-  ``{"ok": false, "error"}``.
+  "duration", "output_truncated", "killed_for", "inprocess", "run_dir"}`` (and, with
+  ``"profile"`` in the configuration, ``"phases"``: ``time.monotonic()`` stamps of PID 1
+  and of the run child, and the child's page faults) or ``{"ok": false, "error"}``.
 
 Process tree in ``namespaces`` mode::
 
@@ -74,8 +76,9 @@ else:  # started by the host, the normal case: keep the gym_repost package out o
 MARKER = "--gym-repost-sandbox-worker"
 """argv marker of worker processes (and of their warm run children), for cleanup."""
 HEADER = struct.Struct(">I")
-OUTPUT_KILL_FACTOR = 64
-"""A stream larger than this many times ``max_output_bytes`` gets the run killed."""
+OUTPUT_KILL_FACTOR = 16
+"""A stream larger than this many times ``max_output_bytes`` gets the run killed (only
+``max_output_bytes`` of it is kept anyway; a flood costs the time it takes to print)."""
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _MIB = 1024 * 1024
 _PYTHON_NAMES = ("python", "python3")
@@ -241,6 +244,75 @@ def plan_command(argv: list[str], env: dict[str, str], warm: bool) -> tuple[str,
     return "exec", "", []
 
 
+# ---------------------------------------------------------------- trusted programs' bytecode
+
+
+PROGRAM_CODE: dict[bytes, types.CodeType] = {}
+"""Code of the host's own programs (``gym_repost/programs``) by their exact source: a warm
+run whose script or imported module has one of these texts skips its compilation (~20 ms
+for the harness here)."""
+PROGRAM_NAMES: dict[str, bytes] = {}
+"""The programs' file names in a run directory, and their sources."""
+_RELOCATED: dict[bytes, tuple[str, types.CodeType]] = {}
+"""In a spare child: programs' code already relocated to a path of its coming run."""
+
+
+def load_programs(programs: dict[str, str]) -> None:
+    """Compile the host's programs (or load their cached bytecode) in PID 1, before isolation.
+
+    ``programs``: each program's path and its file name in a run directory. Only these
+    trusted texts are compiled outside a run: a run's own code is compiled in its child,
+    under its limits.
+    """
+    for path, name in programs.items():
+        loader = SourceFileLoader("program", path)
+        try:
+            source, code = loader.get_data(path), loader.get_code("program")
+        except (ImportError, OSError, SyntaxError, ValueError):  # a broken install: compile per run
+            continue
+        PROGRAM_CODE[source] = code
+        PROGRAM_NAMES[name] = source
+
+
+def program_code(source: bytes, path: str) -> types.CodeType | None:
+    """The precompiled code of ``source`` as if compiled from ``path``; None for other texts."""
+    ready = _RELOCATED.get(source)
+    if ready is not None and ready[0] == path:
+        return ready[1]
+    code = PROGRAM_CODE.get(source)
+    return None if code is None else _relocated(code, path)
+
+
+def relocate_ahead(run_dir: str, names: list[str]) -> None:
+    """In a spare child, while idle: the programs ``names`` (those the last run shipped)
+    relocated to ``run_dir``, where the next run will most likely ship them again."""
+    for name in names:
+        source = PROGRAM_NAMES.get(name)
+        if source is not None:
+            path = f"{run_dir}/{name}"
+            _RELOCATED[source] = (path, _relocated(PROGRAM_CODE[source], path))
+
+
+def _relocated(code: types.CodeType, path: str) -> types.CodeType:
+    consts = tuple(_relocated(c, path) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+    return code.replace(co_filename=path, co_consts=consts)
+
+
+def _use_program_code_on_import() -> None:
+    """Let imports of the programs' modules (``_gym_repost_protocol``...) use their code too."""
+    from importlib._bootstrap_external import SourceLoader  # SourceFileLoader's base
+
+    compile_source = SourceLoader.source_to_code
+
+    def source_to_code(self: Any, data: Any, path: Any, *, _optimize: int = -1) -> Any:
+        code = program_code(data, path) if _optimize == -1 and type(data) is bytes \
+            and type(path) is str else None
+        return code if code is not None else compile_source(self, data, path, _optimize=_optimize)
+
+    source_to_code.__qualname__ = compile_source.__qualname__
+    SourceLoader.source_to_code = source_to_code  # type: ignore[method-assign]
+
+
 # ---------------------------------------------------------------- the run child
 
 
@@ -282,6 +354,18 @@ def write_files(run_dir: str, files: dict[str, str], bfiles: dict[str, str]) -> 
 
 _CONTROL_FD = 3
 _STATUS_FD = 4
+CHILD_PHASES = ("job", "files", "start", "end")
+"""What a run child stamps (profile mode): job read, files written, command started, program ended."""
+_stamps: Any = None
+"""Profile mode: shared memory (one page, mapped before the fork) the run child stamps."""
+
+
+def stamp(index: int) -> None:
+    """Profile mode: note the time of the run child's phase ``CHILD_PHASES[index]`` (and its
+    page faults so far: each costs microseconds, on a VM tens of them)."""
+    if _stamps is not None:
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        struct.pack_into("dd", _stamps, 16 * index, time.monotonic(), faults)
 _RUN_PID = -1
 _STATUS_PIPE = (0, 0)
 
@@ -309,10 +393,15 @@ def spare_main(server: Server, control: int, status: int, stdio: tuple[int, int,
         if not server.namespaced:
             isolation.set_parent_death_signal(signal.SIGKILL)
         os.closerange(_STATUS_FD + 1, 1 << 20)  # protocol pipes, pidfds: nothing leaks
-        rehearse(server)
+        if server.warm:  # an exec'd command gains nothing from these
+            if not server.request_waiting:  # else the job is already there: no time to gain
+                rehearse(server)
+            if server.next_run_dir is not None:
+                relocate_ahead(server.next_run_dir, server.recent_programs)
         message = read_message(_CONTROL_FD)
         if message is None:  # PID 1 is gone, or does not need this child any more
             os._exit(0)
+        stamp(0)
         os.close(_CONTROL_FD)
         server.drop_privileges()
         run_job(server, RunJob(server, message["request"], message["run_dir"]))
@@ -345,6 +434,7 @@ def rehearse(server: Server) -> None:
 def run_job(server: Server, job: RunJob) -> NoReturn:
     """In the run child, once the job is known: files, limits, environment, command."""
     write_files(job.run_dir, job.files, job.bfiles)
+    stamp(1)
     os.chdir(job.run_dir)
     apply_limits(job.limits)
     isolation.set_no_new_privs()
@@ -352,6 +442,7 @@ def run_job(server: Server, job: RunJob) -> NoReturn:
     os.environ.update(job.env)
     for key, value in server.preload_env.items():  # what preloaded imports set (see preload())
         os.environ.setdefault(key, value)
+    stamp(2)
     if job.kind != "exec" and _runnable_in_process(job):
         run_in_process(server, job)
     exec_command(server, job)
@@ -399,6 +490,8 @@ def run_in_process(server: Server, job: RunJob) -> NoReturn:
         del sys.modules[name]  # a program may have its own worker.py or isolation.py
     if "tempfile" in sys.modules:  # forget a temp dir chosen before TMPDIR pointed here
         sys.modules["tempfile"].tempdir = None  # type: ignore[attr-defined]
+    if PROGRAM_CODE:
+        _use_program_code_on_import()
     extra = [os.path.abspath(p) for p in job.env.get("PYTHONPATH", "").split(":") if p]
     sys.orig_argv = [sys.executable, *job.argv[1:]]
     status = _execute_main(job, extra, server.base_path)
@@ -432,7 +525,8 @@ def _run_script(script: str, args: list[str], extra: list[str], base: list[str])
     sys.path[:] = [os.path.dirname(os.path.realpath(path)), *extra, *base]
     with open(path, "rb") as handle:
         source = handle.read()
-    _exec_main(compile(source, path, "exec", dont_inherit=True), path)
+    code = program_code(source, path) or compile(source, path, "exec", dont_inherit=True)
+    _exec_main(code, path)
 
 
 def _new_main_module(path: str | None) -> types.ModuleType:
@@ -501,6 +595,7 @@ def _finalize(status: int) -> int:
         signal.signal(-status, signal.SIG_DFL)
         os.kill(os.getpid(), -status)
     if os.getpid() == _RUN_PID and _is_status_pipe():  # not a child the program forked
+        stamp(3)
         # Tell PID 1 now: it can answer while the kernel tears this process down.
         _ignore_errors(os.write, _STATUS_FD, bytes((status & 0xFF,)))
     return status
@@ -705,11 +800,22 @@ class Server:
         self.keep_in_tmp = set(os.listdir("/tmp")) if self.namespaced else set()
         self.spare: Spare | None = None
         self.next_run_dir: str | None = None
+        self.recent_programs: list[str] = []
+        """Programs (run-directory file names) the last request shipped."""
+        self.request_waiting = False
+        """A request was already waiting when the spare child was forked."""
         self.scratch: tuple[str, int] | None = None
         """The run directory whose tmpfs is mounted, and its size in MiB."""
         self.scratch_shown: list[str] = scratch_shown or []
         self.preload_env: dict[str, str] = {}
         """Environment variables that preloaded modules set at import, set in every run."""
+        self.phases: dict[str, float] | None = {} if config.get("profile") else None
+        """Profile mode: this run's timestamps (``time.monotonic()``), sent with the reply."""
+        if self.phases is not None:
+            import mmap
+
+            global _stamps
+            _stamps = mmap.mmap(-1, 16 * len(CHILD_PHASES))
 
     def run_environment(self, run_dir: str, caller_env: Message) -> Message:
         """The scrubbed environment of a run, plus what the caller passed."""
@@ -735,9 +841,13 @@ class Server:
             request = read_message(self.req_fd)
             if request is None:
                 return EXIT_HOST_GONE
+            self.note("received")
             if request.get("op") != "run":
                 return 0
             reply, run_dir = self.handle(request)
+            if self.phases is not None:
+                self.note("replied")
+                reply["phases"] = self.phases
             try:
                 write_message(self.resp_fd, reply)
             except BrokenPipeError:
@@ -749,13 +859,21 @@ class Server:
             if self.config["once"]:
                 return 0
             self.get_ready()
+            if self.phases is not None:  # the time spent after replying, for the next reply
+                self.phases = {"previous_ready": time.monotonic()}
+
+    def note(self, phase: str) -> None:
+        """Profile mode: note the time of ``phase`` of this run."""
+        if self.phases is not None:
+            self.phases[phase] = time.monotonic()
 
     def get_ready(self) -> None:
-        """Prepare the next run while idle: its child, its directory and scratch space."""
-        self.prefork()
+        """Prepare the next run while idle: its directory and scratch space, then its child
+        (which knows where the run will be: see :func:`relocate_ahead`)."""
         with contextlib.suppress(OSError):  # handle() will try again, and report
             self.next_run_dir = self.make_run_dir()
             self.provide_scratch(self.next_run_dir, self.limits)
+        self.prefork()
 
     def provide_scratch(self, run_dir: str, limits: Message, keep: bool = False) -> None:
         """Put ``run_dir``, ``/tmp`` and ``/dev/shm`` on a tmpfs of the run's disk quota.
@@ -786,6 +904,7 @@ class Server:
         return run_dir
 
     def handle(self, request: Message) -> tuple[Message, str | None]:
+        self.recent_programs = [name for name in request.get("files") or () if name in PROGRAM_NAMES]
         run_dir, self.next_run_dir = self.next_run_dir, None
         try:
             run_dir = run_dir or self.make_run_dir()
@@ -804,6 +923,7 @@ class Server:
         in_r, in_w = os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
+        self.request_waiting = bool(select.select([self.req_fd], [], [], 0)[0])
         pid = os.fork()
         if pid == 0:
             spare_main(self, control_r, status_w, (in_r, out_w, err_w))
@@ -849,16 +969,27 @@ class Server:
     def _run(self, request: Message, run_dir: str) -> Message:
         job = RunJob(self, request, run_dir)
         started = time.monotonic()
+        if _stamps is not None:
+            _stamps[:] = bytes(len(_stamps))
+        self.note("dispatching")
         spare = self.dispatch(request, run_dir)
+        self.note("dispatched")
         supervisor = Supervisor(self, spare)
         if job.stdin is not None:
             supervisor.feed_stdin(spare.in_w, job.stdin.encode("utf-8", "surrogateescape"))
         else:
             os.close(spare.in_w)  # end of file at once, like /dev/null
         killed_for = supervisor.watch(started + job.timeout)
+        self.note("exited")
         supervisor.finish()
         duration = time.monotonic() - started
         supervisor.drain()
+        if self.phases is not None and _stamps is not None:
+            for index, phase in enumerate(CHILD_PHASES):
+                at, faults = struct.unpack_from("dd", _stamps, 16 * index)
+                if at:
+                    self.phases[f"child_{phase}"] = at
+                    self.phases[f"child_{phase}_faults"] = faults
         if killed_for == "host":
             os._exit(EXIT_HOST_GONE)
         return _reply(supervisor, killed_for, duration, job.kind != "exec")
@@ -1000,10 +1131,36 @@ def filesystem_plan(config: Message) -> isolation.FilesystemPlan:
     if config.get("packages_dir"):
         shown.append(config["packages_dir"])
     size = max(64, 4 * int(config["limits"]["max_file_size_mb"]))
+    views = config.get("views")  # found by the sandbox's first worker (~0.2 s of metadata)
     return isolation.FilesystemPlan(
         host_dir=config["host_dir"], read_only=[os.path.realpath(p) for p in shown],
-        views=site_views(visible_distributions(config)), tmpfs_size_mb=size,
-        aliases=config.get("aliases") or [])
+        views=views_in_child(visible_distributions(config)) if views is None else views,
+        tmpfs_size_mb=size, aliases=config.get("aliases") or [])
+
+
+def views_in_child(allowed: list[str] | None) -> dict[str, list[str]]:
+    """:func:`site_views`, found in a child process that exits afterwards: the metadata
+    machinery (``importlib.metadata``, ``email``, ``zipfile``, ``csv``...) stays out of
+    PID 1, so every worker's runs start from the same, smaller, set of modules."""
+    read_fd, write_fd = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(read_fd)
+            write_message(write_fd, site_views(allowed))
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write_fd)
+    try:
+        views = read_message(read_fd)
+    finally:
+        os.close(read_fd)
+        status = os.waitpid(pid, 0)[1]
+    if views is None or status != 0:
+        raise OSError(errno.EIO, "cannot list the distributions of the site-packages")
+    return views
 
 
 def visible_distributions(config: Message) -> list[str] | None:
@@ -1279,6 +1436,7 @@ def server_main(config: Message, fds: tuple[int, int, int], mode: str,
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the outer's handler is not ours
         isolation.set_parent_death_signal(signal.SIGKILL)
         pid1, warnings, scratch_shown = os.getpid(), [], []
+        load_programs(config.get("programs") or {})
         if mode != "none":
             pid1 = int(os.readlink("/proc/self"))  # still the host's /proc: host-visible pid
             try:
@@ -1304,7 +1462,7 @@ def server_main(config: Message, fds: tuple[int, int, int], mode: str,
             "ready": True, "pid1": pid1, "python": sys.executable, "mode": mode,
             "version": sys.version.split()[0], "warnings": warnings,
             "preload": preloaded,
-            "memory_cgroup": run_cgroup is not None,
+            "memory_cgroup": run_cgroup is not None, "views": config.get("views"),
             "site_packages": visible_distributions(config) if mode != "none" else None})
         code = server.serve()
     except BaseException:  # noqa: BLE001 - last resort: say why on the worker's stderr
@@ -1317,6 +1475,7 @@ def server_main(config: Message, fds: tuple[int, int, int], mode: str,
 def _isolate_filesystem(config: Message, mode: str) -> tuple[list[str], list[str]]:
     try:
         plan = filesystem_plan(config)
+        config["views"] = plan.views  # told to the host, which passes them to later workers
         return isolation.setup_filesystem(plan), plan.scratch_shown
     except OSError as exc:
         raise isolation.IsolationError(

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from gym_repost.construct.context import parse_context
 from gym_repost.construct.dependencies import (
     RepositoryIndex,
     bound_names,
@@ -18,6 +17,7 @@ from gym_repost.construct.dependencies import (
 )
 from gym_repost.construct.extract import extract_candidates
 from gym_repost.construct.model import Candidate, DependencySlice, Drop, SourceRepository
+from gym_repost.context import parse_context
 
 GEO = {
     "geo/__init__.py": """\

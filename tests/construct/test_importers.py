@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from gym_repost.construct.context import parse_context
 from gym_repost.construct.importers.manifest import import_manifest
 from gym_repost.construct.importers.repost_eval import import_repost_eval
 from gym_repost.construct.sources import import_source
+from gym_repost.context import parse_context
 from gym_repost.errors import BuildError, ConfigError
 from gym_repost.task import FunctionTask
 

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from gym_repost.analysis.strength import validate_task
 from gym_repost.construct.builder import BuilderSettings
 from gym_repost.construct.llm_builder import LLMBuild, LLMBuilderSettings, parse_reply, parse_verdict
 from gym_repost.construct.pipeline import BuildResult, BuildSettings, build_function_tasks
 from gym_repost.construct.quality import Judgement, judged_drop_reason
+from gym_repost.harness.validation import validate_task
 from gym_repost.llm import llm_config
 from gym_repost.llm.scripted_server import Fault, Reply, ScriptedLLMServer, ScriptItem
 from gym_repost.sandbox import Sandbox
@@ -52,9 +52,9 @@ def build(server: ScriptedLLMServer, sandbox: Sandbox, tmp_path: Path, *, source
     url = server.anthropic_base_url if api == "anthropic" else server.openai_base_url
     config = llm_config(f"{api}/test-model", base_url=url, **{**FAST, **(llm or {})})
     settings = BuildSettings(split=split, only=only, trace=False, mutants=4, workers=1,  # type: ignore[arg-type]
-                             test_budget=0.5, licenses="any")
+                             test_executions=300, licenses="any")
     with LLMBuild(config, LLMBuilderSettings(), log_path=tmp_path / "tasks.jsonl.llm.jsonl",
-                  deterministic=BuilderSettings(test_budget=0.5, attempts=1)) as builder:
+                  deterministic=BuilderSettings(test_executions=300, attempts=1)) as builder:
         result = build_function_tasks(str(source), LLMBuild.settings_for(settings), sandbox, builder.policy)
         result.llm_usage = builder.usage()
     return result

@@ -9,10 +9,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from busy import busy_machine
 
-from gym_repost.analysis.strength import validate_task
 from gym_repost.construct.pipeline import BuildResult, BuildSettings, build_function_tasks
 from gym_repost.errors import BuildError
+from gym_repost.harness.validation import validate_task
 from gym_repost.sandbox import Sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,6 +112,22 @@ def test_the_demo_repository_builds(sandbox: Sandbox, tmp_path: Path) -> None:
     result = _build(tmp_path / "shopkit", sandbox, max_candidates=8, trace=False)
     assert result.candidates == 8 and len(result.tasks) >= 3
     assert all(d.reason for d in result.drops)
+
+
+def _kept(result: BuildResult) -> tuple[list[str], list[tuple[str, str]]]:
+    """What a build decided: the kept tasks (content hashes: script, tests and all) and the drops."""
+    return sorted(t.id for t in result.tasks), sorted((d.qualname, d.reason) for d in result.drops)
+
+
+@pytest.mark.slow
+def test_the_demo_build_keeps_the_same_tasks_on_a_busy_machine(sandbox: Sandbox, tmp_path: Path) -> None:
+    """Budgets count work, not seconds: four CPU-burning processes change nothing that is kept."""
+    shutil.copytree(ROOT / "tasks" / "demo" / "repo", tmp_path / "shopkit")
+    quiet = _build(tmp_path / "shopkit", sandbox, max_candidates=8, trace=False)
+    with busy_machine(4):
+        busy = _build(tmp_path / "shopkit", sandbox, max_candidates=8, trace=False)
+    assert len(quiet.tasks) >= 3 and _kept(busy) == _kept(quiet)
+    assert busy.statistics()["safety_limits"] == [] == quiet.statistics()["safety_limits"]
 
 
 @pytest.mark.parametrize(("make", "message"), [

@@ -53,7 +53,7 @@ def script(module: str, qualname: str) -> SandboxedScript:
 
 
 def generated(sandbox, module: str, qualname: str, **options) -> GeneratedTests:
-    result = generate_tests(sandbox, script(module, qualname), **{"budget": 2.0, **options})
+    result = generate_tests(sandbox, script(module, qualname), **options)
     assert isinstance(result, GeneratedTests), result
     return result
 
@@ -613,7 +613,7 @@ def test_randomness_is_seeded_and_clocks_are_dropped(sandbox):
     assert not seeded.deterministic
     assert "_gr_seeded(roll" in seeded.code
     assert any("seeded" in note for note in seeded.notes)
-    dropped = generate_tests(sandbox, script(CLOCK, "stamp"), budget=1.0)
+    dropped = generate_tests(sandbox, script(CLOCK, "stamp"), executions=500)
     assert isinstance(dropped, Drop) and dropped.reason == "non-deterministic" and dropped.stage == "tests"
 
 
@@ -627,7 +627,7 @@ SOCKET = '''
 
 
 def test_inputs_that_cannot_be_built_drop_the_candidate(sandbox):
-    dropped = generate_tests(sandbox, script(SOCKET, "send_all"), budget=1.0)
+    dropped = generate_tests(sandbox, script(SOCKET, "send_all"), executions=500)
     assert isinstance(dropped, Drop)
     assert dropped.reason == "inputs cannot be built"
     assert "sock" in dropped.detail and "socket.socket" in dropped.detail

@@ -77,6 +77,7 @@ def test_dstc_on_demo_tasks_keeps_errors_apart_from_failures(sandbox: Sandbox) -
     assert sum(counts.values()) == len(result.codes) * len(result.tests)
     record = result.matrix_record()
     assert record["outcomes"] == result.execution.outcomes and record["selection"]["chosen_code"] is not None
+    assert len(record["judged_outside"]) == len(result.tests)
 
 
 def test_dstc_output_loads_as_trl_datasets(humaneval_tasks: list[FunctionTask], sandbox: Sandbox,

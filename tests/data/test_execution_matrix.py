@@ -48,7 +48,7 @@ def test_each_test_gets_its_own_outcome_and_timeout(function_task: FunctionTask,
                        "while True:\n    pass", "import os\nos._exit(0)", "assert score([], 5) == 0"))
     counting = CountingSandbox(sandbox)
     run = run_code_against_tests(counting, function_task, function_task.ground_truth, suite, test_timeout=1.0)
-    assert counting.runs == 1
+    assert counting.runs == 3  # the ground truth's values (once per suite), the code, the judge
     assert _outcomes(run) == ["pass", "fail", "error", "timeout", "error", "pass"]
     assert run.outcomes[2].exception == "ZeroDivisionError"
     assert run.outcomes[4].exception == "EarlyExit"
@@ -97,7 +97,7 @@ def test_a_code_that_loops_while_loading_costs_one_timeout(function_task: Functi
     suite = TestSuite(tuple(GOOD + " " * i for i in range(5)))
     counting = CountingSandbox(sandbox)
     run = run_code_against_tests(counting, function_task, code, suite, test_timeout=0.5)
-    assert _outcomes(run) == ["timeout"] * 5 and counting.runs == 1
+    assert _outcomes(run) == ["timeout"] * 5 and counting.runs == 2  # the plan, then the code (nothing to judge)
 
 
 @pytest.mark.parametrize("trick", [
@@ -130,13 +130,16 @@ def test_a_code_that_cannot_be_placed_is_not_run(function_task: FunctionTask, sa
     assert run.outcomes[0].exception == "InvalidCandidate"
 
 
-def test_a_matrix_costs_one_sandbox_run_per_code(function_task: FunctionTask, sandbox: Sandbox) -> None:
+def test_a_matrix_costs_one_sandbox_run_per_code_and_one_to_judge(function_task: FunctionTask,
+                                                                   sandbox: Sandbox) -> None:
     codes = [function_task.ground_truth, function_task.ground_truth.replace("v < 0", "v < 1"),
              "def score(values, cap=100):\n    return None\n"]
     suite = TestSuite((GOOD, "assert score([0.5, 2]) == 25", "assert score([]) is not None"))
     counting = CountingSandbox(sandbox)
     matrix = execution_matrix(counting, function_task, codes, suite)
-    assert counting.runs == 3
+    assert counting.runs == 1 + 3 + 1  # the ground truth's values (once per suite), the codes, the judge
+    assert execution_matrix(counting, function_task, codes, suite).matrix == matrix.matrix
+    assert counting.runs == 5 + 3 + 1
     assert matrix.matrix == [[1, 1, 1], [1, 0, 1], [0, 0, 0]]
     assert matrix.outcomes[2] == ["fail", "fail", "fail"]
     assert matrix.outcome_counts() == {"pass": 5, "fail": 4, "error": 0, "timeout": 0}
@@ -156,3 +159,60 @@ def test_a_verdict_counts_only_with_the_token_on_the_last_line() -> None:
     assert outcomes("", "abc", 2, returncode=-9, timed_out=True) == ["timeout"] * 2
 
 
+
+
+ALWAYS_EQUAL = '''\
+def score(values, cap=100):
+    """Sum."""
+    class Anything:
+        def __eq__(self, other):
+            return True
+        __hash__ = object.__hash__
+    return Anything()
+'''
+
+READS_THE_EXPECTED_VALUE = '''\
+def score(values, cap=100):
+    """Sum."""
+    import sys
+    frame, found = sys._getframe(1), None
+    while frame is not None:
+        ints = [c for c in frame.f_code.co_consts if type(c) is int]
+        found = ints[-1] if ints else found
+        frame = frame.f_back
+    return found
+'''
+
+CALLS_THE_ORIGINAL = '''\
+def score(values, cap=100):
+    """Sum."""
+    import gc
+    for obj in gc.get_objects():
+        if callable(obj) and getattr(obj, "__name__", "") == "score" and getattr(obj, "__code__", None) is not None \\
+                and "gc.get_objects" not in str(obj.__code__.co_names):
+            return obj(values, cap)
+    return None
+'''
+
+
+@pytest.mark.parametrize("code", [ALWAYS_EQUAL, READS_THE_EXPECTED_VALUE, CALLS_THE_ORIGINAL])
+def test_a_split_test_is_judged_outside_the_code_s_process(function_task: FunctionTask, sandbox: Sandbox,
+                                                           code: str) -> None:
+    equivalence = split_task_tests(function_task)
+    assert equivalence.style == "equivalence"
+    assert_style = TestSuite((GOOD, "assert score([20], 30) == 30"))
+    for suite in (assert_style, equivalence.select([1, 2])):
+        honest = run_code_against_tests(sandbox, function_task, function_task.ground_truth, suite)
+        assert _outcomes(honest) == ["pass"] * len(suite)
+        assert not any(o.passed for o in run_code_against_tests(sandbox, function_task, code, suite).outcomes)
+
+
+def test_the_plan_splits_by_shape_and_by_the_ground_truth_s_values(function_task: FunctionTask,
+                                                                    sandbox: Sandbox) -> None:
+    from gym_repost.data.execution import value_plan
+
+    plan = value_plan(sandbox, function_task, split_task_tests(function_task))
+    assert (plan.outside, plan.inside) == (2, 1)  # the loop runs whole beside the original
+    objects = TestSuite(("assert type(score([1])).__name__ == 'int'",
+                         "import math\nassert score([1]) == math.floor(10)"))
+    assert value_plan(sandbox, function_task, objects).outside == 2

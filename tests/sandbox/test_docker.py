@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from gym_repost.analysis.strength import validate_task
 from gym_repost.errors import MissingExtraError, SandboxError, SandboxUnavailableError
 from gym_repost.harness import run_function_tests
+from gym_repost.harness.validation import validate_task
 from gym_repost.sandbox import get_sandbox
 from gym_repost.sandbox.config import DockerSandboxConfig
 from gym_repost.sandbox.conformance import CHECK_NAMES, CheckResult, processes_of_uid, run_conformance

@@ -293,7 +293,8 @@ def test_warm_false_starts_a_fresh_interpreter_per_run(work_root: Path) -> None:
         first = sandbox.run({}, ["python3", "-c", "import os; print(os.getpid())"])
         second = sandbox.run({}, ["python3", "-c", "import os; print(os.getpid())"])
         assert first.ok and second.ok and first.extra["inprocess"] is False
-        assert sandbox.worker_pids() == []
+    # Each run's worker is stopped after the reply, by a thread; close() waits for it.
+    assert sandbox.worker_pids() == [] and marked_processes(work_root) == []
     assert worker_dirs(work_root) == []
 
 
@@ -588,3 +589,39 @@ def test_workdir_aliases_are_validated() -> None:
     for bad in ("relative/x", "/home", "/usr/local/x", "/home/../etc/x"):
         with pytest.raises(pydantic.ValidationError):
             LocalSandboxConfig(workdir_aliases=[bad])
+
+
+# ---------------------------------------------------------------- the warm run path
+
+
+def test_programs_run_from_their_bytecode_as_if_compiled_where_they_lie(
+        warm_sandbox: LocalSandbox) -> None:
+    # The harness, shipped verbatim, runs from the worker's precompiled code: its frames
+    # (and the protocol module's, imported) must name the run's own files and lines.
+    from gym_repost.sandbox.programs import program_files
+
+    for _ in range(2):  # the second run's programs were relocated ahead, in the spare child
+        result = warm_sandbox.run(program_files("harness"), ["python3", "_gym_repost_harness.py"])
+        assert result.returncode == 1 and result.extra["inprocess"] is True
+        frames = re.findall(r'File "([^"]+)", line \d+, in (\w+)\n +(.+)', result.stderr)
+        files = {os.path.basename(path): path for path, _, _ in frames}
+        assert set(files) == {"_gym_repost_harness.py", "_gym_repost_protocol.py"}, result.stderr
+        assert len({os.path.dirname(path) for path in files.values()}) == 1
+        assert ("read_config", 'raise EOFError("standard input holds no configuration")') in \
+            [(function, line) for _, function, line in frames]
+        assert "EOFError: standard input holds no configuration" in result.stderr
+
+
+def test_profile_mode_stamps_each_phase_in_order(work_root: Path) -> None:
+    config = LocalSandboxConfig(profile=True, work_root=str(work_root))
+    with LocalSandbox(config) as sandbox:
+        sandbox.run({"m.py": "print(1)"}, ["python3", "m.py"])
+        phases = sandbox.run({"m.py": "print(2)"}, ["python3", "m.py"]).extra["phases"]
+    assert isinstance(phases, dict)
+    order = ["host_called", "received", "dispatching", "dispatched", "exited", "replied",
+             "host_received", "host_returned"]
+    assert [phases[k] for k in order] == sorted(phases[k] for k in order)
+    child = ["dispatching", "child_job", "child_files", "child_start", "child_end", "exited"]
+    assert [phases[k] for k in child] == sorted(phases[k] for k in child)
+    assert phases["host_called"] <= phases["host_sent"] and phases["previous_ready"] <= phases["received"]
+    assert 0 < phases["child_job_faults"] <= phases["child_start_faults"] <= phases["child_end_faults"]

@@ -33,8 +33,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from gym_repost.construct.context import render_context
 from gym_repost.construct.function_task import make_function_task, repository_view
+from gym_repost.context import render_context
 from gym_repost.errors import BuildError
 from gym_repost.task import FunctionTask, Provenance
 

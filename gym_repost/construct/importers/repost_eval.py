@@ -20,13 +20,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from gym_repost.construct.context import parse_context
+from gym_repost.analysis.packages import distribution_for
 from gym_repost.construct.function_task import (
     external_imports,
     make_function_task,
     repository_view,
 )
-from gym_repost.construct.packages import distribution_for
+from gym_repost.context import parse_context
 from gym_repost.errors import BuildError
 from gym_repost.task import FunctionTask, Provenance, RepositoryView
 

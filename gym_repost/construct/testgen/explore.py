@@ -7,6 +7,11 @@ them under another hash seed (an outcome that depends on set or dict ordering ac
 processes is not a property an equivalent implementation must share); writes the test
 (:mod:`~gym_repost.construct.testgen.writer`); and checks that it passes with the ground
 truth and fails with a do-nothing candidate. Nothing of the repository runs on the host.
+
+The search's budget counts runs of the target (``executions``), never seconds, so that
+the same seed gives the same test on a quiet machine and on a loaded one. The wall clock
+is only a safety limit (``wall_limit``); when it fires the result's notes say so and a
+warning is logged, because then the test may differ from an unloaded run's.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import ast
 import logging
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Any
 
 from gym_repost.analysis.mutation import generate_mutants, sample_mutants
@@ -39,6 +44,15 @@ EXPLORER_MODULES = ("runtime", "hints", "pools", "mutate", "strategies", "select
 REPLAY_HASH_SEED = "1"
 MAX_MUTANTS = 40
 """Mutants of the target the search uses to choose inputs that tell them apart."""
+EXECUTIONS = 2000
+"""Default budget of one search, in runs of the target (see :func:`generate_tests`)."""
+WALL_LIMIT = 120.0
+"""Default wall-clock safety limit of one search, in seconds (reported when it fires)."""
+SAFETY_NOTE = "wall-clock safety limit"
+"""How every note about a wall-clock safety limit that fired begins."""
+SANDBOX_GRACE = 90.0
+"""Seconds the sandbox run of the explorer gets beyond its safety limit (the module's
+import, at most 60 seconds, and the report)."""
 
 
 def run_explorer(sandbox: Sandbox, module: str, config: dict[str, Any], timeout: float,
@@ -58,18 +72,22 @@ def run_explorer(sandbox: Sandbox, module: str, config: dict[str, Any], timeout:
 
 
 def generate_tests(sandbox: Sandbox, script: SandboxedScript, *, seeds: Sequence[RecordedCall] = (),
-                   budget: float = 3.0, seed: int = 0, min_assertions: int = 3,
-                   max_inputs: int = 12) -> GeneratedTests | Drop:
+                   executions: int = EXECUTIONS, seed: int = 0, min_assertions: int = 3,
+                   max_inputs: int = 12, wall_limit: float = WALL_LIMIT) -> GeneratedTests | Drop:
     """Equivalence tests for the script's target, or why none could be written.
 
     Args:
         sandbox: where the target runs (and only there).
         script: the sandboxed module holding the target.
         seeds: inputs recorded from the repository's tests (:func:`~.trace.trace_repository`).
-        budget: seconds of input search inside the sandbox.
-        seed: seed of the search's random choices (same seed, same inputs).
+        executions: the search's budget, in runs of the target: the search stops after
+            this many (or once every branch is reached, or after a quarter of them in a row
+            reach nothing new), and telling mutants apart may spend as many again.
+        seed: seed of the search's random choices (same seed, same inputs, whatever the load).
         min_assertions: fewer usable inputs than this drops the candidate.
         max_inputs: most assertions the test gets.
+        wall_limit: safety limit of the whole search in wall-clock seconds; not a budget:
+            when it fires, the notes (or the drop's detail) say so and a warning is logged.
 
     Returns:
         :class:`GeneratedTests`, or a :class:`Drop` at stage ``tests`` whose reason is one
@@ -87,16 +105,38 @@ def generate_tests(sandbox: Sandbox, script: SandboxedScript, *, seeds: Sequence
         return _drop(script, "target not in script", f"{target.qualname} is not defined in the sandboxed module")
     if span.is_async:
         return _drop(script, "async target", "coroutines are not supported by the deterministic builder")
-    config = {"qualname": target.qualname, "name": target.name, "class_name": target.class_name,
-              "start_line": span.start, "end_line": span.end, "budget": budget, "seed": seed,
-              "max_inputs": max_inputs, "seeds": [asdict(s) for s in seeds],
-              "mutants": target_mutants(function_source(script.module, span), seed),
-              "may_be_random": "random" in script.module}
-    found = run_explorer(sandbox, script.module, config, timeout=2 * budget + 40)
+    config = search_config(script, seeds=seeds, executions=executions, seed=seed, max_inputs=max_inputs,
+                           wall_limit=wall_limit)
+    found = run_explorer(sandbox, script.module, config, timeout=search_timeout(config))
     if not found.get("ok"):
         return _failed(script, found)
+    _warn_on_wall_clock(script, found)
     inputs, notes = _hash_stable(sandbox, script, config, found)
-    return _finish(sandbox, script, found, inputs, notes, min_assertions)
+    return _with_safety_limits(_finish(sandbox, script, found, inputs, notes, min_assertions), found)
+
+
+def search_config(script: SandboxedScript, *, seeds: Sequence[RecordedCall] = (), executions: int = EXECUTIONS,
+                  seed: int = 0, max_inputs: int = 12, wall_limit: float = WALL_LIMIT) -> dict[str, Any]:
+    """The explorer's configuration for the script's target (see :func:`generate_tests`).
+
+    Raises:
+        BuildError: the target is not defined in the script.
+    """
+    target = script.target
+    span = find_function(script.module, target.qualname)
+    if span is None:
+        raise BuildError(f"{target.qualname} is not defined in the sandboxed module")
+    return {"qualname": target.qualname, "name": target.name, "class_name": target.class_name,
+            "start_line": span.start, "end_line": span.end, "executions": executions,
+            "mutant_executions": executions, "wall_limit": wall_limit, "seed": seed,
+            "max_inputs": max_inputs, "seeds": [asdict(s) for s in seeds],
+            "mutants": target_mutants(function_source(script.module, span), seed),
+            "may_be_random": "random" in script.module}
+
+
+def search_timeout(config: dict[str, Any]) -> float:
+    """Seconds the sandbox gives one search: its wall-clock safety limit and a grace period."""
+    return float(config.get("wall_limit", WALL_LIMIT)) + SANDBOX_GRACE
 
 
 def target_mutants(source: str, seed: int) -> list[dict[str, Any]]:
@@ -159,10 +199,39 @@ def _finish(sandbox: Sandbox, script: SandboxedScript, found: dict[str, Any], in
                           deterministic=not (stats["seeded"] or stats["nondeterministic"]), notes=tuple(notes))
 
 
+def wall_clock_notes(found: dict[str, Any]) -> list[str]:
+    """What the wall-clock safety limits did to a search (empty when they never fired)."""
+    stats = found.get("stats") or {}
+    notes = []
+    if stats.get("wall_clock_limit"):
+        notes.append(f"{SAFETY_NOTE}: it stopped the search during {stats['wall_clock_limit']}; "
+                     f"results may differ from an unloaded run")
+    if stats.get("wall_timeouts"):
+        notes.append(f"{SAFETY_NOTE}: {stats['wall_timeouts']} call(s) hit the per-call wall-clock timer "
+                     f"before the CPU-time one; results may differ from an unloaded run")
+    return notes
+
+
+def _warn_on_wall_clock(script: SandboxedScript, found: dict[str, Any]) -> None:
+    for note in wall_clock_notes(found):
+        logger.warning("%s: %s", script.target.key, note)
+
+
+def _with_safety_limits(result: GeneratedTests | Drop, found: dict[str, Any]) -> GeneratedTests | Drop:
+    """The result, saying which wall-clock safety limits fired (in a drop's detail)."""
+    fired = wall_clock_notes(found)
+    if not fired:
+        return result
+    if isinstance(result, Drop):
+        return replace(result, detail="; ".join([result.detail, *fired]) if result.detail else "; ".join(fired))
+    return replace(result, safety_limits=tuple(fired))
+
+
 def _notes(found: dict[str, Any]) -> list[str]:
     stats = found["stats"]
-    notes = [f"searched {stats['executed']} inputs in {found['elapsed']:.1f}s; branch coverage "
-             f"{_percent(found['branch_coverage'])} of {found['branches']} branches"]
+    notes = [f"searched {stats['executed']} inputs (search stopped: {stats.get('search_stop', '?')}); "
+             f"branch coverage {_percent(found['branch_coverage'])} of {found['branches']} branches"]
+
     if stats["seeded"]:
         notes.append(f"{stats['seeded']} input(s) give stable results only with random seeded: seeded")
     if stats["nondeterministic"]:

@@ -9,13 +9,12 @@ is flagged.
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass, field
 
-from gym_repost.analysis.coverage import FunctionCoverage, measure_coverage
-from gym_repost.analysis.mutation import MutationScore, generate_mutants, mutation_score, sample_mutants
-from gym_repost.construct.packages import distribution_for
-from gym_repost.harness import do_nothing_candidate, reference_for, run_function_tests
+from gym_repost.analysis.mutation import Mutant, MutationScore, generate_mutants, mutation_score, sample_mutants
+from gym_repost.analysis.packages import distribution_for
+from gym_repost.harness import do_nothing_candidate, reference_for, run_function_tests, run_host_made
+from gym_repost.harness.coverage import FunctionCoverage, measure_coverage
 from gym_repost.harness.report import TestReport
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask
@@ -83,22 +82,11 @@ class TaskValidation:
         return failure_cause(self.ground_truth)
 
 
-def mutant_timeout(task: FunctionTask, baseline: float) -> float:
-    """Timeout of a mutant's run: a few times the ground truth's, within the task's.
-
-    Mutants that loop forever are common (a negated ``while`` condition); waiting the
-    task's full timeout for each would dominate validation time.
-    """
-    return min(task.evaluation.timeout, max(2.0, 5.0 * baseline + 1.0))
-
-
-def _mutant_kills(sandbox: Sandbox, task: FunctionTask, count: int, seed: int, baseline: float
+def _mutant_kills(sandbox: Sandbox, task: FunctionTask, chosen: list[Mutant], reports: list[TestReport]
                   ) -> tuple[MutationScore, list[SurvivingMutant]]:
-    chosen = sample_mutants(generate_mutants(task.ground_truth), count, seed)
     killed = timeouts = 0
     surviving: list[SurvivingMutant] = []
-    for mutant in chosen:
-        report = run_function_tests(sandbox, task, mutant.source, timeout=mutant_timeout(task, baseline))
+    for mutant, report in zip(chosen, reports):
         if report.passed:
             surviving.append(SurvivingMutant(mutant.operator, mutant.line, mutant.original,
                                              mutant.replacement))
@@ -119,17 +107,16 @@ def validate_task(sandbox: Sandbox, task: FunctionTask, *, mutants: int = 10, se
     Raises:
         SandboxError: the sandbox failed (infrastructure).
     """
-    started = time.monotonic()
     result = TaskValidation(task.id, task.name, run_function_tests(sandbox, task, task.ground_truth))
-    baseline = time.monotonic() - started
     if not result.passed:
         return result
     reference = reference_for(sandbox, task)
     result.verdict_mode, result.nondeterministic = reference.mode, list(reference.nondeterministic)
-    result.do_nothing = run_function_tests(sandbox, task, do_nothing_candidate(task),
-                                           timeout=mutant_timeout(task, baseline))
+    chosen = sample_mutants(generate_mutants(task.ground_truth), mutants, seed) if mutants > 0 else []
+    reports = run_host_made(sandbox, task, [do_nothing_candidate(task), *(m.source for m in chosen)])
+    result.do_nothing = reports[0]
     if mutants > 0:
-        result.mutants, result.surviving = _mutant_kills(sandbox, task, mutants, seed, baseline)
+        result.mutants, result.surviving = _mutant_kills(sandbox, task, chosen, reports[1:])
     if coverage:
         result.coverage = measure_coverage(sandbox, task)
     return result

@@ -1,0 +1,111 @@
+"""The explorer's budgets count work: the same seed keeps the same inputs, on a busy machine too."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import pytest
+from busy import busy_machine
+
+from gym_repost.construct.model import Drop
+from gym_repost.construct.testgen import generate_tests
+from gym_repost.construct.testgen.explore import run_explorer, search_config, search_timeout, wall_clock_notes
+from gym_repost.sandbox.base import Sandbox
+from tests.construct.test_testgen import script
+
+# never complete (no input has fewer than no words), so the search ends on its budget of
+# runs or a stall, and its mutants make the selection spend its own
+CLASSIFY = '''
+def classify(text, limit=3):
+    words = text.split()
+    if not words:
+        return "empty"
+    if len(words) > limit:
+        return "long"
+    if len(words) < 0:
+        return "never"
+    total = 0
+    for word in words:
+        if word.isdigit():
+            total += int(word)
+        elif word.isupper():
+            total -= 1
+        elif len(word) > 5:
+            total += 2
+    return total
+'''
+
+# a negative n never ends: the per-call timer (CPU time) must stop it the same way under load
+COUNTDOWN = '''
+def countdown(n, step=1):
+    steps = 0
+    while n != 0:
+        n -= step
+        steps += 1
+    return steps
+'''
+
+
+def search(sandbox: Sandbox, module: str, qualname: str, **options: Any) -> dict[str, Any]:
+    call_timeout = options.pop("call_timeout", None)
+    config = search_config(script(module, qualname), **options)
+    if call_timeout is not None:
+        config["call_timeout"] = call_timeout
+    found = run_explorer(sandbox, script(module, qualname).module, config, timeout=search_timeout(config))
+    assert found.get("ok"), found
+    return found
+
+
+def kept(found: dict[str, Any]) -> tuple[Any, ...]:
+    """What the search decided: the inputs chosen, and the work it counted (no timings)."""
+    stats = {k: v for k, v in found["stats"].items() if k != "setup"}
+    return found["inputs"], stats, found["branch_coverage"]
+
+
+@pytest.mark.parametrize(("module", "qualname", "options"), [
+    (CLASSIFY, "classify", {"executions": 600}),
+    (COUNTDOWN, "countdown", {"executions": 300, "call_timeout": 0.1}),
+])
+def test_the_same_seed_keeps_the_same_inputs_quiet_and_busy(sandbox: Sandbox, module: str, qualname: str,
+                                                            options: dict[str, Any]) -> None:
+    first = search(sandbox, module, qualname, seed=3, **options)
+    again = search(sandbox, module, qualname, seed=3, **options)
+    with busy_machine(4):
+        busy = search(sandbox, module, qualname, seed=3, **options)
+    assert kept(first) == kept(again) == kept(busy)
+    stats = first["stats"]
+    assert "wall_clock_limit" not in busy["stats"] and busy["stats"]["wall_timeouts"] == 0
+    assert len(first["inputs"]) >= 3
+    if qualname == "countdown":
+        assert stats["timeouts"] > 0          # the endless calls were stopped by CPU time
+    else:
+        assert stats["search_stop"] in ("stalled", "executions")
+        assert stats["mutants"] > 0 and stats["mutant_executions"] > 0
+
+
+def test_a_different_seed_is_a_different_search(sandbox: Sandbox) -> None:
+    assert kept(search(sandbox, CLASSIFY, "classify", seed=1, executions=600)) != \
+        kept(search(sandbox, CLASSIFY, "classify", seed=2, executions=600))
+
+
+def test_the_budget_of_runs_bounds_the_search(sandbox: Sandbox) -> None:
+    small = search(sandbox, CLASSIFY, "classify", executions=40)["stats"]
+    assert small["search_stop"] == "executions" and small["search_executions"] <= 40 + 1
+    assert small["mutant_executions"] <= 40 + 5    # the last input taken is checked for stability
+
+
+def test_the_wall_clock_safety_limit_is_reported(sandbox: Sandbox) -> None:
+    stopped = search(sandbox, CLASSIFY, "classify", executions=10**6, wall_limit=0.0)
+    assert stopped["stats"]["wall_clock_limit"] == "search" and stopped["stats"]["search_stop"] == "wall-clock limit"
+    notes = wall_clock_notes(stopped)
+    assert notes and notes[0].startswith("wall-clock safety limit: it stopped the search during search")
+
+
+def test_test_generation_reports_a_search_the_wall_clock_cut_short(sandbox: Sandbox,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="gym_repost.construct.testgen.explore"):
+        result = generate_tests(sandbox, script(CLASSIFY, "classify"), wall_limit=0.0)
+    said = result.detail if isinstance(result, Drop) else " ".join(result.safety_limits)
+    assert "wall-clock safety limit: it stopped the search during search" in said
+    assert any("wall-clock safety limit" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
