@@ -66,7 +66,14 @@ def _harness_run(sandbox: Sandbox, task: FunctionTask, assembled: AssembledScrip
 
 
 def record_reference(sandbox: Sandbox, task: FunctionTask) -> Reference:
-    """Run the ground truth alone (two runs, and a replay) to make the task's reference record.
+    """Run the ground truth alone to make the task's reference record: two runs, or three.
+
+    Run 1 runs the tests and records the calls (pickling their arguments). When every
+    argument pickled, run 2 replays them in the script without its tests; if that gives
+    run 1's record exactly, the task is judged in ``inputs`` mode and is deterministic
+    (two runs). Otherwise run 3 runs the tests again: fields that differ between runs 1
+    and 3 are nondeterministic (not compared), and the replay decides ``inputs`` mode
+    against what is left.
 
     Raises:
         SandboxError: the sandbox failed (infrastructure).
@@ -78,19 +85,31 @@ def record_reference(sandbox: Sandbox, task: FunctionTask) -> Reference:
     report, first = _harness_run(sandbox, task, assembled, "reference", None)
     if not report.passed or first is None:
         return Reference(passed=False, report=report)
+    replay: tuple[list[str], TestReport, Record | None] | None = None
+    if first.calls and not first.overflow and first.inputs and all(first.inputs):
+        inputs = [blob for blob in first.inputs if blob is not None]
+        replay = (inputs, *_harness_run(sandbox, task, assembled, "inputs", None, inputs))
+        exact = Reference(passed=True, report=report, calls=merge_runs(first, first)[0], overflow=first.overflow,
+                          mode="inputs", inputs=inputs)
+        if _replays(exact, replay):
+            return exact
     again, second = _harness_run(sandbox, task, assembled, "reference", None)
     calls, notes = merge_runs(first, second if second is not None else Record([], 0, False, None))
     if not again.passed:
         notes.insert(0, f"the ground truth failed one of two runs: {again.exception}: {again.message[:200]}")
     reference = Reference(passed=True, report=report, calls=calls, overflow=first.overflow,
                           nondeterministic=notes)
-    if first.calls and not first.overflow and first.inputs and all(first.inputs):
-        inputs = [blob for blob in first.inputs if blob is not None]
-        replayed = reference.model_copy(update={"mode": "inputs", "inputs": inputs})
-        report_c, third = _harness_run(sandbox, task, assembled, "inputs", None, inputs)
-        if report_c.passed and third is not None and compare(replayed, third) is None:
+    if replay is not None:
+        replayed = reference.model_copy(update={"mode": "inputs", "inputs": replay[0]})
+        if _replays(replayed, replay):
             reference = replayed
     return reference
+
+
+def _replays(reference: Reference, replay: tuple[list[str], TestReport, Record | None]) -> bool:
+    """The replay of the pickled arguments passed and gave ``reference``'s record."""
+    _, report, record = replay
+    return report.passed and record is not None and compare(reference, record) is None
 
 
 def reference_for(sandbox: Sandbox, task: FunctionTask) -> Reference:
