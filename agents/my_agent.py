@@ -17,8 +17,16 @@ from __future__ import annotations
 
 from typing import Any
 
-_GUESSES = {"bool": "False", "int": "0", "float": "0.0", "str": "''", "list": "[]", "dict": "{}",
-            "tuple": "()", "set": "set()"}
+_GUESSES = {
+    "bool": "False",
+    "int": "0",
+    "float": "0.0",
+    "str": "''",
+    "list": "[]",
+    "dict": "{}",
+    "tuple": "()",
+    "set": "set()",
+}
 
 
 class MyAgent:

@@ -19,16 +19,21 @@ def machine() -> dict[str, object]:
     model = "unknown"
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            model = next(line.split(":", 1)[1].strip() for line in handle
-                         if line.startswith("model name"))
+            model = next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
     try:
         load: object = os.getloadavg()
     except OSError:
         load = None
-    return {"cpu_model": model, "cores": os.cpu_count(), "host_python": sys.version.split()[0],
-            "kernel": platform.release(), "system": platform.system(), "load_average": load}
+    return {
+        "cpu_model": model,
+        "cores": os.cpu_count(),
+        "host_python": sys.version.split()[0],
+        "kernel": platform.release(),
+        "system": platform.system(),
+        "load_average": load,
+    }
 
 
 def now() -> str:
@@ -39,9 +44,13 @@ def now() -> str:
 def summary(times: list[float]) -> dict[str, float]:
     """Median, p90, mean and min of durations in seconds, reported in milliseconds."""
     ordered = sorted(times)
-    return {"runs": len(times), "median_ms": 1000 * statistics.median(ordered),
-            "p90_ms": 1000 * ordered[int(0.9 * (len(ordered) - 1))],
-            "mean_ms": 1000 * statistics.fmean(ordered), "min_ms": 1000 * ordered[0]}
+    return {
+        "runs": len(times),
+        "median_ms": 1000 * statistics.median(ordered),
+        "p90_ms": 1000 * ordered[int(0.9 * (len(ordered) - 1))],
+        "mean_ms": 1000 * statistics.fmean(ordered),
+        "min_ms": 1000 * ordered[0],
+    }
 
 
 def append_record(name: str, record: dict[str, Any]) -> Path:

@@ -39,11 +39,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import append_record, machine, now, summary  # noqa: E402
-from benchmarks.sandbox_latency import EXPECTED, WORKLOAD  # noqa: E402
-from gym_repost.harness import HARNESS_NAME, SCRIPT_NAME, assemble  # noqa: E402
-from gym_repost.sandbox.config import DockerSandboxConfig  # noqa: E402
-from gym_repost.sandbox.docker import (  # noqa: E402
+from benchmarks.common import append_record, machine, now, summary
+from benchmarks.sandbox_latency import EXPECTED, WORKLOAD
+from gym_repost.harness import HARNESS_NAME, SCRIPT_NAME, assemble
+from gym_repost.sandbox.config import DockerSandboxConfig
+from gym_repost.sandbox.docker import (
     _REAPER,
     IMAGE_PYTHON,
     LABEL,
@@ -52,8 +52,8 @@ from gym_repost.sandbox.docker import (  # noqa: E402
     DockerSandbox,
     owner_identity,
 )
-from gym_repost.sandbox.programs import program_files, program_stdin  # noqa: E402
-from gym_repost.task import FunctionTask  # noqa: E402
+from gym_repost.sandbox.programs import program_files, program_stdin
+from gym_repost.task import FunctionTask
 
 ROOT = Path(__file__).resolve().parents[1]
 BASELINE_DIR = "/tmp/bench"
@@ -64,8 +64,9 @@ RUN_ENV = {"LANG": "C.UTF-8", "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": 
 class Workload:
     """One evaluation: its files, its command, its stdin, and how to recognise success."""
 
-    def __init__(self, name: str, files: dict[str, str], argv: list[str], stdin: str | None,
-                 expect: Callable[[str], bool]) -> None:
+    def __init__(
+        self, name: str, files: dict[str, str], argv: list[str], stdin: str | None, expect: Callable[[str], bool]
+    ) -> None:
         self.name, self.files, self.argv, self.stdin, self.expect = name, files, argv, stdin, expect
 
     def placed_argv(self) -> list[str]:
@@ -80,13 +81,22 @@ def workloads() -> list[Workload]:
     assembled = assemble(task, task.ground_truth)
     token = secrets.token_hex(16)
     files = {**task.evaluation.files, SCRIPT_NAME: assembled.script, **program_files("harness")}
-    config = {"script": SCRIPT_NAME, "start": assembled.start_line, "end": assembled.end_line,
-              "mode": "driver", "inputs": None}
+    config = {
+        "script": SCRIPT_NAME,
+        "start": assembled.start_line,
+        "end": assembled.end_line,
+        "mode": "driver",
+        "inputs": None,
+    }
     return [
-        Workload("script", {"script.py": WORKLOAD}, ["python3", "script.py"], None,
-                 lambda out: out == EXPECTED),
-        Workload(f"harness:{task.name}", files, ["python3", HARNESS_NAME], program_stdin(config, token),
-                 lambda out: out.rstrip().endswith(token)),
+        Workload("script", {"script.py": WORKLOAD}, ["python3", "script.py"], None, lambda out: out == EXPECTED),
+        Workload(
+            f"harness:{task.name}",
+            files,
+            ["python3", HARNESS_NAME],
+            program_stdin(config, token),
+            lambda out: out.rstrip().endswith(token),
+        ),
     ]
 
 
@@ -94,11 +104,17 @@ def baseline_container(client: Any, image: str, config: DockerSandboxConfig) -> 
     """A container of the same image and cgroup limits as the pool's, with a writable /tmp."""
     memory = f"{config.memory_limit_mb or config.memory_mb + 512}m"
     return client.containers.run(
-        image, command=["/usr/bin/python3", "-I", "-S", "-c", _REAPER], detach=True,
-        network_mode="none", mem_limit=memory, memswap_limit=memory,
-        nano_cpus=int(config.cpus * 1e9), tmpfs={"/tmp": "rw,exec,size=256m,mode=1777"},
+        image,
+        command=["/usr/bin/python3", "-I", "-S", "-c", _REAPER],
+        detach=True,
+        network_mode="none",
+        mem_limit=memory,
+        memswap_limit=memory,
+        nano_cpus=int(config.cpus * 1e9),
+        tmpfs={"/tmp": "rw,exec,size=256m,mode=1777"},
         labels={LABEL: "1", OWNER_LABEL: owner_identity(), ROLE_LABEL: "benchmark"},
-        user="65534:65534")
+        user="65534:65534",
+    )
 
 
 def place_files(client: Any, container: Any, files: dict[str, str]) -> None:
@@ -118,8 +134,7 @@ def place_files(client: Any, container: Any, files: dict[str, str]) -> None:
 def sdk_exec(client: Any, container_id: str, argv: list[str], stdin: str | None) -> str:
     """A raw exec through the SDK: create, start, read stdout, inspect the exit code."""
     api = client.api
-    exec_id = api.exec_create(container_id, argv, stdin=True, workdir=BASELINE_DIR,
-                              environment=RUN_ENV)["Id"]
+    exec_id = api.exec_create(container_id, argv, stdin=True, workdir=BASELINE_DIR, environment=RUN_ENV)["Id"]
     sock = api.exec_start(exec_id, socket=True)
     raw = getattr(sock, "_sock", sock)
     raw.sendall((stdin or "").encode())
@@ -132,16 +147,15 @@ def sdk_exec(client: Any, container_id: str, argv: list[str], stdin: str | None)
     while len(view) >= 8:
         size = int.from_bytes(view[4:8], "big")
         if view[0] == 1:
-            out += view[8:8 + size]
-        view = view[8 + size:]
+            out += view[8 : 8 + size]
+        view = view[8 + size :]
     if api.exec_inspect(exec_id)["ExitCode"] != 0:
         raise RuntimeError(f"raw exec failed: {out.decode(errors='replace')}")
     return out.decode()
 
 
 def cli(argv: list[str], stdin: str | None) -> str:
-    done = subprocess.run(argv, input=stdin or "", capture_output=True, text=True, timeout=120,
-                          check=False)
+    done = subprocess.run(argv, input=stdin or "", capture_output=True, text=True, timeout=120, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"{argv[:3]} failed: {done.stderr[-500:]}")
     return done.stdout
@@ -149,12 +163,18 @@ def cli(argv: list[str], stdin: str | None) -> str:
 
 def in_container_seconds(client: Any, container_id: str, work: Workload, runs: int) -> list[float]:
     """The command alone, timed inside the container by a Python loop."""
-    timer = ("import json, subprocess, sys, time\nargv, stdin = json.loads(sys.argv[1]), sys.argv[2]\n"
-             "times = []\nfor _ in range(int(sys.argv[3])):\n    t = time.perf_counter()\n"
-             "    subprocess.run(argv, input=stdin.encode(), capture_output=True, check=True)\n"
-             "    times.append(time.perf_counter() - t)\nprint(json.dumps(times))\n")
-    out = sdk_exec(client, container_id, [IMAGE_PYTHON, "-c", timer, json.dumps(work.placed_argv()),
-                                          work.stdin or "", str(runs)], None)
+    timer = (
+        "import json, subprocess, sys, time\nargv, stdin = json.loads(sys.argv[1]), sys.argv[2]\n"
+        "times = []\nfor _ in range(int(sys.argv[3])):\n    t = time.perf_counter()\n"
+        "    subprocess.run(argv, input=stdin.encode(), capture_output=True, check=True)\n"
+        "    times.append(time.perf_counter() - t)\nprint(json.dumps(times))\n"
+    )
+    out = sdk_exec(
+        client,
+        container_id,
+        [IMAGE_PYTHON, "-c", timer, json.dumps(work.placed_argv()), work.stdin or "", str(runs)],
+        None,
+    )
     return list(json.loads(out))
 
 
@@ -166,21 +186,39 @@ def timed(call: Callable[[], str], expect: Callable[[str], bool], into: list[flo
         raise RuntimeError(f"unexpected output: {output[-300:]!r}")
 
 
-def measure(sandbox: DockerSandbox, container: Any, image: str, work: Workload, runs: int,
-            rm_runs: int) -> dict[str, list[float]]:
+def measure(
+    sandbox: DockerSandbox, container: Any, image: str, work: Workload, runs: int, rm_runs: int
+) -> dict[str, list[float]]:
     client = sandbox._client
     env_flags = [flag for k, v in RUN_ENV.items() for flag in ("-e", f"{k}={v}")]
     ways: dict[str, Callable[[], str]] = {
         "pool": lambda: sandbox.run(work.files, work.argv, timeout=60, stdin=work.stdin).stdout,
         "exec_sdk": lambda: sdk_exec(client, container.id, work.placed_argv(), work.stdin),
-        "exec_cli": lambda: cli(["docker", "exec", "-i", "-w", BASELINE_DIR, *env_flags, container.id,
-                                 *work.placed_argv()], work.stdin),
+        "exec_cli": lambda: cli(
+            ["docker", "exec", "-i", "-w", BASELINE_DIR, *env_flags, container.id, *work.placed_argv()], work.stdin
+        ),
     }
-    script = "\n".join(f"mkdir -p $(dirname {BASELINE_DIR}/{n}); cat > {BASELINE_DIR}/{n} <<'GYMEOF'\n{c}\nGYMEOF"
-                       for n, c in work.files.items())
-    run_rm = ["docker", "run", "--rm", "-i", "--network", "none", "--user", "65534:65534", *env_flags,
-              "--tmpfs", "/tmp:rw,exec,mode=1777", image, "sh", "-c",
-              f"{script}\ncd {BASELINE_DIR} && exec {' '.join(work.placed_argv())}"]
+    script = "\n".join(
+        f"mkdir -p $(dirname {BASELINE_DIR}/{n}); cat > {BASELINE_DIR}/{n} <<'GYMEOF'\n{c}\nGYMEOF"
+        for n, c in work.files.items()
+    )
+    run_rm = [
+        "docker",
+        "run",
+        "--rm",
+        "-i",
+        "--network",
+        "none",
+        "--user",
+        "65534:65534",
+        *env_flags,
+        "--tmpfs",
+        "/tmp:rw,exec,mode=1777",
+        image,
+        "sh",
+        "-c",
+        f"{script}\ncd {BASELINE_DIR} && exec {' '.join(work.placed_argv())}",
+    ]
     times: dict[str, list[float]] = {name: [] for name in [*ways, "run_rm"]}
     for call in ways.values():  # warm-up
         call()
@@ -212,8 +250,14 @@ def main() -> None:
     args = parser.parse_args()
 
     config = DockerSandboxConfig(workers=1)
-    record: dict[str, Any] = {"benchmark": "docker_overhead", "date": now(), "machine": machine(),
-                              "runs": args.runs, "run_rm_runs": args.run_rm_runs, "workloads": {}}
+    record: dict[str, Any] = {
+        "benchmark": "docker_overhead",
+        "date": now(),
+        "machine": machine(),
+        "runs": args.runs,
+        "run_rm_runs": args.run_rm_runs,
+        "workloads": {},
+    }
     with DockerSandbox(config) as sandbox:
         image = str(sandbox.describe()["image"])
         record["sandbox"] = sandbox.describe()

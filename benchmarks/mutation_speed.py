@@ -58,17 +58,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import append_record, machine, now, summary  # noqa: E402
-from gym_repost.analysis.mutation_runner import (  # noqa: E402
+from benchmarks.common import append_record, machine, now, summary
+from gym_repost.analysis.mutation_runner import (
     PROGRAM_NAME,
     _config,
     run_test_file,
     select_mutants,
     shuffled_variants,
 )
-from gym_repost.sandbox import get_sandbox  # noqa: E402
-from gym_repost.sandbox.programs import program_files, program_stdin  # noqa: E402
-from gym_repost.task import (  # noqa: E402
+from gym_repost.sandbox import get_sandbox
+from gym_repost.sandbox.programs import program_files, program_stdin
+from gym_repost.task import (
     Provenance,
     RepositoryView,
     TestFileEvaluation,
@@ -133,7 +133,7 @@ def summary(scores):
             "best": best(scores), "passed": passed(scores)}
 '''
 
-TESTS = '''\
+TESTS = """\
 import pytest
 
 from grades.core import average, curve, letter, passed, summary
@@ -165,11 +165,14 @@ def test_passed():
 def test_summary():
     assert summary([]) == {"count": 0, "mean": 0.0, "passed": 0}
     assert summary([40, 90, 65]) == {"count": 3, "mean": 65.0, "best": 90, "passed": 2}
-'''
+"""
 
-PROJECT = {"grades/__init__.py": "", "grades/core.py": FOCAL, "tests/test_core.py": TESTS,
-           "pyproject.toml": '[tool.mutmut]\npaths_to_mutate = ["grades/"]\ntests_dir = ["tests/"]\n',
-           "cr.toml": textwrap.dedent('''\
+PROJECT = {
+    "grades/__init__.py": "",
+    "grades/core.py": FOCAL,
+    "tests/test_core.py": TESTS,
+    "pyproject.toml": '[tool.mutmut]\npaths_to_mutate = ["grades/"]\ntests_dir = ["tests/"]\n',
+    "cr.toml": textwrap.dedent("""\
                [cosmic-ray]
                module-path = "grades/core.py"
                timeout = 10.0
@@ -178,19 +181,28 @@ PROJECT = {"grades/__init__.py": "", "grades/core.py": FOCAL, "tests/test_core.p
 
                [cosmic-ray.distributor]
                name = "local"
-               ''')}
+               """),
+}
 
 
 def the_task(max_mutants: int = 10_000) -> TestFileTask:
     """The focal file as a test-file task; the default cap keeps every mutant."""
-    spec = TestFileEvaluation(test_path="tests/test_core.py", focal_file="grades/core.py",
-                              focal_module="grades.core", ground_truth=TESTS, max_mutants=max_mutants)
+    spec = TestFileEvaluation(
+        test_path="tests/test_core.py",
+        focal_file="grades/core.py",
+        focal_module="grades.core",
+        ground_truth=TESTS,
+        max_mutants=max_mutants,
+    )
     return TestFileTask(
-        name="bench/grades", provenance=Provenance(source="benchmark", repo="grades", file="grades/core.py",
-                                                   qualname="grades.core"),
-        repository=RepositoryView(files={"grades/__init__.py": "", "grades/core.py": FOCAL},
-                                  target_file="grades/core.py"),
-        evaluation=spec, reference=TestFileMetrics())
+        name="bench/grades",
+        provenance=Provenance(source="benchmark", repo="grades", file="grades/core.py", qualname="grades.core"),
+        repository=RepositoryView(
+            files={"grades/__init__.py": "", "grades/core.py": FOCAL}, target_file="grades/core.py"
+        ),
+        evaluation=spec,
+        reference=TestFileMetrics(),
+    )
 
 
 def measure_ours(runs: int, preload: bool, max_mutants: int = 10_000) -> dict[str, Any]:
@@ -206,9 +218,16 @@ def measure_ours(runs: int, preload: bool, max_mutants: int = 10_000) -> dict[st
             times.append(time.perf_counter() - started)
     score = run.mutation
     assert run.status == "completed" and score is not None, run.message
-    return {"seconds": statistics.median(times), "times": summary(times), "mutants": score.total,
-            "killed": score.killed, "timeouts": score.timeouts, "survived": score.survived,
-            "unapplied": run.count_mutants("unapplied"), "score": score.score}
+    return {
+        "seconds": statistics.median(times),
+        "times": summary(times),
+        "mutants": score.total,
+        "killed": score.killed,
+        "timeouts": score.timeouts,
+        "survived": score.survived,
+        "unapplied": run.count_mutants("unapplied"),
+        "score": score.score,
+    }
 
 
 def _children_cpu() -> float:
@@ -271,8 +290,11 @@ def fresh_project() -> Path:
 
 
 def _tool_env(python: Path) -> dict[str, str]:
-    return {**os.environ, "PATH": f"{python.parent}{os.pathsep}{os.environ.get('PATH', '')}",
-            "PYTHONDONTWRITEBYTECODE": "1"}
+    return {
+        **os.environ,
+        "PATH": f"{python.parent}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
 
 
 def measure_mutmut(python: Path) -> dict[str, Any]:
@@ -280,20 +302,26 @@ def measure_mutmut(python: Path) -> dict[str, Any]:
     root = fresh_project()
     env = _tool_env(python)
     started, cpu = time.perf_counter(), _children_cpu()
-    done = subprocess.run([str(python.parent / "mutmut"), "run"], cwd=root, env=env, capture_output=True,
-                          text=True)
+    done = subprocess.run([str(python.parent / "mutmut"), "run"], cwd=root, env=env, capture_output=True, text=True)
     seconds, cpu = time.perf_counter() - started, _children_cpu() - cpu
-    results = subprocess.run([str(python.parent / "mutmut"), "results", "--all", "true"], cwd=root, env=env,
-                             capture_output=True, text=True).stdout
+    results = subprocess.run(
+        [str(python.parent / "mutmut"), "results", "--all", "true"], cwd=root, env=env, capture_output=True, text=True
+    ).stdout
     verdicts = re.findall(r"__mutmut_\d+: (\w[\w ]*)", results)
     shutil.rmtree(root, ignore_errors=True)
     if done.returncode != 0 or not verdicts:
         raise RuntimeError(f"mutmut failed: {done.stdout[-500:]} {done.stderr[-500:]}")
     killed = sum(v == "killed" for v in verdicts)
     timeouts = sum(v == "timeout" for v in verdicts)
-    return {"seconds": seconds, "cpu_seconds": cpu, "mutants": len(verdicts), "killed": killed,
-            "timeouts": timeouts,
-            "survived": sum(v == "survived" for v in verdicts), "score": (killed + timeouts) / len(verdicts)}
+    return {
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "mutants": len(verdicts),
+        "killed": killed,
+        "timeouts": timeouts,
+        "survived": sum(v == "survived" for v in verdicts),
+        "score": (killed + timeouts) / len(verdicts),
+    }
 
 
 def measure_cosmic_ray(python: Path) -> dict[str, Any]:
@@ -302,33 +330,49 @@ def measure_cosmic_ray(python: Path) -> dict[str, Any]:
     env = _tool_env(python)
     started, cpu = time.perf_counter(), _children_cpu()
     for step in ("init", "exec"):
-        done = subprocess.run([str(python.parent / "cosmic-ray"), step, "cr.toml", "cr.sqlite"], cwd=root,
-                              env=env, capture_output=True, text=True)
+        done = subprocess.run(
+            [str(python.parent / "cosmic-ray"), step, "cr.toml", "cr.sqlite"],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
             raise RuntimeError(f"cosmic-ray {step} failed: {done.stderr[-500:]}")
     seconds, cpu = time.perf_counter() - started, _children_cpu() - cpu
-    report = subprocess.run([str(python.parent / "cr-report"), "cr.sqlite"], cwd=root, env=env,
-                            capture_output=True, text=True).stdout
+    report = subprocess.run(
+        [str(python.parent / "cr-report"), "cr.sqlite"], cwd=root, env=env, capture_output=True, text=True
+    ).stdout
     shutil.rmtree(root, ignore_errors=True)
     total = int(re.search(r"total jobs: (\d+)", report).group(1))  # type: ignore[union-attr]
     survived = int(re.search(r"surviving mutants: (\d+)", report).group(1))  # type: ignore[union-attr]
-    return {"seconds": seconds, "cpu_seconds": cpu, "mutants": total, "survived": survived,
-            "score": (total - survived) / total}
+    return {
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "mutants": total,
+        "survived": survived,
+        "score": (total - survived) / total,
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=15, help="timed runs of ours (median reported)")
-    parser.add_argument("--tools-venv", type=Path, default=Path.home() / ".cache" / "gym-repost" / "mutbench-venv",
-                        help="virtual environment holding mutmut and cosmic-ray (created if missing)")
+    parser.add_argument(
+        "--tools-venv",
+        type=Path,
+        default=Path.home() / ".cache" / "gym-repost" / "mutbench-venv",
+        help="virtual environment holding mutmut and cosmic-ray (created if missing)",
+    )
     parser.add_argument("--skip-external", action="store_true", help="measure ours only")
     parser.add_argument("--note", default="", help="a note kept in the record (what was measured, and why)")
     args = parser.parse_args()
 
-    results: dict[str, Any] = {"ours": measure_ours(args.runs, preload=True),
-                               "ours_cold_imports": measure_ours(max(3, args.runs // 3), preload=False),
-                               "ours_default_cap": measure_ours(args.runs, preload=True,
-                                                                max_mutants=DEFAULT_MAX_MUTANTS)}
+    results: dict[str, Any] = {
+        "ours": measure_ours(args.runs, preload=True),
+        "ours_cold_imports": measure_ours(max(3, args.runs // 3), preload=False),
+        "ours_default_cap": measure_ours(args.runs, preload=True, max_mutants=DEFAULT_MAX_MUTANTS),
+    }
     results["ours"]["cpu_seconds"] = measure_ours_cpu(max(3, args.runs // 3))
     if not args.skip_external:
         python = tools_python(args.tools_venv)
@@ -341,19 +385,30 @@ def main() -> int:
         cpu = figures.get("cpu_seconds")
         if cpu is not None:
             figures["cpu_ratio_to_ours"] = cpu / results["ours"]["cpu_seconds"]
-        print(f"{name:<18} {figures['seconds']:8.3f} s  {figures['mutants']:4d} mutants  "
-              f"{figures['ms_per_mutant']:7.1f} ms/mutant  score {figures['score']:.3f}  "
-              f"x{figures['ratio_to_ours']:.1f} ours" + (f"  cpu {cpu:.3f} s (x{figures['cpu_ratio_to_ours']:.1f})"
-                                                          if cpu is not None else ""))
+        print(
+            f"{name:<18} {figures['seconds']:8.3f} s  {figures['mutants']:4d} mutants  "
+            f"{figures['ms_per_mutant']:7.1f} ms/mutant  score {figures['score']:.3f}  "
+            f"x{figures['ratio_to_ours']:.1f} ours"
+            + (f"  cpu {cpu:.3f} s (x{figures['cpu_ratio_to_ours']:.1f})" if cpu is not None else "")
+        )
     verdict = "within" if ours <= TARGET_SECONDS else "OVER"
     print(f"ours: {ours:.3f} s, {verdict} the {TARGET_SECONDS} s target (every mutant)")
     capped = results["ours_default_cap"]
-    print(f"ours, the default sample of {capped['mutants']} mutants: {capped['seconds']:.3f} s, "
-          f"{'within' if capped['seconds'] <= TARGET_SECONDS else 'OVER'} the target")
-    record = {"benchmark": "mutation_speed", "date": now(), "machine": machine(), "focal_lines": FOCAL.count("\n"),
-              "tests": TESTS.count("\ndef test_"), "target_seconds": TARGET_SECONDS,
-              "tools": {"mutmut": MUTMUT, "cosmic_ray": COSMIC_RAY}, "results": results,
-              **({"note": args.note} if args.note else {})}
+    print(
+        f"ours, the default sample of {capped['mutants']} mutants: {capped['seconds']:.3f} s, "
+        f"{'within' if capped['seconds'] <= TARGET_SECONDS else 'OVER'} the target"
+    )
+    record = {
+        "benchmark": "mutation_speed",
+        "date": now(),
+        "machine": machine(),
+        "focal_lines": FOCAL.count("\n"),
+        "tests": TESTS.count("\ndef test_"),
+        "target_seconds": TARGET_SECONDS,
+        "tools": {"mutmut": MUTMUT, "cosmic_ray": COSMIC_RAY},
+        "results": results,
+        **({"note": args.note} if args.note else {}),
+    }
     print(f"record appended to {append_record('mutation_speed', record)}")
     return 0 if ours <= TARGET_SECONDS else 1
 

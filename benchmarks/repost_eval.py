@@ -37,15 +37,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import gym_repost.harness as harness  # noqa: E402
-from benchmarks.common import append_record, machine, now  # noqa: E402
-from gym_repost.evaluate import RunConfig, RunDir, evaluate  # noqa: E402
-from gym_repost.evaluate.runner import tasks_digest  # noqa: E402
-from gym_repost.harness import SCRIPT_NAME, assemble  # noqa: E402
-from gym_repost.policy import load_policy  # noqa: E402
-from gym_repost.sandbox import get_sandbox  # noqa: E402
-from gym_repost.sandbox.environments import preload_for, resolve_env_python  # noqa: E402
-from gym_repost.task import FunctionTask, load_tasks  # noqa: E402
+import gym_repost.harness as harness
+from benchmarks.common import append_record, machine, now
+from gym_repost.evaluate import RunConfig, RunDir, evaluate
+from gym_repost.evaluate.runner import tasks_digest
+from gym_repost.harness import SCRIPT_NAME, assemble
+from gym_repost.policy import load_policy
+from gym_repost.sandbox import get_sandbox
+from gym_repost.sandbox.environments import preload_for, resolve_env_python
+from gym_repost.task import FunctionTask, load_tasks
 
 WORKERS = 2
 
@@ -79,8 +79,7 @@ class ReferenceClock:
 def gym_repost_oracle(tasks: list[FunctionTask], env: str, preload: bool) -> dict[str, Any]:
     """The oracle over every task, as ``gym-repost eval --env ENV -w 2`` runs it."""
     modules = preload_for(env, (p for t in tasks for p in t.metadata.external_packages)) if preload else []
-    config = RunConfig(tasks="repost-eval", tasks_digest=tasks_digest(tasks), policy="oracle",
-                       workers=WORKERS)
+    config = RunConfig(tasks="repost-eval", tasks_digest=tasks_digest(tasks), policy="oracle", workers=WORKERS)
     harness._REFERENCES = harness.ReferenceCache()  # every measurement makes its own references
     with tempfile.TemporaryDirectory() as run, ReferenceClock() as clock:
         started = time.perf_counter()
@@ -90,11 +89,17 @@ def gym_repost_oracle(tasks: list[FunctionTask], env: str, preload: bool) -> dic
             summary = evaluate(tasks, load_policy("oracle"), config, RunDir(run), sb)
         elapsed = time.perf_counter() - started
     passed = round(summary["pass@1"] * summary["tasks"])
-    return {"wall_s": elapsed, "sandbox_start_s": ready, "passed": passed, "tasks": summary["tasks"],
-            "infra_errors": summary["infra_errors"], "references": clock.count,
-            "reference_worker_s": clock.seconds,
-            "reference_share": clock.seconds / (WORKERS * elapsed),
-            "preload": {k: report[k] for k in ("loaded", "failed", "unfit")}}
+    return {
+        "wall_s": elapsed,
+        "sandbox_start_s": ready,
+        "passed": passed,
+        "tasks": summary["tasks"],
+        "infra_errors": summary["infra_errors"],
+        "references": clock.count,
+        "reference_worker_s": clock.seconds,
+        "reference_share": clock.seconds / (WORKERS * elapsed),
+        "preload": {k: report[k] for k in ("loaded", "failed", "unfit")},
+    }
 
 
 def plain_script(task: FunctionTask) -> dict[str, str]:
@@ -106,19 +111,30 @@ def sandbox_loop(tasks: list[FunctionTask], env: str) -> dict[str, Any]:
     """The plain loop's scripts, one run each, in the warm preloaded sandbox."""
     modules = preload_for(env, (p for t in tasks for p in t.metadata.external_packages))
     started = time.perf_counter()
-    with get_sandbox("local", workers=WORKERS, python=resolve_env_python(env), preload=modules) as sb, \
-            ThreadPoolExecutor(WORKERS) as pool:
-        results = list(pool.map(lambda t: sb.run(plain_script(t), ["python3", SCRIPT_NAME],
-                                                 timeout=t.evaluation.timeout), tasks))
+    with (
+        get_sandbox("local", workers=WORKERS, python=resolve_env_python(env), preload=modules) as sb,
+        ThreadPoolExecutor(WORKERS) as pool,
+    ):
+        results = list(
+            pool.map(lambda t: sb.run(plain_script(t), ["python3", SCRIPT_NAME], timeout=t.evaluation.timeout), tasks)
+        )
     elapsed = time.perf_counter() - started
-    return {"wall_s": elapsed, "passed": sum(r.returncode == 0 for r in results), "tasks": len(tasks),
-            "runs_s": sum(r.duration for r in results)}
+    return {
+        "wall_s": elapsed,
+        "passed": sum(r.returncode == 0 for r in results),
+        "tasks": len(tasks),
+        "runs_s": sum(r.duration for r in results),
+    }
 
 
 def plain_run(python: str, task: FunctionTask) -> tuple[bool, float]:
     """``python evaluation.py`` of the ground truth as the candidate, in a fresh directory."""
-    env = {"PATH": f"{os.path.dirname(python)}:/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
-           "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+    env = {
+        "PATH": f"{os.path.dirname(python)}:/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
     with tempfile.TemporaryDirectory() as directory:
         for name, content in plain_script(task).items():
             path = Path(directory, name)
@@ -127,8 +143,14 @@ def plain_run(python: str, task: FunctionTask) -> tuple[bool, float]:
         env["HOME"] = env["TMPDIR"] = directory
         started = time.perf_counter()
         try:
-            done = subprocess.run([python, SCRIPT_NAME], cwd=directory, env=env, stdin=subprocess.DEVNULL,
-                                  capture_output=True, timeout=task.evaluation.timeout)
+            done = subprocess.run(
+                [python, SCRIPT_NAME],
+                cwd=directory,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=task.evaluation.timeout,
+            )
             ok = done.returncode == 0
         except subprocess.TimeoutExpired:
             ok = False
@@ -141,8 +163,12 @@ def plain_loop(tasks: list[FunctionTask], env: str) -> dict[str, Any]:
     with ThreadPoolExecutor(WORKERS) as pool:
         results = list(pool.map(lambda t: plain_run(python, t), tasks))
     elapsed = time.perf_counter() - started
-    return {"wall_s": elapsed, "passed": sum(ok for ok, _ in results), "tasks": len(tasks),
-            "runs_s": sum(seconds for _, seconds in results)}
+    return {
+        "wall_s": elapsed,
+        "passed": sum(ok for ok, _ in results),
+        "tasks": len(tasks),
+        "runs_s": sum(seconds for _, seconds in results),
+    }
 
 
 def main() -> None:
@@ -159,24 +185,38 @@ def main() -> None:
     unpreloaded = None if args.no_unpreloaded else gym_repost_oracle(tasks, args.env, preload=False)
     runs = sandbox_loop(tasks, args.env)
     plain = plain_loop(tasks, args.env)
-    record = {"benchmark": "repost_eval", "date": now(), "machine": machine(), "load_before": load_before,
-              "tasks": len(tasks), "workers": WORKERS, "env": args.env,
-              "gym_repost_preloaded": ours, "gym_repost_unpreloaded": unpreloaded,
-              "sandbox_one_run_per_task": runs, "plain_loop": plain,
-              "speedup": plain["wall_s"] / ours["wall_s"],
-              "speedup_run_for_run": plain["wall_s"] / runs["wall_s"],
-              "speedup_unpreloaded": plain["wall_s"] / unpreloaded["wall_s"] if unpreloaded else None}
-    print(f"gym-repost oracle, preloaded: {ours['wall_s']:.1f} s (sandbox start {ours['sandbox_start_s']:.1f} s; "
-          f"references {100 * ours['reference_share']:.0f}% of the worker time), "
-          f"{ours['passed']}/{ours['tasks']} passed")
+    record = {
+        "benchmark": "repost_eval",
+        "date": now(),
+        "machine": machine(),
+        "load_before": load_before,
+        "tasks": len(tasks),
+        "workers": WORKERS,
+        "env": args.env,
+        "gym_repost_preloaded": ours,
+        "gym_repost_unpreloaded": unpreloaded,
+        "sandbox_one_run_per_task": runs,
+        "plain_loop": plain,
+        "speedup": plain["wall_s"] / ours["wall_s"],
+        "speedup_run_for_run": plain["wall_s"] / runs["wall_s"],
+        "speedup_unpreloaded": plain["wall_s"] / unpreloaded["wall_s"] if unpreloaded else None,
+    }
+    print(
+        f"gym-repost oracle, preloaded: {ours['wall_s']:.1f} s (sandbox start {ours['sandbox_start_s']:.1f} s; "
+        f"references {100 * ours['reference_share']:.0f}% of the worker time), "
+        f"{ours['passed']}/{ours['tasks']} passed"
+    )
     if unpreloaded:
-        print(f"gym-repost oracle, not preloaded: {unpreloaded['wall_s']:.1f} s, "
-              f"{unpreloaded['passed']}/{unpreloaded['tasks']} passed")
-    print(f"one run per task in the preloaded sandbox: {runs['wall_s']:.1f} s, "
-          f"{runs['passed']}/{runs['tasks']} passed")
+        print(
+            f"gym-repost oracle, not preloaded: {unpreloaded['wall_s']:.1f} s, "
+            f"{unpreloaded['passed']}/{unpreloaded['tasks']} passed"
+        )
+    print(f"one run per task in the preloaded sandbox: {runs['wall_s']:.1f} s, {runs['passed']}/{runs['tasks']} passed")
     print(f"plain loop: {plain['wall_s']:.1f} s, {plain['passed']}/{plain['tasks']} passed")
-    print(f"ratio: {record['speedup']:.2f}x; run for run {record['speedup_run_for_run']:.2f}x "
-          f"(load {record['machine']['load_average']})")
+    print(
+        f"ratio: {record['speedup']:.2f}x; run for run {record['speedup_run_for_run']:.2f}x "
+        f"(load {record['machine']['load_average']})"
+    )
     if not args.no_record:
         print(f"recorded in {append_record('repost_eval', record)}")
 

@@ -43,7 +43,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import machine, summary  # noqa: E402
+from benchmarks.common import machine, summary
 from gym_repost.sandbox.config import LocalSandboxConfig
 from gym_repost.sandbox.local import LocalSandbox
 
@@ -72,8 +72,12 @@ print("ALL TESTS PASSED")
 '''
 EXPECTED = "ALL TESTS PASSED\n"
 # What the sandbox gives every run; the bare subprocess gets the same.
-RUN_ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C.UTF-8",
-           "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+RUN_ENV = {
+    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    "LANG": "C.UTF-8",
+    "PYTHONHASHSEED": "0",
+    "PYTHONDONTWRITEBYTECODE": "1",
+}
 
 
 def measure(run: Callable[[], str], runs: int, warmup: int, pause: float = 0.0) -> list[float]:
@@ -98,8 +102,9 @@ def bare_subprocess(directory: str, python: str) -> Callable[[], str]:
     env = {**RUN_ENV, "HOME": directory, "TMPDIR": directory}
 
     def run() -> str:
-        done = subprocess.run([python, script], cwd=directory, env=env, check=False,
-                              capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [python, script], cwd=directory, env=env, check=False, capture_output=True, text=True, timeout=60
+        )
         return done.stdout
 
     return run
@@ -114,11 +119,13 @@ def sandboxed(sandbox: LocalSandbox) -> Callable[[], str]:
 
 def check_isolation(sandbox: LocalSandbox) -> dict[str, object]:
     """Show that the measured sandbox is really isolated (user, network, file system)."""
-    probe = ("import os, socket\nuid = os.getuid()\n"
-             "try:\n    socket.create_connection(('1.1.1.1', 80), timeout=2)\n    net = True\n"
-             "except OSError:\n    net = False\n"
-             "try:\n    open('/usr/gym-repost-probe', 'w')\n    ro = False\n"
-             "except OSError:\n    ro = True\nprint(uid, net, ro)")
+    probe = (
+        "import os, socket\nuid = os.getuid()\n"
+        "try:\n    socket.create_connection(('1.1.1.1', 80), timeout=2)\n    net = True\n"
+        "except OSError:\n    net = False\n"
+        "try:\n    open('/usr/gym-repost-probe', 'w')\n    ro = False\n"
+        "except OSError:\n    ro = True\nprint(uid, net, ro)"
+    )
     result = sandbox.run({}, ["python3", "-c", probe], timeout=30)
     uid, network, read_only = result.stdout.split()
     isolated = uid != "0" and network == "False" and read_only == "True"
@@ -138,8 +145,7 @@ def main() -> None:
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as directory:
-        baseline = summary(measure(bare_subprocess(directory, args.python or sys.executable),
-                                   args.baseline_runs, 5))
+        baseline = summary(measure(bare_subprocess(directory, args.python or sys.executable), args.baseline_runs, 5))
     sandbox = LocalSandbox(LocalSandboxConfig(warm=True, python=args.python))
     with sandbox:
         isolation = check_isolation(sandbox)
@@ -151,11 +157,17 @@ def main() -> None:
         cold = summary(measure(sandboxed(sandbox), args.cold_runs, 3))
 
     record: dict[str, Any] = {
-        "benchmark": "sandbox_latency", "date": datetime.datetime.now(datetime.UTC)
-        .isoformat(timespec="seconds"), "machine": machine(), "sandbox": described,
+        "benchmark": "sandbox_latency",
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "sandbox": described,
         "interpreter": args.python or sys.executable,
-        "isolation_probe": isolation, "workload": "HumanEval-style function + 8 asserts",
-        "subprocess": baseline, "warm": warm, "warm_paced": paced, "cold": cold,
+        "isolation_probe": isolation,
+        "workload": "HumanEval-style function + 8 asserts",
+        "subprocess": baseline,
+        "warm": warm,
+        "warm_paced": paced,
+        "cold": cold,
         "pause_ms": args.pause_ms,
         "speedup_warm_vs_subprocess": baseline["median_ms"] / warm["median_ms"],
         "speedup_warm_paced_vs_subprocess": baseline["median_ms"] / paced["median_ms"],
@@ -171,17 +183,23 @@ def main() -> None:
 
 def report(record: dict[str, Any]) -> None:
     info = record["machine"]
-    print(f"machine: {info['cpu_model']} x{info['cores']}, kernel {info['kernel']}, "
-          f"load {info['load_average']}; interpreter {record['interpreter']} "
-          f"({record['sandbox']['python_version']})")
+    print(
+        f"machine: {info['cpu_model']} x{info['cores']}, kernel {info['kernel']}, "
+        f"load {info['load_average']}; interpreter {record['interpreter']} "
+        f"({record['sandbox']['python_version']})"
+    )
     print(f"{'mode':<12}{'runs':>6}{'median ms':>12}{'p90 ms':>10}{'mean ms':>10}{'min ms':>9}")
     for mode in ("subprocess", "warm", "warm_paced", "cold"):
         row = record[mode]
-        print(f"{mode:<12}{row['runs']:>6}{row['median_ms']:>12.2f}{row['p90_ms']:>10.2f}"
-              f"{row['mean_ms']:>10.2f}{row['min_ms']:>9.2f}")
-    print(f"warm is {record['speedup_warm_vs_subprocess']:.1f}x faster than a bare subprocess "
-          f"({record['speedup_warm_paced_vs_subprocess']:.1f}x paced) and "
-          f"{record['speedup_warm_vs_cold']:.1f}x faster than a cold sandbox")
+        print(
+            f"{mode:<12}{row['runs']:>6}{row['median_ms']:>12.2f}{row['p90_ms']:>10.2f}"
+            f"{row['mean_ms']:>10.2f}{row['min_ms']:>9.2f}"
+        )
+    print(
+        f"warm is {record['speedup_warm_vs_subprocess']:.1f}x faster than a bare subprocess "
+        f"({record['speedup_warm_paced_vs_subprocess']:.1f}x paced) and "
+        f"{record['speedup_warm_vs_cold']:.1f}x faster than a cold sandbox"
+    )
 
 
 if __name__ == "__main__":

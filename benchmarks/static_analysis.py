@@ -46,11 +46,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import append_record, machine, now  # noqa: E402
-from gym_repost.construct.dependencies import build_index, slice_dependencies  # noqa: E402
-from gym_repost.construct.extract import extract_candidates, garbage_collector_paused  # noqa: E402
-from gym_repost.construct.model import DependencySlice, Drop, SourceRepository  # noqa: E402
-from gym_repost.construct.sandboxing import sandbox_script  # noqa: E402
+from benchmarks.common import append_record, machine, now
+from gym_repost.construct.dependencies import build_index, slice_dependencies
+from gym_repost.construct.extract import extract_candidates, garbage_collector_paused
+from gym_repost.construct.model import DependencySlice, Drop, SourceRepository
+from gym_repost.construct.sandboxing import sandbox_script
 
 PACKAGES = ("email", "json", "http", "xml", "logging", "asyncio")
 BUDGET_SECONDS = 5.0
@@ -58,8 +58,9 @@ BUDGET_SECONDS = 5.0
 
 def read_tree(root: Path, name: str) -> SourceRepository:
     """Every ``.py`` file under ``root`` as a repository."""
-    files = {str(p.relative_to(root)): p.read_text(encoding="utf-8", errors="replace")
-             for p in sorted(root.rglob("*.py"))}
+    files = {
+        str(p.relative_to(root)): p.read_text(encoding="utf-8", errors="replace") for p in sorted(root.rglob("*.py"))
+    }
     return SourceRepository(name=name, version=None, source=str(root), root=root, files=files)
 
 
@@ -124,16 +125,23 @@ def measure(repo: SourceRepository, repeat: int) -> dict[str, Any]:
         _, baseline_paused = timed(lambda: len([ast.parse(t) for t in texts]), repeat)
     built = [r for r in results if isinstance(r, DependencySlice)]
     return {
-        "lines": sum(t.count("\n") for t in texts), "files": len(texts),
-        "functions_seen": stats.functions_seen, "candidates": len(candidates),
+        "lines": sum(t.count("\n") for t in texts),
+        "files": len(texts),
+        "functions_seen": stats.functions_seen,
+        "candidates": len(candidates),
         "extract_drops": dict(Counter(d.reason for d in drops)),
-        "slices": len(built), "slice_drops": dict(Counter(r.reason for r in results if isinstance(r, Drop))),
+        "slices": len(built),
+        "slice_drops": dict(Counter(r.reason for r in results if isinstance(r, Drop))),
         "slices_with_renames": sum(bool(s.renamed) for s in built),
         "standalone": sum(s.standalone for s in built),
         "mean_fragments": statistics.fmean(len(s.fragments) for s in built) if built else 0.0,
-        "baseline_ast_parse": baseline, "baseline_ast_parse_gc_paused": baseline_paused,
-        "slices_without_batch_pause": one_by_one, "index": times["index"], "extract": times["extract"],
-        "slices_time": times["slices"], "total": total,
+        "baseline_ast_parse": baseline,
+        "baseline_ast_parse_gc_paused": baseline_paused,
+        "slices_without_batch_pause": one_by_one,
+        "index": times["index"],
+        "extract": times["extract"],
+        "slices_time": times["slices"],
+        "total": total,
         "ratio_total_vs_ast_parse": total["median_s"] / baseline["median_s"],
         "ratio_total_vs_ast_parse_min": total["min_s"] / baseline["min_s"],
         "within_budget": total["min_s"] <= BUDGET_SECONDS,
@@ -180,9 +188,15 @@ def _survey_one(repo: SourceRepository, sandbox: Any) -> dict[str, Any]:
             missing[last.split("'")[1] if "'" in last else last] += 1
         else:
             runs["error"] += 1
-    return {"functions_seen": stats.functions_seen, "candidates": len(candidates), "scripts": len(scripts),
-            "slices_with_renames": renames, "drops": dict(reasons), "runs": dict(runs),
-            "missing_modules": dict(missing)}
+    return {
+        "functions_seen": stats.functions_seen,
+        "candidates": len(candidates),
+        "scripts": len(scripts),
+        "slices_with_renames": renames,
+        "drops": dict(reasons),
+        "runs": dict(runs),
+        "missing_modules": dict(missing),
+    }
 
 
 def main() -> None:
@@ -196,19 +210,36 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as directory:
         repo = stdlib_copy(tuple(args.packages), Path(directory))
         figures = measure(repo, args.repeat)
-    record: dict[str, Any] = {"benchmark": "static_analysis", "date": now(), "machine": machine(),
-                              "workload": repo.name, "repeat": args.repeat, **figures}
+    record: dict[str, Any] = {
+        "benchmark": "static_analysis",
+        "date": now(),
+        "machine": machine(),
+        "workload": repo.name,
+        "repeat": args.repeat,
+        **figures,
+    }
     if args.survey:
         record["survey"] = survey(args.survey, args.sandbox)
     total, base = figures["total"], figures["baseline_ast_parse"]
-    print(f"{figures['lines']} lines, {figures['files']} files: {figures['candidates']} candidates, "
-          f"{figures['slices']} slices")
-    for stage in ("baseline_ast_parse", "baseline_ast_parse_gc_paused", "index", "extract", "slices_time",
-                  "slices_without_batch_pause", "total"):
+    print(
+        f"{figures['lines']} lines, {figures['files']} files: {figures['candidates']} candidates, "
+        f"{figures['slices']} slices"
+    )
+    for stage in (
+        "baseline_ast_parse",
+        "baseline_ast_parse_gc_paused",
+        "index",
+        "extract",
+        "slices_time",
+        "slices_without_batch_pause",
+        "total",
+    ):
         t = figures[stage]
         print(f"  {stage:20s} median {t['median_s']:.2f} s  min {t['min_s']:.2f} s  cpu {t['cpu_median_s']:.2f} s")
-    print(f"  extract + dependencies: {total['min_s']:.2f} s at best (budget {BUDGET_SECONDS} s), "
-          f"{figures['ratio_total_vs_ast_parse_min']:.1f}x plain ast.parse ({base['min_s']:.2f} s)")
+    print(
+        f"  extract + dependencies: {total['min_s']:.2f} s at best (budget {BUDGET_SECONDS} s), "
+        f"{figures['ratio_total_vs_ast_parse_min']:.1f}x plain ast.parse ({base['min_s']:.2f} s)"
+    )
     for name, row in record.get("survey", {}).items():
         print(f"  {name}: {row}")
     if not args.no_record:

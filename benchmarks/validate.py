@@ -26,17 +26,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import append_record, machine, now  # noqa: E402
-from gym_repost.analysis.mutation import generate_mutants, sample_mutants  # noqa: E402
-from gym_repost.construct.importers.humaneval import import_humaneval  # noqa: E402
-from gym_repost.harness import do_nothing_candidate, reference_for, run_function_tests, run_host_made  # noqa: E402
-from gym_repost.sandbox import get_sandbox  # noqa: E402
-from gym_repost.task import FunctionTask  # noqa: E402
+from benchmarks.common import append_record, machine, now
+from gym_repost.analysis.mutation import generate_mutants, sample_mutants
+from gym_repost.construct.importers.humaneval import import_humaneval
+from gym_repost.harness import do_nothing_candidate, reference_for, run_function_tests, run_host_made
+from gym_repost.sandbox import get_sandbox
+from gym_repost.task import FunctionTask
 
 
 def _candidates(task: FunctionTask) -> list[str]:
-    return [do_nothing_candidate(task)] + [m.source for m in
-                                           sample_mutants(generate_mutants(task.ground_truth), 10, 0)]
+    return [do_nothing_candidate(task)] + [m.source for m in sample_mutants(generate_mutants(task.ground_truth), 10, 0)]
 
 
 def main() -> None:
@@ -68,12 +67,20 @@ def main() -> None:
             verdicts[name] = list(pool.map(how, tasks))
             timings[name] = time.monotonic() - started
     differing = [t.name for t, a, b in zip(tasks, verdicts["one_run_each"], verdicts["batch"]) if a != b]
-    record = {"benchmark": "validate", "date": now(), "machine": machine(), "tasks": len(tasks),
-              "candidates_per_task": 11, "workers": 2, "references_s": round(references, 2),
-              "one_run_each_s": round(timings["one_run_each"], 2), "batch_s": round(timings["batch"], 2),
-              "speedup": round(timings["one_run_each"] / timings["batch"], 2),
-              "validate_equivalent_s": round(references + timings["batch"], 2),
-              "differing_verdicts": differing}
+    record = {
+        "benchmark": "validate",
+        "date": now(),
+        "machine": machine(),
+        "tasks": len(tasks),
+        "candidates_per_task": 11,
+        "workers": 2,
+        "references_s": round(references, 2),
+        "one_run_each_s": round(timings["one_run_each"], 2),
+        "batch_s": round(timings["batch"], 2),
+        "speedup": round(timings["one_run_each"] / timings["batch"], 2),
+        "validate_equivalent_s": round(references + timings["batch"], 2),
+        "differing_verdicts": differing,
+    }
     print(record)
     if not args.no_record:
         print("recorded in", append_record("validate", record))

@@ -13,5 +13,14 @@ from gym_repost.task import FunctionTask, Task, TaskList, load_tasks, save_tasks
 
 __version__ = "0.1.0"
 
-__all__ = ["FUNCTION_ENV_ID", "FunctionEnv", "FunctionTask", "GymRepostError", "Task",
-           "TaskList", "__version__", "load_tasks", "save_tasks"]
+__all__ = [
+    "FUNCTION_ENV_ID",
+    "FunctionEnv",
+    "FunctionTask",
+    "GymRepostError",
+    "Task",
+    "TaskList",
+    "__version__",
+    "load_tasks",
+    "save_tasks",
+]

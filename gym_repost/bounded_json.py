@@ -115,8 +115,10 @@ class _Copier:
             if depth <= 0:
                 raise UntrustedDataError(f"{_at(where)}nested more than {self.max_depth} levels deep")
             return self.copy_container(value, kind, depth - 1, where)
-        raise UntrustedDataError(f"{_at(where)}a value of type {type_name(value)} is not JSON "
-                                 "(object, array, string, number, true, false or null)")
+        raise UntrustedDataError(
+            f"{_at(where)}a value of type {type_name(value)} is not JSON "
+            "(object, array, string, number, true, false or null)"
+        )
 
     def copy_container(self, value: Any, kind: type, depth: int, where: str) -> Any:
         if issubclass(kind, dict):
@@ -124,8 +126,9 @@ class _Copier:
             out: dict[str, Any] = {}
             for key, item in list(dict.items(value)):
                 if not issubclass(type(key), str):
-                    raise UntrustedDataError(f"{_at(where)}object keys must be strings, "
-                                             f"got a key of type {type_name(key)}")
+                    raise UntrustedDataError(
+                        f"{_at(where)}object keys must be strings, got a key of type {type_name(key)}"
+                    )
                 name = str.__str__(key)
                 self.spend(len(name), where)
                 out[name] = self.copy(item, depth, f"{where}.{name[:40]}" if where else name[:40])

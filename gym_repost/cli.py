@@ -26,8 +26,12 @@ from rich.table import Table
 
 from gym_repost.errors import BuildError, ConfigError, GymRepostError, TaskFormatError
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                  help="Turn Python repositories into sandboxed, executable coding tasks.")
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    help="Turn Python repositories into sandboxed, executable coding tasks.",
+)
 sandbox_app = typer.Typer(no_args_is_help=True, help="Check and clean up sandboxes.")
 env_app = typer.Typer(no_args_is_help=True, help="Install evaluation environments from envs/.")
 app.add_typer(sandbox_app, name="sandbox")
@@ -42,8 +46,11 @@ logger = logging.getLogger("gym_repost")
 
 @app.callback()
 def _main(verbose: bool = typer.Option(False, "--verbose", "-v", help="Log details.")) -> None:
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(message)s",
-                        handlers=[RichHandler(console=err_console, show_path=False)])
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING,
+        format="%(message)s",
+        handlers=[RichHandler(console=err_console, show_path=False)],
+    )
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
@@ -53,8 +60,14 @@ def fail(message: str, code: int = 2) -> typer.Exit:
 
 
 def _progress() -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                    TimeElapsedColumn(), console=err_console, transient=False)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=False,
+    )
 
 
 def _load(tasks_path: Path) -> list[Any]:
@@ -68,9 +81,14 @@ def _load(tasks_path: Path) -> list[Any]:
     return list(tasks)
 
 
-def _sandbox_options(workers: int, python: Optional[str], env: Optional[str],
-                     preload: Optional[list[str]], tasks: Optional[list[Any]] = None,
-                     env_preload: str = "auto") -> dict[str, Any]:
+def _sandbox_options(
+    workers: int,
+    python: Optional[str],
+    env: Optional[str],
+    preload: Optional[list[str]],
+    tasks: Optional[list[Any]] = None,
+    env_preload: str = "auto",
+) -> dict[str, Any]:
     """``env_preload``: ``auto`` adds the modules of the environment's preload.txt that
     ``tasks`` import, ``none`` nothing, else a comma-separated list of modules."""
     options: dict[str, Any] = {"workers": workers}
@@ -121,6 +139,7 @@ def _open_sandbox(name: str, options: dict[str, Any]) -> Iterator[Any]:
 
 # --------------------------------------------------------------------------- build
 
+
 def _is_import_source(source: str) -> bool:
     return source == "humaneval" or source.startswith("repost-eval:") or source.endswith(".toml")
 
@@ -137,8 +156,9 @@ def _import_tasks(source: str) -> tuple[list[Any], list[Any]]:
     return tasks, dropped
 
 
-def _build_from_repository(source: str, settings: Any, sandbox: str, options: dict[str, Any],
-                           policy_factory: Any = None) -> Any:
+def _build_from_repository(
+    source: str, settings: Any, sandbox: str, options: dict[str, Any], policy_factory: Any = None
+) -> Any:
     from gym_repost.construct.pipeline import build_function_tasks
 
     with _open_sandbox(sandbox, options) as sb, _progress() as progress:
@@ -147,12 +167,22 @@ def _build_from_repository(source: str, settings: Any, sandbox: str, options: di
         def on_stage(name: str, count: int) -> None:
             progress.update(bar, total=count, description=f"building {source}: {count} candidates")
 
-        return build_function_tasks(source, settings, sb, policy_factory, on_stage=on_stage,
-                                    on_candidate=lambda *_: progress.advance(bar))
+        return build_function_tasks(
+            source, settings, sb, policy_factory, on_stage=on_stage, on_candidate=lambda *_: progress.advance(bar)
+        )
 
 
-def _build_with_llm(spec: str, source: str, settings: Any, sandbox: str, options: dict[str, Any], *,
-                    base_url: Optional[str], builder_args: list[str], log_path: Path) -> Any:
+def _build_with_llm(
+    spec: str,
+    source: str,
+    settings: Any,
+    sandbox: str,
+    options: dict[str, Any],
+    *,
+    base_url: Optional[str],
+    builder_args: list[str],
+    log_path: Path,
+) -> Any:
     """``--builder llm:PROVIDER/MODEL``: the LLM builder over the pipeline; every exchange logged."""
     from gym_repost.construct.builder import BuilderSettings
     from gym_repost.construct.llm_builder import LLMBuild, split_builder_args
@@ -163,8 +193,12 @@ def _build_with_llm(spec: str, source: str, settings: Any, sandbox: str, options
         llm_settings["base_url"] = base_url
     config = llm_config(spec.removeprefix("llm:"), **llm_settings)
     log_path.unlink(missing_ok=True)
-    with LLMBuild(config, budgets, log_path=log_path,
-                  deterministic=BuilderSettings(test_executions=settings.test_executions, seed=settings.seed)) as llm:
+    with LLMBuild(
+        config,
+        budgets,
+        log_path=log_path,
+        deterministic=BuilderSettings(test_executions=settings.test_executions, seed=settings.seed),
+    ) as llm:
         result = _build_from_repository(source, LLMBuild.settings_for(settings), sandbox, options, llm.policy)
         result.llm_usage = llm.usage()
     return result
@@ -180,11 +214,17 @@ def _fmt_stat(value: Any) -> str:
 
 def _print_build(result: Any) -> None:
     stats = result.statistics()
-    table = Table("statistic", "value", title=f"{result.repo.name} {result.repo.version or ''} "
-                  f"({result.repo.license or 'license unknown'})".strip())
+    table = Table(
+        "statistic",
+        "value",
+        title=f"{result.repo.name} {result.repo.version or ''} ({result.repo.license or 'license unknown'})".strip(),
+    )
     for key, value in stats["table2"].items():
-        shown = f"{value:.1f}" if isinstance(value, float) and key.startswith("avg") and "coverage" not in key \
+        shown = (
+            f"{value:.1f}"
+            if isinstance(value, float) and key.startswith("avg") and "coverage" not in key
             else _fmt_stat(value)
+        )
         table.add_row(key, shown)
     console.print(table)
     if stats["drops"]:
@@ -196,41 +236,65 @@ def _print_build(result: Any) -> None:
     if "llm" in stats:
         u = stats["llm"]
         cost = "cost n/a (set input_price/output_price)" if u["cost_usd"] is None else f"${u['cost_usd']:.4f}"
-        console.print(f"LLM {u['model']}: {u['llm_calls']} calls ({u['cache_hits']} cached, {u['retries']} retries, "
-                      f"{u['llm_failures']} failed), {u['input_tokens']} input + {u['output_tokens']} output tokens, "
-                      f"{cost}", highlight=False)
+        console.print(
+            f"LLM {u['model']}: {u['llm_calls']} calls ({u['cache_hits']} cached, {u['retries']} retries, "
+            f"{u['llm_failures']} failed), {u['input_tokens']} input + {u['output_tokens']} output tokens, "
+            f"{cost}",
+            highlight=False,
+        )
     if stats["infra_errors"]:
-        console.print(f"[yellow]infrastructure errors (not counted as drops of the builder's making):[/] "
-                      f"{stats['infra_errors']}", highlight=False)
+        console.print(
+            f"[yellow]infrastructure errors (not counted as drops of the builder's making):[/] {stats['infra_errors']}",
+            highlight=False,
+        )
     for note in result.notes[:10]:
         console.print(f"[dim]note: {note}[/]", highlight=False)
 
 
 @app.command()
 def build(
-    source: str = typer.Argument(..., help="DIR | ARCHIVE | pypi:NAME[==VERSION] | humaneval | "
-                                 "repost-eval:PATH | path/to/manifest.toml"),
+    source: str = typer.Argument(
+        ..., help="DIR | ARCHIVE | pypi:NAME[==VERSION] | humaneval | repost-eval:PATH | path/to/manifest.toml"
+    ),
     output: Path = typer.Option(..., "-o", "--output", help="Task file to write (JSONL)."),
-    kind: str = typer.Option("function", help="Task kind: function | testfile (a focal file and its test "
-                             "file, from a DIR, ARCHIVE or pypi: source)."),
-    builder: str = typer.Option("deterministic", help="Construction policy: deterministic | llm:PROVIDER/MODEL "
-                                "(openai, anthropic, openai-compatible; the deterministic builder tries first)."),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="--builder llm:...: the model's endpoint (a proxy, "
-                                           "vLLM http://localhost:8000/v1, Ollama http://localhost:11434/v1)."),
-    builder_arg: list[str] = typer.Option([], "--builder-arg", help="KEY=VALUE for the LLM builder: debug_iterations, "
-                                          "coverage_rounds, deterministic_first, or an LLM setting (temperature, "
-                                          "max_tokens, cache_dir, input_price, output_price, timeout, ...)."),
-    only: list[str] = typer.Option([], "--only", help="Glob on FILE::QUALNAME or QUALNAME; only matching candidates "
-                                   "are built (repeatable)."),
+    kind: str = typer.Option(
+        "function",
+        help="Task kind: function | testfile (a focal file and its test file, from a DIR, ARCHIVE or pypi: source).",
+    ),
+    builder: str = typer.Option(
+        "deterministic",
+        help="Construction policy: deterministic | llm:PROVIDER/MODEL "
+        "(openai, anthropic, openai-compatible; the deterministic builder tries first).",
+    ),
+    base_url: Optional[str] = typer.Option(
+        None,
+        "--base-url",
+        help="--builder llm:...: the model's endpoint (a proxy, "
+        "vLLM http://localhost:8000/v1, Ollama http://localhost:11434/v1).",
+    ),
+    builder_arg: list[str] = typer.Option(
+        [],
+        "--builder-arg",
+        help="KEY=VALUE for the LLM builder: debug_iterations, "
+        "coverage_rounds, deterministic_first, or an LLM setting (temperature, "
+        "max_tokens, cache_dir, input_price, output_price, timeout, ...).",
+    ),
+    only: list[str] = typer.Option(
+        [], "--only", help="Glob on FILE::QUALNAME or QUALNAME; only matching candidates are built (repeatable)."
+    ),
     split: str = typer.Option("train", help="train (branch coverage >= 80%) | eval (100%)."),
-    max_candidates: int = typer.Option(30, min=1, help="Candidate functions (test files with --kind testfile) "
-                                       "per repository."),
+    max_candidates: int = typer.Option(
+        30, min=1, help="Candidate functions (test files with --kind testfile) per repository."
+    ),
     max_mutants: int = typer.Option(50, min=0, help="--kind testfile: seeded cap on mutants per focal file."),
     licenses: str = typer.Option("permissive", help="permissive | any | comma-separated SPDX ids."),
     min_kill_rate: float = typer.Option(0.5, min=0.0, max=1.0, help="Mutants the tests must kill."),
     mutants: int = typer.Option(10, min=0, help="Mutants tried per task in the quality check."),
-    test_executions: int = typer.Option(2000, min=1, help="Runs of the target per input search (a count, "
-                                        "not seconds: the build does not depend on machine load)."),
+    test_executions: int = typer.Option(
+        2000,
+        min=1,
+        help="Runs of the target per input search (a count, not seconds: the build does not depend on machine load).",
+    ),
     test_budget: Optional[float] = typer.Option(None, hidden=True, help="Replaced by --test-executions."),
     trace: bool = typer.Option(True, help="Harvest inputs by running the repository's own tests."),
     workers: int = typer.Option(2, "--workers", "-w", min=1),
@@ -246,9 +310,11 @@ def build(
     if kind not in ("function", "testfile"):
         raise fail(f"--kind {kind}: choose function or testfile")
     if test_budget is not None:
-        raise fail("--test-budget (seconds of input search) was replaced by --test-executions N (runs of the "
-                   "target per search, default 2000): a count, so that what is built does not depend on "
-                   "machine load")
+        raise fail(
+            "--test-budget (seconds of input search) was replaced by --test-executions N (runs of the "
+            "target per search, default 2000): a count, so that what is built does not depend on "
+            "machine load"
+        )
     if builder != "deterministic" and not builder.startswith("llm:"):
         raise fail(f"--builder {builder}: choose deterministic or llm:PROVIDER/MODEL")
     if (base_url or builder_arg) and not builder.startswith("llm:"):
@@ -260,9 +326,18 @@ def build(
     if kind == "testfile":
         if _is_import_source(source):
             raise fail(f"--kind testfile needs a repository (DIR, ARCHIVE or pypi:NAME), not {source}")
-        _build_testfile(source, output, licenses=licenses, max_pairs=max_candidates, max_mutants=max_mutants,
-                        seed=seed, workers=workers, sandbox=sandbox,
-                        options=_sandbox_options(workers, python, env, ["pytest", "coverage"]), stats_json=stats_json)
+        _build_testfile(
+            source,
+            output,
+            licenses=licenses,
+            max_pairs=max_candidates,
+            max_mutants=max_mutants,
+            seed=seed,
+            workers=workers,
+            sandbox=sandbox,
+            options=_sandbox_options(workers, python, env, ["pytest", "coverage"]),
+            stats_json=stats_json,
+        )
         return
     if _is_import_source(source):
         tasks, dropped = _import_tasks(source)
@@ -276,14 +351,24 @@ def build(
         return
     from gym_repost.construct.pipeline import BuildSettings
 
-    settings = BuildSettings(split=split, max_candidates=max_candidates, seed=seed, licenses=licenses,
-                             workers=workers, trace=trace, test_executions=test_executions, min_kill_rate=min_kill_rate,
-                             mutants=mutants, only=tuple(only))
+    settings = BuildSettings(
+        split=split,
+        max_candidates=max_candidates,
+        seed=seed,
+        licenses=licenses,
+        workers=workers,
+        trace=trace,
+        test_executions=test_executions,
+        min_kill_rate=min_kill_rate,
+        mutants=mutants,
+        only=tuple(only),
+    )
     options = _sandbox_options(workers, python, env, None)
     log_path = output.with_name(output.name + ".llm.jsonl")
     if builder.startswith("llm:"):
-        result = _build_with_llm(builder, source, settings, sandbox, options, base_url=base_url,
-                                 builder_args=builder_arg, log_path=log_path)
+        result = _build_with_llm(
+            builder, source, settings, sandbox, options, base_url=base_url, builder_args=builder_arg, log_path=log_path
+        )
     else:
         result = _build_from_repository(source, settings, sandbox, options)
     written = save_tasks(result.tasks, output)
@@ -295,8 +380,19 @@ def build(
         stats_json.write_text(json.dumps(result.statistics(), indent=2), encoding="utf-8")
 
 
-def _build_testfile(source: str, output: Path, *, licenses: str, max_pairs: int, max_mutants: int, seed: int,
-                    workers: int, sandbox: str, options: dict[str, Any], stats_json: Optional[Path]) -> None:
+def _build_testfile(
+    source: str,
+    output: Path,
+    *,
+    licenses: str,
+    max_pairs: int,
+    max_mutants: int,
+    seed: int,
+    workers: int,
+    sandbox: str,
+    options: dict[str, Any],
+    stats_json: Optional[Path],
+) -> None:
     from gym_repost.construct.ingest import ingest
     from gym_repost.construct.testfile import TestFileBuildSettings, build_testfile_tasks, mining_summary
     from gym_repost.task import save_tasks
@@ -304,9 +400,15 @@ def _build_testfile(source: str, output: Path, *, licenses: str, max_pairs: int,
     repo = ingest(source, licenses=licenses)
     with _open_sandbox(sandbox, options) as sb, _progress() as progress:
         bar = progress.add_task(f"test files of {repo.name}", total=None)
-        tasks, drops = build_testfile_tasks(repo, sb, max_pairs=max_pairs, seed=seed, workers=workers,
-                                            settings=TestFileBuildSettings(max_mutants=max_mutants),
-                                            on_pair=lambda _outcome: progress.advance(bar))
+        tasks, drops = build_testfile_tasks(
+            repo,
+            sb,
+            max_pairs=max_pairs,
+            seed=seed,
+            workers=workers,
+            settings=TestFileBuildSettings(max_mutants=max_mutants),
+            on_pair=lambda _outcome: progress.advance(bar),
+        )
     written = save_tasks(tasks, output)
     summary = mining_summary(repo, tasks, drops)
     _print_testfile_build(repo, tasks, summary)
@@ -320,15 +422,30 @@ def _print_testfile_build(repo: Any, tasks: list[Any], summary: dict[str, Any]) 
     def pct(v: Optional[float]) -> str:
         return "n/a" if v is None else f"{100 * v:.0f}%"
 
-    console.print(f"{repo.name} {repo.version or ''}: {summary['test_files']} test files, {summary['pairs']} "
-                  f"paired with a focal file, {summary['pairs_measured']} measured, {summary['kept']} kept")
-    table = Table("test file", "focal file", "tests", "lines", "branches", "mutation (95% interval)",
-                  title="ground truth of each kept task")
+    console.print(
+        f"{repo.name} {repo.version or ''}: {summary['test_files']} test files, {summary['pairs']} "
+        f"paired with a focal file, {summary['pairs_measured']} measured, {summary['kept']} kept"
+    )
+    table = Table(
+        "test file",
+        "focal file",
+        "tests",
+        "lines",
+        "branches",
+        "mutation (95% interval)",
+        title="ground truth of each kept task",
+    )
     for t in tasks:
         r = t.reference
-        table.add_row(t.evaluation.test_path, t.evaluation.focal_file, str(r.tests), pct(r.line_coverage),
-                      pct(r.branch_coverage), f"{pct(r.mutation_score)} ({pct(r.mutation_ci_low)}-"
-                      f"{pct(r.mutation_ci_high)}, {r.mutants_total} of {r.mutants_population})")
+        table.add_row(
+            t.evaluation.test_path,
+            t.evaluation.focal_file,
+            str(r.tests),
+            pct(r.line_coverage),
+            pct(r.branch_coverage),
+            f"{pct(r.mutation_score)} ({pct(r.mutation_ci_low)}-"
+            f"{pct(r.mutation_ci_high)}, {r.mutants_total} of {r.mutants_population})",
+        )
     console.print(table)
     if summary["drops"]:
         drops = Table("stage", "reason", "count", "example", title="why test files were dropped")
@@ -339,6 +456,7 @@ def _print_testfile_build(repo: Any, tasks: list[Any], summary: dict[str, Any]) 
 
 # --------------------------------------------------------------------------- validate
 
+
 def _validation_table(results: list[Any]) -> Table:
     table = Table(title="validation per task")
     table.add_column("task", no_wrap=True)
@@ -346,14 +464,13 @@ def _validation_table(results: list[Any]) -> Table:
         table.add_column(col, no_wrap=True)
     table.add_column("cause", overflow="fold")
     for r in results:
-        killed = (f"{r.mutants.killed + r.mutants.timeouts}/{r.mutants.total}"
-                  if r.mutants and r.mutants.total else "-")
+        killed = f"{r.mutants.killed + r.mutants.timeouts}/{r.mutants.total}" if r.mutants and r.mutants.total else "-"
         do_nothing = "-" if r.do_nothing is None else ("[red]ACCEPTED[/]" if r.accepts_do_nothing else "rejected")
         cov = "-" if r.coverage is None else f"{100 * r.coverage.branch_coverage:.0f}% ({r.coverage.branches})"
         verdict = ("[green]pass[/]" if r.passed else "[red]FAIL[/]") + (
-            " [yellow](nondeterministic)[/]" if r.nondeterministic else "")
-        table.add_row(r.task_name, verdict, do_nothing, killed, cov,
-                      r.cause or "; ".join(r.nondeterministic[:2]))
+            " [yellow](nondeterministic)[/]" if r.nondeterministic else ""
+        )
+        table.add_row(r.task_name, verdict, do_nothing, killed, cov, r.cause or "; ".join(r.nondeterministic[:2]))
     return table
 
 
@@ -363,27 +480,35 @@ def _validation_totals(results: list[Any]) -> dict[str, Any]:
     total = sum(r.mutants.total for r in passed if r.mutants)
     covs = [r.coverage.branch_coverage for r in passed if r.coverage is not None]
     return {
-        "tasks": len(results), "ground_truth_passed": len(passed),
+        "tasks": len(results),
+        "ground_truth_passed": len(passed),
         "ground_truth_failed": [{"task": r.task_name, "cause": r.cause} for r in results if not r.passed],
         "accepts_do_nothing": [r.task_name for r in passed if r.accepts_do_nothing],
         "nondeterministic": [r.task_name for r in passed if r.nondeterministic],
         "verdict_modes": {mode: sum(r.verdict_mode == mode for r in passed) for mode in ("inputs", "driver")},
-        "mutants_killed": killed, "mutants_total": total,
+        "mutants_killed": killed,
+        "mutants_total": total,
         "mutant_kill_rate": killed / total if total else None,
         "mean_branch_coverage": sum(covs) / len(covs) if covs else None,
     }
 
 
 def _validation_record(r: Any) -> dict[str, Any]:
-    return {"task_id": r.task_id, "task": r.task_name, "ground_truth_passed": r.passed,
-            "cause": r.cause, "accepts_do_nothing": r.accepts_do_nothing,
-            "verdict_mode": r.verdict_mode, "nondeterministic": r.nondeterministic,
-            "mutants_killed": r.mutants.killed + r.mutants.timeouts if r.mutants else None,
-            "mutant_timeouts": r.mutants.timeouts if r.mutants else None,
-            "mutants_total": r.mutants.total if r.mutants else None,
-            "surviving_mutants": [vars(s) for s in r.surviving],
-            "branch_coverage": r.coverage.branch_coverage if r.coverage else None,
-            "branches": r.coverage.branches if r.coverage else None}
+    return {
+        "task_id": r.task_id,
+        "task": r.task_name,
+        "ground_truth_passed": r.passed,
+        "cause": r.cause,
+        "accepts_do_nothing": r.accepts_do_nothing,
+        "verdict_mode": r.verdict_mode,
+        "nondeterministic": r.nondeterministic,
+        "mutants_killed": r.mutants.killed + r.mutants.timeouts if r.mutants else None,
+        "mutant_timeouts": r.mutants.timeouts if r.mutants else None,
+        "mutants_total": r.mutants.total if r.mutants else None,
+        "surviving_mutants": [vars(s) for s in r.surviving],
+        "branch_coverage": r.coverage.branch_coverage if r.coverage else None,
+        "branches": r.coverage.branches if r.coverage else None,
+    }
 
 
 @app.command()
@@ -395,8 +520,11 @@ def validate(
     sandbox: str = typer.Option("local", help="Sandbox backend."),
     python: Optional[str] = typer.Option(None, help="Interpreter inside the sandbox."),
     env: Optional[str] = typer.Option(None, help="Installed environment (see `gym-repost env`)."),
-    preload: str = typer.Option("auto", help="Modules warm workers import ahead of runs: auto (those of "
-                                "the --env's preload.txt the tasks import), none, or MOD,MOD,..."),
+    preload: str = typer.Option(
+        "auto",
+        help="Modules warm workers import ahead of runs: auto (those of "
+        "the --env's preload.txt the tasks import), none, or MOD,MOD,...",
+    ),
     seed: int = typer.Option(0, help="Seed of the mutant sample."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write per-task results here."),
 ) -> None:
@@ -406,8 +534,10 @@ def validate(
     tasks = _load(tasks_path)
     testfile = [t for t in tasks if t.kind == "testfile"]
     if testfile:  # their ground truth was run and measured when built; `eval --policy oracle` re-runs it
-        err_console.print(f"[yellow]skipped {len(testfile)} test-file task(s):[/] validate checks function tasks; "
-                          f"use `gym-repost eval {tasks_path} --policy oracle` (and mutant) for test-file tasks")
+        err_console.print(
+            f"[yellow]skipped {len(testfile)} test-file task(s):[/] validate checks function tasks; "
+            f"use `gym-repost eval {tasks_path} --policy oracle` (and mutant) for test-file tasks"
+        )
         tasks = [t for t in tasks if t.kind != "testfile"]
         if not tasks:
             raise typer.Exit(0)
@@ -426,8 +556,10 @@ def validate(
     totals = _validation_totals(results)
     _print_validation_totals(totals)
     if json_out:
-        json_out.write_text(json.dumps({"totals": totals, "tasks": [_validation_record(r) for r in results]},
-                                       indent=2), encoding="utf-8")
+        json_out.write_text(
+            json.dumps({"totals": totals, "tasks": [_validation_record(r) for r in results]}, indent=2),
+            encoding="utf-8",
+        )
     if totals["ground_truth_failed"]:
         raise typer.Exit(1)
 
@@ -435,24 +567,32 @@ def validate(
 def _print_validation_totals(totals: dict[str, Any]) -> None:
     rate = totals["mutant_kill_rate"]
     console.print(f"ground truth passes: [bold]{totals['ground_truth_passed']}/{totals['tasks']}[/]")
-    console.print(f"mutants killed: [bold]{totals['mutants_killed']}/{totals['mutants_total']}[/]"
-                  + (f" ({100 * rate:.1f}%)" if rate is not None else ""))
+    console.print(
+        f"mutants killed: [bold]{totals['mutants_killed']}/{totals['mutants_total']}[/]"
+        + (f" ({100 * rate:.1f}%)" if rate is not None else "")
+    )
     if totals["mean_branch_coverage"] is not None:
         console.print(f"mean branch coverage of the targets: {100 * totals['mean_branch_coverage']:.1f}%")
     flagged = totals["accepts_do_nothing"]
-    console.print(f"tests that accept a do-nothing candidate: [bold]{len(flagged)}[/]"
-                  + (": " + ", ".join(flagged) if flagged else ""))
+    console.print(
+        f"tests that accept a do-nothing candidate: [bold]{len(flagged)}[/]"
+        + (": " + ", ".join(flagged) if flagged else "")
+    )
     unstable = totals["nondeterministic"]
-    console.print(f"nondeterministic tests (differing fields not compared; keep out of eval): [bold]{len(unstable)}[/]"
-                  + (": " + ", ".join(unstable) if unstable else ""))
+    console.print(
+        f"nondeterministic tests (differing fields not compared; keep out of eval): [bold]{len(unstable)}[/]"
+        + (": " + ", ".join(unstable) if unstable else "")
+    )
     modes = totals["verdict_modes"]
-    console.print(f"verdicts by replayed inputs: {modes['inputs']}, by tests run beside the candidate: "
-                  f"{modes['driver']}")
+    console.print(
+        f"verdicts by replayed inputs: {modes['inputs']}, by tests run beside the candidate: {modes['driver']}"
+    )
     for failure in totals["ground_truth_failed"]:
         console.print(f"[red]ground truth fails[/] {failure['task']}: {failure['cause']}", highlight=False)
 
 
 # --------------------------------------------------------------------------- eval / report
+
 
 def _parse_policy_args(pairs: list[str]) -> dict[str, Any]:
     options: dict[str, Any] = {}
@@ -470,8 +610,9 @@ def _parse_policy_args(pairs: list[str]) -> dict[str, Any]:
 @app.command("eval")
 def eval_command(
     tasks_path: Path = typer.Argument(..., metavar="TASKS", help="Task file (JSONL)."),
-    policy: str = typer.Option(..., help="oracle | mutant | scripted:FILE | llm:PROVIDER/MODEL | file.py:Class "
-                                         "| module:Class"),
+    policy: str = typer.Option(
+        ..., help="oracle | mutant | scripted:FILE | llm:PROVIDER/MODEL | file.py:Class | module:Class"
+    ),
     output: Path = typer.Option(..., "-o", "--output", help="Run directory (resumable)."),
     n: int = typer.Option(1, "-n", "--samples", min=1, help="Samples per task."),
     repairs: int = typer.Option(0, "--repairs", min=0, help="Repair iterations after a failing submission."),
@@ -482,11 +623,18 @@ def eval_command(
     sandbox: str = typer.Option("local", help="Sandbox backend."),
     python: Optional[str] = typer.Option(None, help="Interpreter inside the sandbox."),
     env: Optional[str] = typer.Option(None, help="Installed environment (see `gym-repost env`)."),
-    preload: str = typer.Option("auto", help="Modules warm workers import ahead of runs: auto (those of "
-                                "the --env's preload.txt the tasks import), none, or MOD,MOD,..."),
+    preload: str = typer.Option(
+        "auto",
+        help="Modules warm workers import ahead of runs: auto (those of "
+        "the --env's preload.txt the tasks import), none, or MOD,MOD,...",
+    ),
     policy_arg: list[str] = typer.Option([], "--policy-arg", help="KEY=VALUE for the policy's constructor."),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="LLM endpoint for llm: policies (a proxy, "
-                                           "vLLM http://localhost:8000/v1, Ollama http://localhost:11434/v1)."),
+    base_url: Optional[str] = typer.Option(
+        None,
+        "--base-url",
+        help="LLM endpoint for llm: policies (a proxy, "
+        "vLLM http://localhost:8000/v1, Ollama http://localhost:11434/v1).",
+    ),
 ) -> None:
     """Run a policy on every task (n samples each) and score it."""
     from gym_repost.evaluate import RunConfig, RunDir, evaluate
@@ -497,21 +645,30 @@ def eval_command(
     options = _parse_policy_args(policy_arg)
     factory = load_policy(policy, **options, **_llm_options(policy, base_url, output, options))
     testfile = any(t.kind == "testfile" for t in tasks)  # scored with pytest and coverage: preload them
-    sandbox_options = _sandbox_options(workers, python, env, ["pytest", "coverage"] if testfile else None,
-                                       tasks, preload)
-    config = RunConfig(tasks=str(tasks_path), tasks_digest=tasks_digest(tasks), policy=policy,
-                       policy_options=options, n=n, repairs=repairs, max_steps=max_steps,
-                       reward=reward, seed=seed, workers=workers, sandbox=sandbox,
-                       sandbox_options={k: v for k, v in sandbox_options.items() if k != "workers"})
+    sandbox_options = _sandbox_options(
+        workers, python, env, ["pytest", "coverage"] if testfile else None, tasks, preload
+    )
+    config = RunConfig(
+        tasks=str(tasks_path),
+        tasks_digest=tasks_digest(tasks),
+        policy=policy,
+        policy_options=options,
+        n=n,
+        repairs=repairs,
+        max_steps=max_steps,
+        reward=reward,
+        seed=seed,
+        workers=workers,
+        sandbox=sandbox,
+        sandbox_options={k: v for k, v in sandbox_options.items() if k != "workers"},
+    )
     run_dir = RunDir(output)
     with run_dir.writer_lock(), _open_sandbox(sandbox, sandbox_options) as sb, _progress() as progress:
         bar = progress.add_task(f"{policy} on {tasks_path.name}", total=len(tasks) * n)
         progress.advance(bar, len(run_dir.finished() & {(t.id, s) for t in tasks for s in range(n)}))
-        summary = evaluate(tasks, factory, config, run_dir, sb,
-                           on_episode=lambda _episode: progress.advance(bar))
+        summary = evaluate(tasks, factory, config, run_dir, sb, on_episode=lambda _episode: progress.advance(bar))
     _print_summary(summary)
-    console.print(f"results in {output}/ (summary.json, episodes.jsonl); "
-                  f"`gym-repost report {output}` for the report")
+    console.print(f"results in {output}/ (summary.json, episodes.jsonl); `gym-repost report {output}` for the report")
 
 
 def _llm_options(policy: str, base_url: Optional[str], output: Path, options: dict[str, Any]) -> dict[str, Any]:
@@ -535,8 +692,10 @@ def _print_summary(summary: dict[str, Any]) -> None:
         return "n/a" if v is None else f"{100 * v:.1f}%"
 
     figures = figure_rows(summary)
-    for name, title in (("pass@k", "[bold]pass@k[/] (unbiased estimator, mean over tasks)"),
-                        ("self_repair", "[bold]self-repair[/]: pass rate after r repair iterations")):
+    for name, title in (
+        ("pass@k", "[bold]pass@k[/] (unbiased estimator, mean over tasks)"),
+        ("self_repair", "[bold]self-repair[/]: pass rate after r repair iterations"),
+    ):
         rows = figures[name]
         table = Table("figure", *[label for label, _ in next(iter(rows.values()))], title_justify="left")
         for figure, values in rows.items():
@@ -545,10 +704,12 @@ def _print_summary(summary: dict[str, Any]) -> None:
         console.print(table)
     console.print("scored: infrastructure errors left out; infra = fail: counted as failures")
     mean_reward = summary.get("mean_reward")
-    console.print(f"episodes: {summary['episodes']} over {summary['tasks']} tasks; "
-                  + (f"mean reward {mean_reward:.3f}; " if mean_reward is not None else "")
-                  + f"infrastructure errors: {summary['infra_errors']} "
-                  + f"({pct(summary.get('infra_error_share'))})")
+    console.print(
+        f"episodes: {summary['episodes']} over {summary['tasks']} tasks; "
+        + (f"mean reward {mean_reward:.3f}; " if mean_reward is not None else "")
+        + f"infrastructure errors: {summary['infra_errors']} "
+        + f"({pct(summary.get('infra_error_share'))})"
+    )
     if summary.get("infra_warning"):
         console.print(f"[bold red]WARNING: {escape(summary['infra_warning'])}[/]", highlight=False)
 
@@ -579,6 +740,7 @@ def report(run_dir: Path = typer.Argument(..., help="A run directory made by `gy
 
 
 # --------------------------------------------------------------------------- data
+
 
 def _function_tasks(tasks_path: Path, limit: Optional[int]) -> list[Any]:
     from gym_repost.task import FunctionTask
@@ -617,14 +779,19 @@ def _llm_cache(output: Path) -> Path:
     return output.parent / f"{output.stem}-llm-cache"
 
 
-def _sampler_settings(specs: list[str], base_url: Optional[str], temperature: Optional[float],
-                      output: Path) -> dict[str, dict[str, Any]]:
+def _sampler_settings(
+    specs: list[str], base_url: Optional[str], temperature: Optional[float], output: Path
+) -> dict[str, dict[str, Any]]:
     """The model settings of each sampler spec: none for the deterministic one, which runs no model."""
     given = {k: v for k, v in {"base_url": base_url, "temperature": temperature}.items() if v is not None}
     if given and all(spec == "deterministic" for spec in specs):
         raise fail("--base-url and --temperature apply to llm:PROVIDER/MODEL samplers")
-    return {spec: {} if spec == "deterministic" else
-            {**given, **({"cache_dir": _llm_cache(output)} if spec.startswith("llm:") else {})} for spec in specs}
+    return {
+        spec: {}
+        if spec == "deterministic"
+        else {**given, **({"cache_dir": _llm_cache(output)} if spec.startswith("llm:") else {})}
+        for spec in specs
+    }
 
 
 def _llm_rows(samplers: list[Any]) -> list[tuple[str, Any]]:
@@ -638,7 +805,8 @@ def _llm_rows(samplers: list[Any]) -> list[tuple[str, Any]]:
     rows: list[tuple[str, Any]] = [
         ("LLM calls (cache hits)", f"{t.calls} ({t.cache_hits})"),
         ("LLM retries / failed calls", f"{t.retries} / {t.failures}"),
-        ("LLM tokens in / out", f"{t.usage.input_tokens} / {t.usage.output_tokens}")]
+        ("LLM tokens in / out", f"{t.usage.input_tokens} / {t.usage.output_tokens}"),
+    ]
     if t.cost is not None:
         rows.append(("LLM cost (USD)", f"{t.cost:.4f}"))
     rows += [(what.replace("_", " "), n) for what, n in sorted(counts.items())]
@@ -651,15 +819,21 @@ def data_rejection(
     output: Path = typer.Option(..., "-o", "--output", help="SFT records to write (JSONL)."),
     fmt: str = typer.Option("messages", "--format", help="messages | prompt-completion"),
     ground_truth: bool = typer.Option(False, "--ground-truth", help="Add each task's ground truth too."),
-    debug_failures: bool = typer.Option(False, "--debug-failures",
-                                        help="Repair failed solutions from their test report; add those that pass."),
+    debug_failures: bool = typer.Option(
+        False, "--debug-failures", help="Repair failed solutions from their test report; add those that pass."
+    ),
     repair_policy: Optional[str] = typer.Option(None, help="Policy that repairs (default: the run's own policy)."),
     repair_policy_arg: list[str] = typer.Option([], "--repair-policy-arg", help="KEY=VALUE for the repair policy."),
     repair_steps: int = typer.Option(30, min=1, help="Step budget of one repair episode."),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="LLM endpoint of an llm: repair policy (a proxy, "
-                                           "vLLM http://localhost:8000/v1, Ollama http://localhost:11434/v1)."),
-    tasks_path: Optional[Path] = typer.Option(None, "--tasks", help="The run's task file, if config.json's path "
-                                              "does not resolve from here."),
+    base_url: Optional[str] = typer.Option(
+        None,
+        "--base-url",
+        help="LLM endpoint of an llm: repair policy (a proxy, "
+        "vLLM http://localhost:8000/v1, Ollama http://localhost:11434/v1).",
+    ),
+    tasks_path: Optional[Path] = typer.Option(
+        None, "--tasks", help="The run's task file, if config.json's path does not resolve from here."
+    ),
     system: Optional[str] = typer.Option(None, help="System message (or prompt prefix) for every record."),
     keep_duplicates: bool = typer.Option(False, "--keep-duplicates", help="Keep equal solutions of a task."),
     workers: int = typer.Option(2, "--workers", "-w", min=1),
@@ -680,17 +854,28 @@ def data_rejection(
     options = _parse_policy_args(repair_policy_arg) if repair_policy else dict(config.policy_options)
     if base_url and not debug_failures:
         raise fail("--base-url applies to the repair policy of --debug-failures")
-    llm = {"base_url": base_url, "cache_dir": None if "cache_dir" in options else _llm_cache(output)} \
-        if spec.startswith("llm:") else {"base_url": base_url}
+    llm = (
+        {"base_url": base_url, "cache_dir": None if "cache_dir" in options else _llm_cache(output)}
+        if spec.startswith("llm:")
+        else {"base_url": base_url}
+    )
     with _open_sandbox(sandbox, _sandbox_options(workers, python, env, None)) as sb, _progress() as progress:
         repairer = load_repairer(spec, options, sb, max_steps=repair_steps, **llm) if debug_failures else None
-        bar = progress.add_task(f"tasks of {run_dir.name}" + (" (debugging failures)" if repairer else ""),
-                                total=len(groups))
+        bar = progress.add_task(
+            f"tasks of {run_dir.name}" + (" (debugging failures)" if repairer else ""), total=len(groups)
+        )
         try:
-            records, summary = build_rejection(groups, sb, repairer=repairer, ground_truth=ground_truth,
-                                               dedupe=not keep_duplicates, fmt=fmt,  # type: ignore[arg-type]
-                                               system=system, workers=workers,
-                                               on_task=lambda _o: progress.advance(bar))
+            records, summary = build_rejection(
+                groups,
+                sb,
+                repairer=repairer,
+                ground_truth=ground_truth,
+                dedupe=not keep_duplicates,
+                fmt=fmt,  # type: ignore[arg-type]
+                system=system,
+                workers=workers,
+                on_task=lambda _o: progress.advance(bar),
+            )
         finally:
             close_samplers([repairer])
     written = write_jsonl(records, output)
@@ -709,12 +894,13 @@ def _print_rejection(s: Any, config: Any, debugged: bool, spec: str) -> None:
         table.add_column(col)
     table.add_row("before debugging", share(s.solved_before), str(s.passing_samples))
     if debugged:
-        table.add_row(f"after debugging ({spec})", share(s.solved_after),
-                      str(s.passing_samples + s.repaired_solutions))
+        table.add_row(f"after debugging ({spec})", share(s.solved_after), str(s.passing_samples + s.repaired_solutions))
     console.print(table)
     if debugged:
-        console.print(f"failed samples: {s.failed_samples}; repair attempts: {s.repair_attempts}; "
-                      f"repaired and passing: {s.repaired}; repairs that crashed: {s.repair_errors}")
+        console.print(
+            f"failed samples: {s.failed_samples}; repair attempts: {s.repair_attempts}; "
+            f"repaired and passing: {s.repaired}; repairs that crashed: {s.repair_errors}"
+        )
     if s.ground_truth:
         console.print(f"ground truth added for {s.ground_truth} tasks")
     if s.infra_errors:
@@ -726,12 +912,20 @@ def data_dstc(
     tasks_path: Path = typer.Argument(..., metavar="TASKS", help="Task file (JSONL)."),
     output: Path = typer.Option(..., "-o", "--output", help="DPO records to write (JSONL)."),
     kto: Optional[Path] = typer.Option(None, "--kto", help="Also write KTO records here (JSONL)."),
-    matrices: Optional[Path] = typer.Option(None, "--matrices", help="Also write each task's samples, "
-                                            "execution matrix (with outcomes) and selection here (JSONL)."),
-    sampler: str = typer.Option("deterministic", help="Code and test sampler: deterministic (offline) | "
-                                "llm:PROVIDER/MODEL | KIND:ARG."),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="LLM endpoint of an llm: sampler (a proxy, "
-                                           "vLLM http://localhost:8000/v1, Ollama http://localhost:11434/v1)."),
+    matrices: Optional[Path] = typer.Option(
+        None,
+        "--matrices",
+        help="Also write each task's samples, execution matrix (with outcomes) and selection here (JSONL).",
+    ),
+    sampler: str = typer.Option(
+        "deterministic", help="Code and test sampler: deterministic (offline) | llm:PROVIDER/MODEL | KIND:ARG."
+    ),
+    base_url: Optional[str] = typer.Option(
+        None,
+        "--base-url",
+        help="LLM endpoint of an llm: sampler (a proxy, "
+        "vLLM http://localhost:8000/v1, Ollama http://localhost:11434/v1).",
+    ),
     temperature: Optional[float] = typer.Option(None, min=0.0, help="Sampling temperature of an llm: sampler."),
     samples: int = typer.Option(8, "-j", "--samples", min=1, help="J: codes and tests sampled per task."),
     test_timeout: float = typer.Option(2.0, help="Seconds per test (script loading included)."),
@@ -756,9 +950,14 @@ def data_dstc(
         test_sampler = load_test_sampler(sampler, **settings)
         samplers.append(test_sampler)
         with _open_sandbox(sandbox, _sandbox_options(workers, python, env, None)) as sb:
-            results = _over_tasks(tasks, lambda t: run_dstc_task(t, code_sampler, test_sampler, sb, samples=samples,
-                                                                 seed=seed, test_timeout=test_timeout),
-                                  workers, f"DSTC on {tasks_path.name}")
+            results = _over_tasks(
+                tasks,
+                lambda t: run_dstc_task(
+                    t, code_sampler, test_sampler, sb, samples=samples, seed=seed, test_timeout=test_timeout
+                ),
+                workers,
+                f"DSTC on {tasks_path.name}",
+            )
     finally:
         close_samplers(samplers)
     dpo = [r for res in results if (r := res.dpo_record()) is not None]
@@ -772,19 +971,31 @@ def data_dstc(
     for res in results:
         for key, value in res.execution.outcome_counts().items():
             cells[key] += value
-    console.print(_counts_table(f"DSTC ({sampler}, J={samples})", [
-        ("tasks", len(results)),
-        ("with a chosen pair", sum(res.selection.chosen_test is not None for res in results)),
-        ("with a rejected pair", sum(res.selection.rejected_code is not None for res in results)),
-        ("DPO records", len(dpo)),
-        ("KTO records (desirable / undesirable)",
-         f"{sum(r['label'] for r in kto_records)} / {sum(not r['label'] for r in kto_records)}"),
-        ("cells: pass / fail / error / timeout", " / ".join(str(v) for v in cells.values())),
-        ("tests judged outside the code's process", f"{sum(sum(r.execution.judged_outside) for r in results)}"
-         f" / {sum(r.execution.n_tests for r in results)}"),
-        *_llm_rows(samplers)]))
-    console.print(f"wrote {len(dpo)} DPO records to {output}" + (f", {len(kto_records)} KTO records to {kto}"
-                                                                    if kto else ""))
+    console.print(
+        _counts_table(
+            f"DSTC ({sampler}, J={samples})",
+            [
+                ("tasks", len(results)),
+                ("with a chosen pair", sum(res.selection.chosen_test is not None for res in results)),
+                ("with a rejected pair", sum(res.selection.rejected_code is not None for res in results)),
+                ("DPO records", len(dpo)),
+                (
+                    "KTO records (desirable / undesirable)",
+                    f"{sum(r['label'] for r in kto_records)} / {sum(not r['label'] for r in kto_records)}",
+                ),
+                ("cells: pass / fail / error / timeout", " / ".join(str(v) for v in cells.values())),
+                (
+                    "tests judged outside the code's process",
+                    f"{sum(sum(r.execution.judged_outside) for r in results)}"
+                    f" / {sum(r.execution.n_tests for r in results)}",
+                ),
+                *_llm_rows(samplers),
+            ],
+        )
+    )
+    console.print(
+        f"wrote {len(dpo)} DPO records to {output}" + (f", {len(kto_records)} KTO records to {kto}" if kto else "")
+    )
 
 
 def _removed(questions: list[Any]) -> dict[str, int]:
@@ -799,22 +1010,33 @@ def _removed(questions: list[Any]) -> dict[str, int]:
 def data_acecoder(
     tasks_path: Path = typer.Argument(..., metavar="TASKS", help="Task file (JSONL)."),
     output: Path = typer.Option(..., "-o", "--output", help="DPO pair records to write (JSONL)."),
-    tests_output: Optional[Path] = typer.Option(None, "--tests-output", help="Also write each question's "
-                                                "filtered tests here (JSONL)."),
-    test_sampler: str = typer.Option("deterministic", help="Test synthesizer: deterministic (offline) | "
-                                     "llm:PROVIDER/MODEL | KIND:ARG."),
-    sampler: list[str] = typer.Option(["deterministic"], "--sampler",
-                                      help="A model whose programs are sampled (repeat for several): "
-                                           "deterministic | llm:PROVIDER/MODEL | KIND:ARG."),
+    tests_output: Optional[Path] = typer.Option(
+        None, "--tests-output", help="Also write each question's filtered tests here (JSONL)."
+    ),
+    test_sampler: str = typer.Option(
+        "deterministic", help="Test synthesizer: deterministic (offline) | llm:PROVIDER/MODEL | KIND:ARG."
+    ),
+    sampler: list[str] = typer.Option(
+        ["deterministic"],
+        "--sampler",
+        help="A model whose programs are sampled (repeat for several): deterministic | llm:PROVIDER/MODEL | KIND:ARG.",
+    ),
     proxy: str = typer.Option("ground-truth", help="Proxy solution that filters tests: ground-truth | a sampler."),
-    base_url: Optional[str] = typer.Option(None, "--base-url", help="LLM endpoint of the llm: samplers (a proxy, "
-                                           "vLLM http://localhost:8000/v1, Ollama http://localhost:11434/v1)."),
+    base_url: Optional[str] = typer.Option(
+        None,
+        "--base-url",
+        help="LLM endpoint of the llm: samplers (a proxy, "
+        "vLLM http://localhost:8000/v1, Ollama http://localhost:11434/v1).",
+    ),
     temperature: Optional[float] = typer.Option(None, min=0.0, help="Sampling temperature of the llm: samplers."),
     n_tests: int = typer.Option(20, "--tests", min=1, help="Tests proposed per question."),
     samples: int = typer.Option(16, "-n", "--samples", min=1, help="Programs sampled per question and model."),
     min_tests: int = typer.Option(5, min=1, help="Drop questions left with fewer tests after filtering."),
-    non_strict: bool = typer.Option(False, "--non-strict", help="Use >= for the 0.4 gap and the 0.8 bar "
-                                    "(AceCoder's released code) instead of the paper's >."),
+    non_strict: bool = typer.Option(
+        False,
+        "--non-strict",
+        help="Use >= for the 0.4 gap and the 0.8 bar (AceCoder's released code) instead of the paper's >.",
+    ),
     test_timeout: float = typer.Option(2.0, help="Seconds per test (script loading included)."),
     limit: Optional[int] = typer.Option(None, min=1, help="Only the first N tasks."),
     seed: int = typer.Option(0),
@@ -837,12 +1059,26 @@ def data_acecoder(
         tester = load_test_sampler(test_sampler, **settings[test_sampler])
         samplers.append(tester)
         samplers += [load_code_sampler(spec, **settings[spec]) for spec in code_specs]
-        models, proxy_sampler = samplers[1: 1 + len(sampler)], (None if proxy == "ground-truth" else samplers[-1])
+        models, proxy_sampler = samplers[1 : 1 + len(sampler)], (None if proxy == "ground-truth" else samplers[-1])
         with _open_sandbox(sandbox, _sandbox_options(workers, python, env, None)) as sb:
-            questions = _over_tasks(tasks, lambda t: run_acecoder_task(
-                t, tester, models, sb, n_tests=n_tests, samples=samples, min_tests=min_tests,
-                strict=not non_strict, proxy=proxy_sampler, seed=seed, test_timeout=test_timeout),
-                workers, f"AceCoder on {tasks_path.name}")
+            questions = _over_tasks(
+                tasks,
+                lambda t: run_acecoder_task(
+                    t,
+                    tester,
+                    models,
+                    sb,
+                    n_tests=n_tests,
+                    samples=samples,
+                    min_tests=min_tests,
+                    strict=not non_strict,
+                    proxy=proxy_sampler,
+                    seed=seed,
+                    test_timeout=test_timeout,
+                ),
+                workers,
+                f"AceCoder on {tasks_path.name}",
+            )
     finally:
         close_samplers(samplers)
     pairs = [r for q in questions for r in q.pair_records()]
@@ -850,17 +1086,27 @@ def data_acecoder(
     if tests_output:
         write_jsonl([q.tests_record() for q in questions], tests_output)
     kept = [q for q in questions if q.dropped is None]
-    console.print(_counts_table(f"AceCoder ({'non-strict' if non_strict else 'strict'} rule)", [
-        ("questions", len(questions)),
-        (f"dropped (< {min_tests} tests after filtering)", len(questions) - len(kept)),
-        ("tests proposed / kept", f"{sum(len(q.proposed) for q in questions)} / "
-                                  f"{sum(len(q.tests) for q in questions)}"),
-        ("tests removed by the proxy, by label", ", ".join(f"{k}: {v}" for k, v in _removed(questions).items())
-         or "-"),
-        ("programs (deduplicated, kept questions)", sum(len(q.programs) for q in kept)),
-        ("questions with >= 1 pair", sum(bool(q.pairs) for q in kept)),
-        ("preference pairs", len(pairs)),
-        *_llm_rows(samplers)]))
+    console.print(
+        _counts_table(
+            f"AceCoder ({'non-strict' if non_strict else 'strict'} rule)",
+            [
+                ("questions", len(questions)),
+                (f"dropped (< {min_tests} tests after filtering)", len(questions) - len(kept)),
+                (
+                    "tests proposed / kept",
+                    f"{sum(len(q.proposed) for q in questions)} / {sum(len(q.tests) for q in questions)}",
+                ),
+                (
+                    "tests removed by the proxy, by label",
+                    ", ".join(f"{k}: {v}" for k, v in _removed(questions).items()) or "-",
+                ),
+                ("programs (deduplicated, kept questions)", sum(len(q.programs) for q in kept)),
+                ("questions with >= 1 pair", sum(bool(q.pairs) for q in kept)),
+                ("preference pairs", len(pairs)),
+                *_llm_rows(samplers),
+            ],
+        )
+    )
     console.print(f"wrote {len(pairs)} pair records to {output}")
 
 
@@ -868,8 +1114,9 @@ def data_acecoder(
 def data_testgen(
     tasks_path: Path = typer.Argument(..., metavar="TASKS", help="Test-file task file (JSONL, --kind testfile)."),
     output: Path = typer.Option(..., "-o", "--output", help="Records to write (JSONL)."),
-    generator: str = typer.Option(..., help="llm:PROVIDER/MODEL | scripted:FILE (JSONL of {\"text\": reply}, "
-                                  "served in order: use -w 1)."),
+    generator: str = typer.Option(
+        ..., help='llm:PROVIDER/MODEL | scripted:FILE (JSONL of {"text": reply}, served in order: use -w 1).'
+    ),
     rounds: int = typer.Option(3, "--rounds", min=0, help="Guided repair rounds at most, per task."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="LLM endpoint (a proxy, vLLM, Ollama)."),
     temperature: Optional[float] = typer.Option(None, min=0.0, help="Sampling temperature of the model."),
@@ -887,34 +1134,58 @@ def data_testgen(
     tasks = [t for t in _load(tasks_path) if t.kind == "testfile"][:limit]
     if not tasks:
         raise fail(f"{tasks_path}: no test-file tasks (build them with `gym-repost build SOURCE --kind testfile`)")
-    settings = {} if generator.startswith("scripted:") else {
-        "base_url": base_url, "temperature": temperature, "cache_dir": output.parent / f"{output.stem}-llm-cache"}
+    settings = (
+        {}
+        if generator.startswith("scripted:")
+        else {"base_url": base_url, "temperature": temperature, "cache_dir": output.parent / f"{output.stem}-llm-cache"}
+    )
     model = load_generator(generator, **settings)
     try:
         with _open_sandbox(sandbox, _sandbox_options(workers, python, env, ["pytest", "coverage"])) as sb:
-            results = _over_tasks(tasks, lambda t: synthesize_tests(
-                t, model, sb, max_rounds=rounds, seed=task_seed(seed, t.id, "testgen")), workers,
-                f"test generation on {tasks_path.name}")
+            results = _over_tasks(
+                tasks,
+                lambda t: synthesize_tests(t, model, sb, max_rounds=rounds, seed=task_seed(seed, t.id, "testgen")),
+                workers,
+                f"test generation on {tasks_path.name}",
+            )
     finally:
         close = getattr(model, "close", None)
         if callable(close):
             close()
     write_jsonl([r.record() for r in results], output)
     repairs = [r for res in results for r in res.rounds[1:]]
-    console.print(_counts_table(f"test generation ({generator}, up to {rounds} repair rounds)", [
-        ("tasks", len(results)),
-        ("passing after generation / at the end", f"{sum(res.rounds[0].report.passed for res in results)} / "
-                                                  f"{sum(res.final.report.passed for res in results)}"),
-        ("mean reward after generation / at the end",
-         f"{sum(res.rounds[0].report.reward for res in results) / len(results):.3f} / "
-         f"{sum(res.final.report.reward for res in results) / len(results):.3f}"),
-        ("repair rounds (accepted)", f"{len(repairs)} ({sum(r.accepted for r in repairs)})"),
-        ("repairs by target", ", ".join(f"{k.split(':')[1]}: {sum(r.kind == k for r in repairs)}"
-                                        for k in sorted({r.kind for r in repairs})) or "-")]))
+    console.print(
+        _counts_table(
+            f"test generation ({generator}, up to {rounds} repair rounds)",
+            [
+                ("tasks", len(results)),
+                (
+                    "passing after generation / at the end",
+                    f"{sum(res.rounds[0].report.passed for res in results)} / "
+                    f"{sum(res.final.report.passed for res in results)}",
+                ),
+                (
+                    "mean reward after generation / at the end",
+                    f"{sum(res.rounds[0].report.reward for res in results) / len(results):.3f} / "
+                    f"{sum(res.final.report.reward for res in results) / len(results):.3f}",
+                ),
+                ("repair rounds (accepted)", f"{len(repairs)} ({sum(r.accepted for r in repairs)})"),
+                (
+                    "repairs by target",
+                    ", ".join(
+                        f"{k.split(':')[1]}: {sum(r.kind == k for r in repairs)}"
+                        for k in sorted({r.kind for r in repairs})
+                    )
+                    or "-",
+                ),
+            ],
+        )
+    )
     console.print(f"wrote {len(results)} records to {output}")
 
 
 # --------------------------------------------------------------------------- sandbox / env
+
 
 @sandbox_app.command("check")
 def sandbox_check(
@@ -941,15 +1212,18 @@ def sandbox_check(
 
 @sandbox_app.command("cleanup")
 def sandbox_cleanup(
-    all_containers: bool = typer.Option(False, "--all", help="Also remove the containers of "
-                                        "live gym-repost processes (and of other hosts)."),
+    all_containers: bool = typer.Option(
+        False, "--all", help="Also remove the containers of live gym-repost processes (and of other hosts)."
+    ),
 ) -> None:
     """Remove sandbox processes, directories and containers left behind by a crashed run."""
     from gym_repost.sandbox.local import cleanup_leftovers
 
     report = cleanup_leftovers()
-    console.print(f"removed {len(report.killed_pids)} leftover worker process(es) and "
-                  f"{len(report.removed_dirs)} directory(ies) of crashed runs")
+    console.print(
+        f"removed {len(report.killed_pids)} leftover worker process(es) and "
+        f"{len(report.removed_dirs)} directory(ies) of crashed runs"
+    )
     for pid in report.killed_pids:
         console.print(f"  killed worker pid {pid}", highlight=False)
     for directory in report.removed_dirs:
@@ -967,17 +1241,22 @@ def _cleanup_containers(all_containers: bool) -> None:
     except (MissingExtraError, SandboxUnavailableError) as exc:
         console.print(f"docker containers: not checked ({exc})", highlight=False)
         return
-    console.print(f"removed {len(containers.removed)} leftover docker container(s); "
-                  f"{len(containers.kept)} of live runs kept")
+    console.print(
+        f"removed {len(containers.removed)} leftover docker container(s); {len(containers.kept)} of live runs kept"
+    )
     for name in containers.removed:
         console.print(f"  removed container {name}", highlight=False)
 
 
 @sandbox_app.command("build-image")
 def sandbox_build_image(
-    env: Optional[str] = typer.Option(None, "--env", help="Environment definition whose "
-                                      "requirements go into the image, e.g. envs/repost-eval; "
-                                      "default: the base set of envs/docker."),
+    env: Optional[str] = typer.Option(
+        None,
+        "--env",
+        help="Environment definition whose "
+        "requirements go into the image, e.g. envs/repost-eval; "
+        "default: the base set of envs/docker.",
+    ),
     force: bool = typer.Option(False, "--force", help="Rebuild even if the image is up to date."),
     docker_host: Optional[str] = typer.Option(None, help="Docker daemon URL (default: DOCKER_HOST)."),
 ) -> None:
@@ -987,10 +1266,13 @@ def sandbox_build_image(
 
     recipe = resolve_recipe(env)
     client = connect(docker_host, timeout=3600)
-    tag = build_image(client, recipe, force=force,
-                      log=lambda line: err_console.print(line, highlight=False, markup=False))
-    console.print(f"image: {tag} (recipe {recipe.recipe_hash}); use it with --sandbox docker"
-                  + (f" --env {recipe.env}" if recipe.env != "base" else ""))
+    tag = build_image(
+        client, recipe, force=force, log=lambda line: err_console.print(line, highlight=False, markup=False)
+    )
+    console.print(
+        f"image: {tag} (recipe {recipe.recipe_hash}); use it with --sandbox docker"
+        + (f" --env {recipe.env}" if recipe.env != "base" else "")
+    )
 
 
 @env_app.command("install")
@@ -1036,8 +1318,7 @@ def _exit_interrupted() -> None:
 
     code = 128 + (_SIGNALS[0] if _SIGNALS else signal.SIGINT)
     err_console.print("interrupted; finished work is saved (rerun the same command to continue)")
-    busy = [t for t in threading.enumerate()
-            if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    busy = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
     if not busy:
         sys.exit(code)
     logging.shutdown()

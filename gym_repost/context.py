@@ -34,7 +34,7 @@ def parse_context(markdown: str) -> dict[str, str]:
         j = i + 2
         while j < len(lines) and not _block_ends(lines, j):
             j += 1
-        body = "\n".join(lines[i + 2: j]).strip("\n") + "\n"
+        body = "\n".join(lines[i + 2 : j]).strip("\n") + "\n"
         path = header.group(1)
         files[path] = files[path] + "\n" + body if path in files else body
         i = j + 1
@@ -44,7 +44,7 @@ def parse_context(markdown: str) -> dict[str, str]:
 def _block_ends(lines: list[str], j: int) -> bool:
     if lines[j].rstrip() != "```":
         return False
-    rest = (ln for ln in lines[j + 1:] if ln.strip())
+    rest = (ln for ln in lines[j + 1 :] if ln.strip())
     following = next(rest, None)
     return following is None or following.startswith("```")
 

@@ -48,7 +48,11 @@ class TaskFormatError(GymRepostError, ValueError):
     """
 
     def __init__(
-        self, message: str, *, path: str | None = None, line: int | None = None,
+        self,
+        message: str,
+        *,
+        path: str | None = None,
+        line: int | None = None,
         field: str | None = None,
     ) -> None:
         self.path = path

@@ -11,11 +11,15 @@ import jinja2
 
 @lru_cache(maxsize=None)
 def _environment(package: str) -> jinja2.Environment:
-    loader = jinja2.FunctionLoader(
-        lambda name: resources.files(package).joinpath("prompts", name).read_text("utf-8"))
-    return jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined,
-                              keep_trailing_newline=False, trim_blocks=True, lstrip_blocks=True,
-                              autoescape=False)
+    loader = jinja2.FunctionLoader(lambda name: resources.files(package).joinpath("prompts", name).read_text("utf-8"))
+    return jinja2.Environment(
+        loader=loader,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        autoescape=False,
+    )
 
 
 def render_prompt(package: str, name: str, **context: Any) -> str:

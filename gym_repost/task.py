@@ -332,8 +332,9 @@ class TaskList(list):  # type: ignore[type-arg]
         path: the file the tasks came from.
     """
 
-    def __init__(self, tasks: Iterable[Task] = (), *, errors: list[TaskFormatError] | None = None,
-                 path: str | None = None) -> None:
+    def __init__(
+        self, tasks: Iterable[Task] = (), *, errors: list[TaskFormatError] | None = None, path: str | None = None
+    ) -> None:
         super().__init__(tasks)
         self.errors: list[TaskFormatError] = errors or []
         self.path = path
@@ -343,30 +344,31 @@ class TaskList(list):  # type: ignore[type-arg]
         return {t.id: t for t in self}
 
 
-def parse_task(data: Any, *, path: str | None = None, line: int | None = None,
-               check_id: bool = True) -> Task:
+def parse_task(data: Any, *, path: str | None = None, line: int | None = None, check_id: bool = True) -> Task:
     """Validate one decoded JSON object as a task.
 
     Raises:
         TaskFormatError: naming the file, the line and the first offending field.
     """
     if not isinstance(data, dict):
-        raise TaskFormatError(f"expected a JSON object, got {type(data).__name__}",
-                              path=path, line=line)
+        raise TaskFormatError(f"expected a JSON object, got {type(data).__name__}", path=path, line=line)
     version = data.get("schema_version")
     if not isinstance(version, int):
-        raise TaskFormatError("missing or non-integer schema_version", path=path, line=line,
-                              field="schema_version")
+        raise TaskFormatError("missing or non-integer schema_version", path=path, line=line, field="schema_version")
     if version > SCHEMA_VERSION:
         raise TaskFormatError(
-            f"schema_version {version} is newer than this gym-repost supports ({SCHEMA_VERSION}); "
-            "upgrade gym-repost", path=path, line=line, field="schema_version")
+            f"schema_version {version} is newer than this gym-repost supports ({SCHEMA_VERSION}); upgrade gym-repost",
+            path=path,
+            line=line,
+            field="schema_version",
+        )
     check_json_text(data, path=path, line=line)
     kind = data.get("kind")
     model = _TASK_KINDS.get(kind) if isinstance(kind, str) else None
     if model is None:
-        raise TaskFormatError(f"unknown task kind {kind!r} (known: {sorted(_TASK_KINDS)})",
-                              path=path, line=line, field="kind")
+        raise TaskFormatError(
+            f"unknown task kind {kind!r} (known: {sorted(_TASK_KINDS)})", path=path, line=line, field="kind"
+        )
     try:
         task = model.model_validate(data)
     except ValidationError as exc:
@@ -378,7 +380,10 @@ def parse_task(data: Any, *, path: str | None = None, line: int | None = None,
         raise TaskFormatError(
             "id does not match the task's content hash: the line was edited after it was built "
             "(rebuild the task set, or re-save it with gym_repost.task.save_tasks)",
-            path=path, line=line, field="id")
+            path=path,
+            line=line,
+            field="id",
+        )
     return task  # type: ignore[return-value]
 
 
@@ -403,8 +408,9 @@ def check_json_text(data: Any, *, path: str | None = None, line: int | None = No
             _check_text(value, where, path, line)
         elif isinstance(value, (dict, list)):
             if len(where) >= MAX_TASK_DEPTH:
-                raise TaskFormatError(f"nested more than {MAX_TASK_DEPTH} levels deep", path=path, line=line,
-                                      field=_field(where))
+                raise TaskFormatError(
+                    f"nested more than {MAX_TASK_DEPTH} levels deep", path=path, line=line, field=_field(where)
+                )
             items = list(value.items()) if isinstance(value, dict) else list(enumerate(value))
             for key, _ in items:
                 if isinstance(key, str):
@@ -412,15 +418,18 @@ def check_json_text(data: Any, *, path: str | None = None, line: int | None = No
             stack.extend(((item, (*where, str(key))) for key, item in reversed(items)))
 
 
-def _check_text(text: str, where: tuple[str, ...], path: str | None, line: int | None,
-                what: str = "the text") -> None:
+def _check_text(text: str, where: tuple[str, ...], path: str | None, line: int | None, what: str = "the text") -> None:
     try:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
         bad = text[exc.start].encode("utf-8", "backslashreplace").decode("ascii")
-        raise TaskFormatError(f"{what} is not valid Unicode: a lone surrogate {bad} (a JSON \\u escape of half "
-                              f"a surrogate pair) at character {exc.start}", path=path, line=line,
-                              field=_field(where)) from None
+        raise TaskFormatError(
+            f"{what} is not valid Unicode: a lone surrogate {bad} (a JSON \\u escape of half "
+            f"a surrogate pair) at character {exc.start}",
+            path=path,
+            line=line,
+            field=_field(where),
+        ) from None
 
 
 def _field(where: tuple[str, ...]) -> str | None:
@@ -438,8 +447,7 @@ def iter_task_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, Task | 
             try:
                 data = json.loads(raw)
             except json.JSONDecodeError as exc:
-                yield number, TaskFormatError(f"not valid JSON ({exc.msg} at column {exc.colno})",
-                                              path=p, line=number)
+                yield number, TaskFormatError(f"not valid JSON ({exc.msg} at column {exc.colno})", path=p, line=number)
                 continue
             except RecursionError:
                 yield number, TaskFormatError(f"nested more than {MAX_TASK_DEPTH} levels deep", path=p, line=number)
@@ -478,8 +486,9 @@ def load_tasks(path: str | os.PathLike[str], *, strict: bool = False) -> TaskLis
                 errors.append(item)
                 continue
             if item.id in seen:
-                err = TaskFormatError(f"duplicate task id {item.id} (first on line {seen[item.id]})",
-                                      path=str(p), line=number, field="id")
+                err = TaskFormatError(
+                    f"duplicate task id {item.id} (first on line {seen[item.id]})", path=str(p), line=number, field="id"
+                )
                 if strict:
                     raise err
                 errors.append(err)
@@ -487,8 +496,7 @@ def load_tasks(path: str | os.PathLike[str], *, strict: bool = False) -> TaskLis
             seen[item.id] = number
             tasks.append(item)
     except UnicodeDecodeError as exc:
-        raise TaskFormatError(f"not UTF-8 text ({exc.reason} at byte {exc.start})",
-                              path=str(p)) from None
+        raise TaskFormatError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", path=str(p)) from None
     return TaskList(tasks, errors=errors, path=str(p))
 
 

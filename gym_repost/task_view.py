@@ -123,19 +123,37 @@ def task_view(task: Task, statement: str, *, max_steps: int, max_submissions: in
         max_steps: the episode's step budget.
         max_submissions: the episode's submission budget.
     """
-    repository = FilesView(files=dict(task.repository.files), target_file=task.repository.target_file,
-                           complete=task.repository.complete)
-    common = {"id": task.id, "name": task.name, "repo": task.provenance.repo, "statement": statement,
-              "repository": repository}
+    repository = FilesView(
+        files=dict(task.repository.files), target_file=task.repository.target_file, complete=task.repository.complete
+    )
+    common = {
+        "id": task.id,
+        "name": task.name,
+        "repo": task.provenance.repo,
+        "statement": statement,
+        "repository": repository,
+    }
     if isinstance(task, FunctionTask):
         t = task.target
-        target = TargetView(name=t.name, qualname=t.qualname, class_name=t.class_name, signature=t.signature,
-                            decorators=tuple(t.decorators), docstring=t.docstring)
+        target = TargetView(
+            name=t.name,
+            qualname=t.qualname,
+            class_name=t.class_name,
+            signature=t.signature,
+            decorators=tuple(t.decorators),
+            docstring=t.docstring,
+        )
         budgets = Budgets(max_steps=max_steps, max_submissions=max_submissions, timeout=task.evaluation.timeout)
         return TaskView(kind="function", context=task.context, target=target, budgets=budgets, **common)
     spec = task.evaluation
-    test_file = TestFileView(focal_file=spec.focal_file, focal_module=spec.focal_module, test_path=spec.test_path,
-                             python_path=tuple(spec.python_path), plugins=tuple(spec.plugins))
-    budgets = Budgets(max_steps=max_steps, max_submissions=max_submissions, timeout=spec.timeout,
-                      test_timeout=spec.test_timeout)
+    test_file = TestFileView(
+        focal_file=spec.focal_file,
+        focal_module=spec.focal_module,
+        test_path=spec.test_path,
+        python_path=tuple(spec.python_path),
+        plugins=tuple(spec.plugins),
+    )
+    budgets = Budgets(
+        max_steps=max_steps, max_submissions=max_submissions, timeout=spec.timeout, test_timeout=spec.test_timeout
+    )
     return TaskView(kind="testfile", test_file=test_file, budgets=budgets, **common)

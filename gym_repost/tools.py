@@ -34,6 +34,7 @@ def tool_call(tool: str, **args: Any) -> dict[str, Any]:
     """Build an action: ``tool_call("read_file", path="a.py")``."""
     return {"tool": tool, "args": args}
 
+
 MAX_READ_LINES = 400
 """Most lines one ``read_file`` returns."""
 MAX_SEARCH_MATCHES = 100
@@ -59,9 +60,10 @@ class ToolSpec:
 
     def openai_schema(self) -> dict[str, Any]:
         """The tool in OpenAI's ``tools=[...]`` format."""
-        return {"type": "function",
-                "function": {"name": self.name, "description": self.description,
-                             "parameters": self.parameters}}
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
 
     def anthropic_schema(self) -> dict[str, Any]:
         """The tool in Anthropic's ``tools=[...]`` format."""
@@ -78,42 +80,70 @@ class ToolResult:
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": required,
-            "additionalProperties": False}
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
 
 
 _STR = {"type": "string"}
 _INT = {"type": "integer"}
 
 FUNCTION_TOOLS: tuple[ToolSpec, ...] = (
-    ToolSpec("list_files", "List the repository's files, optionally under a directory.",
-             _schema({"path": {**_STR, "description": "directory (default: the root)"}}, [])),
-    ToolSpec("read_file", "Read a repository file with line numbers; optionally a line range "
-             f"(1-based, inclusive; at most {MAX_READ_LINES} lines at a time).",
-             _schema({"path": _STR, "start": _INT, "end": _INT}, ["path"])),
-    ToolSpec("search", "Search the repository's files for a regular expression "
-             "(plain text if it is not a valid one); prints path:line: text.",
-             _schema({"pattern": _STR, "path": {**_STR, "description": "file or directory"}},
-                     ["pattern"])),
-    ToolSpec("write_code", "Write your implementation: the full source of the target function, "
-             "its def line included (helper functions and imports may come with it). Replaces "
-             "what you wrote before.", _schema({"code": _STR}, ["code"])),
-    ToolSpec("run_tests", "Run the task's tests against the code you wrote and see the report "
-             "(does not use up a submission).", _schema({}, [])),
-    ToolSpec("submit", "Submit the code you wrote for the final verdict. A failing submission "
-             "shows the report; you may repair and submit again while submissions remain.",
-             _schema({}, [])),
+    ToolSpec(
+        "list_files",
+        "List the repository's files, optionally under a directory.",
+        _schema({"path": {**_STR, "description": "directory (default: the root)"}}, []),
+    ),
+    ToolSpec(
+        "read_file",
+        "Read a repository file with line numbers; optionally a line range "
+        f"(1-based, inclusive; at most {MAX_READ_LINES} lines at a time).",
+        _schema({"path": _STR, "start": _INT, "end": _INT}, ["path"]),
+    ),
+    ToolSpec(
+        "search",
+        "Search the repository's files for a regular expression "
+        "(plain text if it is not a valid one); prints path:line: text.",
+        _schema({"pattern": _STR, "path": {**_STR, "description": "file or directory"}}, ["pattern"]),
+    ),
+    ToolSpec(
+        "write_code",
+        "Write your implementation: the full source of the target function, "
+        "its def line included (helper functions and imports may come with it). Replaces "
+        "what you wrote before.",
+        _schema({"code": _STR}, ["code"]),
+    ),
+    ToolSpec(
+        "run_tests",
+        "Run the task's tests against the code you wrote and see the report (does not use up a submission).",
+        _schema({}, []),
+    ),
+    ToolSpec(
+        "submit",
+        "Submit the code you wrote for the final verdict. A failing submission "
+        "shows the report; you may repair and submit again while submissions remain.",
+        _schema({}, []),
+    ),
 )
 
 TESTFILE_TOOLS: tuple[ToolSpec, ...] = (
     *FUNCTION_TOOLS[:3],
-    ToolSpec("write_tests", "Write your test file: the whole pytest module, imports included. Replaces what "
-             "you wrote before.", _schema({"code": _STR}, ["code"])),
-    ToolSpec("run_tests", "Run your test file and see the report: tests that errored or failed, lines and "
-             "branches of the focal file no passing test runs, mutants of the focal file that no test "
-             "detects, and the scores (does not use up a submission).", _schema({}, [])),
-    ToolSpec("submit", "Submit your test file for scoring. A submission below the bar shows the report; you "
-             "may improve it and submit again while submissions remain.", _schema({}, [])),
+    ToolSpec(
+        "write_tests",
+        "Write your test file: the whole pytest module, imports included. Replaces what you wrote before.",
+        _schema({"code": _STR}, ["code"]),
+    ),
+    ToolSpec(
+        "run_tests",
+        "Run your test file and see the report: tests that errored or failed, lines and "
+        "branches of the focal file no passing test runs, mutants of the focal file that no test "
+        "detects, and the scores (does not use up a submission).",
+        _schema({}, []),
+    ),
+    ToolSpec(
+        "submit",
+        "Submit your test file for scoring. A submission below the bar shows the report; you "
+        "may improve it and submit again while submissions remain.",
+        _schema({}, []),
+    ),
 )
 
 _TYPES = {"string": str, "integer": int}
@@ -133,8 +163,7 @@ def parse_action(action: Any) -> tuple[str, dict[str, Any]]:
     """
     action = _plain_action(action)
     if type(action) is not dict:
-        raise ToolError(f'an action must be an object {{"tool": NAME, "args": {{...}}}}, '
-                        f"got {_json_type(action)}")
+        raise ToolError(f'an action must be an object {{"tool": NAME, "args": {{...}}}}, got {_json_type(action)}')
     name = action.get("tool", action.get("name"))
     args = action.get("args", action.get("arguments", {}))
     if type(args) is str:
@@ -171,8 +200,15 @@ def _plain_action(action: Any) -> Any:
 
 
 def _json_type(value: Any) -> str:
-    names = {dict: "object", list: "array", str: "string", int: "number", float: "number",
-             bool: "boolean", type(None): "null"}
+    names = {
+        dict: "object",
+        list: "array",
+        str: "string",
+        int: "number",
+        float: "number",
+        bool: "boolean",
+        type(None): "null",
+    }
     return names.get(type(value), type(value).__name__)
 
 
@@ -186,16 +222,16 @@ def validate_args(spec: ToolSpec, args: dict[str, Any]) -> dict[str, Any]:
     props: dict[str, Any] = spec.parameters["properties"]
     unknown = sorted(set(args) - set(props))
     if unknown:
-        raise ToolError(f"{spec.name}: unknown argument(s) {', '.join(unknown)}; "
-                        f"accepted: {', '.join(props) or 'none'}")
+        raise ToolError(
+            f"{spec.name}: unknown argument(s) {', '.join(unknown)}; accepted: {', '.join(props) or 'none'}"
+        )
     for req in spec.parameters.get("required", []):
         if req not in args:
             raise ToolError(f"{spec.name}: missing required argument '{req}'")
     for key, value in args.items():
         expected = _TYPES[props[key]["type"]]
         if not isinstance(value, expected) or isinstance(value, bool):
-            raise ToolError(f"{spec.name}: argument '{key}' must be a {props[key]['type']}, "
-                            f"got {type(value).__name__}")
+            raise ToolError(f"{spec.name}: argument '{key}' must be a {props[key]['type']}, got {type(value).__name__}")
         if isinstance(value, str):
             _check_text(spec.name, key, value)
     return args
@@ -203,13 +239,11 @@ def validate_args(spec: ToolSpec, args: dict[str, Any]) -> dict[str, Any]:
 
 def _check_text(tool: str, key: str, value: str) -> None:
     if len(value) > MAX_ARG_CHARS:
-        raise ToolError(f"{tool}: argument '{key}' is {len(value)} characters long; "
-                        f"the limit is {MAX_ARG_CHARS}")
+        raise ToolError(f"{tool}: argument '{key}' is {len(value)} characters long; the limit is {MAX_ARG_CHARS}")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise ToolError(f"{tool}: argument '{key}' is not valid UTF-8 text "
-                        f"(character {exc.start})") from None
+        raise ToolError(f"{tool}: argument '{key}' is not valid UTF-8 text (character {exc.start})") from None
 
 
 def normalize_repo_path(path: str) -> str:
@@ -263,8 +297,7 @@ class RepositoryTools:
         if last < first:
             raise ToolError(f"end={end} is before start={start}")
         body = "\n".join(f"{n:>5}  {lines[n - 1]}" for n in range(first, last + 1))
-        more = (f"\n[lines {first}-{last} of {len(lines)}; read on with start={last + 1}]"
-                if last < len(lines) else "")
+        more = f"\n[lines {first}-{last} of {len(lines)}; read on with start={last + 1}]" if last < len(lines) else ""
         return ToolResult(f"{rel}:\n{body}{more}", data={"path": rel, "start": first, "end": last})
 
     def search(self, pattern: str, path: str = "") -> ToolResult:
@@ -286,15 +319,17 @@ class RepositoryTools:
         if isinstance(matches, _Regex):
             budget = min(budget, MAX_SEARCH_WORK // max(1, matches.cost))
         for p in targets:
-            text = self.files[p][:budget - searched]
+            text = self.files[p][: budget - searched]
             searched += len(text)
             found = list(matches.lines(text))
             if found:
                 lines = text.split("\n")
                 hits += [f"{p}:{n}: {lines[n - 1].strip()[:200]}" for n in found]
             if len(text) < len(self.files[p]):
-                note += (f"\n[stopped in {p} after {searched} characters, the search budget for this pattern: "
-                         "narrow the path or simplify the pattern]")
+                note += (
+                    f"\n[stopped in {p} after {searched} characters, the search budget for this pattern: "
+                    "narrow the path or simplify the pattern]"
+                )
                 break
         if not hits:
             return ToolResult(f"no matches for {pattern!r}{note}", data={"count": 0})
@@ -352,8 +387,10 @@ def _line_matcher(pattern: str) -> tuple[_Literal | _Regex, str]:
         return _Regex(re2.compile(("(?m)" + pattern).encode("utf-8"), options)), ""
     except re2.error as exc:
         reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-        return _Literal(pattern), (f"\n[the pattern is not a regular expression RE2 supports ({reason}; "
-                                   "backreferences and lookaround are not); searched for it as plain text]")
+        return _Literal(pattern), (
+            f"\n[the pattern is not a regular expression RE2 supports ({reason}; "
+            "backreferences and lookaround are not); searched for it as plain text]"
+        )
 
 
 class TaskTools(RepositoryTools):
@@ -418,8 +455,10 @@ class FunctionTools(TaskTools):
         except CandidateError as exc:
             raise ToolError(str(exc)) from None
         self.code = code
-        return ToolResult(f"Code saved ({len(code.splitlines())} lines). Use run_tests to test it "
-                          "or submit when you are done.", data={"lines": len(code.splitlines())})
+        return ToolResult(
+            f"Code saved ({len(code.splitlines())} lines). Use run_tests to test it or submit when you are done.",
+            data={"lines": len(code.splitlines())},
+        )
 
     def test_current(self) -> TestReport:
         """Run the tests on the current code.
@@ -453,8 +492,9 @@ class TestFileTools(TaskTools):
     __test__ = False  # not a pytest test class
     specs: tuple[ToolSpec, ...] = TESTFILE_TOOLS
 
-    def __init__(self, task: TestFileTask, sandbox: Sandbox | Callable[[], Sandbox],
-                 reward: RewardConfig | None = None) -> None:
+    def __init__(
+        self, task: TestFileTask, sandbox: Sandbox | Callable[[], Sandbox], reward: RewardConfig | None = None
+    ) -> None:
         super().__init__(task.repository.files, sandbox)
         self.task = task
         self.reward = reward or RewardConfig()
@@ -467,10 +507,16 @@ class TestFileTools(TaskTools):
             parse_python(code)
         except (SyntaxError, ValueError) as exc:
             where = f" (line {exc.lineno})" if isinstance(exc, SyntaxError) else ""
-            return ToolResult(f"Test file saved ({lines} lines), but it does not parse: {exc}{where}. "
-                              "It cannot run until you fix it.", data={"lines": lines, "parses": False})
-        return ToolResult(f"Test file saved ({lines} lines) as {self.task.evaluation.test_path}. Use run_tests "
-                          "to score it or submit when you are done.", data={"lines": lines, "parses": True})
+            return ToolResult(
+                f"Test file saved ({lines} lines), but it does not parse: {exc}{where}. "
+                "It cannot run until you fix it.",
+                data={"lines": lines, "parses": False},
+            )
+        return ToolResult(
+            f"Test file saved ({lines} lines) as {self.task.evaluation.test_path}. Use run_tests "
+            "to score it or submit when you are done.",
+            data={"lines": lines, "parses": True},
+        )
 
     def test_current(self) -> TestFileReport:
         """Run and score the current test file.

@@ -103,27 +103,34 @@ METHOD_SCRIPT = textwrap.dedent('''\
 
 def build_task(script: str, qualname: str, repo_files: dict[str, str], target_file: str) -> FunctionTask:
     """A function task from an inline evaluation script."""
-    provenance = Provenance(source="test", repo="tests/tiny", file=target_file, qualname=qualname,
-                            license="MIT")
+    provenance = Provenance(source="test", repo="tests/tiny", file=target_file, qualname=qualname, license="MIT")
     return make_function_task(
-        name=f"tiny/{qualname}", provenance=provenance, script=script,
+        name=f"tiny/{qualname}",
+        provenance=provenance,
+        script=script,
         repository=repository_view(repo_files, target_file, qualname, complete=True),
-        context=f"```python\n## {target_file}\n{repo_files[target_file]}```\n", timeout=10.0)
+        context=f"```python\n## {target_file}\n{repo_files[target_file]}```\n",
+        timeout=10.0,
+    )
 
 
 @pytest.fixture
 def function_task() -> FunctionTask:
     """A function that calls a helper and uses a module constant."""
-    files = {"tiny/score.py": REPO_FILE, "tiny/util.py": "def clamp(x, low, high):\n"
-             "    return max(low, min(high, x))\n", "tiny/__init__.py": ""}
+    files = {
+        "tiny/score.py": REPO_FILE,
+        "tiny/util.py": "def clamp(x, low, high):\n    return max(low, min(high, x))\n",
+        "tiny/__init__.py": "",
+    }
     return build_task(FUNCTION_SCRIPT, "score", files, "tiny/score.py")
 
 
 @pytest.fixture
 def method_task() -> FunctionTask:
     """A method that reads and mutates ``self``."""
-    return build_task(METHOD_SCRIPT, "Counter.add", {"tiny/counter.py": METHOD_SCRIPT.split("\n\ndef test_add")[0]},
-                      "tiny/counter.py")
+    return build_task(
+        METHOD_SCRIPT, "Counter.add", {"tiny/counter.py": METHOD_SCRIPT.split("\n\ndef test_add")[0]}, "tiny/counter.py"
+    )
 
 
 @pytest.fixture(scope="session")

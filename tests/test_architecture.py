@@ -96,14 +96,23 @@ def cycles(graph: dict[str, dict[str, set[str]]]) -> list[list[str]]:
 def test_no_import_cycles_between_subpackages() -> None:
     graph = import_graph()
     found = cycles(graph)
-    detail = [f"{a} -> {b} ({', '.join(sorted(graph[a][b]))})"
-              for component in found for a in component for b in component if b in graph.get(a, {})]
+    detail = [
+        f"{a} -> {b} ({', '.join(sorted(graph[a][b]))})"
+        for component in found
+        for a in component
+        for b in component
+        if b in graph.get(a, {})
+    ]
     assert not found, "import cycles between subpackages:\n" + "\n".join(detail)
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
-    graph = {"a": {"b": {"gym_repost.a.x"}}, "b": {"c": {"gym_repost.b.y"}}, "c": {"a": {"gym_repost.c.z"}},
-             "d": {"a": {"gym_repost.d.w"}}}
+    graph = {
+        "a": {"b": {"gym_repost.a.x"}},
+        "b": {"c": {"gym_repost.b.y"}},
+        "c": {"a": {"gym_repost.c.z"}},
+        "d": {"a": {"gym_repost.d.w"}},
+    }
     assert cycles(graph) == [["a", "b", "c"]]
 
 

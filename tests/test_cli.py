@@ -15,16 +15,20 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gym_repost.cli", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "gym_repost.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=600
+    )
 
 
 @pytest.fixture(scope="module")
 def demo_subset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Three of the shipped demo tasks (a function, a method, one with files)."""
     tasks = load_tasks(ROOT / "tasks" / "demo.jsonl")
-    picked = [t for t in tasks if t.name in ("demo/pricing.apply_discount", "demo/inventory.Inventory.reserve",
-                                             "demo/config.load_settings")]
+    picked = [
+        t
+        for t in tasks
+        if t.name in ("demo/pricing.apply_discount", "demo/inventory.Inventory.reserve", "demo/config.load_settings")
+    ]
     out = tmp_path_factory.mktemp("cli") / "tasks.jsonl"
     save_tasks(picked, out)
     return out
@@ -51,12 +55,16 @@ def test_validate_prints_per_task_and_totals(demo_subset: Path, tmp_path: Path) 
     assert "tests that accept a do-nothing candidate: 0" in result.stdout
     data = json.loads(out.read_text())
     assert data["totals"]["mutants_total"] == 12 and data["totals"]["mean_branch_coverage"] == 1.0
-    assert {t["task"] for t in data["tasks"]} == {"demo/pricing.apply_discount",
-                                                  "demo/inventory.Inventory.reserve", "demo/config.load_settings"}
+    assert {t["task"] for t in data["tasks"]} == {
+        "demo/pricing.apply_discount",
+        "demo/inventory.Inventory.reserve",
+        "demo/config.load_settings",
+    }
 
 
 def test_validate_exits_1_and_names_the_cause_when_a_ground_truth_fails(
-        tmp_path: Path, function_task: FunctionTask) -> None:
+    tmp_path: Path, function_task: FunctionTask
+) -> None:
     broken = function_task.model_copy(deep=True)
     broken.evaluation.script = "import no_such_module_xyz\n" + broken.evaluation.script
     broken.evaluation.insert_line += 1
@@ -91,15 +99,18 @@ def test_a_malformed_task_line_is_skipped_with_its_location(demo_subset: Path, t
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["episodes"] == 2
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["eval", "absent.jsonl", "--policy", "oracle", "-o", "x"], "no such task file"),
-    (["eval", "tasks/demo.jsonl", "--policy", "gpt", "-o", "x"], "unknown policy 'gpt'"),
-    (["eval", "tasks/demo.jsonl", "--policy", "oracle", "--policy-arg", "oops", "-o", "x"], "KEY=VALUE"),
-    (["eval", "tasks/demo.jsonl", "--policy", "oracle", "--env", "nowhere", "-o", "x"], "is not installed"),
-    (["build", "svn://x", "-o", "x.jsonl"], "no such directory, archive or PyPI"),
-    (["build", "repost-eval:/nonexistent", "-o", "x.jsonl"], "not found"),
-    (["report", "."], "not a run directory"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["eval", "absent.jsonl", "--policy", "oracle", "-o", "x"], "no such task file"),
+        (["eval", "tasks/demo.jsonl", "--policy", "gpt", "-o", "x"], "unknown policy 'gpt'"),
+        (["eval", "tasks/demo.jsonl", "--policy", "oracle", "--policy-arg", "oops", "-o", "x"], "KEY=VALUE"),
+        (["eval", "tasks/demo.jsonl", "--policy", "oracle", "--env", "nowhere", "-o", "x"], "is not installed"),
+        (["build", "svn://x", "-o", "x.jsonl"], "no such directory, archive or PyPI"),
+        (["build", "repost-eval:/nonexistent", "-o", "x.jsonl"], "not found"),
+        (["report", "."], "not a run directory"),
+    ],
+)
 def test_bad_input_gives_a_clear_error(args: list[str], message: str, tmp_path: Path) -> None:
     result = cli(*args)
     assert result.returncode == 2

@@ -16,8 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gym_repost.cli", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "gym_repost.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
 
 
 @pytest.fixture(scope="module")
@@ -25,15 +26,18 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``gym-repost build DIR --kind testfile`` on a tiny repository with two test files."""
     base = tmp_path_factory.mktemp("testfile-cli")
     repo = base / "tinypkg-1.0"
-    files = {**FILES, TEST_PATH: GROUND_TRUTH, "tests/test_nothing.py": "def test_x():\n    assert True\n",
-             "LICENSE": "MIT License\n\nPermission is hereby granted, free of charge, to any person\n",
-             "pyproject.toml": '[project]\nname = "tinypkg"\nversion = "1.0"\nlicense = {text = "MIT"}\n'}
+    files = {
+        **FILES,
+        TEST_PATH: GROUND_TRUTH,
+        "tests/test_nothing.py": "def test_x():\n    assert True\n",
+        "LICENSE": "MIT License\n\nPermission is hereby granted, free of charge, to any person\n",
+        "pyproject.toml": '[project]\nname = "tinypkg"\nversion = "1.0"\nlicense = {text = "MIT"}\n',
+    }
     for path, text in files.items():
         (repo / path).parent.mkdir(parents=True, exist_ok=True)
         (repo / path).write_text(text)
     out, stats = base / "tiny-tests.jsonl", base / "stats.json"
-    result = cli("build", str(repo), "--kind", "testfile", "-o", str(out), "--stats", str(stats),
-                 "--max-mutants", "20")
+    result = cli("build", str(repo), "--kind", "testfile", "-o", str(out), "--stats", str(stats), "--max-mutants", "20")
     assert result.returncode == 0, result.stderr
     assert "2 test files, 1 paired with a focal file, 1 measured, 1 kept" in result.stdout
     assert "no focal file" in result.stdout and "wrote 1 test-file tasks" in result.stdout
@@ -62,13 +66,21 @@ def test_eval_oracle_and_mutant(built: Path, tmp_path: Path) -> None:
 def test_data_testgen_with_a_scripted_generator(built: Path, tmp_path: Path) -> None:
     weak = "from tinypkg.core import clamp\n\n\ndef test_clamp():\n    assert clamp(5) == 5\n"
     replies = tmp_path / "replies.jsonl"
-    replies.write_text("\n".join(json.dumps({"text": t}) for t in [
-        f"<reasoning>clamp only.</reasoning>\n```python\n{weak}```",
-        f"<reasoning>All four functions.</reasoning>\n```python\n{GROUND_TRUTH}```",
-        "<reasoning>Exact values for clamp, fib, check and total.</reasoning>"]) + "\n")
+    replies.write_text(
+        "\n".join(
+            json.dumps({"text": t})
+            for t in [
+                f"<reasoning>clamp only.</reasoning>\n```python\n{weak}```",
+                f"<reasoning>All four functions.</reasoning>\n```python\n{GROUND_TRUTH}```",
+                "<reasoning>Exact values for clamp, fib, check and total.</reasoning>",
+            ]
+        )
+        + "\n"
+    )
     out = tmp_path / "testgen.jsonl"
-    result = cli("data", "testgen", str(built), "-o", str(out), "--generator", f"scripted:{replies}",
-                 "--rounds", "2", "-w", "1")
+    result = cli(
+        "data", "testgen", str(built), "-o", str(out), "--generator", f"scripted:{replies}", "--rounds", "2", "-w", "1"
+    )
     assert result.returncode == 0, result.stderr
     assert "wrote 1 records" in result.stdout and "coverage: 1" in result.stdout
     (record,) = [json.loads(line) for line in out.read_text().splitlines()]

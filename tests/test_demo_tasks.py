@@ -57,8 +57,8 @@ def test_jsonl_is_up_to_date_with_the_manifest(tasks: list[FunctionTask]) -> Non
     assert not errors
     rebuilt = [item.with_id().id for item in built]  # type: ignore[union-attr]
     assert rebuilt == [t.id for t in tasks], (
-        "tasks/demo.jsonl is stale: run "
-        "`gym-repost build tasks/demo/manifest.toml -o tasks/demo.jsonl`")
+        "tasks/demo.jsonl is stale: run `gym-repost build tasks/demo/manifest.toml -o tasks/demo.jsonl`"
+    )
 
 
 def test_the_task_mix_is_present(tasks: list[FunctionTask]) -> None:
@@ -67,12 +67,11 @@ def test_the_task_mix_is_present(tasks: list[FunctionTask]) -> None:
     assert {"staticmethod", "classmethod"} <= {d for t in tasks for d in t.target.decorators}
     assert any(t.evaluation.files for t in tasks)
     assert any("urlopen" in t.evaluation.script and "mock" in t.evaluation.script for t in tasks)
-    generators = [t for t in tasks if any(isinstance(n, (ast.Yield, ast.YieldFrom))
-                                          for n in ast.walk(_target_node(t)))]
+    generators = [t for t in tasks if any(isinstance(n, (ast.Yield, ast.YieldFrom)) for n in ast.walk(_target_node(t)))]
     assert generators
-    recursive = [t for t in tasks
-                 if any(isinstance(n, ast.Name) and n.id == t.target.name
-                        for n in ast.walk(_target_node(t)))]
+    recursive = [
+        t for t in tasks if any(isinstance(n, ast.Name) and n.id == t.target.name for n in ast.walk(_target_node(t)))
+    ]
     assert recursive
     assert any("@dataclass" in t.evaluation.script for t in tasks)
     assert any("open(" in t.target.source for t in tasks)
@@ -129,12 +128,11 @@ def _top_level_definitions(source: str) -> dict[str, str]:
         if name is None:
             continue
         start = min([d.lineno for d in getattr(node, "decorator_list", [])] + [node.lineno])
-        found[name] = "\n".join(lines[start - 1: node.end_lineno])
+        found[name] = "\n".join(lines[start - 1 : node.end_lineno])
     return found
 
 
-def test_dependencies_are_copied_byte_for_byte_from_the_repository(
-        tasks: list[FunctionTask]) -> None:
+def test_dependencies_are_copied_byte_for_byte_from_the_repository(tasks: list[FunctionTask]) -> None:
     repository: dict[str, str] = {}
     for path in sorted((REPO / "shopkit").glob("*.py")):
         for name, text in _top_level_definitions(path.read_text(encoding="utf-8")).items():
@@ -157,8 +155,7 @@ def test_provenance_and_license(tasks: list[FunctionTask]) -> None:
         assert "LICENSE" in task.repository.files
 
 
-def test_ground_truth_passes_and_a_do_nothing_candidate_fails(
-        tasks: list[FunctionTask], sandbox: Sandbox) -> None:
+def test_ground_truth_passes_and_a_do_nothing_candidate_fails(tasks: list[FunctionTask], sandbox: Sandbox) -> None:
     for task in tasks:
         good = run_function_tests(sandbox, task, task.ground_truth)
         assert good.passed, f"{task.name}: {good.to_text()}"
@@ -176,6 +173,7 @@ def test_demo_repository_imports_and_its_doctests_pass() -> None:
         "                              extraglobs={'Decimal': decimal.Decimal}).failed\n"
         "raise SystemExit(failed)\n"
     )
-    result = subprocess.run([sys.executable, "-B", "-c", code], check=False, cwd=REPO,
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-B", "-c", code], check=False, cwd=REPO, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -64,13 +64,18 @@ def test_preloading_the_environment(env_python: str) -> None:
 
     modules = env_preload(str(ROOT / "envs" / "repost-eval"))
     assert {"numpy", "pandas", "sklearn", "torch"} <= set(modules)
-    count = ("import weakref, torch\n"
-             "print(sum(i.atexit for i in weakref.finalize._registry.values() "
-             "if i.func.__qualname__ == '_del_library'))\n")
+    count = (
+        "import weakref, torch\n"
+        "print(sum(i.atexit for i in weakref.finalize._registry.values() "
+        "if i.func.__qualname__ == '_del_library'))\n"
+    )
     with get_sandbox("local", python=env_python, preload=modules) as sb:
         report = sb.preload_report()
-        result = sb.run({"main.py": count + "import os\nprint(os.environ['KMP_INIT_AT_FORK'])\n"},
-                        ["python3", "main.py"], timeout=60)
+        result = sb.run(
+            {"main.py": count + "import os\nprint(os.environ['KMP_INIT_AT_FORK'])\n"},
+            ["python3", "main.py"],
+            timeout=60,
+        )
     assert report["loaded"] == modules and not report["failed"] and not report["unfit"], report
     assert result.stdout.split() == ["0", "FALSE"], result.stderr
     with get_sandbox("local", python=env_python) as sb:  # not preloaded: torch registers them itself

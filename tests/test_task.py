@@ -18,8 +18,7 @@ def _write_lines(path: Path, lines: list[str]) -> Path:
     return path
 
 
-def test_round_trip_keeps_every_field(tmp_path: Path, function_task: FunctionTask,
-                                      method_task: FunctionTask) -> None:
+def test_round_trip_keeps_every_field(tmp_path: Path, function_task: FunctionTask, method_task: FunctionTask) -> None:
     out = tmp_path / "tasks.jsonl"
     assert save_tasks([function_task, method_task], out) == 2
     loaded = load_tasks(out)
@@ -36,11 +35,14 @@ def test_id_is_a_content_hash(function_task: FunctionTask) -> None:
 
 
 def test_malformed_line_names_file_line_and_field_and_others_still_load(
-        tmp_path: Path, function_task: FunctionTask, method_task: FunctionTask) -> None:
+    tmp_path: Path, function_task: FunctionTask, method_task: FunctionTask
+) -> None:
     bad = function_task.model_dump(mode="json")
     del bad["target"]["signature"]
-    path = _write_lines(tmp_path / "t.jsonl", [function_task.model_dump_json(), json.dumps(bad),
-                                               "{not json", method_task.model_dump_json()])
+    path = _write_lines(
+        tmp_path / "t.jsonl",
+        [function_task.model_dump_json(), json.dumps(bad), "{not json", method_task.model_dump_json()],
+    )
     tasks = load_tasks(path)
     assert [t.name for t in tasks] == [function_task.name, method_task.name]
     first, second = tasks.errors
@@ -55,16 +57,18 @@ def test_strict_mode_raises_on_first_bad_line(tmp_path: Path, function_task: Fun
         load_tasks(path, strict=True)
 
 
-@pytest.mark.parametrize(("mutate", "field", "message"), [
-    (lambda d: d.pop("schema_version"), "schema_version", "schema_version"),
-    (lambda d: d.update(schema_version=SCHEMA_VERSION + 1), "schema_version", "newer"),
-    (lambda d: d.update(kind="essay"), "kind", "unknown task kind"),
-    (lambda d: d.update(unexpected=1), "unexpected", "Extra inputs"),
-    (lambda d: d["evaluation"].update(insert_line=-1), "evaluation.insert_line", "greater than"),
-    (lambda d: d.update(name="edited"), "id", "content hash"),
-])
-def test_each_kind_of_bad_line(tmp_path: Path, function_task: FunctionTask, mutate, field: str,
-                               message: str) -> None:
+@pytest.mark.parametrize(
+    ("mutate", "field", "message"),
+    [
+        (lambda d: d.pop("schema_version"), "schema_version", "schema_version"),
+        (lambda d: d.update(schema_version=SCHEMA_VERSION + 1), "schema_version", "newer"),
+        (lambda d: d.update(kind="essay"), "kind", "unknown task kind"),
+        (lambda d: d.update(unexpected=1), "unexpected", "Extra inputs"),
+        (lambda d: d["evaluation"].update(insert_line=-1), "evaluation.insert_line", "greater than"),
+        (lambda d: d.update(name="edited"), "id", "content hash"),
+    ],
+)
+def test_each_kind_of_bad_line(tmp_path: Path, function_task: FunctionTask, mutate, field: str, message: str) -> None:
     data = function_task.model_dump(mode="json")
     mutate(data)
     tasks = load_tasks(_write_lines(tmp_path / "t.jsonl", [json.dumps(data)]))
@@ -102,8 +106,9 @@ def test_repository_view_hides_the_body(function_task: FunctionTask) -> None:
     assert function_task.metadata.num_asserts == 3 and function_task.metadata.num_tests == 1
 
 
-def test_lone_surrogate_is_rejected_naming_file_line_and_field(tmp_path: Path, function_task: FunctionTask,
-                                                               method_task: FunctionTask) -> None:
+def test_lone_surrogate_is_rejected_naming_file_line_and_field(
+    tmp_path: Path, function_task: FunctionTask, method_task: FunctionTask
+) -> None:
     line = function_task.model_dump_json()
     assert '"repo":"tests/tiny"' in line
     bad = line.replace('"repo":"tests/tiny"', '"repo":"tests\\ud800tiny"', 1)
@@ -112,8 +117,12 @@ def test_lone_surrogate_is_rejected_naming_file_line_and_field(tmp_path: Path, f
     tasks = load_tasks(path)
     assert [t.id for t in tasks] == [function_task.id]
     first, second = tasks.errors
-    assert (first.line, first.field, second.line, second.field) == (2, "provenance.repo", 3,
-                                                                    "repository.files.tiny/\\udc00.py")
+    assert (first.line, first.field, second.line, second.field) == (
+        2,
+        "provenance.repo",
+        3,
+        "repository.files.tiny/\\udc00.py",
+    )
     assert "lone surrogate \\ud800" in str(first) and str(first).startswith(f"{path}:2: field 'provenance.repo'")
     str(second).encode("utf-8")  # the message itself prints anywhere
     with pytest.raises(TaskFormatError, match=r"t\.jsonl:2: field 'provenance\.repo': the text is not valid Unicode"):
@@ -150,8 +159,9 @@ def _put(data: dict, place: str, text: str) -> tuple[dict, str]:
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=st.text(alphabet=st.characters(exclude_categories=()), max_size=30), place=st.sampled_from(_PLACES))
-def test_any_json_string_loads_or_is_rejected_clearly(tmp_path_factory: pytest.TempPathFactory,
-                                                      function_task: FunctionTask, text: str, place: str) -> None:
+def test_any_json_string_loads_or_is_rejected_clearly(
+    tmp_path_factory: pytest.TempPathFactory, function_task: FunctionTask, text: str, place: str
+) -> None:
     data, field = _put(function_task.model_dump(mode="json"), place, text)
     encodable = not any("\ud800" <= c <= "\udfff" for c in text)  # no lone surrogate
     if encodable:

@@ -29,14 +29,16 @@ def test_id_is_a_content_hash() -> None:
     assert task.id == task.content_hash() != changed.content_hash()
 
 
-@pytest.mark.parametrize(("path", "value", "field"), [
-    (("evaluation", "test_path"), "../escape.py", "evaluation"),
-    (("evaluation", "focal_file"), "/etc/passwd", "evaluation"),
-    (("evaluation", "focal_file"), "tinypkg/absent.py", None),
-    (("evaluation", "max_mutants"), -1, "evaluation.max_mutants"),
-])
-def test_bad_lines_name_the_field(tmp_path: Path, path: tuple[str, str], value: object,
-                                  field: str | None) -> None:
+@pytest.mark.parametrize(
+    ("path", "value", "field"),
+    [
+        (("evaluation", "test_path"), "../escape.py", "evaluation"),
+        (("evaluation", "focal_file"), "/etc/passwd", "evaluation"),
+        (("evaluation", "focal_file"), "tinypkg/absent.py", None),
+        (("evaluation", "max_mutants"), -1, "evaluation.max_mutants"),
+    ],
+)
+def test_bad_lines_name_the_field(tmp_path: Path, path: tuple[str, str], value: object, field: str | None) -> None:
     data = make_testfile_task().model_dump(mode="json")
     data[path[0]][path[1]] = value
     out = tmp_path / "bad.jsonl"

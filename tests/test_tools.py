@@ -16,8 +16,12 @@ from gym_repost.tools import (
     validate_args,
 )
 
-REPO = {"pkg/__init__.py": "", "pkg/a.py": "\n".join(f"line {i}" for i in range(1, 1001)),
-        "pkg/sub/b.py": "def f():\n    return 'needle'\n", "README.md": "# demo\n"}
+REPO = {
+    "pkg/__init__.py": "",
+    "pkg/a.py": "\n".join(f"line {i}" for i in range(1, 1001)),
+    "pkg/sub/b.py": "def f():\n    return 'needle'\n",
+    "README.md": "# demo\n",
+}
 
 
 def test_every_tool_has_a_json_schema_for_function_calling() -> None:
@@ -29,39 +33,48 @@ def test_every_tool_has_a_json_schema_for_function_calling() -> None:
         assert spec.anthropic_schema()["input_schema"] == spec.parameters
 
 
-@pytest.mark.parametrize("action", [
-    {"tool": "read_file", "args": {"path": "a"}},
-    '{"tool": "read_file", "args": {"path": "a"}}',
-    {"name": "read_file", "arguments": '{"path": "a"}'},
-    b'{"tool": "read_file", "args": {"path": "a"}}',
-])
+@pytest.mark.parametrize(
+    "action",
+    [
+        {"tool": "read_file", "args": {"path": "a"}},
+        '{"tool": "read_file", "args": {"path": "a"}}',
+        {"name": "read_file", "arguments": '{"path": "a"}'},
+        b'{"tool": "read_file", "args": {"path": "a"}}',
+    ],
+)
 def test_parse_action_accepts_dicts_json_and_openai_spelling(action) -> None:
     assert parse_action(action) == ("read_file", {"path": "a"})
 
 
-@pytest.mark.parametrize(("action", "message"), [
-    ("not json", "not valid JSON"),
-    ([1, 2], "must be an object"),
-    ({"args": {}}, 'no "tool"'),
-    ({"tool": "x", "args": [1]}, '"args" must be an object'),
-    ({"tool": "x", "arguments": "{bad"}, "arguments are not valid JSON"),
-    (b"\xff\xfe", "not UTF-8"),
-    (None, "must be an object"),
-])
+@pytest.mark.parametrize(
+    ("action", "message"),
+    [
+        ("not json", "not valid JSON"),
+        ([1, 2], "must be an object"),
+        ({"args": {}}, 'no "tool"'),
+        ({"tool": "x", "args": [1]}, '"args" must be an object'),
+        ({"tool": "x", "arguments": "{bad"}, "arguments are not valid JSON"),
+        (b"\xff\xfe", "not UTF-8"),
+        (None, "must be an object"),
+    ],
+)
 def test_parse_action_errors(action, message: str) -> None:
     with pytest.raises(ToolError, match=message):
         parse_action(action)
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    ({}, "missing required argument 'path'"),
-    ({"path": 3}, "must be a string"),
-    ({"path": "a", "start": "1"}, "must be a integer"),
-    ({"path": "a", "start": True}, "must be a integer"),
-    ({"path": "a", "colour": 1}, "unknown argument"),
-    ({"path": "x" * 300_000}, "limit"),
-    ({"path": "\udc80"}, "not valid UTF-8"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ({}, "missing required argument 'path'"),
+        ({"path": 3}, "must be a string"),
+        ({"path": "a", "start": "1"}, "must be a integer"),
+        ({"path": "a", "start": True}, "must be a integer"),
+        ({"path": "a", "colour": 1}, "unknown argument"),
+        ({"path": "x" * 300_000}, "limit"),
+        ({"path": "\udc80"}, "not valid UTF-8"),
+    ],
+)
 def test_validate_args_errors(args, message: str) -> None:
     spec = next(s for s in FUNCTION_TOOLS if s.name == "read_file")
     with pytest.raises(ToolError, match=message):
@@ -83,7 +96,9 @@ def test_list_read_and_search() -> None:
     page = tools.read_file("pkg/a.py")
     assert page.data["end"] == MAX_READ_LINES and "read on with start=401" in page.output
     assert tools.read_file("./pkg/a.py", start=999, end=2000).output.splitlines()[1:] == [
-        "  999  line 999", " 1000  line 1000"]
+        "  999  line 999",
+        " 1000  line 1000",
+    ]
     assert tools.search("needle").output == "pkg/sub/b.py:2: return 'needle'"
     assert tools.search("(unclosed").data["count"] == 0  # an invalid regex is searched literally
     with pytest.raises(ToolError, match="is a directory"):

@@ -57,7 +57,7 @@ FOCAL = textwrap.dedent('''\
         return s
     ''')
 
-GROUND_TRUTH = textwrap.dedent('''\
+GROUND_TRUTH = textwrap.dedent("""\
     import pytest
 
     from tinypkg.core import TooBig, check, clamp, fib, total
@@ -82,27 +82,44 @@ GROUND_TRUTH = textwrap.dedent('''\
 
     def test_total():
         assert total([1, 2, 3]) == 6
-    ''')
+    """)
 
-FILES = {"tinypkg/__init__.py": "", "tinypkg/core.py": FOCAL,
-         "tinypkg/util.py": "def double(x):\n    return 2 * x\n", "README.md": "tiny\n"}
+FILES = {
+    "tinypkg/__init__.py": "",
+    "tinypkg/core.py": FOCAL,
+    "tinypkg/util.py": "def double(x):\n    return 2 * x\n",
+    "README.md": "tiny\n",
+}
 TEST_PATH = "tests/test_core.py"
 
 
-def make_testfile_task(ground_truth: str = GROUND_TRUTH, files: dict[str, str] | None = None,
-                       reference: TestFileMetrics | None = None, **evaluation: object) -> TestFileTask:
+def make_testfile_task(
+    ground_truth: str = GROUND_TRUTH,
+    files: dict[str, str] | None = None,
+    reference: TestFileMetrics | None = None,
+    **evaluation: object,
+) -> TestFileTask:
     """A task over :data:`FILES`; the reference defaults to perfect scores."""
     settings = {"timeout": 20.0, "test_timeout": 3.0, "mutation_timeout": 60.0, **evaluation}
-    spec = TestFileEvaluation(test_path=TEST_PATH, focal_file="tinypkg/core.py", focal_module="tinypkg.core",
-                              ground_truth=ground_truth, **settings)  # type: ignore[arg-type]
-    ref = reference or TestFileMetrics(tests=4, passed=4, execution_rate=1.0, pass_rate=1.0, line_coverage=1.0,
-                                       branch_coverage=1.0, mutation_score=0.9)
+    spec = TestFileEvaluation(
+        test_path=TEST_PATH,
+        focal_file="tinypkg/core.py",
+        focal_module="tinypkg.core",
+        ground_truth=ground_truth,
+        **settings,
+    )  # type: ignore[arg-type]
+    ref = reference or TestFileMetrics(
+        tests=4, passed=4, execution_rate=1.0, pass_rate=1.0, line_coverage=1.0, branch_coverage=1.0, mutation_score=0.9
+    )
     return TestFileTask(
         name="tiny/tests/test_core.py",
-        provenance=Provenance(source="test", repo="tinypkg", file="tinypkg/core.py", qualname="tinypkg.core",
-                              license="MIT"),
+        provenance=Provenance(
+            source="test", repo="tinypkg", file="tinypkg/core.py", qualname="tinypkg.core", license="MIT"
+        ),
         repository=RepositoryView(files=dict(files or FILES), target_file="tinypkg/core.py"),
-        evaluation=spec, reference=ref).with_id()
+        evaluation=spec,
+        reference=ref,
+    ).with_id()
 
 
 @pytest.fixture(scope="session")

@@ -74,12 +74,16 @@ class _Edit:
 
     def clear_of(self, start: int, end: int) -> bool:
         """This edit and the span ``[start, end)`` touch different text."""
-        return self.end <= start or self.start >= end if self.start < self.end else \
-            self.start <= start or self.start >= end
+        return (
+            self.end <= start or self.start >= end
+            if self.start < self.end
+            else self.start <= start or self.start >= end
+        )
 
 
-def generate_decoys(source: str, mutants: Sequence[Mutant], *, limit: int = DEFAULT_LIMIT,
-                    rng: random.Random | None = None) -> list[Decoy]:
+def generate_decoys(
+    source: str, mutants: Sequence[Mutant], *, limit: int = DEFAULT_LIMIT, rng: random.Random | None = None
+) -> list[Decoy]:
     """Decoys for ``source``: one or two in each function (and the module) holding ``mutants``.
 
     Args:
@@ -139,8 +143,9 @@ def disguise(mutant: Mutant, rng: random.Random | None = None) -> str:
 
 def _place(tree: ast.Module, line: int) -> ast.AST:
     """The innermost function holding ``line``, or the module."""
-    holders = [f for f in ast.walk(tree)
-               if isinstance(f, _FUNCTIONS) and f.lineno <= line <= (f.end_lineno or f.lineno)]
+    holders = [
+        f for f in ast.walk(tree) if isinstance(f, _FUNCTIONS) and f.lineno <= line <= (f.end_lineno or f.lineno)
+    ]
     return min(holders, key=lambda f: (f.end_lineno or f.lineno) - f.lineno) if holders else tree
 
 
@@ -153,8 +158,9 @@ def _places(tree: ast.Module, mutants: Sequence[Mutant]) -> list[ast.AST]:
     return list(chosen.values())
 
 
-def _decoys_for(scope: ast.AST, edits: list[_Edit], text: _SourceText, rng: random.Random,
-                original_dump: str) -> list[Decoy]:
+def _decoys_for(
+    scope: ast.AST, edits: list[_Edit], text: _SourceText, rng: random.Random, original_dump: str
+) -> list[Decoy]:
     """A decoy whose first edit changes the bytecode where one can, and at random a second one.
 
     The ``noop_statement`` changes the text, the AST, the bytecode and the line table, so a
@@ -176,14 +182,28 @@ def _decoys_for(scope: ast.AST, edits: list[_Edit], text: _SourceText, rng: rand
     return out
 
 
-def _pair(first: _Edit, edits: list[_Edit], scope: ast.AST, line: int, text: _SourceText, rng: random.Random,
-          original_dump: str) -> Decoy | None:
-    partners = [e for e in edits if e is not first and e.clear_of(first.start, first.end)
-                and not (e.kind == first.kind == "noop_statement")]
+def _pair(
+    first: _Edit,
+    edits: list[_Edit],
+    scope: ast.AST,
+    line: int,
+    text: _SourceText,
+    rng: random.Random,
+    original_dump: str,
+) -> Decoy | None:
+    partners = [
+        e
+        for e in edits
+        if e is not first and e.clear_of(first.start, first.end) and not (e.kind == first.kind == "noop_statement")
+    ]
     rng.shuffle(partners)
     for group in [[first, p] for p in partners[:4]] + [[first]]:
-        decoy = Decoy(kind="+".join(e.kind for e in group), line=line, source=_apply(text.source, group),
-                      original_source=text.source)
+        decoy = Decoy(
+            kind="+".join(e.kind for e in group),
+            line=line,
+            source=_apply(text.source, group),
+            original_source=text.source,
+        )
         if _is_equivalent_rewrite(decoy, original_dump):
             return decoy
     return None
@@ -191,7 +211,7 @@ def _pair(first: _Edit, edits: list[_Edit], scope: ast.AST, line: int, text: _So
 
 def _apply(source: str, edits: list[_Edit]) -> str:
     for edit in sorted(edits, key=lambda e: (e.start, e.end), reverse=True):
-        source = source[: edit.start] + edit.replacement + source[edit.end:]
+        source = source[: edit.start] + edit.replacement + source[edit.end :]
     return source
 
 
@@ -229,8 +249,11 @@ def _body(scope: ast.AST) -> list[ast.stmt]:
 def _first_line(scope: ast.AST) -> int | None:
     """The first statement of the scope that runs (docstring and __future__ imports aside)."""
     for statement in _body(scope):
-        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant) \
-                and isinstance(statement.value.value, str):
+        if (
+            isinstance(statement, ast.Expr)
+            and isinstance(statement.value, ast.Constant)
+            and isinstance(statement.value.value, str)
+        ):
             continue
         if isinstance(statement, ast.ImportFrom) and statement.module == "__future__":
             continue
@@ -263,8 +286,9 @@ def _renames(scope: ast.AST, text: _SourceText, taken: set[str]) -> list[_Edit]:
         return []
     stored = {n.id for n in _own_nodes(scope) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     bound_otherwise = _bound_otherwise(scope, nodes)
-    in_fstrings = {n.id for node in nodes if isinstance(node, ast.JoinedStr)
-                   for n in ast.walk(node) if isinstance(n, ast.Name)}
+    in_fstrings = {
+        n.id for node in nodes if isinstance(node, ast.JoinedStr) for n in ast.walk(node) if isinstance(n, ast.Name)
+    }
     out = []
     for name in sorted(stored - bound_otherwise - in_fstrings):
         new = _fresh(name + "_", taken)
@@ -305,8 +329,9 @@ def _noops(scope: ast.AST, text: _SourceText, taken: set[str]) -> list[_Edit]:
     line = _first_line(scope)
     if line is None:
         return []
-    if isinstance(scope, _FUNCTIONS) and any(isinstance(n, ast.Name) and n.id in _INTROSPECTION
-                                             for n in ast.walk(scope)):
+    if isinstance(scope, _FUNCTIONS) and any(
+        isinstance(n, ast.Name) and n.id in _INTROSPECTION for n in ast.walk(scope)
+    ):
         return []
     statement = next(s for s in _body(scope) if s.lineno == line)
     start = text.offset(line, 0)

@@ -122,8 +122,10 @@ class Mutant:
             last line has no newline.
         """
         lines = difflib.unified_diff(
-            _diff_lines(self.original_source), _diff_lines(self.source),
-            fromfile=f"a/{name}", tofile=f"b/{name}",
+            _diff_lines(self.original_source),
+            _diff_lines(self.source),
+            fromfile=f"a/{name}",
+            tofile=f"b/{name}",
         )
         return "".join(lines)
 
@@ -216,8 +218,7 @@ def sample_mutants(mutants: Sequence[Mutant], k: int, seed: int) -> list[Mutant]
     return [mutants[i] for i in sorted(ranked[:k])]
 
 
-def mutation_score(killed: int, total: int, timeouts: int = 0, *,
-                   population: int | None = None) -> MutationScore:
+def mutation_score(killed: int, total: int, timeouts: int = 0, *, population: int | None = None) -> MutationScore:
     """Compute a mutation score and its 95% Wilson score interval.
 
     Timeouts count as killed (a mutant that hangs does not pass the tests) and are
@@ -244,9 +245,7 @@ def mutation_score(killed: int, total: int, timeouts: int = 0, *,
             smaller than ``total``.
     """
     if min(killed, total, timeouts) < 0 or killed + timeouts > total:
-        raise ValueError(
-            f"invalid mutant counts: killed={killed}, timeouts={timeouts}, total={total}"
-        )
+        raise ValueError(f"invalid mutant counts: killed={killed}, timeouts={timeouts}, total={total}")
     if population is not None and population < total:
         raise ValueError(f"population {population} is smaller than the sample {total}")
     detected = killed + timeouts
@@ -302,10 +301,7 @@ def _check_operators(operators: Collection[str] | None) -> frozenset[str]:
         return frozenset(OPERATORS)
     unknown = sorted(set(operators) - set(OPERATORS))
     if unknown:
-        raise ConfigError(
-            f"unknown mutation operator(s) {', '.join(unknown)}; "
-            f"known: {', '.join(OPERATORS)}"
-        )
+        raise ConfigError(f"unknown mutation operator(s) {', '.join(unknown)}; known: {', '.join(OPERATORS)}")
     return frozenset(operators)
 
 
@@ -388,39 +384,82 @@ def _starts_indented(source: str) -> bool:
 # --------------------------------------------------------------------------- operators
 
 _ARITH: dict[type[ast.operator], type[ast.operator]] = {
-    ast.Add: ast.Sub, ast.Sub: ast.Add,
-    ast.Mult: ast.Div, ast.Div: ast.Mult, ast.FloorDiv: ast.Div,
-    ast.Mod: ast.Mult, ast.Pow: ast.Mult,
-    ast.BitAnd: ast.BitOr, ast.BitOr: ast.BitAnd, ast.BitXor: ast.BitOr,
-    ast.LShift: ast.RShift, ast.RShift: ast.LShift,
+    ast.Add: ast.Sub,
+    ast.Sub: ast.Add,
+    ast.Mult: ast.Div,
+    ast.Div: ast.Mult,
+    ast.FloorDiv: ast.Div,
+    ast.Mod: ast.Mult,
+    ast.Pow: ast.Mult,
+    ast.BitAnd: ast.BitOr,
+    ast.BitOr: ast.BitAnd,
+    ast.BitXor: ast.BitOr,
+    ast.LShift: ast.RShift,
+    ast.RShift: ast.LShift,
 }
 # `/` also becomes `//` (a second mutant), as mutmut and mutpy do.
 _ARITH_EXTRA: dict[type[ast.operator], type[ast.operator]] = {ast.Div: ast.FloorDiv}
 
 _ARITH_SYMBOL: dict[type[ast.operator], str] = {
-    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
-    ast.Mod: "%", ast.Pow: "**", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^",
-    ast.LShift: "<<", ast.RShift: ">>",
+    ast.Add: "+",
+    ast.Sub: "-",
+    ast.Mult: "*",
+    ast.Div: "/",
+    ast.FloorDiv: "//",
+    ast.Mod: "%",
+    ast.Pow: "**",
+    ast.BitAnd: "&",
+    ast.BitOr: "|",
+    ast.BitXor: "^",
+    ast.LShift: "<<",
+    ast.RShift: ">>",
 }
 # Binding strength; a swap between levels needs parentheses around the new node.
 _ARITH_PRECEDENCE: dict[type[ast.operator], int] = {
-    ast.BitOr: 1, ast.BitXor: 2, ast.BitAnd: 3, ast.LShift: 4, ast.RShift: 4,
-    ast.Add: 5, ast.Sub: 5, ast.Mult: 6, ast.Div: 6, ast.FloorDiv: 6, ast.Mod: 6,
+    ast.BitOr: 1,
+    ast.BitXor: 2,
+    ast.BitAnd: 3,
+    ast.LShift: 4,
+    ast.RShift: 4,
+    ast.Add: 5,
+    ast.Sub: 5,
+    ast.Mult: 6,
+    ast.Div: 6,
+    ast.FloorDiv: 6,
+    ast.Mod: 6,
     ast.Pow: 7,
 }
 
 _COMPARE: dict[type[ast.cmpop], type[ast.cmpop]] = {
-    ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt,
-    ast.Eq: ast.NotEq, ast.NotEq: ast.Eq, ast.Is: ast.IsNot, ast.IsNot: ast.Is,
-    ast.In: ast.NotIn, ast.NotIn: ast.In,
+    ast.Lt: ast.LtE,
+    ast.LtE: ast.Lt,
+    ast.Gt: ast.GtE,
+    ast.GtE: ast.Gt,
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
 }
 _COMPARE_SYMBOL: dict[type[ast.cmpop], str] = {
-    ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==",
-    ast.NotEq: "!=", ast.Is: "is", ast.IsNot: "is not", ast.In: "in", ast.NotIn: "not in",
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+    ast.Is: "is",
+    ast.IsNot: "is not",
+    ast.In: "in",
+    ast.NotIn: "not in",
 }
 
 _UNARY_SYMBOL: dict[type[ast.unaryop], str] = {
-    ast.USub: "-", ast.UAdd: "+", ast.Invert: "~", ast.Not: "not",
+    ast.USub: "-",
+    ast.UAdd: "+",
+    ast.Invert: "~",
+    ast.Not: "not",
 }
 
 # Between two operands: closing parentheses, whitespace, line continuations, comments.
@@ -436,8 +475,7 @@ def _token_pattern(symbol: str) -> re.Pattern[str]:
 
 
 _TOKEN_PATTERNS: dict[str, re.Pattern[str]] = {
-    symbol: _token_pattern(symbol)
-    for symbol in [*_ARITH_SYMBOL.values(), *_COMPARE_SYMBOL.values(), "and", "or"]
+    symbol: _token_pattern(symbol) for symbol in [*_ARITH_SYMBOL.values(), *_COMPARE_SYMBOL.values(), "and", "or"]
 }
 _AUG_PATTERNS: dict[str, re.Pattern[str]] = {
     symbol: re.compile(re.escape(symbol + "=")) for symbol in _ARITH_SYMBOL.values()
@@ -455,9 +493,7 @@ class _Edit:
 class _MutationFinder(ast.NodeVisitor):
     """Collects the edits of every operator; the visit methods decide what is mutable."""
 
-    def __init__(
-        self, text: _SourceText, operators: frozenset[str], lines: frozenset[int] | None
-    ) -> None:
+    def __init__(self, text: _SourceText, operators: frozenset[str], lines: frozenset[int] | None) -> None:
         self.text = text
         self.operators = operators
         self.lines = lines
@@ -475,9 +511,7 @@ class _MutationFinder(ast.NodeVisitor):
         start, end = self.text.span(node)
         self.edits.append(_Edit(operator, start, end, replacement))
 
-    def _add_expression(
-        self, operator: str, node: ast.expr, replacement: str | None, expected: ast.expr
-    ) -> bool:
+    def _add_expression(self, operator: str, node: ast.expr, replacement: str | None, expected: ast.expr) -> bool:
         """Record an expression edit only if it parses to exactly the intended node."""
         if replacement is None:
             return False
@@ -490,9 +524,7 @@ class _MutationFinder(ast.NodeVisitor):
             return True
         return False
 
-    def _replace_token(
-        self, node: ast.AST, gap: tuple[int, int], pattern: re.Pattern[str], new: str
-    ) -> str | None:
+    def _replace_token(self, node: ast.AST, gap: tuple[int, int], pattern: re.Pattern[str], new: str) -> str | None:
         """The node's text with the operator token found in ``gap`` replaced by ``new``."""
         source = self.text.source
         start, end = self.text.span(node)
@@ -746,10 +778,19 @@ def _to_mutants(edits: list[_Edit], text: _SourceText) -> list[Mutant]:
         earlier.append(edit)
         line, col = text.position(edit.start)
         end_line, end_col = text.position(edit.end)
-        mutants.append(Mutant(
-            edit.operator, line, col, end_line, end_col,
-            source[edit.start : edit.end], edit.replacement, source, edit.start,
-        ))
+        mutants.append(
+            Mutant(
+                edit.operator,
+                line,
+                col,
+                end_line,
+                end_col,
+                source[edit.start : edit.end],
+                edit.replacement,
+                source,
+                edit.start,
+            )
+        )
     return mutants
 
 

@@ -209,17 +209,23 @@ class TestFileRun:
         failed = self.decoys_failed
         if failed:
             who = sorted({d.killed_by for d in failed if d.killed_by})
-            out.append(f"Mutation score 0: a test failed on an equivalent rewrite of the focal file "
-                       f"(the same behaviour, different code){' (' + ', '.join(who[:3]) + ')' if who else ''}. "
-                       "Tests must check what the code does, not what its text, hash or bytecode is.")
+            out.append(
+                f"Mutation score 0: a test failed on an equivalent rewrite of the focal file "
+                f"(the same behaviour, different code){' (' + ', '.join(who[:3]) + ')' if who else ''}. "
+                "Tests must check what the code does, not what its text, hash or bytecode is."
+            )
         if self.calibration_failed:
-            out.append(f"{len(self.calibration_failed)} test(s) passed in the run but failed when run again "
-                       f"in a fresh process with the original focal file; they do not count for mutants: "
-                       f"{', '.join(self.calibration_failed[:3])}")
+            out.append(
+                f"{len(self.calibration_failed)} test(s) passed in the run but failed when run again "
+                f"in a fresh process with the original focal file; they do not count for mutants: "
+                f"{', '.join(self.calibration_failed[:3])}"
+            )
         if self.calls_not_replayable:
-            out.append(f"{self.calls_not_replayable} of {self.calls_recorded} calls into the focal file could not "
-                       "be replayed for coverage (arguments that do not pickle or are defined in the test "
-                       "file): the lines only they run are not counted.")
+            out.append(
+                f"{self.calls_not_replayable} of {self.calls_recorded} calls into the focal file could not "
+                "be replayed for coverage (arguments that do not pickle or are defined in the test "
+                "file): the lines only they run are not counted."
+            )
         return out
 
 
@@ -292,8 +298,9 @@ def minimal_span(original: str, variant: str) -> tuple[int, int, str]:
     return start, end_o, variant[start:end_v]
 
 
-def _config(task: TestFileTask, variants: list[Variant], focal_source: str, jobs: int,
-            sources: list[str] | None = None) -> dict[str, Any]:
+def _config(
+    task: TestFileTask, variants: list[Variant], focal_source: str, jobs: int, sources: list[str] | None = None
+) -> dict[str, Any]:
     """The program's configuration; ``sources`` are the variants' texts as shipped (default:
     their own source)."""
     spec = task.evaluation
@@ -303,19 +310,36 @@ def _config(task: TestFileTask, variants: list[Variant], focal_source: str, jobs
     for i, variant in enumerate(variants):
         start, end, replacement = minimal_span(focal_source, sources[i] if sources else variant.source)
         line = lines.get(variant.line, variant.line)
-        shipped.append({"id": i, "start": start, "end": end, "replacement": replacement, "line": line,
-                        "holders": holders.get(variant.line, [])})
+        shipped.append(
+            {
+                "id": i,
+                "start": start,
+                "end": end,
+                "replacement": replacement,
+                "line": line,
+                "holders": holders.get(variant.line, []),
+            }
+        )
     return {
-        "focal_file": spec.focal_file, "focal_module": spec.focal_module, "test_path": spec.test_path,
-        "python_path": spec.python_path, "plugins": spec.plugins, "focal_source": focal_source,
-        "timeout": spec.timeout, "test_timeout": spec.test_timeout,
-        "mutation_timeout": spec.mutation_timeout, "timeout_factor": spec.timeout_factor,
-        "timeout_floor": spec.timeout_floor, "jobs": jobs, "variants": shipped,
+        "focal_file": spec.focal_file,
+        "focal_module": spec.focal_module,
+        "test_path": spec.test_path,
+        "python_path": spec.python_path,
+        "plugins": spec.plugins,
+        "focal_source": focal_source,
+        "timeout": spec.timeout,
+        "test_timeout": spec.test_timeout,
+        "mutation_timeout": spec.mutation_timeout,
+        "timeout_factor": spec.timeout_factor,
+        "timeout_floor": spec.timeout_floor,
+        "jobs": jobs,
+        "variants": shipped,
     }
 
 
-def shuffled_variants(mutants: list[Mutant], focal_source: str,
-                      rng: random.Random | None = None) -> tuple[list[Variant], list[str]]:
+def shuffled_variants(
+    mutants: list[Mutant], focal_source: str, rng: random.Random | None = None
+) -> tuple[list[Variant], list[str]]:
     """The mutants and their decoys in a random order, and the text each is shipped as.
 
     Each mutant is shipped disguised (:func:`~gym_repost.analysis.decoys.disguise`: with
@@ -329,8 +353,9 @@ def shuffled_variants(mutants: list[Mutant], focal_source: str,
     return variants, sources
 
 
-def run_test_file(sandbox: Sandbox, task: TestFileTask, test_source: str, *, mutate: bool = True,
-                  jobs: int | None = None) -> TestFileRun:
+def run_test_file(
+    sandbox: Sandbox, task: TestFileTask, test_source: str, *, mutate: bool = True, jobs: int | None = None
+) -> TestFileRun:
     """Run ``test_source`` as the task's test file and measure it.
 
     Args:
@@ -354,12 +379,12 @@ def run_test_file(sandbox: Sandbox, task: TestFileTask, test_source: str, *, mut
     spec = task.evaluation
     focal_source = task.repository.files[spec.focal_file]
     mutants, population = select_mutants(focal_source, spec.max_mutants, spec.mutant_seed) if mutate else ([], 0)
-    variants, sources = shuffled_variants(mutants, focal_source, random.Random(os.urandom(16))) if mutants \
-        else ([], [])
+    variants, sources = shuffled_variants(mutants, focal_source, random.Random(os.urandom(16))) if mutants else ([], [])
     config = _config(task, variants, focal_source, jobs or min(4, os.cpu_count() or 1), sources)
     budget = 2 * spec.timeout + (spec.mutation_timeout if mutants else 0.0) + _GRACE
-    run = run_program(sandbox, "testfile", {**task.repository.files, spec.test_path: test_source}, config,
-                      timeout=budget, token=True)
+    run = run_program(
+        sandbox, "testfile", {**task.repository.files, spec.test_path: test_source}, config, timeout=budget, token=True
+    )
     return parse_report(run, mutants, population, variants)
 
 
@@ -371,8 +396,9 @@ def _syntax_message(exc: SyntaxError | ValueError, path: str) -> str:
     return f"{path} does not parse: {exc}"
 
 
-def parse_report(run: ProgramRun, mutants: list[Mutant], population: int,
-                 variants: list[Variant] | None = None) -> TestFileRun:
+def parse_report(
+    run: ProgramRun, mutants: list[Mutant], population: int, variants: list[Variant] | None = None
+) -> TestFileRun:
     """Turn a run of the program (:func:`~gym_repost.sandbox.programs.run_program`) into a :class:`TestFileRun`.
 
     Only a result followed by the one-time token counts; without it the run crashed (the
@@ -388,37 +414,51 @@ def parse_report(run: ProgramRun, mutants: list[Mutant], population: int,
         result = run.result
         status: RunStatus = "timeout" if result.timed_out else "crashed"
         tail = (result.stderr or result.stdout).strip()[-_OUTPUT:]
-        return TestFileRun(status=status, message="the test run ended without a report"
-                           + (f" (exit {result.returncode})" if not result.timed_out else " (timed out)"),
-                           output=tail, population=population,
-                           mutants=[MutantOutcome(m, "not run") for m in mutants])
+        return TestFileRun(
+            status=status,
+            message="the test run ended without a report"
+            + (f" (exit {result.returncode})" if not result.timed_out else " (timed out)"),
+            output=tail,
+            population=population,
+            mutants=[MutantOutcome(m, "not run") for m in mutants],
+        )
     if data.get("status") == "error" and data.get("infrastructure"):
         raise SandboxError(str(data["message"]))
     try:
         return _run_from_report(data, mutants, population, variants)
     except (TypeError, ValueError, KeyError) as exc:  # fields of the wrong shape: the test code wrote them
-        return TestFileRun(status="crashed", message=f"the test run's report is malformed ({exc})",
-                           population=population, mutants=[MutantOutcome(m, "not run") for m in mutants])
+        return TestFileRun(
+            status="crashed",
+            message=f"the test run's report is malformed ({exc})",
+            population=population,
+            mutants=[MutantOutcome(m, "not run") for m in mutants],
+        )
 
 
-def _run_from_report(data: dict[str, Any], mutants: list[Mutant], population: int,
-                     variants: list[Variant]) -> TestFileRun:
+def _run_from_report(
+    data: dict[str, Any], mutants: list[Mutant], population: int, variants: list[Variant]
+) -> TestFileRun:
     status = data.get("status")
     outcomes = _variant_outcomes(_list(data.get("mutants")), variants)
     calls = data.get("calls") if isinstance(data.get("calls"), dict) else {}
     calibration = data.get("calibration") if isinstance(data.get("calibration"), dict) else {}
     return TestFileRun(
-        status=status if status in get_args(RunStatus) else "crashed", message=str(data.get("message") or ""),
+        status=status if status in get_args(RunStatus) else "crashed",
+        message=str(data.get("message") or ""),
         tests=[_record(t, TestOutcome) for t in _list(data.get("tests"))],
         collection_errors=[_record(e, CollectionError) for e in _list(data.get("collection_errors"))],
-        running=_text_or_none(data.get("running")), **_coverage_fields(data.get("coverage")),
-        mutants=[outcomes.get(id(m)) or MutantOutcome(m, "not run") for m in mutants], population=population,
+        running=_text_or_none(data.get("running")),
+        **_coverage_fields(data.get("coverage")),
+        mutants=[outcomes.get(id(m)) or MutantOutcome(m, "not run") for m in mutants],
+        population=population,
         decoys=[outcomes.get(id(v)) or DecoyOutcome(v, "not run") for v in variants if isinstance(v, Decoy)],
         mutation_status=str(data.get("mutation_status", "not run")),
         mutation_message=str(data.get("mutation_message", "")),
         calibration_failed=[str(n) for n in _list(calibration.get("failed"))],
-        calls_recorded=_count(calls.get("recorded")), calls_not_replayable=_count(calls.get("not_replayable")),
-        output=str(data.get("session_output", ""))[-_OUTPUT:])
+        calls_recorded=_count(calls.get("recorded")),
+        calls_not_replayable=_count(calls.get("not_replayable")),
+        output=str(data.get("session_output", ""))[-_OUTPUT:],
+    )
 
 
 def _count(value: Any) -> int:
@@ -461,9 +501,12 @@ def _coverage_fields(data: Any) -> dict[str, Any]:
         raise TypeError(f"coverage is a {type(data).__name__}")
     if "error" in data:
         return {"coverage_error": str(data["error"])}
-    return {"executed_lines": _lines(data["executed_lines"]), "missing_lines": _lines(data["missing_lines"]),
-            "executed_branches": _branches(data["executed_branches"]),
-            "missing_branches": _branches(data["missing_branches"])}
+    return {
+        "executed_lines": _lines(data["executed_lines"]),
+        "missing_lines": _lines(data["missing_lines"]),
+        "executed_branches": _branches(data["executed_branches"]),
+        "missing_branches": _branches(data["missing_branches"]),
+    }
 
 
 def _lines(value: Any) -> list[int]:
@@ -489,6 +532,10 @@ def _variant_outcomes(reported: list[Any], variants: list[Variant]) -> dict[int,
         if r is None or status not in get_args(MutantStatus):
             continue
         cls = DecoyOutcome if isinstance(variant, Decoy) else MutantOutcome
-        out[id(variant)] = cls(variant, status, _text_or_none(r.get("killed_by")),  # type: ignore[arg-type]
-                               _text_or_none(r.get("detail")))
+        out[id(variant)] = cls(
+            variant,
+            status,
+            _text_or_none(r.get("killed_by")),  # type: ignore[arg-type]
+            _text_or_none(r.get("detail")),
+        )
     return out

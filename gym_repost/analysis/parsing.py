@@ -37,5 +37,6 @@ def parse_python(source: str | bytes, filename: str = "<unknown>", mode: str = "
             return ast.parse(source, filename, mode, **options)
         except (RecursionError, MemoryError):
             pass
-    raise SyntaxError("code nested too deeply to parse (a very long chain of operators or brackets)",
-                      (filename, 1, 1, None))
+    raise SyntaxError(
+        "code nested too deeply to parse (a very long chain of operators or brackets)", (filename, 1, 1, None)
+    )

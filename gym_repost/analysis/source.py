@@ -76,7 +76,7 @@ def dedent_code(code: str) -> str:
         if i in protected or not ln.startswith(prefix):
             out.append(ln if i in protected else ln.lstrip(" \t") if not ln.strip() else ln)
         else:
-            out.append(ln[len(prefix):])
+            out.append(ln[len(prefix) :])
     return "\n".join(out)
 
 
@@ -86,8 +86,7 @@ def indent_code(code: str, indent: str) -> str:
         return code
     protected = string_continuation_lines(code)
     return "\n".join(
-        ln if (i in protected or not ln.strip()) else indent + ln
-        for i, ln in enumerate(code.split("\n"), 1)
+        ln if (i in protected or not ln.strip()) else indent + ln for i, ln in enumerate(code.split("\n"), 1)
     )
 
 
@@ -107,8 +106,9 @@ def _statements(body: list[ast.stmt]) -> list[ast.stmt]:
     return out
 
 
-def _walk_named(body: list[ast.stmt], parts: list[str], owner: str | None = None
-                ) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, str | None] | None:
+def _walk_named(
+    body: list[ast.stmt], parts: list[str], owner: str | None = None
+) -> tuple[ast.FunctionDef | ast.AsyncFunctionDef, str | None] | None:
     """Follow ``parts`` through classes (and functions) to the last matching def."""
     head, rest = parts[0], parts[1:]
     match = None
@@ -126,8 +126,7 @@ def _walk_named(body: list[ast.stmt], parts: list[str], owner: str | None = None
 
 def _docstring_end(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int | None:
     first = node.body[0]
-    if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
-            and isinstance(first.value.value, str)):
+    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
         return first.end_lineno
     return None
 
@@ -155,17 +154,23 @@ def find_function(source: str, qualname: str, tree: ast.Module | None = None) ->
     if doc_end is not None and len(node.body) > 1:
         body_start = node.body[1].lineno
     return FunctionSpan(
-        qualname=qualname, name=node.name, class_name=class_name, start=start,
-        def_line=node.lineno, end=node.end_lineno or node.lineno, body_start=body_start,
+        qualname=qualname,
+        name=node.name,
+        class_name=class_name,
+        start=start,
+        def_line=node.lineno,
+        end=node.end_lineno or node.lineno,
+        body_start=body_start,
         indent=def_text[: len(def_text) - len(def_text.lstrip())],
-        docstring=ast.get_docstring(node, clean=True), is_async=isinstance(node, ast.AsyncFunctionDef),
+        docstring=ast.get_docstring(node, clean=True),
+        is_async=isinstance(node, ast.AsyncFunctionDef),
         node=node,
     )
 
 
 def function_source(source: str, span: FunctionSpan) -> str:
     """The function's text, decorators included, dedented."""
-    lines = source.split("\n")[span.start - 1: span.end]
+    lines = source.split("\n")[span.start - 1 : span.end]
     return dedent_code("\n".join(lines))
 
 
@@ -174,14 +179,20 @@ def signature_text(source: str, span: FunctionSpan) -> str:
     first_body = span.node.body[0]
     lines = source.split("\n")
     if first_body.lineno > span.def_line:
-        header = lines[span.def_line - 1: first_body.lineno - 1]
+        header = lines[span.def_line - 1 : first_body.lineno - 1]
         while header and not header[-1].rstrip().endswith(":"):
             header.pop()
         if header:
             return dedent_code("\n".join(header)).rstrip()
-    stub = ast.FunctionDef(name=span.node.name, args=span.node.args, body=[ast.Pass()],
-                           decorator_list=[], returns=span.node.returns, type_comment=None,
-                           type_params=[])
+    stub = ast.FunctionDef(
+        name=span.node.name,
+        args=span.node.args,
+        body=[ast.Pass()],
+        decorator_list=[],
+        returns=span.node.returns,
+        type_comment=None,
+        type_params=[],
+    )
     prefix = "async " if span.is_async else ""
     return prefix + ast.unparse(ast.fix_missing_locations(stub)).split("\n")[0]
 
@@ -202,17 +213,16 @@ def replace_body(source: str, span: FunctionSpan, placeholder: list[str]) -> str
     if first.lineno == span.def_line:
         # one-line body: cut the def line at the start of the body
         cut = lines[span.def_line - 1].encode("utf-8")[: first.col_offset].decode("utf-8").rstrip()
-        head = lines[span.start - 1: span.def_line - 1] + [cut]
+        head = lines[span.start - 1 : span.def_line - 1] + [cut]
         body = [span.indent + "    " + p for p in placeholder]
-        return "\n".join(lines[: span.start - 1] + head + body + lines[span.end:])
+        return "\n".join(lines[: span.start - 1] + head + body + lines[span.end :])
     body_indent = lines[first.lineno - 1][: len(lines[first.lineno - 1]) - len(lines[first.lineno - 1].lstrip())]
     doc_end = _docstring_end(span.node)
     keep_until = doc_end if doc_end is not None else first.lineno - 1
-    return "\n".join(lines[:keep_until] + [body_indent + p for p in placeholder] + lines[span.end:])
+    return "\n".join(lines[:keep_until] + [body_indent + p for p in placeholder] + lines[span.end :])
 
 
-def rename_definition(code: str, span: FunctionSpan, new_name: str,
-                      class_name: str | None = None) -> str:
+def rename_definition(code: str, span: FunctionSpan, new_name: str, class_name: str | None = None) -> str:
     """Rename the ``def`` of ``span`` and the references to it inside its own body.
 
     For a function, bare references to its name (recursion) are renamed; for a method
@@ -230,12 +240,20 @@ def rename_definition(code: str, span: FunctionSpan, new_name: str,
     edits = [(span.def_line, name_at, name_at + len(encoded))]
     owners = {"self", "cls", class_name}
     for node in ast.walk(ast.Module(body=span.node.body, type_ignores=[])):
-        if (class_name is None and isinstance(node, ast.Name) and node.id == span.name
-                and isinstance(node.ctx, ast.Load)):
+        if (
+            class_name is None
+            and isinstance(node, ast.Name)
+            and node.id == span.name
+            and isinstance(node.ctx, ast.Load)
+        ):
             edits.append((node.lineno, node.col_offset, node.end_col_offset or 0))
-        elif (class_name is not None and isinstance(node, ast.Attribute)
-              and node.attr == span.name and isinstance(node.value, ast.Name)
-              and node.value.id in owners):
+        elif (
+            class_name is not None
+            and isinstance(node, ast.Attribute)
+            and node.attr == span.name
+            and isinstance(node.value, ast.Name)
+            and node.value.id in owners
+        ):
             end = node.end_col_offset or 0
             edits.append((node.end_lineno or node.lineno, end - len(encoded), end))
     for line_no, col, end in sorted(edits, reverse=True):

@@ -8,8 +8,12 @@ from gym_repost.analysis.parsing import parse_python
 
 
 def _is_unittest_assertion(node: ast.AST) -> bool:
-    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and node.func.attr.startswith(("assert", "fail")) and node.func.attr != "assertRaises")
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr.startswith(("assert", "fail"))
+        and node.func.attr != "assertRaises"
+    )
 
 
 def count_assertions(source: str) -> int:
@@ -27,8 +31,9 @@ def count_tests(source: str) -> int:
         tree = parse_python(source)
     except (SyntaxError, ValueError):
         return 0
-    return sum(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test")
-               for n in ast.walk(tree))
+    return sum(
+        isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test") for n in ast.walk(tree)
+    )
 
 
 class _AssertionRemover(ast.NodeTransformer):
@@ -48,8 +53,7 @@ class _Disarmer(_AssertionRemover):
     def _wrap(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.stmt:
         self.generic_visit(node)
         if node.name.startswith("test"):
-            handler = ast.ExceptHandler(type=ast.Name(id="BaseException", ctx=ast.Load()), name=None,
-                                        body=[ast.Pass()])
+            handler = ast.ExceptHandler(type=ast.Name(id="BaseException", ctx=ast.Load()), name=None, body=[ast.Pass()])
             node.body = [ast.Try(body=node.body, handlers=[handler], orelse=[], finalbody=[])]
         return node
 

@@ -32,8 +32,13 @@ _SHOWN_TESTS = 8
 _SHOWN_MUTANTS = 5
 _SHOWN_LINES = 40
 _LONGREPR = 900
-_LABELS = {"execution_rate": "execution", "pass_rate": "tests passing", "line_coverage": "line coverage",
-           "branch_coverage": "branch coverage", "mutation_score": "mutation score"}
+_LABELS = {
+    "execution_rate": "execution",
+    "pass_rate": "tests passing",
+    "line_coverage": "line coverage",
+    "branch_coverage": "branch coverage",
+    "mutation_score": "mutation score",
+}
 
 
 class FailedTest(BaseModel):
@@ -90,9 +95,15 @@ class TestFileReport(BaseModel):
 
     def brief(self) -> dict[str, Any]:
         """``passed``, ``status``, ``exception``, ``message``, ``reward`` and the metrics."""
-        return {"passed": self.passed, "status": self.status, "exception": self.exception,
-                "message": self.message, "reward": self.reward,
-                "metrics": self.metrics.model_dump(), "relative": self.relative}
+        return {
+            "passed": self.passed,
+            "status": self.status,
+            "exception": self.exception,
+            "message": self.message,
+            "reward": self.reward,
+            "metrics": self.metrics.model_dump(),
+            "relative": self.relative,
+        }
 
     def to_text(self) -> str:
         """The report as the agent reads it."""
@@ -106,8 +117,11 @@ class TestFileReport(BaseModel):
             return f"Your test file could not be run: {self.message}"
         if self.status in ("timeout", "error") and m.execution_rate == 0.0:
             return f"Your test file does not run ({self.status}): {self.message}"
-        counts = f"{m.passed} passed, {m.failed} failed, {m.errors} errors" + (
-            f", {m.skipped} skipped" if m.skipped else "") + f" of {m.tests} tests"
+        counts = (
+            f"{m.passed} passed, {m.failed} failed, {m.errors} errors"
+            + (f", {m.skipped} skipped" if m.skipped else "")
+            + f" of {m.tests} tests"
+        )
         verdict = "accepted" if self.passed else "below the bar" if self.status == "passed" else "not passing"
         return f"Tests: {counts}. Reward {self.reward:.3f} ({verdict})."
 
@@ -122,13 +136,16 @@ class TestFileReport(BaseModel):
             rows.append(f"  {_LABELS[name]:<16} {_pct(mine):>6} / {_pct(ref):>6}")
         m = self.metrics
         if m.mutation_score is not None:
-            rows.append(f"  mutants: {m.mutants_killed} killed, {m.mutants_timeouts} timed out, "
-                        f"{m.mutants_total - m.mutants_killed - m.mutants_timeouts} survived of "
-                        f"{m.mutants_total} sampled from {m.mutants_population} "
-                        f"(95% interval {_pct(m.mutation_ci_low)}-{_pct(m.mutation_ci_high)})")
+            rows.append(
+                f"  mutants: {m.mutants_killed} killed, {m.mutants_timeouts} timed out, "
+                f"{m.mutants_total - m.mutants_killed - m.mutants_timeouts} survived of "
+                f"{m.mutants_total} sampled from {m.mutants_population} "
+                f"(95% interval {_pct(m.mutation_ci_low)}-{_pct(m.mutation_ci_high)})"
+            )
         if self.mutation_status in ("timeout", "crashed", "error"):
-            rows.append(f"  (mutation testing stopped early: {self.mutation_status}; the mutants not run count as "
-                        "survived)")
+            rows.append(
+                f"  (mutation testing stopped early: {self.mutation_status}; the mutants not run count as survived)"
+            )
         return "\n".join(rows)
 
     def failing_text(self) -> str:
@@ -160,8 +177,9 @@ class TestFileReport(BaseModel):
     def mutants_text(self) -> str:
         if not self.surviving_mutants:
             return ""
-        out = [f"Mutants of {self.focal_file} no test detects ({len(self.surviving_mutants)}); "
-               "a good test fails on each:"]
+        out = [
+            f"Mutants of {self.focal_file} no test detects ({len(self.surviving_mutants)}); a good test fails on each:"
+        ]
         for mutant in self.surviving_mutants[:_SHOWN_MUTANTS]:
             note = " (no passing test runs this line)" if mutant.status == "uncovered" else ""
             out.append(f"line {mutant.line}, {mutant.operator}{note}:\n{mutant.diff.rstrip()}")
@@ -220,29 +238,57 @@ def build_report(task: TestFileTask, run: TestFileRun, config: RewardConfig | No
     focal = task.repository.files.get(task.evaluation.focal_file, "").split("\n")
     shown = run.missing_lines[:_SHOWN_LINES]
     return TestFileReport(
-        passed=passes(metrics, reward, config), status=state, exception=exception, message=message,
-        metrics=metrics, relative=relative_metrics(metrics, task.reference), reward=reward,
-        reference=task.reference, failing=_failing(run), missing_lines=run.missing_lines,
-        missing_branches=run.missing_branches, mutation_status=run.mutation_status,
-        surviving_mutants=[SurvivingMutant(line=m.mutant.line, operator=m.mutant.operator, status=m.status,
-                                           diff=m.mutant.diff(task.evaluation.focal_file))
-                           for m in run.surviving()] if file_runs(run) else [],
-        notes=run.notes() if file_runs(run) else [], focal_file=task.evaluation.focal_file,
-        focal_lines={n: focal[n - 1] for n in shown if 0 < n <= len(focal)})
+        passed=passes(metrics, reward, config),
+        status=state,
+        exception=exception,
+        message=message,
+        metrics=metrics,
+        relative=relative_metrics(metrics, task.reference),
+        reward=reward,
+        reference=task.reference,
+        failing=_failing(run),
+        missing_lines=run.missing_lines,
+        missing_branches=run.missing_branches,
+        mutation_status=run.mutation_status,
+        surviving_mutants=[
+            SurvivingMutant(
+                line=m.mutant.line,
+                operator=m.mutant.operator,
+                status=m.status,
+                diff=m.mutant.diff(task.evaluation.focal_file),
+            )
+            for m in run.surviving()
+        ]
+        if file_runs(run)
+        else [],
+        notes=run.notes() if file_runs(run) else [],
+        focal_file=task.evaluation.focal_file,
+        focal_lines={n: focal[n - 1] for n in shown if 0 < n <= len(focal)},
+    )
 
 
 def _failing(run: TestFileRun) -> list[FailedTest]:
-    failing = [FailedTest(nodeid=e.nodeid, outcome="collection error", message=e.message,
-                          traceback=e.longrepr[-_LONGREPR:]) for e in run.collection_errors]
+    failing = [
+        FailedTest(nodeid=e.nodeid, outcome="collection error", message=e.message, traceback=e.longrepr[-_LONGREPR:])
+        for e in run.collection_errors
+    ]
     for test in run.tests:
         if test.outcome in ("failed", "error", "timeout"):
-            failing.append(FailedTest(nodeid=test.nodeid, outcome=test.outcome, exception=test.exception,
-                                      message=test.message, traceback=test.longrepr[-_LONGREPR:]))
+            failing.append(
+                FailedTest(
+                    nodeid=test.nodeid,
+                    outcome=test.outcome,
+                    exception=test.exception,
+                    message=test.message,
+                    traceback=test.longrepr[-_LONGREPR:],
+                )
+            )
     return failing
 
 
-def score_test_file(sandbox: Sandbox, task: TestFileTask, test_source: str,
-                    config: RewardConfig | None = None) -> TestFileReport:
+def score_test_file(
+    sandbox: Sandbox, task: TestFileTask, test_source: str, config: RewardConfig | None = None
+) -> TestFileReport:
     """Run ``test_source`` as the task's test file and score it.
 
     Raises:

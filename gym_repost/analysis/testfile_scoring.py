@@ -38,8 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from gym_repost.analysis.mutation_runner import TestFileRun
 from gym_repost.task import TestFileMetrics
 
-METRICS: tuple[str, ...] = ("execution_rate", "pass_rate", "line_coverage", "branch_coverage",
-                            "mutation_score")
+METRICS: tuple[str, ...] = ("execution_rate", "pass_rate", "line_coverage", "branch_coverage", "mutation_score")
 """The metric names, in report order."""
 
 RepairKind = Literal["execution", "failures", "coverage", "mutation"]
@@ -49,8 +48,12 @@ RepairKind = Literal["execution", "failures", "coverage", "mutation"]
 def file_runs(run: TestFileRun) -> bool:
     """The file ran: collected without errors, at least one test ran, nothing hung or crashed."""
     ran = [t for t in run.tests if t.outcome != "skipped"]
-    return (run.status == "completed" and not run.collection_errors and bool(ran)
-            and not any(t.outcome == "timeout" for t in ran))
+    return (
+        run.status == "completed"
+        and not run.collection_errors
+        and bool(ran)
+        and not any(t.outcome == "timeout" for t in ran)
+    )
 
 
 def _ratio(hit: int, total: int) -> float:
@@ -66,18 +69,26 @@ def metrics_from_run(run: TestFileRun) -> TestFileMetrics:
     branches = len(run.executed_branches) + len(run.missing_branches)
     score = run.mutation if runs else None
     return TestFileMetrics(
-        tests=len(run.tests), passed=counts["passed"], failed=counts["failed"],
-        errors=counts["error"] + counts["timeout"], skipped=counts["skipped"],
+        tests=len(run.tests),
+        passed=counts["passed"],
+        failed=counts["failed"],
+        errors=counts["error"] + counts["timeout"],
+        skipped=counts["skipped"],
         execution_rate=_ratio(counts["passed"] + counts["failed"], ran) if runs else 0.0,
         pass_rate=_ratio(counts["passed"], ran) if runs else 0.0,
         line_coverage=_ratio(len(run.executed_lines), lines) if runs else 0.0,
         branch_coverage=(_ratio(len(run.executed_branches), branches) if runs else 0.0) if branches else None,
-        lines=lines, branches=branches,
+        lines=lines,
+        branches=branches,
         mutation_score=score.score if score else None,
-        mutants_killed=score.killed if score else 0, mutants_timeouts=score.timeouts if score else 0,
-        mutants_total=score.total if score else 0, mutants_population=run.population,
+        mutants_killed=score.killed if score else 0,
+        mutants_timeouts=score.timeouts if score else 0,
+        mutants_total=score.total if score else 0,
+        mutants_population=run.population,
         mutants_unapplied=run.count_mutants("unapplied"),
-        mutation_ci_low=score.ci_low if score else 0.0, mutation_ci_high=score.ci_high if score else 1.0)
+        mutation_ci_low=score.ci_low if score else 0.0,
+        mutation_ci_high=score.ci_high if score else 1.0,
+    )
 
 
 def relative_metrics(metrics: TestFileMetrics, reference: TestFileMetrics) -> dict[str, float | None]:
@@ -97,8 +108,9 @@ class RewardConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    weights: dict[str, float] = Field(default_factory=lambda: {
-        "line_coverage": 0.25, "branch_coverage": 0.25, "mutation_score": 0.5})
+    weights: dict[str, float] = Field(
+        default_factory=lambda: {"line_coverage": 0.25, "branch_coverage": 0.25, "mutation_score": 0.5}
+    )
     """Weight of each blended metric (names from :data:`METRICS`)."""
     gates: tuple[str, ...] = ("execution_rate", "pass_rate")
     """Metrics that multiply the blend (a file that does not run earns nothing)."""
@@ -129,8 +141,9 @@ class RewardConfig(BaseModel):
         return gates
 
 
-def metric_value(name: str, metrics: TestFileMetrics, relative: Mapping[str, float | None],
-                 config: RewardConfig) -> float | None:
+def metric_value(
+    name: str, metrics: TestFileMetrics, relative: Mapping[str, float | None], config: RewardConfig
+) -> float | None:
     """The value metric ``name`` contributes to the blend (None: left out)."""
     value = getattr(metrics, name)
     if value is None:
@@ -161,8 +174,7 @@ def passes(metrics: TestFileMetrics, reward: float, config: RewardConfig | None 
     return metrics.execution_rate == 1.0 and metrics.pass_rate == 1.0 and reward >= config.pass_threshold
 
 
-def weakest_metric(metrics: TestFileMetrics, reference: TestFileMetrics, *,
-                   target: float = 1.0) -> RepairKind | None:
+def weakest_metric(metrics: TestFileMetrics, reference: TestFileMetrics, *, target: float = 1.0) -> RepairKind | None:
     """What a repair round should fix first, as Repo-Smith's selection orders it.
 
     Execution errors first (the file does not run, or a test raises), then failing

@@ -40,34 +40,56 @@ def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
 
 
 BUILD_TOOLS: tuple[ToolSpec, ...] = (
-    ToolSpec("list_files", "List the repository's files (tests included), optionally under a directory.",
-             _schema({"path": {"type": "string"}}, [])),
-    ToolSpec("read_file", "Read a repository file with line numbers; optionally a line range.",
-             _schema({"path": {"type": "string"}, "start": {"type": "integer"}, "end": {"type": "integer"}},
-                     ["path"])),
-    ToolSpec("search", "Search the repository's files for a regular expression.",
-             _schema({"pattern": {"type": "string"}, "path": {"type": "string"}}, ["pattern"])),
-    ToolSpec("write_script", "Write the whole evaluation script: the target exactly as in the repository, "
-             "its dependencies, mocks, `test_{name}()` comparing `{name}` with "
-             "`{name}_new_implementation`, and `if __name__ == \"__main__\": test_{name}()`.",
-             _schema({"script": {"type": "string"}}, ["script"])),
-    ToolSpec("run_script", "Run the script in the sandbox: with its test, the original target is inserted "
-             "as the candidate and the report shows the result and the target's branch coverage "
-             "(missing lines and branches); without a test yet, the script is run as a module to check "
-             "that it imports and defines everything.", _schema({}, [])),
-    ToolSpec("install", "Install Python distributions (space-separated pip names) into the sandbox's "
-             "package cache.", _schema({"packages": {"type": "string"}}, ["packages"])),
-    ToolSpec("submit", "Submit the script; quality checks decide whether the task is kept. A model's judgement "
-             "may come with it: `functionality` (same | yes | no: is the script's target the repository's "
-             "code, edited but equivalent, or different) and `tests` (correct | incorrect); then the split's "
-             "keep rule applies (eval: target unchanged and tests correct; train: also an edited target "
-             "judged equivalent).",
-             _schema({"functionality": {"type": "string"}, "tests": {"type": "string"}, "notes": {"type": "string"}},
-                     [])),
-    ToolSpec("abandon", "Give up on this target: a short reason category, optionally the pipeline stage "
-             "that failed (tests, execution, sandboxing, ...) and details.",
-             _schema({"reason": {"type": "string"}, "stage": {"type": "string"}, "detail": {"type": "string"}},
-                     ["reason"])),
+    ToolSpec(
+        "list_files",
+        "List the repository's files (tests included), optionally under a directory.",
+        _schema({"path": {"type": "string"}}, []),
+    ),
+    ToolSpec(
+        "read_file",
+        "Read a repository file with line numbers; optionally a line range.",
+        _schema({"path": {"type": "string"}, "start": {"type": "integer"}, "end": {"type": "integer"}}, ["path"]),
+    ),
+    ToolSpec(
+        "search",
+        "Search the repository's files for a regular expression.",
+        _schema({"pattern": {"type": "string"}, "path": {"type": "string"}}, ["pattern"]),
+    ),
+    ToolSpec(
+        "write_script",
+        "Write the whole evaluation script: the target exactly as in the repository, "
+        "its dependencies, mocks, `test_{name}()` comparing `{name}` with "
+        '`{name}_new_implementation`, and `if __name__ == "__main__": test_{name}()`.',
+        _schema({"script": {"type": "string"}}, ["script"]),
+    ),
+    ToolSpec(
+        "run_script",
+        "Run the script in the sandbox: with its test, the original target is inserted "
+        "as the candidate and the report shows the result and the target's branch coverage "
+        "(missing lines and branches); without a test yet, the script is run as a module to check "
+        "that it imports and defines everything.",
+        _schema({}, []),
+    ),
+    ToolSpec(
+        "install",
+        "Install Python distributions (space-separated pip names) into the sandbox's package cache.",
+        _schema({"packages": {"type": "string"}}, ["packages"]),
+    ),
+    ToolSpec(
+        "submit",
+        "Submit the script; quality checks decide whether the task is kept. A model's judgement "
+        "may come with it: `functionality` (same | yes | no: is the script's target the repository's "
+        "code, edited but equivalent, or different) and `tests` (correct | incorrect); then the split's "
+        "keep rule applies (eval: target unchanged and tests correct; train: also an edited target "
+        "judged equivalent).",
+        _schema({"functionality": {"type": "string"}, "tests": {"type": "string"}, "notes": {"type": "string"}}, []),
+    ),
+    ToolSpec(
+        "abandon",
+        "Give up on this target: a short reason category, optionally the pipeline stage "
+        "that failed (tests, execution, sandboxing, ...) and details.",
+        _schema({"reason": {"type": "string"}, "stage": {"type": "string"}, "detail": {"type": "string"}}, ["reason"]),
+    ),
 )
 
 
@@ -88,9 +110,15 @@ class BuildContext:
 
     def provenance(self) -> Provenance:
         """Where the task comes from."""
-        return Provenance(source=self.repo.source, repo=self.repo.name, version=self.repo.version,
-                          file=self.candidate.file, qualname=self.candidate.qualname,
-                          license=self.repo.license, url=self.repo.url)
+        return Provenance(
+            source=self.repo.source,
+            repo=self.repo.name,
+            version=self.repo.version,
+            file=self.candidate.file,
+            qualname=self.candidate.qualname,
+            license=self.repo.license,
+            url=self.repo.url,
+        )
 
 
 @dataclass
@@ -144,13 +172,17 @@ class BuildTools(RepositoryTools):
         ctx = self.context
         try:
             return make_function_task(
-                name=f"{ctx.repo.name}/{ctx.candidate.qualname}", provenance=ctx.provenance(),
-                script=self.script, repository=ctx.repository or _view(ctx),
-                context=ctx.slice.context if ctx.slice else "", timeout=10.0,
+                name=f"{ctx.repo.name}/{ctx.candidate.qualname}",
+                provenance=ctx.provenance(),
+                script=self.script,
+                repository=ctx.repository or _view(ctx),
+                context=ctx.slice.context if ctx.slice else "",
+                timeout=10.0,
                 standalone=ctx.slice.standalone if ctx.slice else False,
                 requirements=sorted(set(ctx.installer.installed)),
                 local_modules=frozenset(local_modules(ctx.repo)),
-                metadata={"split": ctx.split})
+                metadata={"split": ctx.split},
+            )
         except BuildError as exc:
             raise ToolError(str(exc)) from None
 
@@ -175,23 +207,32 @@ class BuildTools(RepositoryTools):
         data: dict[str, Any] = {"passed": outcome.passed, "report": outcome.report.model_dump()}
         if outcome.passed:
             cov = measure_coverage(self.context.sandbox, task)
-            data.update(branch_coverage=cov.branch_coverage, branches=cov.branches,
-                        missing_lines=cov.missing_lines, missing_branches=cov.missing_branches)
-            text += (f"\nBranch coverage of the target: {100 * cov.branch_coverage:.0f}% "
-                     f"({cov.branches} branches); missing lines (target's own numbering): "
-                     f"{cov.missing_lines or 'none'}; missing branches: {cov.missing_branches or 'none'}")
+            data.update(
+                branch_coverage=cov.branch_coverage,
+                branches=cov.branches,
+                missing_lines=cov.missing_lines,
+                missing_branches=cov.missing_branches,
+            )
+            text += (
+                f"\nBranch coverage of the target: {100 * cov.branch_coverage:.0f}% "
+                f"({cov.branches} branches); missing lines (target's own numbering): "
+                f"{cov.missing_lines or 'none'}; missing branches: {cov.missing_branches or 'none'}"
+            )
         return ToolResult(text, data=data)
 
     def _run_module(self) -> ToolResult:
         result = self.context.sandbox.run({"module.py": self.script or ""}, ["python3", "module.py"], timeout=30.0)
         if result.ok:
-            return ToolResult("The script runs as a module (it imports and defines everything).",
-                              data={"passed": True, "module_only": True})
+            return ToolResult(
+                "The script runs as a module (it imports and defines everything).",
+                data={"passed": True, "module_only": True},
+            )
         tail = result.stderr.strip()[-1500:] or f"exit status {result.returncode}"
         module = missing_module(result.stderr)
-        return ToolResult(f"The script fails as a module:\n{tail}",
-                          data={"passed": False, "module_only": True, "missing_module": module,
-                                "timed_out": result.timed_out})
+        return ToolResult(
+            f"The script fails as a module:\n{tail}",
+            data={"passed": False, "module_only": True, "missing_module": module, "timed_out": result.timed_out},
+        )
 
     def install(self, packages: str) -> ToolResult:
         """Install distributions (or the providers of import names) in the sandbox."""
@@ -200,8 +241,11 @@ class BuildTools(RepositoryTools):
             raise ToolError("install: give at least one package name")
         results = [self.context.installer.install_for(name) for name in names]
         self.outcome.installs.extend(what for _, what in results)
-        return ToolResult("\n".join(what for _, what in results), ok=all(ok for ok, _ in results),
-                          data={"installed": [n for n, (ok, _) in zip(names, results, strict=True) if ok]})
+        return ToolResult(
+            "\n".join(what for _, what in results),
+            ok=all(ok for ok, _ in results),
+            data={"installed": [n for n, (ok, _) in zip(names, results, strict=True) if ok]},
+        )
 
     def submit(self, functionality: str | None = None, tests: str | None = None, notes: str = "") -> ToolResult:
         """Check quality (and apply the split's keep rule to a judgement); keep the task or drop it."""
@@ -214,8 +258,9 @@ class BuildTools(RepositoryTools):
             reason = judged_drop_reason(split, checks["target unchanged (AST)"], judgement)
             if reason is not None:
                 return self._rejected(QualityReport(checks=checks, reason=reason, detail=judgement.notes[:300]))
-        quality = check_quality(ctx.sandbox, task, ctx.candidate.source, ctx.thresholds,
-                                allow_changed_target=judgement is not None)
+        quality = check_quality(
+            ctx.sandbox, task, ctx.candidate.source, ctx.thresholds, allow_changed_target=judgement is not None
+        )
         if not quality.passed:
             return self._rejected(quality)
         self.outcome.task = _with_measurements(task, quality, judgement)
@@ -224,9 +269,17 @@ class BuildTools(RepositoryTools):
 
     def _rejected(self, quality: QualityReport) -> ToolResult:
         self.outcome.quality = quality
-        return ToolResult(f"Rejected: {quality.reason}" + (f" ({quality.detail})" if quality.detail else ""),
-                          ok=True, data={"kept": False, "reason": quality.reason, "detail": quality.detail,
-                                         "branch_coverage": quality.branch_coverage, "kill_rate": quality.kill_rate})
+        return ToolResult(
+            f"Rejected: {quality.reason}" + (f" ({quality.detail})" if quality.detail else ""),
+            ok=True,
+            data={
+                "kept": False,
+                "reason": quality.reason,
+                "detail": quality.detail,
+                "branch_coverage": quality.branch_coverage,
+                "kill_rate": quality.kill_rate,
+            },
+        )
 
     def abandon(self, reason: str, stage: str = "tests", detail: str = "") -> ToolResult:
         """End the episode with a drop."""
@@ -256,19 +309,26 @@ def _judgement(functionality: str | None, tests: str | None, notes: str) -> Judg
     if functionality is None and tests is None:
         return None
     if functionality not in ("same", "yes", "no") or tests not in ("correct", "incorrect"):
-        raise ToolError("submit: a judgement needs functionality=same|yes|no and tests=correct|incorrect, "
-                        f"got functionality={functionality!r}, tests={tests!r}")
+        raise ToolError(
+            "submit: a judgement needs functionality=same|yes|no and tests=correct|incorrect, "
+            f"got functionality={functionality!r}, tests={tests!r}"
+        )
     return Judgement(functionality, tests == "correct", notes)  # type: ignore[arg-type]
 
 
 def _with_measurements(task: FunctionTask, quality: QualityReport, judgement: Judgement | None = None) -> FunctionTask:
     task.metadata.branch_coverage = quality.branch_coverage
-    task.metadata.checks = {**quality.checks, "branch_coverage": quality.branch_coverage,
-                            "branches": quality.branches, "mutant_kill_rate": quality.kill_rate,
-                            "mutants": quality.mutants}
+    task.metadata.checks = {
+        **quality.checks,
+        "branch_coverage": quality.branch_coverage,
+        "branches": quality.branches,
+        "mutant_kill_rate": quality.kill_rate,
+        "mutants": quality.mutants,
+    }
     if judgement is not None:
-        task.metadata.checks.update({"judged functionality": judgement.functionality,
-                                     "tests judged correct": judgement.tests_correct})
+        task.metadata.checks.update(
+            {"judged functionality": judgement.functionality, "tests judged correct": judgement.tests_correct}
+        )
         if judgement.notes:
             task.metadata.notes.append(f"judge: {judgement.notes[:500]}")
     return task.with_id()

@@ -106,8 +106,12 @@ class DeterministicBuilder(PlannedBuilder):
                 return
             if self._data.get("reason") != "branch coverage below threshold":
                 break
-        yield tool_call("abandon", reason=self._data.get("reason") or "rejected", stage="quality",
-                        detail=self._data.get("detail", ""))
+        yield tool_call(
+            "abandon",
+            reason=self._data.get("reason") or "rejected",
+            stage="quality",
+            detail=self._data.get("detail", ""),
+        )
 
     def _run_installing(self, stage: str, reason: str) -> Iterator[dict[str, Any]]:
         """Run the script; install a missing module and rerun, a bounded number of times."""
@@ -129,9 +133,14 @@ class DeterministicBuilder(PlannedBuilder):
 
         ctx = self.context
         assert ctx.sandboxed is not None
-        generated = generate_tests(ctx.sandbox, ctx.sandboxed, seeds=ctx.seeds,
-                                   executions=self.settings.test_executions * (2 ** attempt),
-                                   seed=self.settings.seed + attempt, min_assertions=ctx.thresholds.min_assertions)
+        generated = generate_tests(
+            ctx.sandbox,
+            ctx.sandboxed,
+            seeds=ctx.seeds,
+            executions=self.settings.test_executions * (2**attempt),
+            seed=self.settings.seed + attempt,
+            min_assertions=ctx.thresholds.min_assertions,
+        )
         if isinstance(generated, GeneratedTests):
             self.safety_limits += generated.safety_limits
         elif SAFETY_NOTE in generated.detail:

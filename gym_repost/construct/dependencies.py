@@ -78,9 +78,18 @@ log = logging.getLogger(__name__)
 
 _STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
 # module attributes every module has (``__path__``: packages) count as builtins
-_BUILTINS = frozenset(dir(builtins)) | {"__name__", "__file__", "__doc__", "__spec__", "__package__",
-                                        "__loader__", "__builtins__", "__debug__", "__annotations__",
-                                        "__path__"}
+_BUILTINS = frozenset(dir(builtins)) | {
+    "__name__",
+    "__file__",
+    "__doc__",
+    "__spec__",
+    "__package__",
+    "__loader__",
+    "__builtins__",
+    "__debug__",
+    "__annotations__",
+    "__path__",
+}
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
@@ -177,8 +186,9 @@ def _block_scope(body: Iterable[ast.AST], deletes: bool = True) -> tuple[set[str
         if kind is ast.Lambda:
             continue
         if kind in _COMPREHENSION_TYPES:
-            names.update(n.target.id for n in ast.walk(node) if isinstance(n, ast.NamedExpr)
-                         and isinstance(n.target, ast.Name))
+            names.update(
+                n.target.id for n in ast.walk(node) if isinstance(n, ast.NamedExpr) and isinstance(n.target, ast.Name)
+            )
             continue
         if kind in _NAMED_NODES:
             names.update(_names_bound_by(node))
@@ -199,8 +209,7 @@ def _names_bound_by(node: ast.AST) -> list[str]:
 
 _BINDING_SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
 _COMPREHENSION_TYPES = frozenset({ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp})
-_NAMED_NODES = frozenset({ast.Import, ast.ImportFrom, ast.ExceptHandler, ast.MatchAs, ast.MatchStar,
-                          ast.MatchMapping})
+_NAMED_NODES = frozenset({ast.Import, ast.ImportFrom, ast.ExceptHandler, ast.MatchAs, ast.MatchStar, ast.MatchMapping})
 
 
 class _ReferenceWalker:
@@ -211,12 +220,19 @@ class _ReferenceWalker:
         self.out = CodeNames()
         self.top_class: _Scope | None = None
 
-    def name(self, node: ast.Name, attrs: tuple[str, ...], scope: _Scope,
-             attr_ends: tuple[int, ...] = ()) -> None:
+    def name(self, node: ast.Name, attrs: tuple[str, ...], scope: _Scope, attr_ends: tuple[int, ...] = ()) -> None:
         if self._is_global(node.id, scope):
-            self.out.refs.append(Reference(node.id, attrs, scope.import_time, node.lineno,
-                                           node.col_offset, node.end_col_offset or node.col_offset,
-                                           attr_ends))
+            self.out.refs.append(
+                Reference(
+                    node.id,
+                    attrs,
+                    scope.import_time,
+                    node.lineno,
+                    node.col_offset,
+                    node.end_col_offset or node.col_offset,
+                    attr_ends,
+                )
+            )
 
     def _is_global(self, name: str, scope: _Scope) -> bool:
         current: _Scope | None = scope
@@ -268,15 +284,15 @@ class _ReferenceWalker:
         self.out.attrs.update(a.attr for a in chain)
         if isinstance(base, ast.Name):
             chain.reverse()
-            ends = tuple(a.end_col_offset if a.end_lineno == base.lineno and a.end_col_offset is not None
-                         else -1 for a in chain)
+            ends = tuple(
+                a.end_col_offset if a.end_lineno == base.lineno and a.end_col_offset is not None else -1 for a in chain
+            )
             self.name(base, tuple(a.attr for a in chain), scope, ends)
         else:
             self.visit(base, scope)
 
     def call(self, node: ast.Call) -> None:
-        if not (isinstance(node.func, ast.Name) and node.func.id in _ATTRIBUTE_FUNCTIONS
-                and len(node.args) >= 2):
+        if not (isinstance(node.func, ast.Name) and node.func.id in _ATTRIBUTE_FUNCTIONS and len(node.args) >= 2):
             return
         name = node.args[1]
         if isinstance(name, ast.Constant) and isinstance(name.value, str):
@@ -312,8 +328,9 @@ class _ReferenceWalker:
 
     def body(self, args: ast.arguments, body: list[ast.stmt], scope: _Scope) -> None:
         bound, glob, nonlocal_ = _block_scope(body)
-        params = {a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
-                  if a is not None}
+        params = {
+            a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg] if a is not None
+        }
         names = frozenset((params | bound) - glob) | nonlocal_
         inner = _Scope("function", names, scope, False, frozenset(glob))
         for statement in body:
@@ -346,8 +363,9 @@ class _ReferenceWalker:
             self.visit(part, inner)
 
 
-def code_names(nodes: Iterable[ast.AST], lazy_annotations: bool = False,
-               class_scope: frozenset[str] | None = None) -> CodeNames:
+def code_names(
+    nodes: Iterable[ast.AST], lazy_annotations: bool = False, class_scope: frozenset[str] | None = None
+) -> CodeNames:
     """The global references of module-level code (``nodes``), with Python's scoping.
 
     With ``class_scope`` (the names a class body binds), ``nodes`` are statements of that
@@ -487,8 +505,9 @@ class RepositoryIndex:
         key = (module, name)
         if key not in self._definitions:
             info = self.modules[module]
-            self._definitions[key] = ([u for u in info.bindings.get(name, []) if not u.imports]
-                                      + info.mutators.get(name, []))
+            self._definitions[key] = [u for u in info.bindings.get(name, []) if not u.imports] + info.mutators.get(
+                name, []
+            )
         return self._definitions[key]
 
     def extends_external(self, unit: Unit) -> bool:
@@ -499,7 +518,8 @@ class RepositoryIndex:
         if key not in self._external_bases:
             self._external_bases[key] = False  # a cycle of bases derives from nothing
             self._external_bases[key] = any(
-                self._external_base(unit.module, base) for base in getattr(unit.node, "bases", []))
+                self._external_base(unit.module, base) for base in getattr(unit.node, "bases", [])
+            )
         return self._external_bases[key]
 
     def _external_base(self, module: str, base: ast.expr) -> bool:
@@ -515,8 +535,11 @@ class RepositoryIndex:
         if resolution.kind == "external" and resolution.binding is not None:
             return resolution.binding.module.split(".")[0] not in _TEMPLATE_FREE_MODULES
         if resolution.kind == "definition":
-            return any(self.extends_external(u) for u in self.definition_units(resolution.module, resolution.name)
-                       if isinstance(u.node, ast.ClassDef))
+            return any(
+                self.extends_external(u)
+                for u in self.definition_units(resolution.module, resolution.name)
+                if isinstance(u.node, ast.ClassDef)
+            )
         return False
 
     def links(self, unit: Unit, member: str | None) -> list[_Link]:
@@ -588,8 +611,9 @@ def _absolute(module: str, is_package: bool, level: int, target: str | None) -> 
     return ".".join([*base, target] if target else base)
 
 
-def _import_bindings(node: ast.Import | ast.ImportFrom, module: str, is_package: bool,
-                     top_level: frozenset[str]) -> list[ImportBinding]:
+def _import_bindings(
+    node: ast.Import | ast.ImportFrom, module: str, is_package: bool, top_level: frozenset[str]
+) -> list[ImportBinding]:
     def repo(name: str) -> bool:
         return bool(name) and name.split(".")[0] in top_level
 
@@ -604,15 +628,15 @@ def _import_bindings(node: ast.Import | ast.ImportFrom, module: str, is_package:
         return out
     source = _absolute(module, is_package, node.level, node.module)
     is_repo = node.level > 0 or repo(source)
-    return [ImportBinding(alias.asname or alias.name, source, alias.name, source, is_repo)
-            for alias in node.names]
+    return [ImportBinding(alias.asname or alias.name, source, alias.name, source, is_repo) for alias in node.names]
 
 
 def _is_type_checking(node: ast.stmt) -> bool:
     test = getattr(node, "test", None)
     return isinstance(node, ast.If) and (
         (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
-        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"))
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    )
 
 
 def _is_main_block(node: ast.stmt) -> bool:
@@ -620,7 +644,8 @@ def _is_main_block(node: ast.stmt) -> bool:
         return False
     parts = [node.test.left, *node.test.comparators]
     return any(isinstance(p, ast.Name) and p.id == "__name__" for p in parts) and any(
-        isinstance(p, ast.Constant) and p.value == "__main__" for p in parts)
+        isinstance(p, ast.Constant) and p.value == "__main__" for p in parts
+    )
 
 
 def _imports_in(nodes: Iterable[ast.AST]) -> Iterator[ast.Import | ast.ImportFrom]:
@@ -661,8 +686,9 @@ def _mutated_names(node: ast.stmt) -> set[str]:
             targets = current.targets
         elif isinstance(current, ast.Expr) and isinstance(current.value, ast.Call):
             targets = [current.value.func]
-        found.update(b for t in targets if isinstance(t, (ast.Attribute, ast.Subscript))
-                     for b in [_mutation_base(t)] if b)
+        found.update(
+            b for t in targets if isinstance(t, (ast.Attribute, ast.Subscript)) for b in [_mutation_base(t)] if b
+        )
         if isinstance(current, ast.stmt) and not isinstance(current, _SCOPES):
             stack.extend(c for c in ast.iter_child_nodes(current) if isinstance(c, ast.stmt))
     return found
@@ -705,24 +731,44 @@ class _ModuleBuilder:
         bindings = _import_bindings(node, self.name, self.is_package, self.top_level)
         self.add_unit(node, imports=tuple(bindings))
 
-    def add_unit(self, node: ast.stmt, imports: tuple[ImportBinding, ...] = (),
-                 conditional_import: bool = False) -> None:
+    def add_unit(
+        self, node: ast.stmt, imports: tuple[ImportBinding, ...] = (), conditional_import: bool = False
+    ) -> None:
         start = min([d.lineno for d in getattr(node, "decorator_list", [])] + [node.lineno])
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             binds = frozenset(b.local for b in imports if b.attr != "*")
         else:
             binds = frozenset(bound_names([node], deletes=False))
         inner = list(_imports_in([node]))
-        modules = {n.module or "" if isinstance(n, ast.ImportFrom) else a.name
-                   for n in inner if getattr(n, "level", 0) == 0 for a in n.names}
-        self.units.append(Unit(
-            self.name, self.file, len(self.units), node, start, node.end_lineno or node.lineno, binds,
-            frozenset(_mutated_names(node)), imports, conditional_import, _kind(node, inner),
-            tuple(sorted({m.split(".")[0] for m in modules if m}))))
+        modules = {
+            n.module or "" if isinstance(n, ast.ImportFrom) else a.name
+            for n in inner
+            if getattr(n, "level", 0) == 0
+            for a in n.names
+        }
+        self.units.append(
+            Unit(
+                self.name,
+                self.file,
+                len(self.units),
+                node,
+                start,
+                node.end_lineno or node.lineno,
+                binds,
+                frozenset(_mutated_names(node)),
+                imports,
+                conditional_import,
+                _kind(node, inner),
+                tuple(sorted({m.split(".")[0] for m in modules if m})),
+            )
+        )
 
     def has_repository_import(self, node: ast.stmt) -> bool:
-        return any(b.repository for imp in _imports_in([node])
-                   for b in _import_bindings(imp, self.name, self.is_package, self.top_level))
+        return any(
+            b.repository
+            for imp in _imports_in([node])
+            for b in _import_bindings(imp, self.name, self.is_package, self.top_level)
+        )
 
     def import_branch(self, node: ast.Try) -> list[ast.stmt]:
         """The first branch of a ``try`` whose repository imports all exist."""
@@ -756,7 +802,8 @@ def _exports(units: list[Unit]) -> frozenset[str] | None:
         if value is None:
             continue
         if not isinstance(value, (ast.List, ast.Tuple)) or not all(
-                isinstance(e, ast.Constant) and isinstance(e.value, str) for e in value.elts):
+            isinstance(e, ast.Constant) and isinstance(e.value, str) for e in value.elts
+        ):
             return None
         names.extend(e.value for e in value.elts)  # type: ignore[attr-defined]
     return frozenset(names) if found else None
@@ -773,15 +820,28 @@ def _module_info(builder: _ModuleBuilder, tree: ast.Module, text: str) -> Module
             mutators.setdefault(name, []).append(unit)
     stars = [b for u in builder.units for b in u.imports if b.attr == "*"]
     # try: from _speedups import * / except ImportError: ... kept whole, still a star source
-    stars += [b for u in builder.units if not u.imports and u.kind == "import"
-              for node in _imports_in([u.node]) if isinstance(node, ast.ImportFrom)
-              for b in _import_bindings(node, builder.name, builder.is_package, builder.top_level)
-              if b.attr == "*" and not b.repository]
+    stars += [
+        b
+        for u in builder.units
+        if not u.imports and u.kind == "import"
+        for node in _imports_in([u.node])
+        if isinstance(node, ast.ImportFrom)
+        for b in _import_bindings(node, builder.name, builder.is_package, builder.top_level)
+        if b.attr == "*" and not b.repository
+    ]
     return ModuleInfo(
-        name=builder.name, file=builder.file, is_package=builder.is_package, lines=text.split("\n"),
-        units=builder.units, bindings=bindings, mutators=mutators, stars=stars,
-        exports=_exports(builder.units), futures=tuple(builder.futures),
-        typing_only=frozenset(builder.typing_only - set(bindings)))
+        name=builder.name,
+        file=builder.file,
+        is_package=builder.is_package,
+        lines=text.split("\n"),
+        units=builder.units,
+        bindings=bindings,
+        mutators=mutators,
+        stars=stars,
+        exports=_exports(builder.units),
+        futures=tuple(builder.futures),
+        typing_only=frozenset(builder.typing_only - set(bindings)),
+    )
 
 
 def _top_level_names(names: dict[str, str], files: Iterable[str]) -> frozenset[str]:
@@ -801,8 +861,11 @@ def _assign_ranks(modules: dict[str, ModuleInfo]) -> None:
         found = []
         for unit in info.units:
             for binding in unit.imports:
-                names = ((f"{binding.module}.{binding.attr}", binding.module) if binding.attr
-                         else (binding.dotted, binding.module))
+                names = (
+                    (f"{binding.module}.{binding.attr}", binding.module)
+                    if binding.attr
+                    else (binding.dotted, binding.module)
+                )
                 found.extend(next(([n] for n in names if n in modules and n != info.name), []))
         return found
 
@@ -841,8 +904,9 @@ def build_index(repo: SourceRepository) -> RepositoryIndex:
     return index
 
 
-def _parse_modules(index: RepositoryIndex, repo: SourceRepository, names: dict[str, str],
-                   module_set: frozenset[str]) -> None:
+def _parse_modules(
+    index: RepositoryIndex, repo: SourceRepository, names: dict[str, str], module_set: frozenset[str]
+) -> None:
     for name, path in names.items():
         text = repo.files[path]
         try:
@@ -893,7 +957,8 @@ def _exported(index: RepositoryIndex, module: str, name: str, seen: frozenset[st
     if name.startswith("_"):
         return False
     return name in info.bindings or any(
-        s.repository and _exported(index, s.module, name, seen | {module}) for s in info.stars)
+        s.repository and _exported(index, s.module, name, seen | {module}) for s in info.stars
+    )
 
 
 def resolve_name(index: RepositoryIndex, module: str, name: str, *, member: bool = False) -> Resolution:
@@ -945,8 +1010,9 @@ def _resolve_binding(index: RepositoryIndex, binding: ImportBinding) -> Resoluti
     return resolve_name(index, binding.module, binding.attr, member=True)
 
 
-def resolve_reference(index: RepositoryIndex, module: str, name: str,
-                      attrs: tuple[str, ...] = ()) -> tuple[Resolution, int]:
+def resolve_reference(
+    index: RepositoryIndex, module: str, name: str, attrs: tuple[str, ...] = ()
+) -> tuple[Resolution, int]:
     """Resolve ``name.attrs...`` in ``module`` through module objects.
 
     Returns the resolution and how many attributes were consumed getting there (``m.f``
@@ -1033,8 +1099,10 @@ class _Collector:
         if id(unit) in self.needed:
             return
         if unit.conditional_import:
-            raise _Unsliceable("conditional repository import",
-                               f"{unit.file}:{unit.start_line} imports from the repository inside an if block")
+            raise _Unsliceable(
+                "conditional repository import",
+                f"{unit.file}:{unit.start_line} imports from the repository inside an if block",
+            )
         self.needed[id(unit)] = unit
         self._queue.append((unit, None))
         if isinstance(unit.node, ast.ClassDef):
@@ -1042,8 +1110,12 @@ class _Collector:
             keep_all = self.every_method or self.index.extends_external(unit)
             for name, defs in self.index.members(unit).items():
                 self._by_member.setdefault(name, []).append(unit)
-                if keep_all or (name.startswith("__") and name.endswith("__")) or _is_property(defs) \
-                        or name in self.attr_names:
+                if (
+                    keep_all
+                    or (name.startswith("__") and name.endswith("__"))
+                    or _is_property(defs)
+                    or name in self.attr_names
+                ):
                     self.keep(unit, name)
 
     def keep(self, unit: Unit, member: str) -> None:
@@ -1082,7 +1154,7 @@ class _Collector:
         in_target = unit is self.target_unit and self.target.start_line <= ref.line <= self.target.end_line
         if link.namespace is not None and (in_target or through < 0):
             # the target's text is never edited: it reads the module through a namespace
-            self.namespaces.setdefault(link.namespace, {})[ref.attrs[:link.consumed]] = entity
+            self.namespaces.setdefault(link.namespace, {})[ref.attrs[: link.consumed]] = entity
             entity, through = link.namespace, -1
         self.uses.append(_Use(unit, ref, entity, in_target, through))
 
@@ -1114,8 +1186,10 @@ def _link(index: RepositoryIndex, unit: Unit, ref: Reference) -> _Link:
     if kind == "typing":
         return _Link(ref)
     if kind == "module":
-        return _Link(ref, problem=("module object used",
-                                   f"{unit.file}:{ref.line}: {dotted} is a repository module used as a value"))
+        return _Link(
+            ref,
+            problem=("module object used", f"{unit.file}:{ref.line}: {dotted} is a repository module used as a value"),
+        )
     if kind == "unresolved":
         return _Link(ref, problem=("unresolved name", f"{unit.file}:{ref.line}: {dotted}"))
     units: tuple[Unit, ...] = ()
@@ -1207,8 +1281,9 @@ class _Naming:
             if use.entity[0] != "builtin":
                 continue
             if not self.claim(use.entity[1], use.entity):
-                raise _Unsliceable("name clash", f"{use.entity[1]} would shadow the builtin "
-                                   f"{use.unit.file}:{use.ref.line} needs")
+                raise _Unsliceable(
+                    "name clash", f"{use.entity[1]} would shadow the builtin {use.unit.file}:{use.ref.line} needs"
+                )
             self.script[use.entity] = use.entity[1]
         for entity in self.entities():
             if entity not in self.script:
@@ -1348,14 +1423,16 @@ def _shims(naming: _Naming) -> dict[str, _Shim]:
     shims: dict[str, _Shim] = {}
     for local, entity in naming.shims.items():
         use = first[local]
-        shims[local] = _Shim(local, f"{local} = {script[entity]}", use.unit.module,
-                             _import_line(collector.index, use), (entity,))
+        shims[local] = _Shim(
+            local, f"{local} = {script[entity]}", use.unit.module, _import_line(collector.index, use), (entity,)
+        )
     for namespace, members in collector.namespaces.items():
         name = script[namespace]
         use = first[name]
         text = _namespace_text(members, script, script[_TYPES])
-        shims[name] = _Shim(name, f"{name} = {text}", use.unit.module, _import_line(collector.index, use),
-                            tuple(members.values()))
+        shims[name] = _Shim(
+            name, f"{name} = {text}", use.unit.module, _import_line(collector.index, use), tuple(members.values())
+        )
     return shims
 
 
@@ -1384,12 +1461,12 @@ def _dependencies(naming: _Naming, shims: dict[str, _Shim]) -> dict[Node, set[No
         if not use.ref.import_time:
             continue
         name = script.get(use.entity, "") if use.entity[0] == "ns" else use.ref.name
-        via_shim = name in shims and (use.entity[0] == "ns" or (
-            name != script.get(use.entity) and number not in naming.rewritten))
+        via_shim = name in shims and (
+            use.entity[0] == "ns" or (name != script.get(use.entity) and number not in naming.rewritten)
+        )
         if via_shim:
             before[("unit", id(use.unit))].add(("shim", name))
-            before.setdefault(("shim", name), set()).update(
-                n for e in shims[name].entities for n in units_of(e, None))
+            before.setdefault(("shim", name), set()).update(n for e in shims[name].entities for n in units_of(e, None))
         else:
             before[("unit", id(use.unit))].update(units_of(use.entity, use.unit))
     for module in {u.module for u in collector.needed.values()}:
@@ -1436,10 +1513,9 @@ def _cuttable(body: list[ast.stmt], member: ast.stmt, lines: list[str]) -> bool:
     return at + 1 >= len(body) or body[at + 1].lineno > (member.end_lineno or 0)
 
 
-def _unit_text(info: ModuleInfo, unit: Unit, edits: list[tuple[int, int, int, str]],
-               cut: list[ast.stmt]) -> str:
+def _unit_text(info: ModuleInfo, unit: Unit, edits: list[tuple[int, int, int, str]], cut: list[ast.stmt]) -> str:
     """The unit's text with ``edits`` applied and the methods in ``cut`` removed, dedented."""
-    lines = info.lines[unit.start_line - 1: unit.end_line]
+    lines = info.lines[unit.start_line - 1 : unit.end_line]
     for line, col, end, new in sorted(edits, reverse=True):
         raw = lines[line - unit.start_line].encode("utf-8")
         lines[line - unit.start_line] = (raw[:col] + new.encode("utf-8") + raw[end:]).decode("utf-8")
@@ -1462,15 +1538,15 @@ def _unit_text(info: ModuleInfo, unit: Unit, edits: list[tuple[int, int, int, st
     return dedent_code(text) if text[:1] in (" ", "\t") else text
 
 
-def _fragment_text(index: RepositoryIndex, collector: _Collector, unit: Unit,
-                   edits: list[tuple[int, int, int, str]]) -> str:
+def _fragment_text(
+    index: RepositoryIndex, collector: _Collector, unit: Unit, edits: list[tuple[int, int, int, str]]
+) -> str:
     """A unit's text in the script (``edits`` applied, unreachable methods cut)."""
     kept = frozenset(collector.kept[id(unit)]) if isinstance(unit.node, ast.ClassDef) else None
     key = (id(unit), kept)
     if not edits and key in index._texts:
         return index._texts[key]
-    cut = [] if kept is None else [d for name, defs in index.members(unit).items() if name not in kept
-                                   for d in defs]
+    cut = [] if kept is None else [d for name, defs in index.members(unit).items() if name not in kept for d in defs]
     text = _unit_text(index.modules[unit.module], unit, edits, cut)
     if not edits:
         index._texts[key] = text
@@ -1501,8 +1577,11 @@ def _target_unit(index: RepositoryIndex, candidate: Candidate) -> Unit:
     top = candidate.qualname.split(".")[0]
     for unit in info.units:
         node = unit.node
-        if (isinstance(node, (*_FUNCTIONS, ast.ClassDef)) and node.name == top
-                and unit.start_line <= candidate.start_line <= unit.end_line):
+        if (
+            isinstance(node, (*_FUNCTIONS, ast.ClassDef))
+            and node.name == top
+            and unit.start_line <= candidate.start_line <= unit.end_line
+        ):
             return unit
     raise _Unsliceable("target not found", f"{candidate.file}: no top-level statement holds {candidate.qualname}")
 
@@ -1543,14 +1622,24 @@ class _Assembly:
             return Fragment(file, shim.module, shim.name, "import", shim.statement, shim.line, shim.line)
         unit = self.collector.needed[node[1]]  # type: ignore[index]
         text = _fragment_text(self.index, self.collector, unit, self.naming.edits.get(id(unit), []))
-        return Fragment(unit.file, unit.module, _fragment_name(unit, self.naming.script), unit.kind,
-                        text, unit.start_line, unit.end_line)
+        return Fragment(
+            unit.file,
+            unit.module,
+            _fragment_name(unit, self.naming.script),
+            unit.kind,
+            text,
+            unit.start_line,
+            unit.end_line,
+        )
 
     def external_imports(self) -> list[str]:
-        futures = sorted({f for u in self.collector.needed.values()
-                          for f in self.index.modules[u.module].futures})
-        lines = {self.binding_statement(e, b) for e in self.naming.script if e[0] == "ext"
-                 for b in self.collector.external.get(e, {_TYPES_BINDING})}
+        futures = sorted({f for u in self.collector.needed.values() for f in self.index.modules[u.module].futures})
+        lines = {
+            self.binding_statement(e, b)
+            for e in self.naming.script
+            if e[0] == "ext"
+            for b in self.collector.external.get(e, {_TYPES_BINDING})
+        }
         ordered = sorted(lines, key=lambda s: (0 if s.startswith("import ") else 1 if s.startswith("from ") else 2, s))
         return [f"from __future__ import {f}" for f in futures] + ordered
 
@@ -1627,7 +1716,12 @@ def _slice(index: RepositoryIndex, candidate: Candidate) -> DependencySlice | Dr
     if renamed:
         log.info("%s: renamed to avoid name clashes: %s", candidate.key, renamed)
     return DependencySlice(
-        target=candidate, fragments=fragments, external_imports=assembly.external_imports(),
-        shims=[s.statement for s in late], context=assembly.context(fragments),
-        standalone=len(collector.needed) == 1, third_party=assembly.third_party(), renamed=renamed,
+        target=candidate,
+        fragments=fragments,
+        external_imports=assembly.external_imports(),
+        shims=[s.statement for s in late],
+        context=assembly.context(fragments),
+        standalone=len(collector.needed) == 1,
+        third_party=assembly.third_party(),
+        renamed=renamed,
     )

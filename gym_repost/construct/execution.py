@@ -93,8 +93,9 @@ class ExecutionOutcome:
         return self.report.passed
 
 
-def run_with_installs(sandbox: Sandbox, task: FunctionTask, installer: PackageInstaller | None,
-                      max_installs: int = 5) -> ExecutionOutcome:
+def run_with_installs(
+    sandbox: Sandbox, task: FunctionTask, installer: PackageInstaller | None, max_installs: int = 5
+) -> ExecutionOutcome:
     """Run the task's tests with its ground truth, installing missing packages.
 
     Raises:
@@ -102,8 +103,11 @@ def run_with_installs(sandbox: Sandbox, task: FunctionTask, installer: PackageIn
     """
     outcome = ExecutionOutcome(run_function_tests(sandbox, task, task.ground_truth))
     while installer is not None and len(outcome.installs) < max_installs:
-        module = missing_module(outcome.report.message) \
-            if outcome.report.exception in ("ModuleNotFoundError", "ImportError") else None
+        module = (
+            missing_module(outcome.report.message)
+            if outcome.report.exception in ("ModuleNotFoundError", "ImportError")
+            else None
+        )
         if module is None:
             break
         ok, what = installer.install_for(module)

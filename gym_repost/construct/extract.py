@@ -74,12 +74,31 @@ log = logging.getLogger(__name__)
 
 DEFAULT_EXCLUDE_KEYWORDS: Mapping[str, tuple[str, ...]] = {
     "gpu": ("cuda", "CUDA", "gpu", "GPU", "torch.cuda", "jax.devices", "tpu", "TPU"),
-    "cloud": ("boto3", "botocore", "s3", "S3", "aws", "AWS", "gcp", "google.cloud", "azure",
-              "kubernetes", "docker"),
-    "network": ("requests.", "urllib.request", "urlopen", "http.client", "httpx", "aiohttp",
-                "socket", "websocket", "smtplib", "ftplib", "paramiko"),
-    "process": ("subprocess", "os.system", "os.popen", "os.fork", "os.kill", "multiprocessing",
-                "threading", "asyncio.create_subprocess", "signal."),
+    "cloud": ("boto3", "botocore", "s3", "S3", "aws", "AWS", "gcp", "google.cloud", "azure", "kubernetes", "docker"),
+    "network": (
+        "requests.",
+        "urllib.request",
+        "urlopen",
+        "http.client",
+        "httpx",
+        "aiohttp",
+        "socket",
+        "websocket",
+        "smtplib",
+        "ftplib",
+        "paramiko",
+    ),
+    "process": (
+        "subprocess",
+        "os.system",
+        "os.popen",
+        "os.fork",
+        "os.kill",
+        "multiprocessing",
+        "threading",
+        "asyncio.create_subprocess",
+        "signal.",
+    ),
     "hardware": ("tkinter", "pygame", "RPi", "serial.", "pyserial"),
     "database": ("sqlite3.connect", "psycopg", "psycopg2", "pymongo", "redis", "sqlalchemy"),
     "interactive": ("input(", "getpass"),
@@ -90,19 +109,57 @@ DEFAULT_EXCLUDE_KEYWORDS: Mapping[str, tuple[str, ...]] = {
 is dropped as ``"<category> keyword"``. The LLM builder may accept some with mocks."""
 
 _TEST_DIRS = frozenset({"test", "tests", "testing"})
-_BRANCH_TYPES = ("if_statement", "elif_clause", "for_statement", "while_statement",
-                 "except_clause", "boolean_operator",
-                 "conditional_expression", "if_clause", "case_clause")
-_STATEMENT_TYPES = (
-    "expression_statement", "return_statement", "pass_statement", "if_statement",
-    "for_statement", "while_statement", "try_statement", "with_statement", "raise_statement",
-    "assert_statement", "import_statement", "import_from_statement", "delete_statement",
-    "global_statement", "nonlocal_statement", "break_statement", "continue_statement",
-    "function_definition", "class_definition", "match_statement", "type_alias_statement",
-    "future_import_statement", "print_statement", "exec_statement",
+_BRANCH_TYPES = (
+    "if_statement",
+    "elif_clause",
+    "for_statement",
+    "while_statement",
+    "except_clause",
+    "boolean_operator",
+    "conditional_expression",
+    "if_clause",
+    "case_clause",
 )
-_SIMPLE_VALUES = frozenset({"identifier", "attribute", "string", "concatenated_string", "integer",
-                            "float", "true", "false", "none", "ellipsis"})
+_STATEMENT_TYPES = (
+    "expression_statement",
+    "return_statement",
+    "pass_statement",
+    "if_statement",
+    "for_statement",
+    "while_statement",
+    "try_statement",
+    "with_statement",
+    "raise_statement",
+    "assert_statement",
+    "import_statement",
+    "import_from_statement",
+    "delete_statement",
+    "global_statement",
+    "nonlocal_statement",
+    "break_statement",
+    "continue_statement",
+    "function_definition",
+    "class_definition",
+    "match_statement",
+    "type_alias_statement",
+    "future_import_statement",
+    "print_statement",
+    "exec_statement",
+)
+_SIMPLE_VALUES = frozenset(
+    {
+        "identifier",
+        "attribute",
+        "string",
+        "concatenated_string",
+        "integer",
+        "float",
+        "true",
+        "false",
+        "none",
+        "ellipsis",
+    }
+)
 _PROPERTY_DECORATORS = re.compile(r"^(?:[\w.]+\.)?(?:property|cached_property|abstractproperty)$")
 _ACCESSOR_DECORATOR = re.compile(r"^\w+\.(?:setter|deleter|getter)$")
 
@@ -200,8 +257,12 @@ def is_test_path(path: str) -> bool:
     """True for files of a test suite (see the module docstring)."""
     parts = path.split("/")
     name = parts[-1]
-    return (bool(_TEST_DIRS.intersection(parts[:-1])) or name.startswith("test_")
-            or name.endswith("_test.py") or name == "conftest.py")
+    return (
+        bool(_TEST_DIRS.intersection(parts[:-1]))
+        or name.startswith("test_")
+        or name.endswith("_test.py")
+        or name == "conftest.py"
+    )
 
 
 def _text(node: tree_sitter.Node) -> str:
@@ -212,8 +273,9 @@ def _body(node: tree_sitter.Node) -> tree_sitter.Node | None:
     return node.child_by_field_name("body")
 
 
-def _walk_definitions(block: tree_sitter.Node, classes: tuple[tuple[str, str], ...] = (),
-                      conditional: bool = False) -> Iterator[_Definition]:
+def _walk_definitions(
+    block: tree_sitter.Node, classes: tuple[tuple[str, str], ...] = (), conditional: bool = False
+) -> Iterator[_Definition]:
     """Functions directly in ``block`` and in the classes it defines (not in functions)."""
     for child in block.named_children:
         outer, node = child, child
@@ -226,19 +288,28 @@ def _walk_definitions(block: tree_sitter.Node, classes: tuple[tuple[str, str], .
             bases = node.child_by_field_name("superclasses")
             body = _body(node)
             if body is not None:
-                yield from _walk_definitions(body, (*classes, (name, _text(bases) if bases else "")),
-                                             conditional)
-        elif node.type in ("if_statement", "try_statement", "with_statement", "elif_clause",
-                           "else_clause", "except_clause", "finally_clause", "block"):
+                yield from _walk_definitions(body, (*classes, (name, _text(bases) if bases else "")), conditional)
+        elif node.type in (
+            "if_statement",
+            "try_statement",
+            "with_statement",
+            "elif_clause",
+            "else_clause",
+            "except_clause",
+            "finally_clause",
+            "block",
+        ):
             yield from _walk_definitions(node, classes, True)
 
 
 def _file_index(root: tree_sitter.Node) -> _FileIndex:
     found = tree_sitter.QueryCursor(_query()).captures(root)
-    return _FileIndex(branches=sorted(n.start_byte for n in found.get("b", [])),
-                      statements=sorted(n.start_byte for n in found.get("s", [])),
-                      comments=sorted((n.start_byte, n.end_byte) for n in found.get("c", [])),
-                      yields=found.get("y", []))
+    return _FileIndex(
+        branches=sorted(n.start_byte for n in found.get("b", [])),
+        statements=sorted(n.start_byte for n in found.get("s", [])),
+        comments=sorted((n.start_byte, n.end_byte) for n in found.get("c", [])),
+        yields=found.get("y", []),
+    )
 
 
 def _count_between(starts: list[int], low: int, high: int) -> int:
@@ -274,6 +345,7 @@ def _docstring(statements: list[tree_sitter.Node]) -> tuple[str | None, tree_sit
 
 def _is_trivial(statements: list[tree_sitter.Node]) -> bool:
     """See ``trivial body`` in the module docstring (docstring already removed)."""
+
     def empty(node: tree_sitter.Node) -> bool:
         if node.type == "pass_statement":
             return True
@@ -326,8 +398,8 @@ def _is_generator(node: tree_sitter.Node, yields: list[tree_sitter.Node]) -> boo
 def _signature(lines: list[str], node: tree_sitter.Node, body: tree_sitter.Node) -> str:
     """The ``def`` header as written, dedented, ending with its colon."""
     colon = next((c for c in reversed(node.children) if c.type == ":" and c.end_byte <= body.start_byte), None)
-    end_row, end_col = (colon.end_point if colon is not None else body.start_point)
-    header = lines[node.start_point.row: end_row + 1]
+    end_row, end_col = colon.end_point if colon is not None else body.start_point
+    header = lines[node.start_point.row : end_row + 1]
     last = header[-1].encode("utf-8")[:end_col].decode("utf-8", errors="replace")
     header[-1] = last
     if len(header) == 1:
@@ -358,9 +430,9 @@ def _code_text(source: bytes, outer: tree_sitter.Node, skip: list[tuple[int, int
     for start, end in skip:
         if end <= at or start >= outer.end_byte:
             continue
-        pieces.append(source[at:max(at, start)])
+        pieces.append(source[at : max(at, start)])
         at = max(at, end)
-    pieces.append(source[at:outer.end_byte])
+    pieces.append(source[at : outer.end_byte])
     return b"".join(pieces).decode("utf-8", errors="replace")
 
 
@@ -370,8 +442,9 @@ def _is_test_function(name: str, classes: tuple[tuple[str, str], ...]) -> bool:
     return any(cls.startswith("Test") or re.search(r"TestCase\b", bases) for cls, bases in classes)
 
 
-def _drop_reason(definition: _Definition, name: str, path: str, redefined: bool,
-                 decorators: tuple[str, ...]) -> str | None:
+def _drop_reason(
+    definition: _Definition, name: str, path: str, redefined: bool, decorators: tuple[str, ...]
+) -> str | None:
     """The structural drop reasons, in the order they are checked (None: keep looking)."""
     node, classes = definition.node, definition.classes
     if node.has_error or definition.outer.has_error:
@@ -410,8 +483,7 @@ def _decorators(outer: tree_sitter.Node) -> tuple[str, ...]:
     return tuple(_text(d).lstrip("@").strip() for d in outer.named_children if d.type == "decorator")
 
 
-def _build_candidate(definition: _Definition, path: str, module: str, lines: list[str],
-                     index: _FileIndex) -> Candidate:
+def _build_candidate(definition: _Definition, path: str, module: str, lines: list[str], index: _FileIndex) -> Candidate:
     """The candidate for one definition (which has a body without error nodes)."""
     node, outer = definition.node, definition.outer
     body = _body(node)
@@ -423,12 +495,19 @@ def _build_candidate(definition: _Definition, path: str, module: str, lines: lis
     start, end = outer.start_point.row + 1, _code_end_row(node) + 1
     counted = _count_between(index.statements, body.start_byte, body.end_byte)
     return Candidate(
-        file=path, module=module, qualname=qualname, name=name,
+        file=path,
+        module=module,
+        qualname=qualname,
+        name=name,
         class_name=definition.classes[-1][0] if definition.classes else None,
         kind=_kind(definition.classes, decorators),  # type: ignore[arg-type]
-        start_line=start, def_line=node.start_point.row + 1, end_line=end,
-        signature=_signature(lines, node, body), decorators=decorators, docstring=docstring,
-        source="\n".join(lines[start - 1:end]),
+        start_line=start,
+        def_line=node.start_point.row + 1,
+        end_line=end,
+        signature=_signature(lines, node, body),
+        decorators=decorators,
+        docstring=docstring,
+        source="\n".join(lines[start - 1 : end]),
         is_async=bool(node.children) and node.children[0].type == "async",
         is_generator=_is_generator(node, index.yields),
         body_statements=counted - (1 if doc_node is not None else 0),
@@ -447,8 +526,14 @@ def ast_error(text: str) -> str | None:
     return None
 
 
-def _scan_file(parser: tree_sitter.Parser, path: str, text: str, module: str,
-               keywords: Mapping[str, tuple[str, ...]], rejected: str | None) -> _FileScan:
+def _scan_file(
+    parser: tree_sitter.Parser,
+    path: str,
+    text: str,
+    module: str,
+    keywords: Mapping[str, tuple[str, ...]],
+    rejected: str | None,
+) -> _FileScan:
     """Candidates and drops of one file (``rejected``: why ``ast`` rejects it, or None)."""
     source = text.encode("utf-8")
     root = parser.parse(source).root_node
@@ -464,8 +549,7 @@ def _scan_file(parser: tree_sitter.Parser, path: str, text: str, module: str,
     last = {_qualname(d)[1]: i for i, d in enumerate(definitions)}
     for i, definition in enumerate(definitions):
         name, qualname = _qualname(definition)
-        reason, detail = _reason_for(definition, name, path, last[qualname] != i, source, index,
-                                     keywords)
+        reason, detail = _reason_for(definition, name, path, last[qualname] != i, source, index, keywords)
         if reason is not None:
             scan.drops.append(Drop(path, qualname, "extract", reason, detail))
             continue
@@ -473,9 +557,15 @@ def _scan_file(parser: tree_sitter.Parser, path: str, text: str, module: str,
     return scan
 
 
-def _reason_for(definition: _Definition, name: str, path: str, redefined: bool,
-                source: bytes, index: _FileIndex,
-                keywords: Mapping[str, tuple[str, ...]]) -> tuple[str | None, str]:
+def _reason_for(
+    definition: _Definition,
+    name: str,
+    path: str,
+    redefined: bool,
+    source: bytes,
+    index: _FileIndex,
+    keywords: Mapping[str, tuple[str, ...]],
+) -> tuple[str | None, str]:
     """The drop reason and detail of a definition before its body is looked at."""
     outer = definition.outer
     decorators = _decorators(outer)
@@ -503,8 +593,9 @@ def _ranges_within(ranges: list[tuple[int, int]], low: int, high: int) -> list[t
     return ranges[first:last]
 
 
-def _scan_repository(repo: SourceRepository, keywords: Mapping[str, tuple[str, ...]],
-                     index: RepositoryIndex | None, stats: ExtractStats) -> tuple[list[Candidate], list[Drop]]:
+def _scan_repository(
+    repo: SourceRepository, keywords: Mapping[str, tuple[str, ...]], index: RepositoryIndex | None, stats: ExtractStats
+) -> tuple[list[Candidate], list[Drop]]:
     """Every file's candidates and drops, before the cap (``stats`` counts the files)."""
     candidates: list[Candidate] = []
     drops: list[Drop] = []
@@ -553,7 +644,10 @@ def select_candidates(candidates: list[Candidate], limit: int, seed: int = 0) ->
 
 
 def extract_candidates(
-    repo: SourceRepository, *, max_candidates: int = 30, seed: int = 0,
+    repo: SourceRepository,
+    *,
+    max_candidates: int = 30,
+    seed: int = 0,
     keywords: Mapping[str, tuple[str, ...]] = DEFAULT_EXCLUDE_KEYWORDS,
     index: RepositoryIndex | None = None,
 ) -> tuple[list[Candidate], list[Drop], ExtractStats]:
@@ -579,11 +673,17 @@ def extract_candidates(
     stats.kept_before_cap = len(candidates)
     kept = select_candidates(candidates, max_candidates, seed)
     chosen = {c.key for c in kept}
-    drops.extend(Drop(c.file, c.qualname, "extract", "over the per-repository cap")
-                 for c in candidates if c.key not in chosen)
+    drops.extend(
+        Drop(c.file, c.qualname, "extract", "over the per-repository cap") for c in candidates if c.key not in chosen
+    )
     stats.kept = len(kept)
     stats.dropped = dict(Counter(d.reason for d in drops))
     stats.seconds = time.perf_counter() - started
-    log.info("extract %s: %d functions, %d candidates (%d before the cap)", repo.name,
-             stats.functions_seen, stats.kept, stats.kept_before_cap)
+    log.info(
+        "extract %s: %d functions, %d candidates (%d before the cap)",
+        repo.name,
+        stats.functions_seen,
+        stats.kept,
+        stats.kept_before_cap,
+    )
     return kept, drops, stats

@@ -48,8 +48,7 @@ def external_imports(tree: ast.Module, local: frozenset[str] = frozenset()) -> l
 def _is_assertion(node: ast.AST) -> bool:
     if isinstance(node, ast.Assert):
         return True
-    return (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and node.func.attr.startswith("assert"))
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr.startswith("assert")
 
 
 def count_tests(tree: ast.Module) -> tuple[int, int]:
@@ -59,8 +58,11 @@ def count_tests(tree: ast.Module) -> tuple[int, int]:
     call by name (HumanEval's ``check``).
     """
     top = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    tests = [n for n in ast.walk(tree)
-             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test")]
+    tests = [
+        n
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test")
+    ]
     scope: dict[int, ast.AST] = {id(t): t for t in tests}
     for t in tests:
         for call in ast.walk(t):
@@ -81,8 +83,9 @@ def _defines(node: ast.stmt, name: str) -> bool:
         targets = node.targets
     elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
         targets = [node.target]
-    return any((isinstance(t, ast.Name) and t.id == name)
-               or (isinstance(t, ast.Attribute) and t.attr == name) for t in targets)
+    return any(
+        (isinstance(t, ast.Name) and t.id == name) or (isinstance(t, ast.Attribute) and t.attr == name) for t in targets
+    )
 
 
 def drop_definition(script: str, name: str) -> tuple[str, int]:
@@ -106,12 +109,11 @@ def drop_definition(script: str, name: str) -> tuple[str, int]:
     lines = script.split("\n")
     for start, end, alone in sorted(spans, reverse=True):
         indent = lines[start - 1][: len(lines[start - 1]) - len(lines[start - 1].lstrip())]
-        lines[start - 1: end] = [indent + "pass"] if alone else []
+        lines[start - 1 : end] = [indent + "pass"] if alone else []
     return "\n".join(lines), len(spans)
 
 
-def repository_view(files: Mapping[str, str], target_file: str, qualname: str,
-                    complete: bool) -> RepositoryView:
+def repository_view(files: Mapping[str, str], target_file: str, qualname: str, complete: bool) -> RepositoryView:
     """The repository as the agent sees it: the target's body replaced by a placeholder.
 
     Raises:
@@ -138,18 +140,31 @@ def target_from_script(script: str, qualname: str, tree: ast.Module | None = Non
     if span is None:
         raise BuildError(f"the evaluation script does not define {qualname}")
     target = Target(
-        name=span.name, qualname=qualname, class_name=span.class_name,
-        signature=signature_text(script, span), decorators=decorators_text(span),
-        docstring=span.docstring, source=function_source(script, span),
+        name=span.name,
+        qualname=qualname,
+        class_name=span.class_name,
+        signature=signature_text(script, span),
+        decorators=decorators_text(span),
+        docstring=span.docstring,
+        source=function_source(script, span),
     )
     return target, span.end, span.indent
 
 
 def make_function_task(
-    *, name: str, provenance: Provenance, script: str, repository: RepositoryView,
-    context: str = "", prompt: str | None = None, extra_files: Mapping[str, str] | None = None,
-    requirements: list[str] | None = None, timeout: float = 10.0, standalone: bool = True,
-    local_modules: frozenset[str] = frozenset(), metadata: Mapping[str, object] | None = None,
+    *,
+    name: str,
+    provenance: Provenance,
+    script: str,
+    repository: RepositoryView,
+    context: str = "",
+    prompt: str | None = None,
+    extra_files: Mapping[str, str] | None = None,
+    requirements: list[str] | None = None,
+    timeout: float = 10.0,
+    standalone: bool = True,
+    local_modules: frozenset[str] = frozenset(),
+    metadata: Mapping[str, object] | None = None,
 ) -> FunctionTask:
     """Build a function task from its evaluation script.
 
@@ -168,22 +183,40 @@ def make_function_task(
     except SyntaxError as exc:
         raise BuildError(f"the evaluation script does not parse: line {exc.lineno}: {exc.msg}") from None
     if removed:
-        notes.append(f"the published script defined {short}_new_implementation itself "
-                     f"({removed}x); removed, so that the candidate is what gets tested")
+        notes.append(
+            f"the published script defined {short}_new_implementation itself "
+            f"({removed}x); removed, so that the candidate is what gets tested"
+        )
     target, insert_line, indent = target_from_script(script, qualname, tree)
     test_function = f"test_{short}"
-    if not any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == test_function
-               for n in ast.walk(tree)):
+    if not any(
+        isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == test_function for n in ast.walk(tree)
+    ):
         raise BuildError(f"the evaluation script has no {test_function}()")
     num_tests, num_asserts = count_tests(tree)
     extra = {k: v for k, v in (metadata or {}).items() if k != "notes"}
     return FunctionTask(
-        name=name, provenance=provenance, target=target, repository=repository,
-        evaluation=Evaluation(script=script, insert_line=insert_line, indent=indent,
-                              test_function=test_function, timeout=timeout,
-                              files=dict(extra_files or {}), requirements=list(requirements or [])),
-        context=redact_target(context, repository.target_file, qualname), prompt=prompt,
-        metadata=TaskMetadata(num_tests=num_tests, num_asserts=num_asserts, standalone=standalone,
-                              external_packages=external_imports(tree, local_modules),
-                              notes=notes, **extra),  # type: ignore[arg-type]
+        name=name,
+        provenance=provenance,
+        target=target,
+        repository=repository,
+        evaluation=Evaluation(
+            script=script,
+            insert_line=insert_line,
+            indent=indent,
+            test_function=test_function,
+            timeout=timeout,
+            files=dict(extra_files or {}),
+            requirements=list(requirements or []),
+        ),
+        context=redact_target(context, repository.target_file, qualname),
+        prompt=prompt,
+        metadata=TaskMetadata(
+            num_tests=num_tests,
+            num_asserts=num_asserts,
+            standalone=standalone,
+            external_packages=external_imports(tree, local_modules),
+            notes=notes,
+            **extra,
+        ),  # type: ignore[arg-type]
     ).with_id()

@@ -67,16 +67,43 @@ logger = logging.getLogger(__name__)
 
 PYPI_URL_ENV = "GYM_REPOST_PYPI_URL"
 DEFAULT_PYPI_URL = "https://pypi.org"
-SOURCE_FORMS = ("a local directory, a source archive (.tar.gz, .tgz, .tar.bz2, .tar.xz, .tar, .zip) "
-                "or pypi:NAME[==VERSION]")
+SOURCE_FORMS = (
+    "a local directory, a source archive (.tar.gz, .tgz, .tar.bz2, .tar.xz, .tar, .zip) or pypi:NAME[==VERSION]"
+)
 LATEST_TTL_SECONDS = 24 * 3600
 """How long ``pypi:NAME`` (no version) trusts the release it resolved last time."""
 
-TEXT_SUFFIXES = frozenset({
-    ".py", ".pyi", ".txt", ".json", ".jsonl", ".toml", ".cfg", ".ini", ".conf", ".yaml", ".yml",
-    ".csv", ".tsv", ".md", ".rst", ".xml", ".html", ".htm", ".in", ".sql", ".j2", ".jinja",
-    ".jinja2", ".tmpl", ".template", ".typed", ".properties",
-})
+TEXT_SUFFIXES = frozenset(
+    {
+        ".py",
+        ".pyi",
+        ".txt",
+        ".json",
+        ".jsonl",
+        ".toml",
+        ".cfg",
+        ".ini",
+        ".conf",
+        ".yaml",
+        ".yml",
+        ".csv",
+        ".tsv",
+        ".md",
+        ".rst",
+        ".xml",
+        ".html",
+        ".htm",
+        ".in",
+        ".sql",
+        ".j2",
+        ".jinja",
+        ".jinja2",
+        ".tmpl",
+        ".template",
+        ".typed",
+        ".properties",
+    }
+)
 """Suffixes of the files kept besides extension-less ones (``LICENSE``, ``Makefile``)."""
 _SKIP_DIRS = frozenset({"__pycache__", "node_modules", "site-packages", "venv", "__MACOSX"})
 _SKIP_TOP_DIRS = frozenset({"build", "dist"})
@@ -105,9 +132,13 @@ class IngestLimits:
     network_timeout: float = 60.0
 
 
-def ingest(source: str | os.PathLike[str], *, cache_dir: Path | None = None,
-           limits: IngestLimits = IngestLimits(),
-           licenses: LicensePolicy | str | Iterable[str] = "permissive") -> SourceRepository:
+def ingest(
+    source: str | os.PathLike[str],
+    *,
+    cache_dir: Path | None = None,
+    limits: IngestLimits = IngestLimits(),
+    licenses: LicensePolicy | str | Iterable[str] = "permissive",
+) -> SourceRepository:
     """Read SOURCE into a repository the later stages can work on.
 
     Args:
@@ -130,12 +161,24 @@ def ingest(source: str | os.PathLike[str], *, cache_dir: Path | None = None,
     detected = detect_license(located.root, metadata)
     check_license(name, detected, policy)
     files, file_notes = collect_files(located.root, limits, label=str(source))
-    logger.info("ingested %s: %d files (%d Python), license %s", source, len(files),
-                sum(p.endswith(".py") for p in files), detected.license)
+    logger.info(
+        "ingested %s: %d files (%d Python), license %s",
+        source,
+        len(files),
+        sum(p.endswith(".py") for p in files),
+        detected.license,
+    )
     return SourceRepository(
-        name=name, version=metadata.version or located.version, source=str(source), root=located.root,
-        files=files, license=detected.license, license_kind=detected.kind,
-        url=metadata.url or located.url, notes=[*located.notes, *detected.notes, *file_notes])
+        name=name,
+        version=metadata.version or located.version,
+        source=str(source),
+        root=located.root,
+        files=files,
+        license=detected.license,
+        license_kind=detected.kind,
+        url=metadata.url or located.url,
+        notes=[*located.notes, *detected.notes, *file_notes],
+    )
 
 
 @dataclass(frozen=True)
@@ -174,8 +217,9 @@ def _locate_pypi(source: str, cache: Path, limits: IngestLimits) -> LocatedSourc
     name, version = parse_pypi_spec(source)
     archive, release, notes = fetch_sdist(name, version, cache_dir=cache, limits=limits)
     root = unpack_archive(archive, cache / "sources", limits)
-    return LocatedSource(root=root, name=release.name, version=release.version, url=release.page_url,
-                         notes=tuple(notes))
+    return LocatedSource(
+        root=root, name=release.name, version=release.version, url=release.page_url, notes=tuple(notes)
+    )
 
 
 def split_name_version(stem: str) -> tuple[str, str | None]:
@@ -199,8 +243,10 @@ def parse_pypi_spec(source: str) -> tuple[str, str | None]:
     spec = source.removeprefix("pypi:").strip()
     name, sep, version = (part.strip() for part in spec.partition("=="))
     if not _PYPI_NAME.fullmatch(name) or (sep and not _PYPI_VERSION.fullmatch(version)):
-        raise BuildError(f"{source}: not a PyPI package; write pypi:NAME or pypi:NAME==VERSION "
-                         "(other version specifiers are not supported)")
+        raise BuildError(
+            f"{source}: not a PyPI package; write pypi:NAME or pypi:NAME==VERSION "
+            "(other version specifiers are not supported)"
+        )
     return name, version or None
 
 
@@ -221,8 +267,9 @@ def pypi_index_url() -> str:
     return os.environ.get(PYPI_URL_ENV, DEFAULT_PYPI_URL).rstrip("/")
 
 
-def fetch_sdist(name: str, version: str | None, *, cache_dir: Path,
-                limits: IngestLimits = IngestLimits()) -> tuple[Path, SdistRelease, list[str]]:
+def fetch_sdist(
+    name: str, version: str | None, *, cache_dir: Path, limits: IngestLimits = IngestLimits()
+) -> tuple[Path, SdistRelease, list[str]]:
     """The sdist of ``name`` (``version``, or the latest release), from the cache or PyPI.
 
     Returns:
@@ -321,8 +368,9 @@ def _release_from_project(project: Any, version: str, wanted: str, index: str) -
         raise BuildError(f"{wanted}: PyPI at {index} answered JSON without 'info' and 'releases'")
     if version not in releases:
         name = info.get("name", wanted)
-        raise BuildError(f"{wanted}: no version {version} of {name} on {index} "
-                         f"(latest: {info.get('version', 'unknown')})")
+        raise BuildError(
+            f"{wanted}: no version {version} of {name} on {index} (latest: {info.get('version', 'unknown')})"
+        )
     return {"info": {**info, "version": version}, "urls": releases[version]}
 
 
@@ -347,15 +395,21 @@ def _sdist_release(data: Any, wanted: str, index: str, document_url: str) -> Sdi
     if not sdists:
         kinds = sorted({str(f.get("packagetype")) for f in files if isinstance(f, dict)})
         have = f"only {', '.join(kinds)}" if kinds else "no files at all"
-        raise BuildError(f"{wanted}: {name} {version} has no source distribution (sdist) on PyPI ({have}); "
-                         "gym-repost builds from sources: give a local archive or another version")
+        raise BuildError(
+            f"{wanted}: {name} {version} has no source distribution (sdist) on PyPI ({have}); "
+            "gym-repost builds from sources: give a local archive or another version"
+        )
     best = min(sdists, key=lambda f: not str(f.get("filename", "")).endswith(".tar.gz"))
     filename, sha256 = str(best.get("filename", "")), (best.get("digests") or {}).get("sha256")
     url = urllib.parse.urljoin(document_url, str(best.get("url", "")))
-    if (not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]*", filename) or not sha256
-            or urllib.parse.urlsplit(url).scheme not in {"http", "https"}):
-        raise BuildError(f"{wanted}: PyPI's entry for the sdist lacks a plain file name, an http(s) url "
-                         "or a sha256 digest")
+    if (
+        not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._+-]*", filename)
+        or not sha256
+        or urllib.parse.urlsplit(url).scheme not in {"http", "https"}
+    ):
+        raise BuildError(
+            f"{wanted}: PyPI's entry for the sdist lacks a plain file name, an http(s) url or a sha256 digest"
+        )
     page = f"{index}/project/{name}/{version}/"
     return SdistRelease(name, version, filename, url, str(sha256).lower(), page)
 
@@ -383,8 +437,7 @@ def download_file(url: str, dest: Path, sha256: str, limits: IngestLimits = Inge
     tmp = dest.with_name(f".{dest.name}.{os.getpid()}.part")
     logger.info("downloading %s", url)
     try:
-        with urllib.request.urlopen(_request(url), timeout=limits.network_timeout) as response, \
-                tmp.open("wb") as out:
+        with urllib.request.urlopen(_request(url), timeout=limits.network_timeout) as response, tmp.open("wb") as out:
             got = _copy_hashing(response, out, limits.archive_max_bytes, dest.name)
     except BuildError:
         tmp.unlink(missing_ok=True)
@@ -397,8 +450,10 @@ def download_file(url: str, dest: Path, sha256: str, limits: IngestLimits = Inge
         raise BuildError(_unreachable(urllib.parse.urlsplit(url).netloc or url, exc)) from None
     if got != sha256:
         tmp.unlink(missing_ok=True)
-        raise BuildError(f"{dest.name}: the download's sha256 {got} differs from the {sha256} PyPI published; "
-                         "the file is damaged or was tampered with, so it is not used")
+        raise BuildError(
+            f"{dest.name}: the download's sha256 {got} differs from the {sha256} PyPI published; "
+            "the file is damaged or was tampered with, so it is not used"
+        )
     os.replace(tmp, dest)
 
 
@@ -416,8 +471,14 @@ def _copy_hashing(src: IO[bytes], out: IO[bytes], max_bytes: int, label: str) ->
 # --- archives ---------------------------------------------------------------------------
 
 _ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tbz", ".tar.xz", ".txz", ".tar", ".zip")
-_MAGIC = ((b"\x1f\x8b", "gzip data"), (b"BZh", "bzip2 data"), (b"\xfd7zXZ\x00", "xz data"),
-          (b"PK", "zip data"), (b"\x7fELF", "an executable"), (b"%PDF", "a PDF document"))
+_MAGIC = (
+    (b"\x1f\x8b", "gzip data"),
+    (b"BZh", "bzip2 data"),
+    (b"\xfd7zXZ\x00", "xz data"),
+    (b"PK", "zip data"),
+    (b"\x7fELF", "an executable"),
+    (b"%PDF", "a PDF document"),
+)
 
 
 def archive_kind(path: Path) -> str:
@@ -453,7 +514,7 @@ def _looks_like_text(head: bytes) -> bool:
 def _archive_stem(filename: str) -> str:
     """The file name without its archive suffix, reduced to safe characters."""
     lower = filename.lower()
-    stem = next((filename[:-len(s)] for s in _ARCHIVE_SUFFIXES if lower.endswith(s)), filename)
+    stem = next((filename[: -len(s)] for s in _ARCHIVE_SUFFIXES if lower.endswith(s)), filename)
     return re.sub(r"[^A-Za-z0-9._+-]+", "_", stem).strip("._") or "archive"
 
 
@@ -534,8 +595,7 @@ def link_stays_inside(member: PurePosixPath, target: str, *, hard: bool) -> bool
 
 def _check_link(label: str, member: PurePosixPath, target: str, *, hard: bool) -> None:
     if not link_stays_inside(member, target, hard=hard):
-        raise BuildError(f"{label}: member {member} links outside the archive (to {target!r}); "
-                         "refusing the archive")
+        raise BuildError(f"{label}: member {member} links outside the archive (to {target!r}); refusing the archive")
     logger.info("%s: link %s -> %s left out", label, member, target)
 
 
@@ -548,14 +608,18 @@ class _Budget:
     def member(self) -> None:
         self.members += 1
         if self.members > self.limits.archive_max_members:
-            raise BuildError(f"{self.label}: more than {self.limits.archive_max_members} members "
-                             "(IngestLimits.archive_max_members); refusing it")
+            raise BuildError(
+                f"{self.label}: more than {self.limits.archive_max_members} members "
+                "(IngestLimits.archive_max_members); refusing it"
+            )
 
     def spend(self, size: int) -> None:
         self.bytes += size
         if self.bytes > self.limits.archive_max_bytes:
-            raise BuildError(f"{self.label}: unpacks to more than {self.limits.archive_max_bytes} bytes "
-                             "(IngestLimits.archive_max_bytes); refusing it as a possible archive bomb")
+            raise BuildError(
+                f"{self.label}: unpacks to more than {self.limits.archive_max_bytes} bytes "
+                "(IngestLimits.archive_max_bytes); refusing it as a possible archive bomb"
+            )
 
 
 def _write_member(src: IO[bytes], dest: Path, budget: _Budget) -> None:
@@ -608,20 +672,32 @@ def _unpack_zip(archive: Path, staging: Path, limits: IngestLimits) -> None:
                 else:
                     with zf.open(info) as src:
                         _write_member(src, staging / rel, budget)
-    except (zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, NotImplementedError, RuntimeError,
-            OSError) as exc:
+    except (
+        zipfile.BadZipFile,
+        zlib.error,
+        lzma.LZMAError,
+        EOFError,
+        NotImplementedError,
+        RuntimeError,
+        OSError,
+    ) as exc:
         raise BuildError(f"{label}: not a source archive (a damaged or encrypted zip: {exc})") from None
 
 
 # --- files ------------------------------------------------------------------------------
 
+
 def skip_directory(rel: PurePosixPath) -> bool:
     """Whether a directory (relative to the root) holds nothing a task needs: VCS, caches,
     virtual environments, build output, hidden directories."""
     name = rel.name
-    return (name.startswith(".") or name in _SKIP_DIRS or name.endswith(".egg-info")
-            or (len(rel.parts) == 1 and name in _SKIP_TOP_DIRS)
-            or (name == "_build" and rel.parent.name in {"docs", "doc"}))
+    return (
+        name.startswith(".")
+        or name in _SKIP_DIRS
+        or name.endswith(".egg-info")
+        or (len(rel.parts) == 1 and name in _SKIP_TOP_DIRS)
+        or (name == "_build" and rel.parent.name in {"docs", "doc"})
+    )
 
 
 def wanted_file(rel: PurePosixPath) -> bool:
@@ -638,8 +714,9 @@ def _walk(root: Path) -> Iterator[tuple[PurePosixPath, Path]]:
             yield here / filename, Path(dirpath, filename)
 
 
-def collect_files(root: Path, limits: IngestLimits = IngestLimits(),
-                  label: str | None = None) -> tuple[dict[str, str], list[str]]:
+def collect_files(
+    root: Path, limits: IngestLimits = IngestLimits(), label: str | None = None
+) -> tuple[dict[str, str], list[str]]:
     """The text files a task may need, POSIX path -> content, and notes on what was left out.
 
     Raises:
@@ -666,11 +743,14 @@ def collect_files(root: Path, limits: IngestLimits = IngestLimits(),
             continue
         total += size
         if total > limits.max_total_bytes:
-            raise BuildError(f"{label}: more than {limits.max_total_bytes} bytes of text files "
-                             "(IngestLimits.max_total_bytes); too large to build from")
+            raise BuildError(
+                f"{label}: more than {limits.max_total_bytes} bytes of text files "
+                "(IngestLimits.max_total_bytes); too large to build from"
+            )
         if len(files) >= limits.max_files:
-            raise BuildError(f"{label}: more than {limits.max_files} text files (IngestLimits.max_files); "
-                             "too large to build from")
+            raise BuildError(
+                f"{label}: more than {limits.max_files} text files (IngestLimits.max_files); too large to build from"
+            )
         files[key] = text
     return files, notes
 
@@ -688,6 +768,7 @@ def decode_text(data: bytes, *, python: bool = False) -> str | None:
 
 
 # --- metadata ---------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class PackageMetadata:
@@ -720,9 +801,15 @@ def read_metadata(root: Path) -> PackageMetadata:
         return next((getattr(m, attr) for m in found if getattr(m, attr)), None)
 
     files = tuple(dict.fromkeys(f for m in found for f in m.license_files))
-    return PackageMetadata(name=first("name"), version=first("version"), url=first("url"),
-                           license_expression=first("license_expression"), license_field=first("license_field"),
-                           classifiers=first("classifiers") or (), license_files=files)
+    return PackageMetadata(
+        name=first("name"),
+        version=first("version"),
+        url=first("url"),
+        license_expression=first("license_expression"),
+        license_field=first("license_field"),
+        classifiers=first("classifiers") or (),
+        license_files=files,
+    )
 
 
 def _read_small(path: Path, max_bytes: int = 5_000_000) -> str | None:
@@ -749,12 +836,14 @@ def _pkg_info(root: Path) -> PackageMetadata:
         urls[label.strip()] = url.strip()
     home = _str(headers.get("Home-page"))
     return PackageMetadata(
-        name=_str(headers.get("Name")), version=_str(headers.get("Version")),
+        name=_str(headers.get("Name")),
+        version=_str(headers.get("Version")),
         url=_pick_url(urls) or (home if home and home.upper() != "UNKNOWN" else None),
         license_expression=_str(headers.get("License-Expression")),
         license_field=_unfold(headers.get("License")),
         classifiers=tuple(str(c).strip() for c in headers.get_all("Classifier") or []),
-        license_files=tuple(str(f).strip() for f in headers.get_all("License-File") or []))
+        license_files=tuple(str(f).strip() for f in headers.get_all("License-File") or []),
+    )
 
 
 def _unfold(value: Any) -> str | None:
@@ -793,20 +882,25 @@ def _project_table(root: Path, project: dict[str, Any]) -> PackageMetadata:
     urls = project.get("urls")
     classifiers = project.get("classifiers")
     return PackageMetadata(
-        name=_str(project.get("name")), version=_str(project.get("version")),
+        name=_str(project.get("name")),
+        version=_str(project.get("version")),
         url=_pick_url(urls) if isinstance(urls, dict) else None,
-        license_expression=_str(license_value), license_field=_str(table.get("text")),
+        license_expression=_str(license_value),
+        license_field=_str(table.get("text")),
         classifiers=tuple(c for c in classifiers if isinstance(c, str)) if isinstance(classifiers, list) else (),
-        license_files=tuple(files))
+        license_files=tuple(files),
+    )
 
 
 def _poetry_table(poetry: dict[str, Any]) -> PackageMetadata:
     classifiers = poetry.get("classifiers")
     return PackageMetadata(
-        name=_str(poetry.get("name")), version=_str(poetry.get("version")),
+        name=_str(poetry.get("name")),
+        version=_str(poetry.get("version")),
         url=_str(poetry.get("homepage")) or _str(poetry.get("repository")),
         license_field=_str(poetry.get("license")),
-        classifiers=tuple(c for c in classifiers if isinstance(c, str)) if isinstance(classifiers, list) else ())
+        classifiers=tuple(c for c in classifiers if isinstance(c, str)) if isinstance(classifiers, list) else (),
+    )
 
 
 def _setup_cfg(root: Path) -> PackageMetadata:
@@ -822,11 +916,13 @@ def _setup_cfg(root: Path) -> PackageMetadata:
     urls = dict(_cfg_pair(line) for line in _cfg_list(meta.get("project_urls", "")) if "=" in line)
     files = _cfg_list(meta.get("license_files", "") or meta.get("license_file", ""))
     return PackageMetadata(
-        name=_str(meta.get("name")), version=_cfg_version(root, meta.get("version")),
+        name=_str(meta.get("name")),
+        version=_cfg_version(root, meta.get("version")),
         url=_pick_url(urls) or _str(meta.get("url")) or _str(meta.get("home_page")),
         license_field=_str(meta.get("license")),
         classifiers=tuple(c for c in _cfg_list(meta.get("classifiers", "")) if not c.startswith("file:")),
-        license_files=tuple(files))
+        license_files=tuple(files),
+    )
 
 
 def _cfg_list(value: str) -> list[str]:
@@ -870,8 +966,9 @@ _LICENSE_FILE = re.compile(r"(licen[cs]e|copying|unlicense)([-._].*)?", re.IGNOR
 def license_file_paths(root: Path, named: Iterable[str] = ()) -> list[str]:
     """License files at ``root``: ``LICENSE*``, ``LICENCE*``, ``COPYING*``, ``LICENSES/*``,
     and those the metadata names (when inside ``root``)."""
-    found = [p.name for p in sorted(root.iterdir()) if p.is_file() and _LICENSE_FILE.fullmatch(p.name)
-             and p.suffix != ".py"]
+    found = [
+        p.name for p in sorted(root.iterdir()) if p.is_file() and _LICENSE_FILE.fullmatch(p.name) and p.suffix != ".py"
+    ]
     reuse = root / "LICENSES"
     if reuse.is_dir() and not reuse.is_symlink():
         found += [f"LICENSES/{p.name}" for p in sorted(reuse.iterdir()) if p.is_file()]
@@ -889,6 +986,7 @@ def detect_license(root: Path, metadata: PackageMetadata) -> DetectedLicense:
         text = _read_small(root / rel, 1_000_000)
         if text is not None:
             files[rel] = identify_license_text(text)
-    declared = license_from_metadata(expression=metadata.license_expression,
-                                     license_field=metadata.license_field, classifiers=metadata.classifiers)
+    declared = license_from_metadata(
+        expression=metadata.license_expression, license_field=metadata.license_field, classifiers=metadata.classifiers
+    )
     return combine_license_evidence(files, declared)

@@ -35,9 +35,29 @@ PROPRIETARY = "LicenseRef-Proprietary"
 PUBLIC_DOMAIN = "LicenseRef-Public-Domain"
 
 _PERMISSIVE = {
-    "MIT", "MIT-0", "BSD", "BSD-2-Clause", "BSD-3-Clause", "BSD-4-Clause", "0BSD", "Apache",
-    "Apache-1.1", "Apache-2.0", "ISC", "PSF-2.0", "Python-2.0", "Unlicense", "Zlib", "CC0-1.0",
-    "BSL-1.0", "WTFPL", "X11", "NCSA", "UPL-1.0", "HPND", PUBLIC_DOMAIN,
+    "MIT",
+    "MIT-0",
+    "BSD",
+    "BSD-2-Clause",
+    "BSD-3-Clause",
+    "BSD-4-Clause",
+    "0BSD",
+    "Apache",
+    "Apache-1.1",
+    "Apache-2.0",
+    "ISC",
+    "PSF-2.0",
+    "Python-2.0",
+    "Unlicense",
+    "Zlib",
+    "CC0-1.0",
+    "BSL-1.0",
+    "WTFPL",
+    "X11",
+    "NCSA",
+    "UPL-1.0",
+    "HPND",
+    PUBLIC_DOMAIN,
 }
 _COPYLEFT_FAMILIES = ("GPL", "LGPL", "AGPL", "GFDL", "MPL", "EPL", "CDDL", "EUPL", "OSL", "CC-BY-SA")
 _KNOWN_IDS = {i.casefold(): i for i in _PERMISSIVE | {PROPRIETARY}}
@@ -61,45 +81,68 @@ class _TextRule:
     versioned: bool = False
 
 
-_REDISTRIBUTION = ("redistribution and use in source and binary forms, with or without modification, "
-                   "are permitted provided that",)
+_REDISTRIBUTION = (
+    "redistribution and use in source and binary forms, with or without modification, are permitted provided that",
+)
 _MIT_GRANT = ("permission is hereby granted, free of charge, to any person obtaining a copy",)
 _ISC_GRANT = ("distribute this software for any purpose with or without fee is hereby granted",)
 
 # Order breaks ties between rules matching at the same place: the more demanding first.
 _TEXT_RULES = (
     _TextRule("AGPL", ("gnu affero general public license",), versioned=True),
-    _TextRule("LGPL", ("gnu lesser general public license", "gnu library general public license"),
-              versioned=True),
+    _TextRule("LGPL", ("gnu lesser general public license", "gnu library general public license"), versioned=True),
     _TextRule("GPL", ("gnu general public license",), versioned=True),
     _TextRule("GFDL", ("gnu free documentation license",), versioned=True),
     _TextRule("MPL", ("mozilla public license",), versioned=True),
     _TextRule("EPL", ("eclipse public license",), versioned=True),
     _TextRule("Apache", ("apache license",), versioned=True),
-    _TextRule("BSD-4-Clause", _REDISTRIBUTION,
-              requires=("all advertising materials mentioning features or use of this software",)),
-    _TextRule("BSD-3-Clause", _REDISTRIBUTION,
-              requires=("endorse or promote products derived from this software",)),
+    _TextRule(
+        "BSD-4-Clause",
+        _REDISTRIBUTION,
+        requires=("all advertising materials mentioning features or use of this software",),
+    ),
+    _TextRule("BSD-3-Clause", _REDISTRIBUTION, requires=("endorse or promote products derived from this software",)),
     _TextRule("BSD-2-Clause", _REDISTRIBUTION),
-    _TextRule("MIT", _MIT_GRANT,
-              requires=("the above copyright notice and this permission notice shall be included",)),
-    _TextRule("MIT-0", _MIT_GRANT, requires=('persons to whom the software is furnished to do so. '
-                                             'the software is provided "as is"',)),
-    _TextRule("ISC", _ISC_GRANT,
-              requires=("provided that the above copyright notice and this permission notice appear",)),
+    _TextRule("MIT", _MIT_GRANT, requires=("the above copyright notice and this permission notice shall be included",)),
+    _TextRule(
+        "MIT-0",
+        _MIT_GRANT,
+        requires=('persons to whom the software is furnished to do so. the software is provided "as is"',),
+    ),
+    _TextRule(
+        "ISC", _ISC_GRANT, requires=("provided that the above copyright notice and this permission notice appear",)
+    ),
     _TextRule("0BSD", _ISC_GRANT),
-    _TextRule("PSF-2.0", ("python software foundation license version 2",
-                          "this license agreement is between the python software foundation")),
+    _TextRule(
+        "PSF-2.0",
+        (
+            "python software foundation license version 2",
+            "this license agreement is between the python software foundation",
+        ),
+    ),
     _TextRule("Unlicense", ("this is free and unencumbered software released into the public domain",)),
-    _TextRule("Zlib", ("altered source versions must be plainly marked as such, and must not be "
-                       "misrepresented as being the original software",)),
-    _TextRule("CC0-1.0", ("cc0 1.0 universal", "creative commons legal code cc0",
-                          "to the extent possible under law, the person who associated cc0",
-                          "creativecommons.org/publicdomain/zero/1.0")),
+    _TextRule(
+        "Zlib",
+        (
+            "altered source versions must be plainly marked as such, and must not be "
+            "misrepresented as being the original software",
+        ),
+    ),
+    _TextRule(
+        "CC0-1.0",
+        (
+            "cc0 1.0 universal",
+            "creative commons legal code cc0",
+            "to the extent possible under law, the person who associated cc0",
+            "creativecommons.org/publicdomain/zero/1.0",
+        ),
+    ),
     _TextRule("BSL-1.0", ("boost software license - version 1.0",)),
     _TextRule("WTFPL", ("do what the fuck you want to public license",)),
-    _TextRule(PROPRIETARY, ("proprietary and confidential",
-                            "unauthorized copying of this file, via any medium, is strictly prohibited")),
+    _TextRule(
+        PROPRIETARY,
+        ("proprietary and confidential", "unauthorized copying of this file, via any medium, is strictly prohibited"),
+    ),
 )
 # The version right after the name (``Apache License 2.0``), or the first one stated
 # within a sentence (``GNU General Public License as published by ... either version 3``).
@@ -121,7 +164,7 @@ def _rule_match(rule: _TextRule, words: str) -> tuple[int, str] | None:
     if not found or any(_words(p) not in words for p in rule.requires):
         return None
     at, anchor = min(found)
-    spdx = _version_id(rule.spdx, words[at + len(anchor) - 1:]) if rule.versioned else rule.spdx
+    spdx = _version_id(rule.spdx, words[at + len(anchor) - 1 :]) if rule.versioned else rule.spdx
     return at, spdx
 
 
@@ -143,31 +186,94 @@ def identify_license_text(text: str) -> str | None:
     return license_from_name(text) or license_from_name(first_line)
 
 
-_NAME_STOPWORDS = {"the", "license", "licence", "licensed", "under", "version", "software", "osi",
-                   "approved", "terms", "of", "a", "an", "style"}
+_NAME_STOPWORDS = {
+    "the",
+    "license",
+    "licence",
+    "licensed",
+    "under",
+    "version",
+    "software",
+    "osi",
+    "approved",
+    "terms",
+    "of",
+    "a",
+    "an",
+    "style",
+}
 _NAME_KEYS = {
-    "mit": "MIT", "mit mit": "MIT", "expat": "MIT", "mit 0": "MIT-0", "mit no attribution": "MIT-0",
-    "bsd": "BSD", "bsd like": "BSD", "bsd 3 clause": "BSD-3-Clause", "3 clause bsd": "BSD-3-Clause",
-    "bsd 3": "BSD-3-Clause", "new bsd": "BSD-3-Clause", "modified bsd": "BSD-3-Clause",
-    "revised bsd": "BSD-3-Clause", "bsd 2 clause": "BSD-2-Clause", "2 clause bsd": "BSD-2-Clause",
-    "bsd 2": "BSD-2-Clause", "simplified bsd": "BSD-2-Clause", "freebsd": "BSD-2-Clause",
-    "0bsd": "0BSD", "bsd 0 clause": "0BSD", "zero clause bsd": "0BSD", "bsd 4 clause": "BSD-4-Clause",
-    "apache": "Apache", "apache 2": "Apache-2.0", "apache 2.0": "Apache-2.0", "apache2": "Apache-2.0",
-    "asl 2.0": "Apache-2.0", "apache v2": "Apache-2.0", "isc": "ISC", "iscl": "ISC", "isc iscl": "ISC",
-    "psf": "PSF-2.0", "psfl": "PSF-2.0", "psf 2.0": "PSF-2.0", "python foundation": "PSF-2.0",
-    "python foundation 2": "PSF-2.0", "unlicense": "Unlicense", "unlicense unlicense": "Unlicense",
-    "public domain": PUBLIC_DOMAIN, "cc0": "CC0-1.0", "cc0 1.0": "CC0-1.0", "cc0 1.0 universal": "CC0-1.0",
-    "zlib": "Zlib", "zlib libpng": "Zlib", "mpl": "MPL", "mpl 2.0": "MPL-2.0", "mpl2": "MPL-2.0",
-    "mozilla public 2.0": "MPL-2.0", "boost": "BSL-1.0",
-    "boost 1.0": "BSL-1.0", "bsl 1.0": "BSL-1.0", "wtfpl": "WTFPL", "proprietary": PROPRIETARY,
-    "commercial": PROPRIETARY, "all rights reserved": PROPRIETARY, "other proprietary": PROPRIETARY,
+    "mit": "MIT",
+    "mit mit": "MIT",
+    "expat": "MIT",
+    "mit 0": "MIT-0",
+    "mit no attribution": "MIT-0",
+    "bsd": "BSD",
+    "bsd like": "BSD",
+    "bsd 3 clause": "BSD-3-Clause",
+    "3 clause bsd": "BSD-3-Clause",
+    "bsd 3": "BSD-3-Clause",
+    "new bsd": "BSD-3-Clause",
+    "modified bsd": "BSD-3-Clause",
+    "revised bsd": "BSD-3-Clause",
+    "bsd 2 clause": "BSD-2-Clause",
+    "2 clause bsd": "BSD-2-Clause",
+    "bsd 2": "BSD-2-Clause",
+    "simplified bsd": "BSD-2-Clause",
+    "freebsd": "BSD-2-Clause",
+    "0bsd": "0BSD",
+    "bsd 0 clause": "0BSD",
+    "zero clause bsd": "0BSD",
+    "bsd 4 clause": "BSD-4-Clause",
+    "apache": "Apache",
+    "apache 2": "Apache-2.0",
+    "apache 2.0": "Apache-2.0",
+    "apache2": "Apache-2.0",
+    "asl 2.0": "Apache-2.0",
+    "apache v2": "Apache-2.0",
+    "isc": "ISC",
+    "iscl": "ISC",
+    "isc iscl": "ISC",
+    "psf": "PSF-2.0",
+    "psfl": "PSF-2.0",
+    "psf 2.0": "PSF-2.0",
+    "python foundation": "PSF-2.0",
+    "python foundation 2": "PSF-2.0",
+    "unlicense": "Unlicense",
+    "unlicense unlicense": "Unlicense",
+    "public domain": PUBLIC_DOMAIN,
+    "cc0": "CC0-1.0",
+    "cc0 1.0": "CC0-1.0",
+    "cc0 1.0 universal": "CC0-1.0",
+    "zlib": "Zlib",
+    "zlib libpng": "Zlib",
+    "mpl": "MPL",
+    "mpl 2.0": "MPL-2.0",
+    "mpl2": "MPL-2.0",
+    "mozilla public 2.0": "MPL-2.0",
+    "boost": "BSL-1.0",
+    "boost 1.0": "BSL-1.0",
+    "bsl 1.0": "BSL-1.0",
+    "wtfpl": "WTFPL",
+    "proprietary": PROPRIETARY,
+    "commercial": PROPRIETARY,
+    "all rights reserved": PROPRIETARY,
+    "other proprietary": PROPRIETARY,
 }
 _GNU_NAME = re.compile(
     r"^(?:gnu )?(?:(?P<short>a|l)?gpl|(?P<long>affero |lesser |library |library or lesser )?general public)"
     r"(?: ?v ?| )?(?P<version>\d(?:\.\d)?)?(?P<later> ?\+| or later| or any later)?(?: only)?"
-    r"(?: (?:a|l)?gpl ?v?\d?(?:\.\d)?\+?)?$")
-_GNU_FAMILY = {"a": "AGPL", "l": "LGPL", "affero": "AGPL", "lesser": "LGPL", "library": "LGPL",
-               "library or lesser": "LGPL", "": "GPL"}
+    r"(?: (?:a|l)?gpl ?v?\d?(?:\.\d)?\+?)?$"
+)
+_GNU_FAMILY = {
+    "a": "AGPL",
+    "l": "LGPL",
+    "affero": "AGPL",
+    "lesser": "LGPL",
+    "library": "LGPL",
+    "library or lesser": "LGPL",
+    "": "GPL",
+}
 
 
 def _gnu_name(key: str) -> str | None:
@@ -230,12 +336,19 @@ def license_from_classifiers(classifiers: Iterable[str]) -> str | None:
 
 
 _CLASSIFIER_LEAVES = {
-    "MIT License": "MIT", "MIT No Attribution License (MIT-0)": "MIT-0", "BSD License": "BSD",
-    "Apache Software License": "Apache", "ISC License (ISCL)": "ISC",
-    "Python Software Foundation License": "PSF-2.0", "The Unlicense (Unlicense)": "Unlicense",
-    "zlib/libpng License": "Zlib", "Mozilla Public License 2.0 (MPL 2.0)": "MPL-2.0",
-    "Mozilla Public License 1.1 (MPL 1.1)": "MPL-1.1", "GNU General Public License (GPL)": "GPL",
-    "GNU General Public License v2 (GPLv2)": "GPL-2.0", "GNU General Public License v3 (GPLv3)": "GPL-3.0",
+    "MIT License": "MIT",
+    "MIT No Attribution License (MIT-0)": "MIT-0",
+    "BSD License": "BSD",
+    "Apache Software License": "Apache",
+    "ISC License (ISCL)": "ISC",
+    "Python Software Foundation License": "PSF-2.0",
+    "The Unlicense (Unlicense)": "Unlicense",
+    "zlib/libpng License": "Zlib",
+    "Mozilla Public License 2.0 (MPL 2.0)": "MPL-2.0",
+    "Mozilla Public License 1.1 (MPL 1.1)": "MPL-1.1",
+    "GNU General Public License (GPL)": "GPL",
+    "GNU General Public License v2 (GPLv2)": "GPL-2.0",
+    "GNU General Public License v3 (GPLv3)": "GPL-3.0",
     "GNU General Public License v2 or later (GPLv2+)": "GPL-2.0-or-later",
     "GNU General Public License v3 or later (GPLv3+)": "GPL-3.0-or-later",
     "GNU Library or Lesser General Public License (LGPL)": "LGPL",
@@ -245,15 +358,18 @@ _CLASSIFIER_LEAVES = {
     "GNU Lesser General Public License v3 or later (LGPLv3+)": "LGPL-3.0-or-later",
     "GNU Affero General Public License v3": "AGPL-3.0",
     "GNU Affero General Public License v3 or later (AGPLv3+)": "AGPL-3.0-or-later",
-    "Eclipse Public License 1.0 (EPL-1.0)": "EPL-1.0", "Eclipse Public License 2.0 (EPL-2.0)": "EPL-2.0",
+    "Eclipse Public License 1.0 (EPL-1.0)": "EPL-1.0",
+    "Eclipse Public License 2.0 (EPL-2.0)": "EPL-2.0",
     "Boost Software License 1.0 (BSL-1.0)": "BSL-1.0",
-    "CC0 1.0 Universal (CC0 1.0) Public Domain Dedication": "CC0-1.0", "Public Domain": PUBLIC_DOMAIN,
+    "CC0 1.0 Universal (CC0 1.0) Public Domain Dedication": "CC0-1.0",
+    "Public Domain": PUBLIC_DOMAIN,
     "Other/Proprietary License": PROPRIETARY,
 }
 
 
-def license_from_metadata(*, expression: str | None = None, license_field: str | None = None,
-                          classifiers: Iterable[str] = ()) -> str | None:
+def license_from_metadata(
+    *, expression: str | None = None, license_field: str | None = None, classifiers: Iterable[str] = ()
+) -> str | None:
     """The license package metadata declares, or None.
 
     Args:
@@ -415,8 +531,7 @@ def combine_license_evidence(files: dict[str, str | None], metadata: str | None)
     else:
         chosen = " AND ".join(file_ids)
         if metadata:
-            notes.append(f"the metadata says {metadata} but the license file says {chosen}; "
-                         "going by the license file")
+            notes.append(f"the metadata says {metadata} but the license file says {chosen}; going by the license file")
     return DetectedLicense(chosen, license_kind(chosen), tuple(notes), unrecognised)
 
 
@@ -445,8 +560,9 @@ def parse_license_policy(value: str | Iterable[str]) -> LicensePolicy:
         value = value.split(",")
     ids = frozenset(v.strip() for v in value if v.strip())
     if not ids:
-        raise ConfigError("--licenses needs 'permissive', 'any' or a comma-separated list of SPDX ids "
-                          "(e.g. MIT,BSD-3-Clause)")
+        raise ConfigError(
+            "--licenses needs 'permissive', 'any' or a comma-separated list of SPDX ids (e.g. MIT,BSD-3-Clause)"
+        )
     return ids
 
 
@@ -482,20 +598,27 @@ def check_license(name: str, detected: DetectedLicense, policy: LicensePolicy) -
     if detected.license is None:
         raise BuildError(_no_license_message(name, detected))
     if policy == "permissive":
-        what = (f"{detected.kind}" if detected.kind != "unknown"
-                else "a license gym-repost cannot classify")
-        raise BuildError(f"{name} is licensed {detected.license} ({what}); gym-repost keeps permissive "
-                         "licenses by default; pass --licenses any to build it anyway")
+        what = f"{detected.kind}" if detected.kind != "unknown" else "a license gym-repost cannot classify"
+        raise BuildError(
+            f"{name} is licensed {detected.license} ({what}); gym-repost keeps permissive "
+            "licenses by default; pass --licenses any to build it anyway"
+        )
     listed = ",".join(sorted(policy))
-    raise BuildError(f"{name} is licensed {detected.license} ({detected.kind}), which is not among "
-                     f"--licenses {listed}; add it to the list or pass --licenses any to build it anyway")
+    raise BuildError(
+        f"{name} is licensed {detected.license} ({detected.kind}), which is not among "
+        f"--licenses {listed}; add it to the list or pass --licenses any to build it anyway"
+    )
 
 
 def _no_license_message(name: str, detected: DetectedLicense) -> str:
     if detected.unrecognised_files:
-        found = (f"its license file ({', '.join(detected.unrecognised_files)}) matches no license "
-                 "gym-repost recognises and its metadata names none")
+        found = (
+            f"its license file ({', '.join(detected.unrecognised_files)}) matches no license "
+            "gym-repost recognises and its metadata names none"
+        )
     else:
         found = "it has no LICENSE or COPYING file and its metadata names no license"
-    return (f"{name} has no license gym-repost can detect: {found}; code without a license cannot be "
-            "redistributed as tasks, so it is refused by default; pass --licenses any to build it anyway")
+    return (
+        f"{name} has no license gym-repost can detect: {found}; code without a license cannot be "
+        "redistributed as tasks, so it is refused by default; pass --licenses any to build it anyway"
+    )

@@ -89,8 +89,12 @@ def outside_world(candidate: Candidate) -> str | None:
 
 def parse_reply(text: str) -> tuple[str | None, list[str]]:
     """The ``python`` code block of a reply and the packages of its ``requirements`` block."""
-    packages = [line.strip().split()[0] for block in _REQUIREMENTS.findall(text)
-                for line in block.splitlines() if line.strip() and not line.strip().startswith("#")]
+    packages = [
+        line.strip().split()[0]
+        for block in _REQUIREMENTS.findall(text)
+        for line in block.splitlines()
+        if line.strip() and not line.strip().startswith("#")
+    ]
     without = _REQUIREMENTS.sub("", text)
     return extract_code_block(without), [p for p in packages if p not in ("pip", "install")]
 
@@ -121,8 +125,13 @@ class ExchangeLog:
 
     def write(self, exchange: Exchange, *, client: str, candidate: str, step: str) -> None:
         """Append one exchange."""
-        record = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "client": client, "candidate": candidate,
-                  "step": step, **exchange.to_dict()}
+        record = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "client": client,
+            "candidate": candidate,
+            "step": step,
+            **exchange.to_dict(),
+        }
         line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
         with self._lock:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -140,8 +149,14 @@ class LLMBuilder(PlannedBuilder):
         deterministic: the policy that tries first (None: the model does everything).
     """
 
-    def __init__(self, client: LLMClient, settings: LLMBuilderSettings | None = None, *,
-                 log: ExchangeLog | None = None, deterministic: DeterministicBuilder | None = None) -> None:
+    def __init__(
+        self,
+        client: LLMClient,
+        settings: LLMBuilderSettings | None = None,
+        *,
+        log: ExchangeLog | None = None,
+        deterministic: DeterministicBuilder | None = None,
+    ) -> None:
         super().__init__()
         self.client = client
         self.settings = settings or LLMBuilderSettings()
@@ -165,8 +180,14 @@ class LLMBuilder(PlannedBuilder):
     def stats(self) -> dict[str, Any]:
         """Tokens, cost, calls per step, and why the model took the candidate."""
         first = self.deterministic.stats() if self.deterministic is not None else {}
-        return {"builder": "llm", "model": self.client.config.model, "takeover": self.takeover,
-                **self.ledger.to_dict(), **{f"asked {k}": v for k, v in self.counts.items()}, **first}
+        return {
+            "builder": "llm",
+            "model": self.client.config.model,
+            "takeover": self.takeover,
+            **self.ledger.to_dict(),
+            **{f"asked {k}": v for k, v in self.counts.items()},
+            **first,
+        }
 
     # ------------------------------------------------------------------ the plan
 
@@ -180,8 +201,10 @@ class LLMBuilder(PlannedBuilder):
             self.takeover = f"the target touches the outside world: {self.takeover}; mock it"
         elif self.deterministic is not None:
             dropped = yield from self._deterministic()
-            self.takeover = f"the deterministic builder failed at {dropped.get('stage', '?')}: " \
-                            f"{dropped.get('reason', '?')} {dropped.get('detail', '')}".strip()
+            self.takeover = (
+                f"the deterministic builder failed at {dropped.get('stage', '?')}: "
+                f"{dropped.get('reason', '?')} {dropped.get('detail', '')}".strip()
+            )
         script = yield from self._develop("aggregate", self._aggregate_prompt(), "module", None)
         if script is None:
             yield self._abandon("sandboxing", "script does not run")
@@ -198,8 +221,12 @@ class LLMBuilder(PlannedBuilder):
             return
         yield tool_call("submit", **judgement)
         if not self._data.get("kept"):
-            yield tool_call("abandon", reason=self._data.get("reason") or "rejected", stage="quality",
-                            detail=self._data.get("detail", ""))
+            yield tool_call(
+                "abandon",
+                reason=self._data.get("reason") or "rejected",
+                stage="quality",
+                detail=self._data.get("detail", ""),
+            )
 
     def _deterministic(self) -> Generator[Action, None, dict[str, Any]]:
         """Pass the deterministic builder's actions through until it abandons (returns the abandon's args)."""
@@ -227,8 +254,16 @@ class LLMBuilder(PlannedBuilder):
             if attempt == self.settings.debug_iterations:
                 break
             left = self.settings.debug_iterations - attempt - 1
-            reply = self._ask("debug", [Message.user(self._render(
-                "debug.j2", script=self._tried or base or "", error=error[-3000:], phase=phase, left=left))])
+            reply = self._ask(
+                "debug",
+                [
+                    Message.user(
+                        self._render(
+                            "debug.j2", script=self._tried or base or "", error=error[-3000:], phase=phase, left=left
+                        )
+                    )
+                ],
+            )
         return None
 
     def _try(self, reply: str, base: str | None) -> Generator[Action, None, str | None]:
@@ -239,8 +274,11 @@ class LLMBuilder(PlannedBuilder):
             return "Your answer has no ```python code block."
         if packages:
             yield tool_call("install", packages=" ".join(packages))
-        script = code if base is None or f"def {self.context.candidate.name}(" in code \
+        script = (
+            code
+            if base is None or f"def {self.context.candidate.name}(" in code
             else base.rstrip("\n") + "\n\n\n" + code
+        )
         self._tried = script
         yield tool_call("write_script", script=script)
         if not self._ok:
@@ -261,8 +299,9 @@ class LLMBuilder(PlannedBuilder):
         for _ in range(self.settings.coverage_rounds):
             if coverage.get("branch_coverage") is None or coverage["branch_coverage"] >= threshold:
                 break
-            improved = yield from self._develop("coverage", self._coverage_prompt(best, coverage, threshold),
-                                                "tests", best)
+            improved = yield from self._develop(
+                "coverage", self._coverage_prompt(best, coverage, threshold), "tests", best
+            )
             if improved is not None and self.coverage.get("branch_coverage", 0.0) >= coverage["branch_coverage"]:
                 best, coverage = improved, dict(self.coverage)
         self.script, self.coverage = best, coverage
@@ -275,15 +314,26 @@ class LLMBuilder(PlannedBuilder):
         """The model's verdicts as ``submit`` arguments, or None when it gave none."""
         c = self.context.candidate
         context = self.context.slice.context if self.context.slice else ""
-        functionality, why_f = self._verdict("judge functionality", self._render(
-            "judge_functionality.j2", target=dedent_code(c.source), context=self._clip(context),
-            script=self._clip(script)), ("same", "yes", "no"))
-        tests, why_t = self._verdict("judge tests", self._render("judge_tests.j2", script=self._clip(script)),
-                                     ("correct", "incorrect"))
+        functionality, why_f = self._verdict(
+            "judge functionality",
+            self._render(
+                "judge_functionality.j2",
+                target=dedent_code(c.source),
+                context=self._clip(context),
+                script=self._clip(script),
+            ),
+            ("same", "yes", "no"),
+        )
+        tests, why_t = self._verdict(
+            "judge tests", self._render("judge_tests.j2", script=self._clip(script)), ("correct", "incorrect")
+        )
         if functionality is None or tests is None:
             return None
-        return {"functionality": functionality, "tests": tests,
-                "notes": f"functionality {functionality}: {why_f[:400]} | tests {tests}: {why_t[:400]}"}
+        return {
+            "functionality": functionality,
+            "tests": tests,
+            "notes": f"functionality {functionality}: {why_f[:400]} | tests {tests}: {why_t[:400]}",
+        }
 
     def _verdict(self, step: str, prompt: str, choices: tuple[str, ...]) -> tuple[str | None, str]:
         """Ask for a verdict; remind the model once if its answer has no verdict line."""
@@ -291,8 +341,10 @@ class LLMBuilder(PlannedBuilder):
         answer = self._ask(step, messages)
         verdict = parse_verdict(answer, choices)
         if verdict is None:
-            messages += [Message("assistant", answer), Message.user(self._render("verdict_reminder.j2",
-                                                                                 choices=choices))]
+            messages += [
+                Message("assistant", answer),
+                Message.user(self._render("verdict_reminder.j2", choices=choices)),
+            ]
             verdict = parse_verdict(self._ask(step, messages), choices)
         explanation = " ".join(_VERDICT.sub("", answer).split())
         return verdict, explanation
@@ -309,13 +361,15 @@ class LLMBuilder(PlannedBuilder):
         finally:
             if self.log is not None:
                 for exchange in self.ledger.exchanges[seen:]:
-                    self.log.write(exchange, client=self.client.describe(), candidate=self.context.candidate.key,
-                                   step=step)
+                    self.log.write(
+                        exchange, client=self.client.describe(), candidate=self.context.candidate.key, step=step
+                    )
 
     def _render(self, name: str, **values: Any) -> str:
         c = self.context.candidate
-        return render_prompt(_PROMPTS, name, **{"qualname": c.qualname, "func": c.name,
-                                                "class_name": c.class_name, **values})
+        return render_prompt(
+            _PROMPTS, name, **{"qualname": c.qualname, "func": c.name, "class_name": c.class_name, **values}
+        )
 
     def _clip(self, text: str) -> str:
         limit = self.settings.max_context_chars
@@ -324,22 +378,32 @@ class LLMBuilder(PlannedBuilder):
     def _aggregate_prompt(self) -> str:
         ctx = self.context
         c = ctx.candidate
-        return self._render("aggregate.j2", file=c.file, repo=ctx.repo.name, takeover=self.takeover,
-                            target=dedent_code(c.source),
-                            draft=self._clip(ctx.sandboxed.module) if ctx.sandboxed else None,
-                            context=self._clip(ctx.slice.context) if ctx.slice else "",
-                            file_text=self._clip(ctx.repo.files.get(c.file, "")))
+        return self._render(
+            "aggregate.j2",
+            file=c.file,
+            repo=ctx.repo.name,
+            takeover=self.takeover,
+            target=dedent_code(c.source),
+            draft=self._clip(ctx.sandboxed.module) if ctx.sandboxed else None,
+            context=self._clip(ctx.slice.context) if ctx.slice else "",
+            file_text=self._clip(ctx.repo.files.get(c.file, "")),
+        )
 
     def _tests_prompt(self, script: str) -> str:
-        return self._render("write_tests.j2", script=self._clip(script),
-                            min_assertions=self.context.thresholds.min_assertions)
+        return self._render(
+            "write_tests.j2", script=self._clip(script), min_assertions=self.context.thresholds.min_assertions
+        )
 
     def _coverage_prompt(self, script: str, coverage: dict[str, Any], threshold: float) -> str:
-        return self._render("improve_coverage.j2", script=self._clip(script),
-                            numbered=numbered(dedent_code(self.context.candidate.source)),
-                            coverage=f"{100 * coverage['branch_coverage']:.0f}%", threshold=f"{100 * threshold:.0f}%",
-                            missing_lines=coverage.get("missing_lines"),
-                            missing_branches=coverage.get("missing_branches"))
+        return self._render(
+            "improve_coverage.j2",
+            script=self._clip(script),
+            numbered=numbered(dedent_code(self.context.candidate.source)),
+            coverage=f"{100 * coverage['branch_coverage']:.0f}%",
+            threshold=f"{100 * threshold:.0f}%",
+            missing_lines=coverage.get("missing_lines"),
+            missing_branches=coverage.get("missing_branches"),
+        )
 
 
 class LLMBuild:
@@ -357,8 +421,14 @@ class LLMBuild:
             (used when ``settings.deterministic_first``).
     """
 
-    def __init__(self, config: LLMConfigBase, settings: LLMBuilderSettings | None = None, *,
-                 log_path: Path | None = None, deterministic: BuilderSettings | None = None) -> None:
+    def __init__(
+        self,
+        config: LLMConfigBase,
+        settings: LLMBuilderSettings | None = None,
+        *,
+        log_path: Path | None = None,
+        deterministic: BuilderSettings | None = None,
+    ) -> None:
         self.config = config
         self.settings = settings or LLMBuilderSettings()
         self.log = ExchangeLog(log_path) if log_path is not None else None
@@ -383,8 +453,12 @@ class LLMBuild:
     def settings_for(settings: BuildSettings) -> BuildSettings:
         """The pipeline settings of an LLM build: mockable targets extracted, static drops
         rescued, and room for the model's steps."""
-        return replace(settings, exclude_keywords=LLM_EXCLUDE_KEYWORDS, rescue_static_drops=True,
-                       max_steps=max(settings.max_steps, 160))
+        return replace(
+            settings,
+            exclude_keywords=LLM_EXCLUDE_KEYWORDS,
+            rescue_static_drops=True,
+            max_steps=max(settings.max_steps, 160),
+        )
 
     def usage(self) -> dict[str, Any]:
         """The build's totals: calls, cache hits, failures, retries, tokens, cost."""
@@ -399,5 +473,15 @@ def split_builder_args(options: dict[str, Any]) -> tuple[LLMBuilderSettings, dic
     return LLMBuilderSettings(**mine), {k: v for k, v in options.items() if k not in names}
 
 
-__all__ = ["LLM_EXCLUDE_KEYWORDS", "MOCKABLE_CATEGORIES", "ExchangeLog", "LLMBuild", "LLMBuilder",
-           "LLMBuilderSettings", "outside_world", "parse_reply", "parse_verdict", "split_builder_args"]
+__all__ = [
+    "LLM_EXCLUDE_KEYWORDS",
+    "MOCKABLE_CATEGORIES",
+    "ExchangeLog",
+    "LLMBuild",
+    "LLMBuilder",
+    "LLMBuilderSettings",
+    "outside_world",
+    "parse_reply",
+    "parse_verdict",
+    "split_builder_args",
+]

@@ -63,8 +63,9 @@ class BuildSettings:
 
     def thresholds(self) -> QualityThresholds:
         """The quality thresholds of the split."""
-        return QualityThresholds.for_split(self.split, min_kill_rate=self.min_kill_rate, mutants=self.mutants,
-                                           seed=self.seed)
+        return QualityThresholds.for_split(
+            self.split, min_kill_rate=self.min_kill_rate, mutants=self.mutants, seed=self.seed
+        )
 
 
 @dataclass
@@ -94,9 +95,13 @@ class BuildResult:
     def statistics(self) -> dict[str, Any]:
         """Table 2, the drop table, the stage timings, the wall-clock safety limits that fired
         (normally none: a build that lists some may differ from an unloaded one), and the LLM usage."""
-        stats = {"table2": table2(self.candidates, self.tasks), "drops": drop_table(self.drops),
-                 "timings": dict(self.timings), "infra_errors": len(self.infra_errors),
-                 "safety_limits": self.safety_limits()}
+        stats = {
+            "table2": table2(self.candidates, self.tasks),
+            "drops": drop_table(self.drops),
+            "timings": dict(self.timings),
+            "infra_errors": len(self.infra_errors),
+            "safety_limits": self.safety_limits(),
+        }
         if self.llm_usage is not None:
             stats["llm"] = dict(self.llm_usage)
         return stats
@@ -105,12 +110,15 @@ class BuildResult:
         """The wall-clock safety limits that fired: the build's notes about them (tracing),
         then ``file::qualname: note`` for each in a construction episode."""
         return [n for n in self.notes if SAFETY_NOTE in n] + [
-            f"{candidate.key}: {note}" for candidate, outcome in self.outcomes
-            for note in outcome.stats.get("safety_limits", [])]
+            f"{candidate.key}: {note}"
+            for candidate, outcome in self.outcomes
+            for note in outcome.stats.get("safety_limits", [])
+        ]
 
 
-def prepare(repo: SourceRepository, candidates: Sequence[Candidate],
-            rescue: bool = False) -> tuple[list[Prepared], list[Drop]]:
+def prepare(
+    repo: SourceRepository, candidates: Sequence[Candidate], rescue: bool = False
+) -> tuple[list[Prepared], list[Drop]]:
     """Stages 3 and 4 for every candidate: dependency slice, then the sandboxed module.
 
     With ``rescue``, a candidate failing either stage is prepared all the same, with what
@@ -127,13 +135,21 @@ def prepare(repo: SourceRepository, candidates: Sequence[Candidate],
         if isinstance(script, Drop) and not rescue:
             drops.append(script)
             continue
-        prepared.append(Prepared(candidate, None if isinstance(sliced, Drop) else sliced,
-                                 None if isinstance(script, Drop) else script))
+        prepared.append(
+            Prepared(
+                candidate, None if isinstance(sliced, Drop) else sliced, None if isinstance(script, Drop) else script
+            )
+        )
     return prepared, drops
 
 
-def trace_seeds(sandbox: Sandbox, repo: SourceRepository, candidates: Sequence[Candidate],
-                installer: PackageInstaller, attempts: int = 4) -> tuple[dict[str, list[Any]], list[str]]:
+def trace_seeds(
+    sandbox: Sandbox,
+    repo: SourceRepository,
+    candidates: Sequence[Candidate],
+    installer: PackageInstaller,
+    attempts: int = 4,
+) -> tuple[dict[str, list[Any]], list[str]]:
     """Inputs the repository's own tests pass to the candidates (run in the sandbox).
 
     Missing third-party modules are installed and the suite rerun, a bounded number of
@@ -148,16 +164,19 @@ def trace_seeds(sandbox: Sandbox, repo: SourceRepository, candidates: Sequence[C
         if not missing:
             break
         installed = [m for m in missing if installer.install_for(m)[0]]
-        notes.append(f"tracing: installed providers of {', '.join(installed) or 'nothing'} "
-                     f"(missing: {', '.join(missing)})")
+        notes.append(
+            f"tracing: installed providers of {', '.join(installed) or 'nothing'} (missing: {', '.join(missing)})"
+        )
         if not installed:
             break
         result = trace_repository(sandbox, repo, candidates)
     notes.extend(f"tracing: {e}" for e in result.errors[:5])
     if result.timed_out:
-        note = (f"tracing: {SAFETY_NOTE}: the repository's tests were stopped after {result.tests_run} "
-                f"test(s); inputs the rest would have given are missing, so the build may differ from an "
-                f"unloaded run's")
+        note = (
+            f"tracing: {SAFETY_NOTE}: the repository's tests were stopped after {result.tests_run} "
+            f"test(s); inputs the rest would have given are missing, so the build may differ from an "
+            f"unloaded run's"
+        )
         logger.warning("%s: %s", repo.name, note)
         notes.append(note)
     return result.calls, notes
@@ -166,13 +185,28 @@ def trace_seeds(sandbox: Sandbox, repo: SourceRepository, candidates: Sequence[C
 PolicyFactory = Callable[[], BuildPolicy]
 
 
-def _construct(prepared: Sequence[Prepared], repo: SourceRepository, sandbox: Sandbox, installer: PackageInstaller,
-               seeds: dict[str, list[Any]], settings: BuildSettings, policy_factory: PolicyFactory,
-               on_candidate: Callable[[Candidate, BuildOutcome | None], None] | None) -> list[Any]:
+def _construct(
+    prepared: Sequence[Prepared],
+    repo: SourceRepository,
+    sandbox: Sandbox,
+    installer: PackageInstaller,
+    seeds: dict[str, list[Any]],
+    settings: BuildSettings,
+    policy_factory: PolicyFactory,
+    on_candidate: Callable[[Candidate, BuildOutcome | None], None] | None,
+) -> list[Any]:
     def one(item: Prepared) -> tuple[Candidate, BuildOutcome | str]:
-        context = BuildContext(repo=repo, candidate=item.candidate, slice=item.slice, sandboxed=item.sandboxed,
-                               sandbox=sandbox, installer=installer, thresholds=settings.thresholds(),
-                               split=settings.split, seeds=seeds.get(item.candidate.key, []))
+        context = BuildContext(
+            repo=repo,
+            candidate=item.candidate,
+            slice=item.slice,
+            sandboxed=item.sandboxed,
+            sandbox=sandbox,
+            installer=installer,
+            thresholds=settings.thresholds(),
+            split=settings.split,
+            seeds=seeds.get(item.candidate.key, []),
+        )
         try:
             outcome: BuildOutcome | str = run_build_episode(context, policy_factory(), settings.max_steps)
         except InfrastructureError as exc:
@@ -185,10 +219,14 @@ def _construct(prepared: Sequence[Prepared], repo: SourceRepository, sandbox: Sa
         return list(pool.map(one, prepared))
 
 
-def build_function_tasks(source: str, settings: BuildSettings, sandbox: Sandbox,
-                         policy_factory: PolicyFactory | None = None,
-                         on_candidate: Callable[[Candidate, BuildOutcome | None], None] | None = None,
-                         on_stage: Callable[[str, int], None] | None = None) -> BuildResult:
+def build_function_tasks(
+    source: str,
+    settings: BuildSettings,
+    sandbox: Sandbox,
+    policy_factory: PolicyFactory | None = None,
+    on_candidate: Callable[[Candidate, BuildOutcome | None], None] | None = None,
+    on_stage: Callable[[str, int], None] | None = None,
+) -> BuildResult:
     """Build function tasks from ``source`` (a directory, an archive or ``pypi:NAME[==V]``).
 
     Raises:
@@ -213,15 +251,22 @@ def build_function_tasks(source: str, settings: BuildSettings, sandbox: Sandbox,
     if settings.trace and prepared:
         with timer("tracing"):
             seeds, notes = trace_seeds(sandbox, repo, [p.candidate for p in prepared], installer)
-    factory = policy_factory or (lambda: DeterministicBuilder(BuilderSettings(test_executions=settings.test_executions,
-                                                                              seed=settings.seed)))
+    factory = policy_factory or (
+        lambda: DeterministicBuilder(BuilderSettings(test_executions=settings.test_executions, seed=settings.seed))
+    )
     with timer("construction"):
         results = _construct(prepared, repo, sandbox, installer, seeds, settings, factory, on_candidate)
     return _collect(repo, len(candidates), drops + static_drops, results, timer, notes)
 
 
-def _collect(repo: SourceRepository, n_candidates: int, drops: list[Drop], results: list[Any], timer: StageTimer,
-             notes: list[str]) -> BuildResult:
+def _collect(
+    repo: SourceRepository,
+    n_candidates: int,
+    drops: list[Drop],
+    results: list[Any],
+    timer: StageTimer,
+    notes: list[str],
+) -> BuildResult:
     tasks, outcomes, infra = [], [], []
     for candidate, outcome in results:
         if isinstance(outcome, str):
@@ -234,8 +279,16 @@ def _collect(repo: SourceRepository, n_candidates: int, drops: list[Drop], resul
             tasks.append(outcome.task)
         elif outcome.drop is not None:
             drops.append(outcome.drop)
-    return BuildResult(repo=repo, tasks=tasks, drops=drops, candidates=n_candidates,
-                       timings=timer.seconds, outcomes=outcomes, notes=repo.notes + notes, infra_errors=infra)
+    return BuildResult(
+        repo=repo,
+        tasks=tasks,
+        drops=drops,
+        candidates=n_candidates,
+        timings=timer.seconds,
+        outcomes=outcomes,
+        notes=repo.notes + notes,
+        infra_errors=infra,
+    )
 
 
 def _extract(repo: SourceRepository, settings: BuildSettings) -> tuple[list[Candidate], list[Drop]]:
@@ -244,8 +297,9 @@ def _extract(repo: SourceRepository, settings: BuildSettings) -> tuple[list[Cand
 
     keywords = DEFAULT_EXCLUDE_KEYWORDS if settings.exclude_keywords is None else settings.exclude_keywords
     if not settings.only:
-        candidates, drops, _ = extract_candidates(repo, max_candidates=settings.max_candidates, seed=settings.seed,
-                                                  keywords=keywords)
+        candidates, drops, _ = extract_candidates(
+            repo, max_candidates=settings.max_candidates, seed=settings.seed, keywords=keywords
+        )
         return candidates, drops
     found, drops, _ = extract_candidates(repo, max_candidates=1_000_000, seed=settings.seed, keywords=keywords)
     chosen = [c for c in found if _selected(c.file, c.qualname, settings.only)]

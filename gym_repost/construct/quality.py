@@ -39,8 +39,11 @@ class QualityThresholds:
     @classmethod
     def for_split(cls, split: Split, **overrides: float | int) -> QualityThresholds:
         """RepoST's thresholds: branch coverage >= 80% for train, 100% for eval; eval is deterministic."""
-        return cls(min_branch_coverage=1.0 if split == "eval" else 0.8,  # type: ignore[arg-type]
-                   reject_nondeterministic=split == "eval", **overrides)
+        return cls(
+            min_branch_coverage=1.0 if split == "eval" else 0.8,  # type: ignore[arg-type]
+            reject_nondeterministic=split == "eval",
+            **overrides,
+        )
 
 
 @dataclass
@@ -85,8 +88,11 @@ def _main_calls_test(tree: ast.Module, test_name: str) -> bool:
         if not (isinstance(node, ast.If) and "__name__" in _names_used(node.test)):
             continue
         for stmt in node.body:
-            if (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
-                    and test_name in _names_used(stmt.value.func)):
+            if (
+                isinstance(stmt, ast.Expr)
+                and isinstance(stmt.value, ast.Call)
+                and test_name in _names_used(stmt.value.func)
+            ):
                 return True
     return False
 
@@ -146,8 +152,14 @@ def judged_drop_reason(split: Split, target_unchanged: bool, judgement: Judgemen
     return None
 
 
-def check_quality(sandbox: Sandbox, task: FunctionTask, original_source: str,
-                  thresholds: QualityThresholds, *, allow_changed_target: bool = False) -> QualityReport:
+def check_quality(
+    sandbox: Sandbox,
+    task: FunctionTask,
+    original_source: str,
+    thresholds: QualityThresholds,
+    *,
+    allow_changed_target: bool = False,
+) -> QualityReport:
     """Run every check; stop measuring at the first failure.
 
     Args:
@@ -158,8 +170,11 @@ def check_quality(sandbox: Sandbox, task: FunctionTask, original_source: str,
         SandboxError: the sandbox failed (infrastructure).
     """
     report = QualityReport(checks=sanity_checks(task, original_source))
-    failed = [name for name, ok in report.checks.items()
-              if not ok and not (allow_changed_target and name == "target unchanged (AST)")]
+    failed = [
+        name
+        for name, ok in report.checks.items()
+        if not ok and not (allow_changed_target and name == "target unchanged (AST)")
+    ]
     if task.metadata.num_asserts < thresholds.min_assertions:
         failed.append(f"at least {thresholds.min_assertions} assertions")
     if failed:

@@ -79,6 +79,5 @@ def sandbox_script(slice_: DependencySlice) -> SandboxedScript | Drop:
     problem = _target_intact(module, slice_)
     if problem is not None:
         return Drop(target.file, target.qualname, "sandboxing", "target altered", problem)
-    log.debug("sandboxed %s: %d fragments, %d lines", target.key, len(slice_.fragments),
-              module.count("\n"))
+    log.debug("sandboxed %s: %d fragments, %d lines", target.key, len(slice_.fragments), module.count("\n"))
     return SandboxedScript(target=target, module=module)

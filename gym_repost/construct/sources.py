@@ -32,5 +32,4 @@ def import_source(source: str) -> Iterator[Task | BuildError]:
         if not Path(source).is_file():
             raise BuildError(f"{source}: no such manifest")
         return import_manifest(source)
-    raise ConfigError(f"unknown source {source!r}; this version builds from: "
-                      f"{', '.join(SOURCE_FORMS)}")
+    raise ConfigError(f"unknown source {source!r}; this version builds from: {', '.join(SOURCE_FORMS)}")

@@ -22,8 +22,15 @@ def count_tokens(code: str) -> int:
     RepoST counts a model tokenizer's tokens; ours is the language's own tokenizer, so
     the figures are comparable between our builds, not with the paper's.
     """
-    layout = {tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.COMMENT,
-              tokenize.ENDMARKER, tokenize.ENCODING}
+    layout = {
+        tokenize.NL,
+        tokenize.NEWLINE,
+        tokenize.INDENT,
+        tokenize.DEDENT,
+        tokenize.COMMENT,
+        tokenize.ENDMARKER,
+        tokenize.ENCODING,
+    }
     try:
         return sum(1 for tok in tokenize.generate_tokens(io.StringIO(code).readline) if tok.type not in layout)
     except (tokenize.TokenError, IndentationError, SyntaxError):
@@ -60,8 +67,9 @@ def _median(values: Sequence[float]) -> float | None:
 def table2(candidates: int, tasks: Sequence[FunctionTask]) -> dict[str, Any]:
     """RepoST's Table 2 for one build: sizes, tests, coverage, standalone share, libraries."""
     coverages = [t.metadata.branch_coverage for t in tasks if t.metadata.branch_coverage is not None]
-    kill_rates = [t.metadata.checks["mutant_kill_rate"] for t in tasks
-                  if t.metadata.checks.get("mutant_kill_rate") is not None]
+    kill_rates = [
+        t.metadata.checks["mutant_kill_rate"] for t in tasks if t.metadata.checks.get("mutant_kill_rate") is not None
+    ]
     libraries = sorted({lib for t in tasks for lib in t.metadata.external_packages})
     return {
         "candidate functions": candidates,

@@ -56,10 +56,13 @@ _TEST_DIRS = frozenset({"test", "tests", "testing"})
 _SKIP_DIRS = frozenset({"docs", "doc", "examples", "example", "benchmarks", "scripts"})
 _STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
 _DOMINANT = 0.6
-_PLUGIN_FIXTURES = {"mocker": "pytest_mock", "benchmark": "pytest_benchmark.plugin",
-                    "freezer": "pytest_freezer", "httpserver": "pytest_httpserver"}
-_PLUGIN_MARKERS = {"asyncio": "pytest_asyncio.plugin", "anyio": "anyio.pytest_plugin",
-                   "trio": "pytest_trio.plugin"}
+_PLUGIN_FIXTURES = {
+    "mocker": "pytest_mock",
+    "benchmark": "pytest_benchmark.plugin",
+    "freezer": "pytest_freezer",
+    "httpserver": "pytest_httpserver",
+}
+_PLUGIN_MARKERS = {"asyncio": "pytest_asyncio.plugin", "anyio": "anyio.pytest_plugin", "trio": "pytest_trio.plugin"}
 
 
 @dataclass(frozen=True)
@@ -118,7 +121,7 @@ def _import_root(path: str, files: dict[str, str]) -> str:
 
 
 def _module_name(path: str, root: str) -> str:
-    rel = path[len(root) + 1:] if root else path
+    rel = path[len(root) + 1 :] if root else path
     parts = rel[:-3].split("/")
     if parts[-1] == "__init__":
         parts = parts[:-1]
@@ -167,8 +170,7 @@ def _resolve(node: ast.ImportFrom, package: str) -> str | None:
     return ".".join([*base, node.module] if node.module else base) or None
 
 
-def _exports(tree: ast.Module, package: str, index: dict[str, _Module],
-             trees: dict[str, ast.Module]) -> dict[str, str]:
+def _exports(tree: ast.Module, package: str, index: dict[str, _Module], trees: dict[str, ast.Module]) -> dict[str, str]:
     exports: dict[str, str] = {}
     for node in tree.body:
         if not isinstance(node, ast.ImportFrom):
@@ -282,8 +284,12 @@ def _plugins(tree: ast.Module) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             found.update(_PLUGIN_FIXTURES[a.arg] for a in node.args.args if a.arg in _PLUGIN_FIXTURES)
-        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Attribute) \
-                and node.value.attr == "mark" and node.attr in _PLUGIN_MARKERS:
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "mark"
+            and node.attr in _PLUGIN_MARKERS
+        ):
             found.add(_PLUGIN_MARKERS[node.attr])
     return sorted(found)
 
@@ -301,31 +307,56 @@ def _requirements(sources: Iterable[str], own: set[str]) -> list[str]:
     return sorted({distribution_for(n) for n in third})
 
 
-def make_task(repo: SourceRepository, pair: TestFilePair, settings: TestFileBuildSettings,
-              seed: int = 0) -> TestFileTask:
+def make_task(
+    repo: SourceRepository, pair: TestFilePair, settings: TestFileBuildSettings, seed: int = 0
+) -> TestFileTask:
     """The task of a pair, its reference not yet measured."""
     ground_truth = repo.files[pair.test_path]
     tree = _parse(ground_truth) or ast.Module(body=[], type_ignores=[])
     own = {_module_name(p, _import_root(p, repo.files)).split(".")[0] for p in repo.python_files}
     view = {p: t for p, t in repo.files.items() if p != pair.test_path}
     evaluation = TestFileEvaluation(
-        test_path=pair.test_path, focal_file=pair.focal_file, focal_module=pair.focal_module,
-        python_path=list(pair.python_path), ground_truth=ground_truth,
-        requirements=_requirements([ground_truth, repo.files[pair.focal_file]], own), plugins=_plugins(tree),
-        timeout=settings.timeout, test_timeout=settings.test_timeout, max_mutants=settings.max_mutants,
-        mutant_seed=seed, mutation_timeout=settings.mutation_timeout)
-    provenance = Provenance(source=repo.source, repo=repo.name, version=repo.version, file=pair.focal_file,
-                            qualname=pair.focal_module, license=repo.license, url=repo.url)
-    metadata = TaskMetadata(num_tests=count_tests(ground_truth), num_asserts=count_assertions(ground_truth),
-                            external_packages=evaluation.requirements,
-                            checks={"pairing": pair.evidence})
-    return TestFileTask(name=f"{repo.name}/{pair.test_path}", provenance=provenance,
-                        repository=RepositoryView(files=view, target_file=pair.focal_file),
-                        evaluation=evaluation, reference=TestFileMetrics(), metadata=metadata)
+        test_path=pair.test_path,
+        focal_file=pair.focal_file,
+        focal_module=pair.focal_module,
+        python_path=list(pair.python_path),
+        ground_truth=ground_truth,
+        requirements=_requirements([ground_truth, repo.files[pair.focal_file]], own),
+        plugins=_plugins(tree),
+        timeout=settings.timeout,
+        test_timeout=settings.test_timeout,
+        max_mutants=settings.max_mutants,
+        mutant_seed=seed,
+        mutation_timeout=settings.mutation_timeout,
+    )
+    provenance = Provenance(
+        source=repo.source,
+        repo=repo.name,
+        version=repo.version,
+        file=pair.focal_file,
+        qualname=pair.focal_module,
+        license=repo.license,
+        url=repo.url,
+    )
+    metadata = TaskMetadata(
+        num_tests=count_tests(ground_truth),
+        num_asserts=count_assertions(ground_truth),
+        external_packages=evaluation.requirements,
+        checks={"pairing": pair.evidence},
+    )
+    return TestFileTask(
+        name=f"{repo.name}/{pair.test_path}",
+        provenance=provenance,
+        repository=RepositoryView(files=view, target_file=pair.focal_file),
+        evaluation=evaluation,
+        reference=TestFileMetrics(),
+        metadata=metadata,
+    )
 
 
-def measure_pair(repo: SourceRepository, pair: TestFilePair, sandbox: Sandbox,
-                 settings: TestFileBuildSettings, seed: int = 0) -> TestFileTask | Drop:
+def measure_pair(
+    repo: SourceRepository, pair: TestFilePair, sandbox: Sandbox, settings: TestFileBuildSettings, seed: int = 0
+) -> TestFileTask | Drop:
     """Run the pair's ground truth; the task with its reference, or why it is dropped.
 
     Raises:
@@ -343,27 +374,39 @@ def measure_pair(repo: SourceRepository, pair: TestFilePair, sandbox: Sandbox,
     if run.mutation_status == "timeout":
         # the mutation budget is wall-clock seconds (the runner's): say so rather than hide it
         not_run = sum(m.status == "not run" for m in run.mutants)
-        note = (f"wall-clock safety limit: the mutation budget ({settings.mutation_timeout:g}s) ran out with "
-                f"{not_run} mutant(s) not run; the reference mutation score may differ from an unloaded run's")
+        note = (
+            f"wall-clock safety limit: the mutation budget ({settings.mutation_timeout:g}s) ran out with "
+            f"{not_run} mutant(s) not run; the reference mutation score may differ from an unloaded run's"
+        )
         logger.warning("%s: %s", pair.test_path, note)
         task.metadata.notes.append(note)
     return task.with_id()
 
 
-def _quality_drop(pair: TestFilePair, run: TestFileRun, metrics: TestFileMetrics,
-                  settings: TestFileBuildSettings) -> Drop | None:
+def _quality_drop(
+    pair: TestFilePair, run: TestFileRun, metrics: TestFileMetrics, settings: TestFileBuildSettings
+) -> Drop | None:
     if not file_runs(run):
-        cause = (run.collection_errors[0].message if run.collection_errors
-                 else run.message or "no test ran")
+        cause = run.collection_errors[0].message if run.collection_errors else run.message or "no test ran"
         reason = "ground truth timed out" if run.status == "timeout" else "ground truth does not run"
         return Drop(pair.test_path, pair.focal_module, "execution", reason, cause[:300])
     if metrics.pass_rate < settings.min_pass_rate:
         failing = [t.nodeid for t in run.tests if t.outcome in ("failed", "error", "timeout")]
-        return Drop(pair.test_path, pair.focal_module, "execution", "ground truth fails",
-                    f"{len(failing)} failing: {', '.join(failing[:3])}")
+        return Drop(
+            pair.test_path,
+            pair.focal_module,
+            "execution",
+            "ground truth fails",
+            f"{len(failing)} failing: {', '.join(failing[:3])}",
+        )
     if metrics.line_coverage < settings.min_line_coverage:
-        return Drop(pair.test_path, pair.focal_module, "quality", "low coverage",
-                    f"line coverage {metrics.line_coverage:.2f} < {settings.min_line_coverage}")
+        return Drop(
+            pair.test_path,
+            pair.focal_module,
+            "quality",
+            "low coverage",
+            f"line coverage {metrics.line_coverage:.2f} < {settings.min_line_coverage}",
+        )
     return None
 
 
@@ -372,17 +415,33 @@ def mining_summary(repo: SourceRepository, tasks: list[TestFileTask], drops: lis
     pairs, unpaired = find_pairs(repo)
     reasons: Counter[tuple[str, str]] = Counter((d.stage, d.reason) for d in drops)
     measured = len(tasks) + sum(d.stage != "extract" for d in drops)
-    return {"test_files": len(pairs) + len(unpaired), "pairs": len(pairs), "pairs_measured": measured,
-            "kept": len(tasks),
-            "drops": [{"stage": stage, "reason": reason, "count": count,
-                       "example": next(d.file for d in drops if (d.stage, d.reason) == (stage, reason))}
-                      for (stage, reason), count in reasons.most_common()]}
+    return {
+        "test_files": len(pairs) + len(unpaired),
+        "pairs": len(pairs),
+        "pairs_measured": measured,
+        "kept": len(tasks),
+        "drops": [
+            {
+                "stage": stage,
+                "reason": reason,
+                "count": count,
+                "example": next(d.file for d in drops if (d.stage, d.reason) == (stage, reason)),
+            }
+            for (stage, reason), count in reasons.most_common()
+        ],
+    }
 
 
-def build_testfile_tasks(repo: SourceRepository, sandbox: Sandbox, *, max_pairs: int = 30, seed: int = 0,
-                         settings: TestFileBuildSettings | None = None, workers: int = 2,
-                         on_pair: Callable[[TestFileTask | Drop], None] | None = None
-                         ) -> tuple[list[TestFileTask], list[Drop]]:
+def build_testfile_tasks(
+    repo: SourceRepository,
+    sandbox: Sandbox,
+    *,
+    max_pairs: int = 30,
+    seed: int = 0,
+    settings: TestFileBuildSettings | None = None,
+    workers: int = 2,
+    on_pair: Callable[[TestFileTask | Drop], None] | None = None,
+) -> tuple[list[TestFileTask], list[Drop]]:
     """Mine test-file tasks from a repository.
 
     Pairs are tried in a seeded order until ``max_pairs`` are kept; each try runs the
@@ -411,11 +470,10 @@ def build_testfile_tasks(repo: SourceRepository, sandbox: Sandbox, *, max_pairs:
         for start in range(0, len(pairs), workers):
             if len(kept) >= max_pairs:
                 break
-            batch = pairs[start: start + min(workers, max_pairs - len(kept))]
+            batch = pairs[start : start + min(workers, max_pairs - len(kept))]
             for outcome in pool.map(lambda p: measure_pair(repo, p, sandbox, settings, seed), batch):
                 (kept if isinstance(outcome, TestFileTask) else drops).append(outcome)  # type: ignore[arg-type]
                 if on_pair is not None:
                     on_pair(outcome)
-    logger.info("%s: %d test files paired, %d tasks kept, %d dropped", repo.name, len(pairs), len(kept),
-                len(drops))
+    logger.info("%s: %d test files paired, %d tasks kept, %d dropped", repo.name, len(pairs), len(kept), len(drops))
     return kept, drops

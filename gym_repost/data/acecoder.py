@@ -80,8 +80,9 @@ def preference_pairs(pass_rates: Sequence[float], *, strict: bool = True) -> lis
     """
     _check_rates(pass_rates)
     indices = range(len(pass_rates))
-    return [(i, j) for i in indices for j in indices
-            if i != j and is_preferred(pass_rates[i], pass_rates[j], strict=strict)]
+    return [
+        (i, j) for i in indices for j in indices if i != j and is_preferred(pass_rates[i], pass_rates[j], strict=strict)
+    ]
 
 
 def filter_tests(suite: TestSuite, proxy: CodeRun) -> TestSuite:
@@ -139,19 +140,35 @@ class AcecoderQuestion:
         records = []
         for i, j in self.pairs:
             chosen, rejected = self.programs[i], self.programs[j]
-            records.append({"prompt": prompt, "chosen": code_response(chosen.code),
-                            "rejected": code_response(rejected.code), **task_fields(self.task),
-                            "method": "acecoder", "model": chosen.model, "strict": self.strict,
-                            "chosen_pass_rate": chosen.pass_rate, "rejected_pass_rate": rejected.pass_rate,
-                            "num_tests": len(self.tests)})
+            records.append(
+                {
+                    "prompt": prompt,
+                    "chosen": code_response(chosen.code),
+                    "rejected": code_response(rejected.code),
+                    **task_fields(self.task),
+                    "method": "acecoder",
+                    "model": chosen.model,
+                    "strict": self.strict,
+                    "chosen_pass_rate": chosen.pass_rate,
+                    "rejected_pass_rate": rejected.pass_rate,
+                    "num_tests": len(self.tests),
+                }
+            )
         return records
 
     def tests_record(self) -> dict[str, Any]:
         """The question with its kept tests (and what was proposed and dropped)."""
-        return {**task_fields(self.task), "question": instruction_prompt(self.task),
-                "tests": list(self.tests.tests), "test_style": self.tests.style,
-                "test_labels": list(self.tests.labels), "proposed": len(self.proposed), "kept": len(self.tests),
-                "removed_labels": self.removed_labels(), "dropped": self.dropped}
+        return {
+            **task_fields(self.task),
+            "question": instruction_prompt(self.task),
+            "tests": list(self.tests.tests),
+            "test_style": self.tests.style,
+            "test_labels": list(self.tests.labels),
+            "proposed": len(self.proposed),
+            "kept": len(self.tests),
+            "removed_labels": self.removed_labels(),
+            "dropped": self.dropped,
+        }
 
     def removed_labels(self) -> dict[str, int]:
         """How many tests of each label the proxy removed (empty for unlabelled tests)."""
@@ -163,8 +180,16 @@ class AcecoderQuestion:
         return counts
 
 
-def _programs(task: FunctionTask, sampler: CodeSampler, tests: TestSuite, sandbox: Sandbox, *,
-              samples: int, seed: int, test_timeout: float) -> list[Program]:
+def _programs(
+    task: FunctionTask,
+    sampler: CodeSampler,
+    tests: TestSuite,
+    sandbox: Sandbox,
+    *,
+    samples: int,
+    seed: int,
+    test_timeout: float,
+) -> list[Program]:
     codes = dedupe_codes(sampler.sample_code(task, samples, seed=task_seed(seed, task.id, f"acecoder:{sampler.name}")))
     matrix = execution_matrix(sandbox, task, codes, tests, test_timeout=test_timeout)  # one judge run for all
     return [Program(sampler.name, code, row) for code, row in zip(codes, matrix.rows)]
@@ -186,10 +211,20 @@ def _proxy_code(task: FunctionTask, proxy: CodeSampler | None, seed: int) -> str
     return codes[0] if codes else None
 
 
-def run_acecoder_task(task: FunctionTask, test_sampler: TestSampler, code_samplers: Sequence[CodeSampler],
-                      sandbox: Sandbox, *, n_tests: int = 20, samples: int = 16, min_tests: int = MIN_TESTS,
-                      strict: bool = True, proxy: CodeSampler | None = None, seed: int = 0,
-                      test_timeout: float = DEFAULT_TEST_TIMEOUT) -> AcecoderQuestion:
+def run_acecoder_task(
+    task: FunctionTask,
+    test_sampler: TestSampler,
+    code_samplers: Sequence[CodeSampler],
+    sandbox: Sandbox,
+    *,
+    n_tests: int = 20,
+    samples: int = 16,
+    min_tests: int = MIN_TESTS,
+    strict: bool = True,
+    proxy: CodeSampler | None = None,
+    seed: int = 0,
+    test_timeout: float = DEFAULT_TEST_TIMEOUT,
+) -> AcecoderQuestion:
     """Propose tests, filter them with the proxy, sample and score programs, pair them.
 
     Args:
@@ -203,15 +238,18 @@ def run_acecoder_task(task: FunctionTask, test_sampler: TestSampler, code_sample
     proxy_code = _proxy_code(task, proxy, seed)
     if proxy_code is None:
         return AcecoderQuestion(task, proposed, proposed.select([]), "the proxy gave no solution", strict=strict)
-    kept = filter_tests(proposed, run_code_against_tests(sandbox, task, proxy_code, proposed,
-                                                         test_timeout=test_timeout))
+    kept = filter_tests(
+        proposed, run_code_against_tests(sandbox, task, proxy_code, proposed, test_timeout=test_timeout)
+    )
     if len(kept) < min_tests:
-        return AcecoderQuestion(task, proposed, kept, f"{len(kept)} tests left after filtering "
-                                f"(fewer than {min_tests})", strict=strict)
+        return AcecoderQuestion(
+            task, proposed, kept, f"{len(kept)} tests left after filtering (fewer than {min_tests})", strict=strict
+        )
     programs: list[Program] = []
     for sampler in code_samplers:
         programs += _programs(task, sampler, kept, sandbox, samples=samples, seed=seed, test_timeout=test_timeout)
     pairs = _pairs_within_models(programs, strict)
-    logger.debug("%s: %d/%d tests kept, %d programs, %d pairs", task.name, len(kept), len(proposed),
-                 len(programs), len(pairs))
+    logger.debug(
+        "%s: %d/%d tests kept, %d programs, %d pairs", task.name, len(kept), len(proposed), len(programs), len(pairs)
+    )
     return AcecoderQuestion(task, proposed, kept, None, tuple(programs), tuple(pairs), strict)

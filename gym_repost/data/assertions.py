@@ -36,8 +36,10 @@ def under_test_names(target: Target, style: TestStyle) -> set[str]:
 
 def mentions(node: ast.AST, names: set[str]) -> bool:
     """True when ``node`` refers to one of ``names`` as a name or an attribute."""
-    return any((isinstance(n, ast.Name) and n.id in names) or (isinstance(n, ast.Attribute) and n.attr in names)
-               for n in ast.walk(node))
+    return any(
+        (isinstance(n, ast.Name) and n.id in names) or (isinstance(n, ast.Attribute) and n.attr in names)
+        for n in ast.walk(node)
+    )
 
 
 class _Rename(ast.NodeTransformer):
@@ -67,9 +69,14 @@ def _checker_body(tree: ast.Module, test: ast.FunctionDef, target: Target) -> li
     if target.class_name or len(body) != 1 or not isinstance(body[0], ast.Expr):
         return None
     call = body[0].value
-    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and len(call.args) == 1
-            and not call.keywords and isinstance(call.args[0], ast.Name)
-            and call.args[0].id == new_name(target)):
+    if not (
+        isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Name)
+        and len(call.args) == 1
+        and not call.keywords
+        and isinstance(call.args[0], ast.Name)
+        and call.args[0].id == new_name(target)
+    ):
         return None
     checker = _function(tree, call.func.id)
     if checker is None or len(checker.args.args) != 1:
@@ -172,9 +179,15 @@ def _wrong_asserts(statement: ast.Assert, names: set[str]) -> list[ast.Assert]:
             expected_is_right = mentions(left, names)
             variants = _constant_variants(right if expected_is_right else left)
             if variants:
-                return [ast.Assert(ast.Compare(left, [ast.Eq()], [v]) if expected_is_right
-                                   else ast.Compare(v, [ast.Eq()], [right]), statement.msg)
-                        for v in variants]
+                return [
+                    ast.Assert(
+                        ast.Compare(left, [ast.Eq()], [v])
+                        if expected_is_right
+                        else ast.Compare(v, [ast.Eq()], [right]),
+                        statement.msg,
+                    )
+                    for v in variants
+                ]
     return [ast.Assert(ast.UnaryOp(ast.Not(), test), statement.msg)]
 
 
@@ -192,16 +205,25 @@ def perturb_test(test: str, names: set[str]) -> list[str]:
         return []
     setup = module.body[:-1]
     wrong = _wrong_asserts(last, names)
-    return list(dict.fromkeys(ast.unparse(ast.fix_missing_locations(
-        ast.Module(body=[*setup, w], type_ignores=[]))) for w in wrong))
+    return list(
+        dict.fromkeys(
+            ast.unparse(ast.fix_missing_locations(ast.Module(body=[*setup, w], type_ignores=[]))) for w in wrong
+        )
+    )
 
 
 def propose_tests_prompt(task: FunctionTask, n: int) -> str:
     """The prompt asking a model for ``n`` assert-style tests of the task's target."""
     from gym_repost.data.records import prompt_files
 
-    return render_prompt("gym_repost.data", "propose_tests.j2", files=prompt_files(task),
-                         target=task.target, file=task.repository.target_file, n=n)
+    return render_prompt(
+        "gym_repost.data",
+        "propose_tests.j2",
+        files=prompt_files(task),
+        target=task.target,
+        file=task.repository.target_file,
+        n=n,
+    )
 
 
 def _statements(code: str) -> list[ast.stmt]:
@@ -224,6 +246,9 @@ def parse_test_reply(reply: str, target: Target) -> list[str]:
     statements = _statements(extract_code_block(reply) or reply)
     imports = [s for s in statements if isinstance(s, (ast.Import, ast.ImportFrom))]
     names = under_test_names(target, "assert")
-    tests = [ast.unparse(ast.Module(body=[*imports, s], type_ignores=[])) for s in statements
-             if isinstance(s, ast.Assert) and not _trivial(s) and mentions(s, names)]
+    tests = [
+        ast.unparse(ast.Module(body=[*imports, s], type_ignores=[]))
+        for s in statements
+        if isinstance(s, ast.Assert) and not _trivial(s) and mentions(s, names)
+    ]
     return list(dict.fromkeys(tests))

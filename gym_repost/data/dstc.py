@@ -125,11 +125,16 @@ class DstcResult:
         cc, ct, rt, rc = self.selection
         if cc is None or ct is None or rt is None or rc is None:
             return None
-        return {"prompt": instruction_prompt(self.task, with_test=True),
-                "chosen": code_and_test(self.codes[cc], self.tests.tests[ct]),
-                "rejected": code_and_test(self.codes[rc], self.tests.tests[rt]),
-                **self._fields(), "chosen_code": cc, "chosen_test": ct,
-                "rejected_code": rc, "rejected_test": rt}
+        return {
+            "prompt": instruction_prompt(self.task, with_test=True),
+            "chosen": code_and_test(self.codes[cc], self.tests.tests[ct]),
+            "rejected": code_and_test(self.codes[rc], self.tests.tests[rt]),
+            **self._fields(),
+            "chosen_code": cc,
+            "chosen_test": ct,
+            "rejected_code": rc,
+            "rejected_test": rt,
+        }
 
     def kto_records(self) -> list[dict[str, Any]]:
         """KTO examples: the chosen pair (label True) and the rejected pair (label False),
@@ -139,21 +144,43 @@ class DstcResult:
         records = []
         for code, test, label in ((cc, ct, True), (rc, rt, False)):
             if code is not None and test is not None:
-                records.append({"prompt": prompt, "completion": code_and_test(self.codes[code], self.tests.tests[test]),
-                                "label": label, **self._fields(), "code_index": code, "test_index": test})
+                records.append(
+                    {
+                        "prompt": prompt,
+                        "completion": code_and_test(self.codes[code], self.tests.tests[test]),
+                        "label": label,
+                        **self._fields(),
+                        "code_index": code,
+                        "test_index": test,
+                    }
+                )
         return records
 
     def matrix_record(self) -> dict[str, Any]:
         """The samples, the detailed outcomes and the selection, for inspection."""
-        return {**task_fields(self.task), "codes": list(self.codes), "tests": list(self.tests.tests),
-                "test_style": self.tests.style, "test_labels": list(self.tests.labels),
-                "matrix": self.execution.matrix, "outcomes": self.execution.outcomes,
-                "judged_outside": list(self.execution.judged_outside), "selection": self.selection._asdict()}
+        return {
+            **task_fields(self.task),
+            "codes": list(self.codes),
+            "tests": list(self.tests.tests),
+            "test_style": self.tests.style,
+            "test_labels": list(self.tests.labels),
+            "matrix": self.execution.matrix,
+            "outcomes": self.execution.outcomes,
+            "judged_outside": list(self.execution.judged_outside),
+            "selection": self.selection._asdict(),
+        }
 
 
-def run_dstc_task(task: FunctionTask, code_sampler: CodeSampler, test_sampler: TestSampler,
-                  sandbox: Sandbox, *, samples: int = 8, seed: int = 0,
-                  test_timeout: float = DEFAULT_TEST_TIMEOUT) -> DstcResult:
+def run_dstc_task(
+    task: FunctionTask,
+    code_sampler: CodeSampler,
+    test_sampler: TestSampler,
+    sandbox: Sandbox,
+    *,
+    samples: int = 8,
+    seed: int = 0,
+    test_timeout: float = DEFAULT_TEST_TIMEOUT,
+) -> DstcResult:
     """Sample J = ``samples`` codes and tests for ``task``, execute, select.
 
     Raises:

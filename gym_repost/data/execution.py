@@ -122,7 +122,7 @@ def without_main_block(script: str) -> str:
     lines = script.split("\n")
     for node in reversed(tree.body):
         if _is_main_guard(node):
-            del lines[node.lineno - 1: node.end_lineno]
+            del lines[node.lineno - 1 : node.end_lineno]
     return "\n".join(lines)
 
 
@@ -141,8 +141,9 @@ FULL_SCRIPT_NAME = "evaluation_full.py"
 """The script with the original beside the code, for the tests that run whole in the code's process."""
 
 
-def runner_config(task: FunctionTask, code: str, suite: TestSuite, test_timeout: float,
-                  plan: ValuePlan | None = None) -> tuple[dict[str, str], dict[str, Any]]:
+def runner_config(
+    task: FunctionTask, code: str, suite: TestSuite, test_timeout: float, plan: ValuePlan | None = None
+) -> tuple[dict[str, str], dict[str, Any]]:
     """The files and the configuration of one code's runner run.
 
     Tests split by ``plan`` run only their calls of the code, in a script without the
@@ -163,9 +164,15 @@ def runner_config(task: FunctionTask, code: str, suite: TestSuite, test_timeout:
         files[FULL_SCRIPT_NAME] = without_main_block(assemble(task, code, keep_original=True).script)
     if any(s is not None for s in splits):
         files[SCRIPT_NAME] = without_main_block(assemble(task, code).script)
-    config = {"script": SCRIPT_NAME, "name": task.target.name, "class_name": task.target.class_name,
-              "style": suite.style, "tests": entries, "timeout": test_timeout,
-              "preload": imported_modules(task.evaluation.script)}
+    config = {
+        "script": SCRIPT_NAME,
+        "name": task.target.name,
+        "class_name": task.target.class_name,
+        "style": suite.style,
+        "tests": entries,
+        "timeout": test_timeout,
+        "preload": imported_modules(task.evaluation.script),
+    }
     return files, config
 
 
@@ -195,8 +202,9 @@ def _parse_with_values(run: ProgramRun, n_tests: int) -> list[tuple[TestOutcome,
         return outcomes
     if run.result.timed_out:
         return [(o, None) for o in _uniform(n_tests, "timeout", "Timeout", "the test runner ran out of time")]
-    logger.debug("runner gave no verdict (%s, status %s): %s", run.problem, run.result.returncode,
-                 run.result.stderr[-500:])
+    logger.debug(
+        "runner gave no verdict (%s, status %s): %s", run.problem, run.result.returncode, run.result.stderr[-500:]
+    )
     why = f"the test runner ended (status {run.result.returncode}) without a valid verdict"
     return [(o, None) for o in _uniform(n_tests, "error", "NoVerdict", why)]
 
@@ -213,10 +221,12 @@ def _outcomes(data: dict[str, Any] | None, n_tests: int) -> list[tuple[TestOutco
         values = r.get("values") if r["outcome"] == "values" else None
         if r["outcome"] == "values" and type(values) is not list:
             return None
-        outcome = TestOutcome("error" if values is not None else r["outcome"],
-                              exception if type(exception) is str else ("NotJudged" if values is not None else None),
-                              message if type(message) is str else "",
-                              "load" if r.get("phase") == "load" else "test")
+        outcome = TestOutcome(
+            "error" if values is not None else r["outcome"],
+            exception if type(exception) is str else ("NotJudged" if values is not None else None),
+            message if type(message) is str else "",
+            "load" if r.get("phase") == "load" else "test",
+        )
         outcomes.append((outcome, values))
     return outcomes
 
@@ -224,8 +234,9 @@ def _outcomes(data: dict[str, Any] | None, n_tests: int) -> list[tuple[TestOutco
 _PLANS = PlanCache()
 
 
-def value_plan(sandbox: Sandbox, task: FunctionTask, suite: TestSuite, *,
-               test_timeout: float = DEFAULT_TEST_TIMEOUT) -> ValuePlan:
+def value_plan(
+    sandbox: Sandbox, task: FunctionTask, suite: TestSuite, *, test_timeout: float = DEFAULT_TEST_TIMEOUT
+) -> ValuePlan:
     """Which tests of ``suite`` are judged outside the code's process (made once per task and suite).
 
     A test whose shape allows it is split when the ground truth's calls in it return plain
@@ -245,8 +256,15 @@ def value_plan(sandbox: Sandbox, task: FunctionTask, suite: TestSuite, *,
             files, config = runner_config(task, task.ground_truth, suite, test_timeout, ValuePlan(shapes))
         except CandidateError:
             return ValuePlan(tuple(splits))
-        run = run_program(sandbox, "matrix", files, config, timeout=run_timeout(len(suite), test_timeout),
-                          token=True, modules=("values",))
+        run = run_program(
+            sandbox,
+            "matrix",
+            files,
+            config,
+            timeout=run_timeout(len(suite), test_timeout),
+            token=True,
+            modules=("values",),
+        )
         for i, (_, values) in enumerate(_parse_with_values(run, len(suite))):
             if shapes[i] is not None and values is not None:
                 splits[i] = shapes[i]
@@ -255,8 +273,9 @@ def value_plan(sandbox: Sandbox, task: FunctionTask, suite: TestSuite, *,
     return plan
 
 
-def run_code_against_tests(sandbox: Sandbox, task: FunctionTask, code: str, suite: TestSuite, *,
-                           test_timeout: float = DEFAULT_TEST_TIMEOUT) -> CodeRun:
+def run_code_against_tests(
+    sandbox: Sandbox, task: FunctionTask, code: str, suite: TestSuite, *, test_timeout: float = DEFAULT_TEST_TIMEOUT
+) -> CodeRun:
     """Run every test of ``suite`` against ``code``: one sandboxed run, and one to judge its values.
 
     Raises:
@@ -265,8 +284,14 @@ def run_code_against_tests(sandbox: Sandbox, task: FunctionTask, code: str, suit
     return execution_matrix(sandbox, task, [code], suite, test_timeout=test_timeout).rows[0]
 
 
-def execution_matrix(sandbox: Sandbox, task: FunctionTask, codes: Sequence[str], suite: TestSuite, *,
-                     test_timeout: float = DEFAULT_TEST_TIMEOUT) -> ExecutionMatrix:
+def execution_matrix(
+    sandbox: Sandbox,
+    task: FunctionTask,
+    codes: Sequence[str],
+    suite: TestSuite,
+    *,
+    test_timeout: float = DEFAULT_TEST_TIMEOUT,
+) -> ExecutionMatrix:
     """Run every code against every test, judging split tests outside the codes' processes.
 
     ``len(codes)`` sandbox runs of the codes, one run that judges their values (beside
@@ -278,12 +303,17 @@ def execution_matrix(sandbox: Sandbox, task: FunctionTask, codes: Sequence[str],
     """
     if not suite.tests:
         return ExecutionMatrix(tuple(CodeRun(()) for _ in codes), 0)
-    plan = (value_plan(sandbox, task, suite, test_timeout=test_timeout) if any(_placeable(task, c) for c in codes)
-            else ValuePlan((None,) * len(suite)))
+    plan = (
+        value_plan(sandbox, task, suite, test_timeout=test_timeout)
+        if any(_placeable(task, c) for c in codes)
+        else ValuePlan((None,) * len(suite))
+    )
     raw = [_code_run(sandbox, task, code, suite, plan, test_timeout) for code in codes]
     judged = _judge(sandbox, task, suite, plan, raw, test_timeout)
-    rows = tuple(CodeRun(tuple(judged.get((i, j), o) for j, (o, _) in enumerate(cells)), invalid)
-                 for i, (cells, invalid) in enumerate(raw))
+    rows = tuple(
+        CodeRun(tuple(judged.get((i, j), o) for j, (o, _) in enumerate(cells)), invalid)
+        for i, (cells, invalid) in enumerate(raw)
+    )
     return ExecutionMatrix(rows, len(suite), tuple(split is not None for split in plan.splits))
 
 
@@ -298,30 +328,55 @@ def _placeable(task: FunctionTask, code: str) -> bool:
     return True
 
 
-def _code_run(sandbox: Sandbox, task: FunctionTask, code: str, suite: TestSuite, plan: ValuePlan,
-              test_timeout: float) -> tuple[_Cells, str | None]:
+def _code_run(
+    sandbox: Sandbox, task: FunctionTask, code: str, suite: TestSuite, plan: ValuePlan, test_timeout: float
+) -> tuple[_Cells, str | None]:
     try:
         files, config = runner_config(task, code, suite, test_timeout, plan)
     except CandidateError as exc:
         return [(o, None) for o in _uniform(len(suite), "error", "InvalidCandidate", str(exc)[:300])], str(exc)
-    run = run_program(sandbox, "matrix", files, config, timeout=run_timeout(len(suite), test_timeout), token=True,
-                      modules=("values",))
+    run = run_program(
+        sandbox, "matrix", files, config, timeout=run_timeout(len(suite), test_timeout), token=True, modules=("values",)
+    )
     return _parse_with_values(run, len(suite)), None
 
 
-def _judge(sandbox: Sandbox, task: FunctionTask, suite: TestSuite, plan: ValuePlan,
-           raw: list[tuple[_Cells, str | None]], test_timeout: float) -> dict[tuple[int, int], TestOutcome]:
+def _judge(
+    sandbox: Sandbox,
+    task: FunctionTask,
+    suite: TestSuite,
+    plan: ValuePlan,
+    raw: list[tuple[_Cells, str | None]],
+    test_timeout: float,
+) -> dict[tuple[int, int], TestOutcome]:
     """The verdict of every cell that returned values, from one run beside the ground truth."""
-    cells = [(i, j, values) for i, (row, _) in enumerate(raw) for j, (_, values) in enumerate(row)
-             if values is not None and plan.splits[j] is not None]
+    cells = [
+        (i, j, values)
+        for i, (row, _) in enumerate(raw)
+        for j, (_, values) in enumerate(row)
+        if values is not None and plan.splits[j] is not None
+    ]
     if not cells:
         return {}
     entries = [{"test": plan.splits[j].judge, "values": values} for _, j, values in cells]  # type: ignore[union-attr]
     files = {**task.evaluation.files, SCRIPT_NAME: without_main_block(assemble(task, task.ground_truth).script)}
-    config = {"script": SCRIPT_NAME, "name": task.target.name, "class_name": task.target.class_name,
-              "style": suite.style, "tests": entries, "timeout": test_timeout,
-              "preload": imported_modules(task.evaluation.script)}
-    run = run_program(sandbox, "matrix", files, config, timeout=run_timeout(len(entries), test_timeout),
-                      token=True, modules=("values",))
+    config = {
+        "script": SCRIPT_NAME,
+        "name": task.target.name,
+        "class_name": task.target.class_name,
+        "style": suite.style,
+        "tests": entries,
+        "timeout": test_timeout,
+        "preload": imported_modules(task.evaluation.script),
+    }
+    run = run_program(
+        sandbox,
+        "matrix",
+        files,
+        config,
+        timeout=run_timeout(len(entries), test_timeout),
+        token=True,
+        modules=("values",),
+    )
     verdicts = parse_runner(run, len(entries))
     return {(i, j): verdict for (i, j, _), verdict in zip(cells, verdicts)}

@@ -116,8 +116,7 @@ class LLMTestSampler(LLMSampler):
         max_requests: requests per task at most, while fewer than ``n`` tests came back.
     """
 
-    def __init__(self, model: str, *, max_requests: int = 2, client: LLMClient | None = None,
-                 **settings: Any) -> None:
+    def __init__(self, model: str, *, max_requests: int = 2, client: LLMClient | None = None, **settings: Any) -> None:
         if max_requests < 1:
             raise ConfigError(f"max_requests must be at least 1, not {max_requests}")
         super().__init__(model, client=client, **settings)
@@ -143,8 +142,14 @@ class LLMRepairer(LLMSampler):
 
     def repair(self, task: FunctionTask, code: str, report: str, *, seed: int) -> str | None:
         """The answer's code block, or None when it holds none."""
-        prompt = render_prompt(PROMPTS, "debug_failure.j2", instruction=instruction_prompt(task), code=code,
-                               report=report, target=task.target)
+        prompt = render_prompt(
+            PROMPTS,
+            "debug_failure.j2",
+            instruction=instruction_prompt(task),
+            code=code,
+            report=report,
+            target=task.target,
+        )
         repaired = extract_code_block(self.ask(prompt, seed))
         if repaired is None or not repaired.strip():
             self.count("replies_without_code")
@@ -181,5 +186,12 @@ def close_samplers(samplers: Iterable[object]) -> None:
             close()
 
 
-__all__ = ["TEST_LABEL", "LLMCodeSampler", "LLMRepairer", "LLMSampler", "LLMTestSampler", "close_samplers",
-           "llm_totals"]
+__all__ = [
+    "TEST_LABEL",
+    "LLMCodeSampler",
+    "LLMRepairer",
+    "LLMSampler",
+    "LLMTestSampler",
+    "close_samplers",
+    "llm_totals",
+]

@@ -43,8 +43,7 @@ def prompt_files(task: FunctionTask) -> dict[str, str]:
     target_file = task.repository.target_file
     files[target_file] = view[target_file]
     if task.target.source.strip() in "\n".join(files.values()):
-        logger.warning("%s: the context holds the ground truth; the prompt shows the target's "
-                       "file only", task.name)
+        logger.warning("%s: the context holds the ground truth; the prompt shows the target's file only", task.name)
         files = {target_file: view[target_file]}
     return files
 
@@ -56,8 +55,14 @@ def instruction_prompt(task: FunctionTask, *, with_test: bool = False) -> str:
         task: the task.
         with_test: also ask for a test after the function (DSTC's instruction).
     """
-    return render_prompt(PROMPTS, "function_prompt.j2", files=prompt_files(task), target=task.target,
-                         file=task.repository.target_file, with_test=with_test)
+    return render_prompt(
+        PROMPTS,
+        "function_prompt.j2",
+        files=prompt_files(task),
+        target=task.target,
+        file=task.repository.target_file,
+        with_test=with_test,
+    )
 
 
 def code_response(code: str) -> str:
@@ -68,21 +73,29 @@ def code_response(code: str) -> str:
 def task_fields(task: FunctionTask) -> dict[str, Any]:
     """The task's id and provenance as flat record keys."""
     p = task.provenance
-    return {"task_id": task.id, "task_name": task.name, "source": p.source, "repo": p.repo,
-            "repo_version": p.version, "file": p.file, "qualname": p.qualname, "license": p.license}
+    return {
+        "task_id": task.id,
+        "task_name": task.name,
+        "source": p.source,
+        "repo": p.repo,
+        "repo_version": p.version,
+        "file": p.file,
+        "qualname": p.qualname,
+        "license": p.license,
+    }
 
 
-def sft_record(task: FunctionTask, code: str, fmt: SftFormat = "messages",
-               system: str | None = None) -> dict[str, Any]:
+def sft_record(task: FunctionTask, code: str, fmt: SftFormat = "messages", system: str | None = None) -> dict[str, Any]:
     """One SFT example: the task's prompt answered by ``code``."""
     prompt, answer = instruction_prompt(task), code_response(code)
     if fmt == "messages":
         messages = ([{"role": "system", "content": system}] if system else []) + [
-            {"role": "user", "content": prompt}, {"role": "assistant", "content": answer}]
+            {"role": "user", "content": prompt},
+            {"role": "assistant", "content": answer},
+        ]
         return {"messages": messages, **task_fields(task)}
     if fmt == "prompt-completion":
-        return {"prompt": (system + "\n\n" + prompt) if system else prompt, "completion": answer,
-                **task_fields(task)}
+        return {"prompt": (system + "\n\n" + prompt) if system else prompt, "completion": answer, **task_fields(task)}
     raise ValueError(f"unknown SFT format {fmt!r}")
 
 

@@ -95,8 +95,9 @@ class RejectionSummary:
     infra_errors: int
 
 
-def load_run(run_dir: str | Path, tasks_path: str | Path | None = None
-             ) -> tuple[RunConfig, list[Episode], dict[str, FunctionTask]]:
+def load_run(
+    run_dir: str | Path, tasks_path: str | Path | None = None
+) -> tuple[RunConfig, list[Episode], dict[str, FunctionTask]]:
     """The configuration, episodes and function tasks (by id) of a finished evaluation run.
 
     Args:
@@ -119,18 +120,27 @@ def load_run(run_dir: str | Path, tasks_path: str | Path | None = None
     except TaskFormatError as exc:
         raise RunDirError(f"cannot read the run's tasks ({exc}); pass the task file with --tasks") from None
     if tasks_digest(tasks) != config.tasks_digest:
-        raise RunDirError(f"{source} changed since the run in {path} (its task ids differ from the run's); "
-                          "pass the task file the run used with --tasks")
+        raise RunDirError(
+            f"{source} changed since the run in {path} (its task ids differ from the run's); "
+            "pass the task file the run used with --tasks"
+        )
     functions = {t.id: t for t in tasks if isinstance(t, FunctionTask)}
     if len(functions) < len(tasks):
-        logger.warning("%s: %d tasks are not function tasks; rejection sampling skips them",
-                       source, len(tasks) - len(functions))
+        logger.warning(
+            "%s: %d tasks are not function tasks; rejection sampling skips them", source, len(tasks) - len(functions)
+        )
     return config, RunDir(path).episodes(), functions
 
 
 def _repair_observation(statement: str, task: FunctionTask, code: str, report: str) -> str:
-    return render_prompt("gym_repost.data", "repair.j2", statement=statement.rstrip(),
-                         qualname=task.target.qualname, code=code, report=report)
+    return render_prompt(
+        "gym_repost.data",
+        "repair.j2",
+        statement=statement.rstrip(),
+        qualname=task.target.qualname,
+        code=code,
+        report=report,
+    )
 
 
 class PolicyRepairer:
@@ -148,8 +158,9 @@ class PolicyRepairer:
         max_submissions: submissions allowed in a repair episode.
     """
 
-    def __init__(self, factory: PolicyFactory, sandbox: Sandbox, *, max_steps: int = 30,
-                 max_submissions: int = 1) -> None:
+    def __init__(
+        self, factory: PolicyFactory, sandbox: Sandbox, *, max_steps: int = 30, max_submissions: int = 1
+    ) -> None:
         self.factory = factory
         self.sandbox = sandbox
         self.max_steps = max_steps
@@ -157,8 +168,9 @@ class PolicyRepairer:
 
     def repair(self, task: FunctionTask, code: str, report: str, *, seed: int) -> str | None:
         """Play one repair episode; return the code written at its end."""
-        env = FunctionEnv(task, sandbox=self.sandbox, max_steps=self.max_steps + 1,
-                          max_submissions=self.max_submissions)
+        env = FunctionEnv(
+            task, sandbox=self.sandbox, max_steps=self.max_steps + 1, max_submissions=self.max_submissions
+        )
         policy = self.factory()
         try:
             statement, info = env.reset(seed=seed)
@@ -184,8 +196,9 @@ _POLICY_ONLY_OPTIONS = ("mode", "docstring", "tool_calling", "docstring_model")
 """Options of the LLM policy that are not LLM settings (an LLM repairer drops them)."""
 
 
-def load_repairer(spec: str, options: dict[str, Any], sandbox: Sandbox, *, max_steps: int = 30,
-                  **llm_settings: Any) -> Repairer:
+def load_repairer(
+    spec: str, options: dict[str, Any], sandbox: Sandbox, *, max_steps: int = 30, **llm_settings: Any
+) -> Repairer:
     """The repairer for a policy spec and its options (a run's own policy, or another).
 
     ``llm:PROVIDER/MODEL`` in its default ``generate-and-repair`` mode gives an
@@ -209,16 +222,16 @@ def load_repairer(spec: str, options: dict[str, Any], sandbox: Sandbox, *, max_s
     settings = {k: v for k, v in llm_settings.items() if v is not None}
     if not spec.startswith("llm:"):
         if settings:
-            raise ConfigError(f"{', '.join(sorted(settings))} applies to llm:PROVIDER/MODEL repair policies, "
-                              f"not {spec!r}")
+            raise ConfigError(
+                f"{', '.join(sorted(settings))} applies to llm:PROVIDER/MODEL repair policies, not {spec!r}"
+            )
         return PolicyRepairer(load_policy(spec, **options), sandbox, max_steps=max_steps)
     merged = {**options, **settings}
     if merged.get("mode", "generate-and-repair") != "generate-and-repair":
         return PolicyRepairer(load_policy(spec, **merged), sandbox, max_steps=max_steps)
     from gym_repost.data.llm_samplers import LLMRepairer
 
-    return LLMRepairer(spec.removeprefix("llm:"),
-                       **{k: v for k, v in merged.items() if k not in _POLICY_ONLY_OPTIONS})
+    return LLMRepairer(spec.removeprefix("llm:"), **{k: v for k, v in merged.items() if k not in _POLICY_ONLY_OPTIONS})
 
 
 def _add(outcome: TaskOutcome, seen: set[str], solution: Solution, dedupe: bool) -> None:
@@ -238,23 +251,30 @@ def _try_repair(task: FunctionTask, episode: Episode, repairer: Repairer, sandbo
     assert episode.code is not None
     report = run_function_tests(sandbox, task, episode.code)
     if report.passed:
-        logger.warning("%s sample %d: failed in the run but passes now (flaky tests?); not repaired",
-                       task.name, episode.sample)
+        logger.warning(
+            "%s sample %d: failed in the run but passes now (flaky tests?); not repaired", task.name, episode.sample
+        )
         return None
     try:
         repaired = repairer.repair(task, episode.code, report.to_text(), seed=episode.seed)
     except InfrastructureError:
         raise
-    except Exception as exc:  # noqa: BLE001 - a user's policy may raise anything
+    except Exception as exc:
         raise PolicyError(f"the repairer raised {type(exc).__name__}: {exc}") from exc
     if repaired is None or not run_function_tests(sandbox, task, repaired).passed:
         return None
     return repaired
 
 
-def collect_task(task: FunctionTask, episodes: Sequence[Episode], sandbox: Sandbox | None, *,
-                 repairer: Repairer | None = None, ground_truth: bool = False,
-                 dedupe: bool = True) -> TaskOutcome:
+def collect_task(
+    task: FunctionTask,
+    episodes: Sequence[Episode],
+    sandbox: Sandbox | None,
+    *,
+    repairer: Repairer | None = None,
+    ground_truth: bool = False,
+    dedupe: bool = True,
+) -> TaskOutcome:
     """The passing (and repaired) solutions of one task's episodes."""
     outcome = TaskOutcome(task)
     seen: set[str] = set()
@@ -285,28 +305,37 @@ def collect_task(task: FunctionTask, episodes: Sequence[Episode], sandbox: Sandb
     return outcome
 
 
-def solution_records(outcome: TaskOutcome, fmt: SftFormat = "messages",
-                     system: str | None = None) -> list[dict[str, Any]]:
+def solution_records(
+    outcome: TaskOutcome, fmt: SftFormat = "messages", system: str | None = None
+) -> list[dict[str, Any]]:
     """SFT records of one task's solutions."""
-    return [{**sft_record(outcome.task, s.code, fmt, system), "method": "rejection",
-             "origin": s.origin, "sample": s.sample} for s in outcome.solutions]
+    return [
+        {**sft_record(outcome.task, s.code, fmt, system), "method": "rejection", "origin": s.origin, "sample": s.sample}
+        for s in outcome.solutions
+    ]
 
 
 def summarize_rejection(outcomes: Sequence[TaskOutcome], records: int) -> RejectionSummary:
     """Table 9's numbers over every task of the run."""
     return RejectionSummary(
-        tasks=len(outcomes), solved_before=sum(o.solved_before for o in outcomes),
+        tasks=len(outcomes),
+        solved_before=sum(o.solved_before for o in outcomes),
         solved_after=sum(o.solved_after for o in outcomes),
         passing_samples=sum(s.origin == "sample" for o in outcomes for s in o.solutions),
         repaired_solutions=sum(s.origin == "repaired" for o in outcomes for s in o.solutions),
-        failed_samples=sum(o.failed for o in outcomes), repair_attempts=sum(o.repair_attempts for o in outcomes),
-        repaired=sum(o.repaired for o in outcomes), repair_errors=sum(o.repair_errors for o in outcomes),
+        failed_samples=sum(o.failed for o in outcomes),
+        repair_attempts=sum(o.repair_attempts for o in outcomes),
+        repaired=sum(o.repaired for o in outcomes),
+        repair_errors=sum(o.repair_errors for o in outcomes),
         ground_truth=sum(s.origin == "ground_truth" for o in outcomes for s in o.solutions),
-        records=records, infra_errors=sum(o.infra_errors for o in outcomes))
+        records=records,
+        infra_errors=sum(o.infra_errors for o in outcomes),
+    )
 
 
-def episodes_by_task(episodes: Sequence[Episode], tasks: dict[str, FunctionTask]
-                     ) -> list[tuple[FunctionTask, list[Episode]]]:
+def episodes_by_task(
+    episodes: Sequence[Episode], tasks: dict[str, FunctionTask]
+) -> list[tuple[FunctionTask, list[Episode]]]:
     """Each task of the run (in task-file order) with its episodes."""
     grouped: dict[str, list[Episode]] = {task_id: [] for task_id in tasks}
     for ep in episodes:
@@ -315,20 +344,27 @@ def episodes_by_task(episodes: Sequence[Episode], tasks: dict[str, FunctionTask]
     return [(tasks[task_id], eps) for task_id, eps in grouped.items()]
 
 
-def build_rejection(groups: Sequence[tuple[FunctionTask, list[Episode]]], sandbox: Sandbox | None, *,
-                    repairer: Repairer | None = None, ground_truth: bool = False, dedupe: bool = True,
-                    fmt: SftFormat = "messages", system: str | None = None, workers: int = 1,
-                    on_task: Callable[[TaskOutcome], None] | None = None
-                    ) -> tuple[list[dict[str, Any]], RejectionSummary]:
+def build_rejection(
+    groups: Sequence[tuple[FunctionTask, list[Episode]]],
+    sandbox: Sandbox | None,
+    *,
+    repairer: Repairer | None = None,
+    ground_truth: bool = False,
+    dedupe: bool = True,
+    fmt: SftFormat = "messages",
+    system: str | None = None,
+    workers: int = 1,
+    on_task: Callable[[TaskOutcome], None] | None = None,
+) -> tuple[list[dict[str, Any]], RejectionSummary]:
     """SFT records and Table 9's numbers for a run's tasks (``workers`` tasks at once;
     records keep the order of ``groups``).
 
     Args:
         sandbox: where repairs are tested; needed only with a ``repairer``.
     """
+
     def one(group: tuple[FunctionTask, list[Episode]]) -> TaskOutcome:
-        outcome = collect_task(group[0], group[1], sandbox, repairer=repairer, ground_truth=ground_truth,
-                               dedupe=dedupe)
+        outcome = collect_task(group[0], group[1], sandbox, repairer=repairer, ground_truth=ground_truth, dedupe=dedupe)
         if on_task is not None:
             on_task(outcome)
         return outcome

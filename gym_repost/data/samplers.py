@@ -63,7 +63,8 @@ class MutantCodeSampler:
     def sample_code(self, task: FunctionTask, n: int, *, seed: int) -> list[str]:
         """Up to ``n`` codes: the extras first in the pool, then mutants, shuffled."""
         extras = ([task.ground_truth] if self.include_ground_truth else []) + (
-            [do_nothing_candidate(task)] if self.include_do_nothing else [])
+            [do_nothing_candidate(task)] if self.include_do_nothing else []
+        )
         extras = extras[:n]
         mutants = sample_mutants(generate_mutants(task.ground_truth), n - len(extras), seed)
         codes = extras + [m.source for m in mutants]
@@ -120,8 +121,10 @@ def _no_argument(kind: str, argument: str) -> None:
 
 def _no_settings(kind: str, settings: dict[str, Any]) -> None:
     if settings:
-        raise ConfigError(f"sampler {kind!r} runs no model, so {', '.join(sorted(settings))} does not apply "
-                          "(--base-url and --temperature are for llm:PROVIDER/MODEL samplers)")
+        raise ConfigError(
+            f"sampler {kind!r} runs no model, so {', '.join(sorted(settings))} does not apply "
+            "(--base-url and --temperature are for llm:PROVIDER/MODEL samplers)"
+        )
 
 
 def _deterministic_code(argument: str, **settings: Any) -> CodeSampler:
@@ -168,13 +171,16 @@ def register_test_sampler(kind: str, factory: TestSamplerFactory) -> None:
     _TEST_SAMPLERS[kind] = factory
 
 
-def _lookup(spec: str, registry: Mapping[str, Callable[..., _Sampler]], what: str,
-            settings: dict[str, Any]) -> _Sampler:
+def _lookup(
+    spec: str, registry: Mapping[str, Callable[..., _Sampler]], what: str, settings: dict[str, Any]
+) -> _Sampler:
     kind, _, argument = spec.partition(":")
     factory = registry.get(kind)
     if factory is None:
-        raise ConfigError(f"unknown {what} sampler {spec!r}; known kinds: {', '.join(sorted(registry))} "
-                          "(other backends register a kind in gym_repost.data.samplers)")
+        raise ConfigError(
+            f"unknown {what} sampler {spec!r}; known kinds: {', '.join(sorted(registry))} "
+            "(other backends register a kind in gym_repost.data.samplers)"
+        )
     return factory(argument, **settings)
 
 

@@ -47,8 +47,11 @@ logger = logging.getLogger(__name__)
 
 _PROMPTS = "gym_repost.data"
 _REASONING = re.compile(r"<reasoning>(.*?)(?:</reasoning>|$)", re.DOTALL | re.IGNORECASE)
-_MENTIONS_REPAIR = re.compile(r"\b(repair|repaired|revision|revised|previous (?:version|draft)|earlier "
-                              r"(?:version|draft)|first draft)\b", re.IGNORECASE)
+_MENTIONS_REPAIR = re.compile(
+    r"\b(repair|repaired|revision|revised|previous (?:version|draft)|earlier "
+    r"(?:version|draft)|first draft)\b",
+    re.IGNORECASE,
+)
 _SHOWN_FILES = 60
 
 
@@ -70,8 +73,9 @@ class ScriptedGenerator:
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, replies: Sequence[str] = (),
-                 responder: Callable[[Sequence[Message]], str] | None = None) -> None:
+    def __init__(
+        self, replies: Sequence[str] = (), responder: Callable[[Sequence[Message]], str] | None = None
+    ) -> None:
         self.replies = list(replies)
         self.responder = responder
         self.calls: list[list[Message]] = []
@@ -177,9 +181,16 @@ class Round:
 
     def record(self) -> dict[str, Any]:
         """The round as a JSON-able dict."""
-        return {"round": self.index, "kind": self.kind, "accepted": self.accepted,
-                "reasoning": self.reasoning, "reward": self.report.reward, "status": self.report.status,
-                "metrics": self.report.metrics.model_dump(), "relative": self.report.relative}
+        return {
+            "round": self.index,
+            "kind": self.kind,
+            "accepted": self.accepted,
+            "reasoning": self.reasoning,
+            "reward": self.report.reward,
+            "status": self.report.status,
+            "metrics": self.report.metrics.model_dump(),
+            "relative": self.report.relative,
+        }
 
 
 @dataclass
@@ -205,26 +216,40 @@ class TestGenResult:
         code = final.code or ""
         completion = f"<reasoning>\n{self.reasoning}\n</reasoning>\n\n```python\n{code}```\n"
         return {
-            "task_id": self.task.id, "task_name": self.task.name, "focal_file": spec.focal_file,
-            "focal_module": spec.focal_module, "focal_source": self.task.repository.files[spec.focal_file],
-            "test_path": spec.test_path, "test_file": code, "reasoning": self.reasoning,
+            "task_id": self.task.id,
+            "task_name": self.task.name,
+            "focal_file": spec.focal_file,
+            "focal_module": spec.focal_module,
+            "focal_source": self.task.repository.files[spec.focal_file],
+            "test_path": spec.test_path,
+            "test_file": code,
+            "reasoning": self.reasoning,
             "reasoning_mentions_repair": bool(_MENTIONS_REPAIR.search(self.reasoning)),
-            "reward": final.report.reward, "passed": final.report.passed,
-            "metrics": final.report.metrics.model_dump(), "relative": final.report.relative,
-            "reference": self.task.reference.model_dump(), "rounds": [r.record() for r in self.rounds],
+            "reward": final.report.reward,
+            "passed": final.report.passed,
+            "metrics": final.report.metrics.model_dump(),
+            "relative": final.report.relative,
+            "reference": self.task.reference.model_dump(),
+            "rounds": [r.record() for r in self.rounds],
             "messages": [{"role": m.role, "content": m.content} for m in self.prompt]
             + [{"role": "assistant", "content": completion}],
-            "prompt": self.prompt[-1].content, "completion": completion,
+            "prompt": self.prompt[-1].content,
+            "completion": completion,
         }
 
 
 def _context(task: TestFileTask) -> dict[str, Any]:
     spec = task.evaluation
     others = sorted(p for p in task.repository.files if p != spec.focal_file)
-    return {"spec": spec, "repo": task.provenance.repo, "extra_path": [p for p in spec.python_path if p],
-            "plugins": ", ".join(spec.plugins) or "none beyond pytest's own",
-            "focal_source": task.repository.files[spec.focal_file].rstrip("\n"),
-            "other_files": others[:_SHOWN_FILES], "more_files": max(0, len(others) - _SHOWN_FILES)}
+    return {
+        "spec": spec,
+        "repo": task.provenance.repo,
+        "extra_path": [p for p in spec.python_path if p],
+        "plugins": ", ".join(spec.plugins) or "none beyond pytest's own",
+        "focal_source": task.repository.files[spec.focal_file].rstrip("\n"),
+        "other_files": others[:_SHOWN_FILES],
+        "more_files": max(0, len(others) - _SHOWN_FILES),
+    }
 
 
 def _conversation(user: str) -> list[Message]:
@@ -238,29 +263,48 @@ def generation_prompt(task: TestFileTask) -> list[Message]:
 
 def repair_prompt(task: TestFileTask, kind: RepairKind, code: str, report: TestFileReport) -> list[Message]:
     """The request of a repair round aimed at ``kind``, with the report's details."""
-    details = {"execution": report.failing_text() or report.message, "failures": report.failing_text(),
-               "coverage": report.coverage_text(), "mutation": report.mutants_text()}[kind]
-    text = render_prompt(_PROMPTS, f"testgen_repair_{kind}.j2", **_context(task), code=code.rstrip("\n"),
-                         report=report, details=details)
+    details = {
+        "execution": report.failing_text() or report.message,
+        "failures": report.failing_text(),
+        "coverage": report.coverage_text(),
+        "mutation": report.mutants_text(),
+    }[kind]
+    text = render_prompt(
+        _PROMPTS, f"testgen_repair_{kind}.j2", **_context(task), code=code.rstrip("\n"), report=report, details=details
+    )
     return _conversation(text)
 
 
 def compression_prompt(task: TestFileTask, notes: Sequence[str], code: str) -> list[Message]:
     """The request that merges the reasonings into one about the final file."""
-    text = render_prompt(_PROMPTS, "testgen_compress.j2", spec=task.evaluation, notes=list(notes),
-                         code=code.rstrip("\n"))
+    text = render_prompt(
+        _PROMPTS, "testgen_compress.j2", spec=task.evaluation, notes=list(notes), code=code.rstrip("\n")
+    )
     return _conversation(text)
 
 
-def _attempt(task: TestFileTask, generator: TextGenerator, sandbox: Sandbox, messages: list[Message],
-             seed: int, reward: RewardConfig | None) -> tuple[Reply, TestFileReport]:
+def _attempt(
+    task: TestFileTask,
+    generator: TextGenerator,
+    sandbox: Sandbox,
+    messages: list[Message],
+    seed: int,
+    reward: RewardConfig | None,
+) -> tuple[Reply, TestFileReport]:
     reply = parse_reply(generator.generate(messages, seed=seed))
     report = score_test_file(sandbox, task, reply.code or "", reward)
     return reply, report
 
 
-def synthesize_tests(task: TestFileTask, generator: TextGenerator, sandbox: Sandbox, *, max_rounds: int = 3,
-                     seed: int = 0, reward: RewardConfig | None = None) -> TestGenResult:
+def synthesize_tests(
+    task: TestFileTask,
+    generator: TextGenerator,
+    sandbox: Sandbox,
+    *,
+    max_rounds: int = 3,
+    seed: int = 0,
+    reward: RewardConfig | None = None,
+) -> TestGenResult:
     """Run the generate / repair / compress loop on one task.
 
     Raises:

@@ -34,8 +34,19 @@ from gym_repost.data.base import TestSuite
 from gym_repost.task import FunctionTask
 
 VALUES_NAME = "__gym_repost_values__"
-_REJECTED = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.NamedExpr,
-             ast.BoolOp, ast.IfExp, ast.Await, ast.Yield, ast.YieldFrom)
+_REJECTED = (
+    ast.Lambda,
+    ast.ListComp,
+    ast.SetComp,
+    ast.DictComp,
+    ast.GeneratorExp,
+    ast.NamedExpr,
+    ast.BoolOp,
+    ast.IfExp,
+    ast.Await,
+    ast.Yield,
+    ast.YieldFrom,
+)
 
 
 @dataclass(frozen=True)
@@ -75,8 +86,11 @@ def split_value_test(source: str, names: set[str]) -> ValueTest | None:
         return None
     judge = ast.Module(body=[*setup, replaced], type_ignores=[])
     try:
-        return ValueTest(ast.unparse(ast.Module(body=setup, type_ignores=[])),
-                         tuple(ast.unparse(c) for c in calls), ast.unparse(ast.fix_missing_locations(judge)))
+        return ValueTest(
+            ast.unparse(ast.Module(body=setup, type_ignores=[])),
+            tuple(ast.unparse(c) for c in calls),
+            ast.unparse(ast.fix_missing_locations(judge)),
+        )
     except (ValueError, RecursionError):
         return None
 
@@ -86,8 +100,9 @@ def _collect_calls(node: ast.AST, names: set[str], found: list[ast.Call]) -> Non
     for child in ast.iter_child_nodes(node):
         if not mentions(child, names):
             continue
-        if isinstance(child, ast.Call) and not any(isinstance(n, ast.Call) and n is not child and mentions(n, names)
-                                                   for n in ast.walk(child)):
+        if isinstance(child, ast.Call) and not any(
+            isinstance(n, ast.Call) and n is not child and mentions(n, names) for n in ast.walk(child)
+        ):
             found.append(child)
         else:
             _collect_calls(child, names, found)
@@ -99,8 +114,12 @@ class _Replace(ast.NodeTransformer):
 
     def visit_Call(self, node: ast.Call) -> ast.AST:
         if id(node) in self.index:
-            return ast.copy_location(ast.Subscript(value=ast.Name(VALUES_NAME, ast.Load()),
-                                                   slice=ast.Constant(self.index[id(node)]), ctx=ast.Load()), node)
+            return ast.copy_location(
+                ast.Subscript(
+                    value=ast.Name(VALUES_NAME, ast.Load()), slice=ast.Constant(self.index[id(node)]), ctx=ast.Load()
+                ),
+                node,
+            )
         return self.generic_visit(node)
 
 
@@ -140,8 +159,18 @@ class PlanCache:
 
     @staticmethod
     def key(task: FunctionTask, suite: TestSuite, sandbox_description: dict[str, object]) -> str:
-        text = json.dumps([task.evaluation.model_dump(), task.target.model_dump(), task.ground_truth,
-                           list(suite.tests), suite.style, sandbox_description], sort_keys=True, default=str)
+        text = json.dumps(
+            [
+                task.evaluation.model_dump(),
+                task.target.model_dump(),
+                task.ground_truth,
+                list(suite.tests),
+                suite.style,
+                sandbox_description,
+            ],
+            sort_keys=True,
+            default=str,
+        )
         return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
     def get(self, key: str) -> ValuePlan | None:

@@ -19,11 +19,19 @@ TESTFILE_ENV_ID = "gym_repost/TestFile-v0"
 def register_envs() -> None:
     """Register the environments with Gymnasium (idempotent)."""
     if FUNCTION_ENV_ID not in registry:
-        register(id=FUNCTION_ENV_ID, entry_point="gym_repost.env.function_env:FunctionEnv",
-                 disable_env_checker=True, order_enforce=False)
+        register(
+            id=FUNCTION_ENV_ID,
+            entry_point="gym_repost.env.function_env:FunctionEnv",
+            disable_env_checker=True,
+            order_enforce=False,
+        )
     if TESTFILE_ENV_ID not in registry:
-        register(id=TESTFILE_ENV_ID, entry_point="gym_repost.env.testfile_env:TestFileEnv",
-                 disable_env_checker=True, order_enforce=False)
+        register(
+            id=TESTFILE_ENV_ID,
+            entry_point="gym_repost.env.testfile_env:TestFileEnv",
+            disable_env_checker=True,
+            order_enforce=False,
+        )
 
 
 register_envs()

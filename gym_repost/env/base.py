@@ -20,8 +20,10 @@ from gym_repost.tools import ToolResult, parse_action
 
 logger = logging.getLogger(__name__)
 
-_CAUSES = {"RecursionError": "the input is nested too deeply",
-           "MemoryError": "the input is too large or nested too deeply"}
+_CAUSES = {
+    "RecursionError": "the input is nested too deeply",
+    "MemoryError": "the input is too large or nested too deeply",
+}
 
 
 def _unexpected_failure(tool: str | None, exc: Exception) -> ToolResult:
@@ -30,7 +32,7 @@ def _unexpected_failure(tool: str | None, exc: Exception) -> ToolResult:
     kind = type_name(exc)
     try:
         detail = _CAUSES.get(kind) or str(exc)[:500]
-    except Exception:  # noqa: BLE001 - the message itself may be what is broken
+    except Exception:
         detail = "no message"
     return ToolResult(f"Error: the {tool or 'action'} call failed ({kind}: {detail})", ok=False)
 
@@ -50,8 +52,15 @@ class ToolEnv(gym.Env[str, str]):
     metadata = {"render_modes": ["ansi"]}
     task: Any
 
-    def __init__(self, *, sandbox: Sandbox | None, sandbox_config: dict[str, Any] | None, max_steps: int,
-                 max_submissions: int, render_mode: str | None) -> None:
+    def __init__(
+        self,
+        *,
+        sandbox: Sandbox | None,
+        sandbox_config: dict[str, Any] | None,
+        max_steps: int,
+        max_submissions: int,
+        render_mode: str | None,
+    ) -> None:
         if max_steps < 1 or max_submissions < 1:
             raise ValueError("max_steps and max_submissions must be at least 1")
         self.max_steps = max_steps
@@ -100,8 +109,7 @@ class ToolEnv(gym.Env[str, str]):
         self._last_report: dict[str, Any] | None = None
         self._infra_error: str | None = None
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None
-              ) -> tuple[str, dict[str, Any]]:
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         """Start an episode: the statement of the task and the budgets."""
         super().reset(seed=seed)
         self._tools = self._new_tools()
@@ -132,7 +140,7 @@ class ToolEnv(gym.Env[str, str]):
         except InfrastructureError as exc:
             self._infra_error = f"{type(exc).__name__}: {exc}"
             result = ToolResult(f"Infrastructure error (the episode ends, not scored): {self._infra_error}", ok=False)
-        except Exception as exc:  # noqa: BLE001 - no action may crash the environment
+        except Exception as exc:
             result = _unexpected_failure(name, exc)
         if "test_report" in result.data:
             self._last_report = result.data["test_report"]
@@ -144,11 +152,19 @@ class ToolEnv(gym.Env[str, str]):
 
     def _info(self, tool: str | None, ok: bool) -> dict[str, Any]:
         return {
-            "task_id": self.task.id, "task_name": self.task.name, "tool": tool, "ok": ok,
-            "steps": self._steps, "max_steps": self.max_steps,
-            "submissions": self._submissions, "max_submissions": self.max_submissions,
-            "solved": self._solved, "code_written": self._tools.code is not None,
-            **self._extra_info(), "test_report": self._last_report, "infra_error": self._infra_error,
+            "task_id": self.task.id,
+            "task_name": self.task.name,
+            "tool": tool,
+            "ok": ok,
+            "steps": self._steps,
+            "max_steps": self.max_steps,
+            "submissions": self._submissions,
+            "max_submissions": self.max_submissions,
+            "solved": self._solved,
+            "code_written": self._tools.code is not None,
+            **self._extra_info(),
+            "test_report": self._last_report,
+            "infra_error": self._infra_error,
         }
 
     @property

@@ -31,18 +31,25 @@ from gym_repost.tools import FunctionTools, ToolResult, validate_args
 RewardMode = Literal["binary", "shaped"]
 
 
-def task_statement(task: FunctionTask, tools: FunctionTools, max_steps: int,
-                   max_submissions: int) -> str:
+def task_statement(task: FunctionTask, tools: FunctionTools, max_steps: int, max_submissions: int) -> str:
     """The observation ``reset`` returns."""
     header = "\n".join([f"@{d}" for d in task.target.decorators] + [task.target.signature])
     if task.target.docstring:
         doc = task.target.docstring.replace('"""', '\\"\\"\\"')
         header += '\n    """' + doc.replace("\n", "\n    ") + '"""'
     return render_prompt(
-        "gym_repost.env", "function_task.j2", target=task.target, repo=task.provenance.repo,
-        file=task.repository.target_file, n_files=len(task.repository.files),
-        complete=task.repository.complete, header=header, tools=tools.specs,
-        max_steps=max_steps, max_submissions=max_submissions)
+        "gym_repost.env",
+        "function_task.j2",
+        target=task.target,
+        repo=task.provenance.repo,
+        file=task.repository.target_file,
+        n_files=len(task.repository.files),
+        complete=task.repository.complete,
+        header=header,
+        tools=tools.specs,
+        max_steps=max_steps,
+        max_submissions=max_submissions,
+    )
 
 
 class FunctionEnv(ToolEnv):
@@ -59,16 +66,28 @@ class FunctionEnv(ToolEnv):
         reward: ``binary`` or ``shaped`` (see the module docstring).
     """
 
-    def __init__(self, task: FunctionTask | dict[str, Any], *, sandbox: Sandbox | None = None,
-                 sandbox_config: dict[str, Any] | None = None, max_steps: int = 30,
-                 max_submissions: int = 1, reward: RewardMode = "binary",
-                 render_mode: str | None = None) -> None:
+    def __init__(
+        self,
+        task: FunctionTask | dict[str, Any],
+        *,
+        sandbox: Sandbox | None = None,
+        sandbox_config: dict[str, Any] | None = None,
+        max_steps: int = 30,
+        max_submissions: int = 1,
+        reward: RewardMode = "binary",
+        render_mode: str | None = None,
+    ) -> None:
         if reward not in ("binary", "shaped"):
             raise ValueError(f"reward must be 'binary' or 'shaped', not {reward!r}")
         self.task = task if isinstance(task, FunctionTask) else FunctionTask.model_validate(task)
         self.reward_mode = reward
-        super().__init__(sandbox=sandbox, sandbox_config=sandbox_config, max_steps=max_steps,
-                         max_submissions=max_submissions, render_mode=render_mode)
+        super().__init__(
+            sandbox=sandbox,
+            sandbox_config=sandbox_config,
+            max_steps=max_steps,
+            max_submissions=max_submissions,
+            render_mode=render_mode,
+        )
 
     def _new_tools(self) -> FunctionTools:
         return FunctionTools(self.task, self._sandbox)
@@ -85,9 +104,7 @@ class FunctionEnv(ToolEnv):
         if report.passed:
             text = "Submission accepted: all tests passed."
         else:
-            text = (f"Submission failed ({left} submission{'s' if left != 1 else ''} left).\n"
-                    + report.to_text())
-        reward = 1.0 if report.passed else (
-            0.1 if self.reward_mode == "shaped" and report.status == "failed" else 0.0)
+            text = f"Submission failed ({left} submission{'s' if left != 1 else ''} left).\n" + report.to_text()
+        reward = 1.0 if report.passed else (0.1 if self.reward_mode == "shaped" and report.status == "failed" else 0.0)
         data = {"test_report": report.model_dump(), "submission": self._submissions}
         return ToolResult(text, ok=True, data=data), reward

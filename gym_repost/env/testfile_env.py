@@ -53,11 +53,19 @@ def task_statement(task: TestFileTask, tools: TestFileTools, max_steps: int, max
     """The observation ``reset`` returns."""
     spec = task.evaluation
     return render_prompt(
-        "gym_repost.env", "testfile_task.j2", spec=spec, repo=task.provenance.repo,
-        n_files=len(task.repository.files), extra_path=[p for p in spec.python_path if p],
-        plugins=", ".join(spec.plugins) or "none beyond pytest's own", reward=tools.reward,
-        reward_text=reward_text(tools.reward), tools=tools.specs, max_steps=max_steps,
-        max_submissions=max_submissions)
+        "gym_repost.env",
+        "testfile_task.j2",
+        spec=spec,
+        repo=task.provenance.repo,
+        n_files=len(task.repository.files),
+        extra_path=[p for p in spec.python_path if p],
+        plugins=", ".join(spec.plugins) or "none beyond pytest's own",
+        reward=tools.reward,
+        reward_text=reward_text(tools.reward),
+        tools=tools.specs,
+        max_steps=max_steps,
+        max_submissions=max_submissions,
+    )
 
 
 class TestFileEnv(ToolEnv):
@@ -76,14 +84,26 @@ class TestFileEnv(ToolEnv):
 
     __test__ = False  # not a pytest test class
 
-    def __init__(self, task: TestFileTask | dict[str, Any], *, sandbox: Sandbox | None = None,
-                 sandbox_config: dict[str, Any] | None = None, max_steps: int = 30,
-                 max_submissions: int = 1, reward: RewardConfig | dict[str, Any] | None = None,
-                 render_mode: str | None = None) -> None:
+    def __init__(
+        self,
+        task: TestFileTask | dict[str, Any],
+        *,
+        sandbox: Sandbox | None = None,
+        sandbox_config: dict[str, Any] | None = None,
+        max_steps: int = 30,
+        max_submissions: int = 1,
+        reward: RewardConfig | dict[str, Any] | None = None,
+        render_mode: str | None = None,
+    ) -> None:
         self.task = task if isinstance(task, TestFileTask) else TestFileTask.model_validate(task)
         self.reward_config = reward if isinstance(reward, RewardConfig) else RewardConfig(**(reward or {}))
-        super().__init__(sandbox=sandbox, sandbox_config={"preload": SANDBOX_PRELOAD, **(sandbox_config or {})},
-                         max_steps=max_steps, max_submissions=max_submissions, render_mode=render_mode)
+        super().__init__(
+            sandbox=sandbox,
+            sandbox_config={"preload": SANDBOX_PRELOAD, **(sandbox_config or {})},
+            max_steps=max_steps,
+            max_submissions=max_submissions,
+            render_mode=render_mode,
+        )
 
     def _new_tools(self) -> TestFileTools:
         return TestFileTools(self.task, self._sandbox, self.reward_config)
@@ -109,8 +129,10 @@ class TestFileEnv(ToolEnv):
         if report.passed:
             return f"Submission accepted: reward {report.reward:.3f}.\n\n" + report.to_text()
         left = self.max_submissions - self._submissions
-        return (f"Submission scored {report.reward:.3f}, below the bar "
-                f"({left} submission{'s' if left != 1 else ''} left).\n\n" + report.to_text())
+        return (
+            f"Submission scored {report.reward:.3f}, below the bar "
+            f"({left} submission{'s' if left != 1 else ''} left).\n\n" + report.to_text()
+        )
 
     def _extra_info(self) -> dict[str, Any]:
         return {"best_reward": self._best}

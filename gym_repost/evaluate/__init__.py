@@ -5,5 +5,4 @@ from gym_repost.evaluate.records import Episode, RunConfig, RunDir
 from gym_repost.evaluate.runner import evaluate, run_episode
 from gym_repost.evaluate.summary import summarize
 
-__all__ = ["Episode", "RunConfig", "RunDir", "evaluate", "pass_at_k", "run_episode",
-           "self_repair_curve", "summarize"]
+__all__ = ["Episode", "RunConfig", "RunDir", "evaluate", "pass_at_k", "run_episode", "self_repair_curve", "summarize"]

@@ -47,8 +47,7 @@ def mean_pass_at_k(outcomes: Iterable[SampleOutcome], k: int) -> float | None:
     per_task: dict[str, list[SampleOutcome]] = defaultdict(list)
     for o in outcomes:
         per_task[o.task_id].append(o)
-    scores = [pass_at_k(len(s), sum(o.solved_at is not None for o in s), k)
-              for s in per_task.values() if len(s) >= k]
+    scores = [pass_at_k(len(s), sum(o.solved_at is not None for o in s), k) for s in per_task.values() if len(s) >= k]
     return sum(scores) / len(scores) if scores else None
 
 
@@ -63,8 +62,7 @@ def self_repair_curve(outcomes: Sequence[SampleOutcome], repairs: int) -> dict[i
         per_task[o.task_id].append(o)
     curve: dict[int, float] = {}
     for r in range(repairs + 1):
-        rates = [sum(o.solved_at is not None and o.solved_at <= r for o in s) / len(s)
-                 for s in per_task.values()]
+        rates = [sum(o.solved_at is not None and o.solved_at <= r for o in s) / len(s) for s in per_task.values()]
         curve[r] = sum(rates) / len(rates) if rates else 0.0
     return curve
 
@@ -80,8 +78,7 @@ def infra_error_share(infra_errors: int, episodes: int) -> float:
     return infra_errors / episodes if episodes else 0.0
 
 
-def infra_warning(infra_errors: int, episodes: int,
-                  threshold: float = INFRA_WARNING_SHARE) -> str | None:
+def infra_warning(infra_errors: int, episodes: int, threshold: float = INFRA_WARNING_SHARE) -> str | None:
     """A sentence warning that the scored-only figures are unreliable, or None.
 
     Scored-only pass@k leaves infrastructure errors out, so a policy (or a broken host) that
@@ -91,7 +88,9 @@ def infra_warning(infra_errors: int, episodes: int,
     share = infra_error_share(infra_errors, episodes)
     if share <= threshold:
         return None
-    return (f"{infra_errors} of {episodes} episodes ({100 * share:.1f}%) ended in an "
-            f"infrastructure error, more than {100 * threshold:.0f}%: the scored-only figures "
-            "leave them out and may overstate the policy; read the figures that count them as "
-            "failures (infra = fail), and rerun the same command to retry them.")
+    return (
+        f"{infra_errors} of {episodes} episodes ({100 * share:.1f}%) ended in an "
+        f"infrastructure error, more than {100 * threshold:.0f}%: the scored-only figures "
+        "leave them out and may overstate the policy; read the figures that count them as "
+        "failures (infra = fail), and rerun the same command to retry them."
+    )

@@ -53,8 +53,16 @@ class RunConfig(BaseModel):
     sandbox: str = "local"
     sandbox_options: dict[str, Any] = Field(default_factory=dict)
 
-    IDENTITY: ClassVar[tuple[str, ...]] = ("tasks_digest", "policy", "policy_options", "n", "repairs",
-                                 "max_steps", "reward", "seed")
+    IDENTITY: ClassVar[tuple[str, ...]] = (
+        "tasks_digest",
+        "policy",
+        "policy_options",
+        "n",
+        "repairs",
+        "max_steps",
+        "reward",
+        "seed",
+    )
 
 
 class Episode(BaseModel):
@@ -96,8 +104,7 @@ def _repair_tail(path: Path) -> None:
         data = path.read_bytes()
         cut = data.rfind(b"\n") + 1
         fh.truncate(cut)
-        logger.warning("%s: dropped a partial last line (%d bytes) left by an interrupted run",
-                       path, len(data) - cut)
+        logger.warning("%s: dropped a partial last line (%d bytes) left by an interrupted run", path, len(data) - cut)
 
 
 def _lock_holder(fd: int) -> str:
@@ -121,13 +128,14 @@ def _take_lock(path: Path) -> int:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise RunDirBusyError(f"{path.parent} is in use: {_lock_holder(fd)} is writing to it "
-                                  f"(see {path}); wait for it to finish or stop it, or choose "
-                                  "another -o directory") from None
+            raise RunDirBusyError(
+                f"{path.parent} is in use: {_lock_holder(fd)} is writing to it "
+                f"(see {path}); wait for it to finish or stop it, or choose "
+                "another -o directory"
+            ) from None
         stale = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip()
         if stale:  # its holder died without releasing it (kill -9, power loss)
-            logger.warning("%s: taking over the lock of %s, which is no longer running",
-                           path.parent, stale)
+            logger.warning("%s: taking over the lock of %s, which is no longer running", path.parent, stale)
         since = datetime.now(timezone.utc).isoformat(timespec="seconds")
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} since {since}\n".encode(), 0)
@@ -184,13 +192,12 @@ class RunDir:
         self.path.mkdir(parents=True, exist_ok=True)
         existing = self.read_config()
         if existing is not None:
-            diff = [f for f in RunConfig.IDENTITY
-                    if getattr(existing, f) != getattr(config, f)]
+            diff = [f for f in RunConfig.IDENTITY if getattr(existing, f) != getattr(config, f)]
             if diff:
-                details = "; ".join(f"{f}: {getattr(existing, f)!r} there, {getattr(config, f)!r} now"
-                                    for f in diff)
-                raise RunDirError(f"{self.path} holds a different run ({details}); "
-                                  "choose another -o directory to start a new run")
+                details = "; ".join(f"{f}: {getattr(existing, f)!r} there, {getattr(config, f)!r} now" for f in diff)
+                raise RunDirError(
+                    f"{self.path} holds a different run ({details}); choose another -o directory to start a new run"
+                )
         (self.path / CONFIG).write_text(config.model_dump_json(indent=2), encoding="utf-8")
         for name in (EPISODES, TRAJECTORIES):
             _repair_tail(self.path / name)
@@ -232,8 +239,9 @@ class RunDir:
 
     def append(self, episode: Episode, trajectory: list[dict[str, Any]]) -> None:
         """Record a finished episode (trajectory first, so an episode line implies both)."""
-        traj = json.dumps({"task_id": episode.task_id, "sample": episode.sample,
-                           "steps": trajectory}, ensure_ascii=False)
+        traj = json.dumps(
+            {"task_id": episode.task_id, "sample": episode.sample, "steps": trajectory}, ensure_ascii=False
+        )
         line = episode.model_dump_json()
         with self._lock:
             for name, text in ((TRAJECTORIES, traj), (EPISODES, line)):

@@ -60,26 +60,27 @@ def _act(policy: Any, observation: str, info: dict[str, Any]) -> Any:
         return policy.act(observation, info)
     except InfrastructureError:
         raise
-    except Exception as exc:  # noqa: BLE001 - a user's policy may raise anything
+    except Exception as exc:
         raise PolicyError(f"policy.act raised {type(exc).__name__}: {exc}") from exc
 
 
 def make_env(task: Task, sandbox: Sandbox, config: RunConfig) -> FunctionEnv | TestFileEnv:
     """The environment for the task's kind, with the run's budgets."""
     if task.kind == "testfile":
-        return TestFileEnv(task, sandbox=sandbox, max_steps=config.max_steps,
-                           max_submissions=config.repairs + 1)
-    return FunctionEnv(task, sandbox=sandbox, max_steps=config.max_steps,
-                       max_submissions=config.repairs + 1, reward=config.reward)
+        return TestFileEnv(task, sandbox=sandbox, max_steps=config.max_steps, max_submissions=config.repairs + 1)
+    return FunctionEnv(
+        task, sandbox=sandbox, max_steps=config.max_steps, max_submissions=config.repairs + 1, reward=config.reward
+    )
 
 
-def _play(env: FunctionEnv | TestFileEnv, policy: Any, task: Task, sample: int, seed: int,
-          trajectory: list[dict[str, Any]]) -> dict[str, Any]:
+def _play(
+    env: FunctionEnv | TestFileEnv, policy: Any, task: Task, sample: int, seed: int, trajectory: list[dict[str, Any]]
+) -> dict[str, Any]:
     obs, info = env.reset(seed=seed)
     info = {**info, "sample": sample, "seed": seed}
     try:
         reset_policy(policy, task, obs, info, seed=seed)
-    except Exception as exc:  # noqa: BLE001 - a user's policy may raise anything
+    except Exception as exc:
         raise PolicyError(f"policy.reset raised {type(exc).__name__}: {exc}") from exc
     outcome = {"submissions": [], "reward": 0.0, "terminated": False, "truncated": False}
     while True:
@@ -90,11 +91,19 @@ def _play(env: FunctionEnv | TestFileEnv, policy: Any, task: Task, sample: int, 
         outcome["reward"] += reward
         if info["tool"] == "submit" and info["ok"] and info["test_report"] is not None:
             outcome["submissions"].append(bool(info["test_report"]["passed"]))
-        trajectory.append({"action": _recordable(action), "observation": obs[:_MAX_OBS_CHARS],
-                           "reward": reward, "tool": info["tool"], "ok": info["ok"]})
+        trajectory.append(
+            {
+                "action": _recordable(action),
+                "observation": obs[:_MAX_OBS_CHARS],
+                "reward": reward,
+                "tool": info["tool"],
+                "ok": info["ok"],
+            }
+        )
         if terminated or truncated:
-            outcome.update(terminated=terminated, truncated=truncated, steps=info["steps"],
-                           last_report=info["test_report"])
+            outcome.update(
+                terminated=terminated, truncated=truncated, steps=info["steps"], last_report=info["test_report"]
+            )
             return outcome
 
 
@@ -109,32 +118,40 @@ def _recordable(action: Any) -> Any:
         return {"unrecordable_action": f"{bounded_json.type_name(action)}: {exc}"[:500]}
 
 
-def run_episode(task: Task, sample: int, factory: PolicyFactory, sandbox: Sandbox,
-                config: RunConfig) -> tuple[Episode, list[dict[str, Any]]]:
+def run_episode(
+    task: Task, sample: int, factory: PolicyFactory, sandbox: Sandbox, config: RunConfig
+) -> tuple[Episode, list[dict[str, Any]]]:
     """Play one episode; infrastructure failures become an ``infra_error`` record."""
     seed = episode_seed(config.seed, task.id, sample)
     env = make_env(task, sandbox, config)
     trajectory: list[dict[str, Any]] = []
-    base = {"task_id": task.id, "task_name": task.name, "sample": sample, "seed": seed,
-            "policy": config.policy}
+    base = {"task_id": task.id, "task_name": task.name, "sample": sample, "seed": seed, "policy": config.policy}
     policy: Any = None
     try:
         policy = factory()
         out = _play(env, policy, task, sample, seed, trajectory)
-    except Exception as exc:  # noqa: BLE001 - one broken episode must not stop the run
+    except Exception as exc:
         if not isinstance(exc, InfrastructureError):
             logger.error("episode %s/%d crashed:\n%s", task.name, sample, traceback.format_exc())
-        return Episode(**base, status="infra_error", steps=len(trajectory),
-                       infra_error=f"{type(exc).__name__}: {exc}"), trajectory
+        return Episode(
+            **base, status="infra_error", steps=len(trajectory), infra_error=f"{type(exc).__name__}: {exc}"
+        ), trajectory
     finally:
         _close_policy(policy)
         env.close()
     solved_at = out["submissions"].index(True) if True in out["submissions"] else None
     return Episode(
-        **base, status="passed" if solved_at is not None else "failed",
-        submissions=out["submissions"], solved_at=solved_at, steps=out["steps"],
-        reward=out["reward"], terminated=out["terminated"], truncated=out["truncated"],
-        code=env.code, final_report=_brief(out["last_report"]), stats=_stats(policy),
+        **base,
+        status="passed" if solved_at is not None else "failed",
+        submissions=out["submissions"],
+        solved_at=solved_at,
+        steps=out["steps"],
+        reward=out["reward"],
+        terminated=out["terminated"],
+        truncated=out["truncated"],
+        code=env.code,
+        final_report=_brief(out["last_report"]),
+        stats=_stats(policy),
     ), trajectory
 
 
@@ -148,7 +165,7 @@ def _stats(policy: Any) -> dict[str, Any]:
     stats = getattr(policy, "stats", None)
     try:
         return dict(stats()) if callable(stats) else {}
-    except Exception:  # noqa: BLE001 - statistics are optional
+    except Exception:
         return {}
 
 
@@ -157,7 +174,7 @@ def _close_policy(policy: Any) -> None:
     if callable(close):
         try:
             close()
-        except Exception:  # noqa: BLE001 - closing must not mask the episode's outcome
+        except Exception:
             logger.warning("policy.close() failed", exc_info=True)
 
 
@@ -187,8 +204,9 @@ class _Recorder:
             self.stopped = True
 
 
-def _run_all(work: Callable[[tuple[Task, int]], None], todo: Sequence[tuple[Task, int]],
-             workers: int, recorder: _Recorder) -> None:
+def _run_all(
+    work: Callable[[tuple[Task, int]], None], todo: Sequence[tuple[Task, int]], workers: int, recorder: _Recorder
+) -> None:
     """``work`` over ``todo`` on a thread pool, records written as episodes complete.
 
     On an interrupt (KeyboardInterrupt, which the CLI also raises on SIGTERM) or an error,
@@ -207,9 +225,14 @@ def _run_all(work: Callable[[tuple[Task, int]], None], todo: Sequence[tuple[Task
     pool.shutdown()
 
 
-def evaluate(tasks: Sequence[Task], factory: PolicyFactory, config: RunConfig, run_dir: RunDir,
-             sandbox: Sandbox, on_episode: Callable[[Episode], None] | None = None
-             ) -> dict[str, Any]:
+def evaluate(
+    tasks: Sequence[Task],
+    factory: PolicyFactory,
+    config: RunConfig,
+    run_dir: RunDir,
+    sandbox: Sandbox,
+    on_episode: Callable[[Episode], None] | None = None,
+) -> dict[str, Any]:
     """Run every (task, sample) not yet finished in ``run_dir``; return the summary.
 
     The run directory's writer lock is held throughout. Interrupted (KeyboardInterrupt),

@@ -36,8 +36,7 @@ def summarize(episodes: Sequence[Episode], config: RunConfig | None) -> dict[str
     """
     scored = [e for e in episodes if e.status != "infra_error"]
     outcomes = [SampleOutcome(e.task_id, e.solved_at) for e in scored]
-    all_outcomes = [SampleOutcome(e.task_id, None if e.status == "infra_error" else e.solved_at)
-                    for e in episodes]
+    all_outcomes = [SampleOutcome(e.task_id, None if e.status == "infra_error" else e.solved_at) for e in episodes]
     n = config.n if config else max((e.sample + 1 for e in episodes), default=1)
     repairs = config.repairs if config else max((len(e.submissions) - 1 for e in scored), default=0)
     infra = len(episodes) - len(scored)

@@ -51,17 +51,35 @@ INPUTS_NAME = "_gym_repost_inputs.json"
 _REFERENCES = ReferenceCache()
 
 
-def _harness_run(sandbox: Sandbox, task: FunctionTask, assembled: AssembledScript, mode: str,
-                 timeout: float | None, inputs: list[str] | None = None) -> tuple[TestReport, Record | None]:
+def _harness_run(
+    sandbox: Sandbox,
+    task: FunctionTask,
+    assembled: AssembledScript,
+    mode: str,
+    timeout: float | None,
+    inputs: list[str] | None = None,
+) -> tuple[TestReport, Record | None]:
     """One harness run of ``assembled`` in ``mode``; its process-level report and its record."""
     script = strip_tests(task, assembled) if mode == "inputs" else assembled.script
     files = {**task.evaluation.files, SCRIPT_NAME: script}
     if inputs is not None:
         files[INPUTS_NAME] = json.dumps(inputs)
-    config = {"script": SCRIPT_NAME, "start": assembled.start_line, "end": assembled.end_line,
-              "mode": mode, "inputs": INPUTS_NAME if inputs is not None else None}
-    run = run_program(sandbox, "harness", files, config, timeout=timeout or task.evaluation.timeout,
-                      token=True, max_chars=MAX_RECORD_CHARS)
+    config = {
+        "script": SCRIPT_NAME,
+        "start": assembled.start_line,
+        "end": assembled.end_line,
+        "mode": mode,
+        "inputs": INPUTS_NAME if inputs is not None else None,
+    }
+    run = run_program(
+        sandbox,
+        "harness",
+        files,
+        config,
+        timeout=timeout or task.evaluation.timeout,
+        token=True,
+        max_chars=MAX_RECORD_CHARS,
+    )
     return parse_run(run), parse_record(run.payload)
 
 
@@ -89,16 +107,21 @@ def record_reference(sandbox: Sandbox, task: FunctionTask) -> Reference:
     if first.calls and not first.overflow and first.inputs and all(first.inputs):
         inputs = [blob for blob in first.inputs if blob is not None]
         replay = (inputs, *_harness_run(sandbox, task, assembled, "inputs", None, inputs))
-        exact = Reference(passed=True, report=report, calls=merge_runs(first, first)[0], overflow=first.overflow,
-                          mode="inputs", inputs=inputs)
+        exact = Reference(
+            passed=True,
+            report=report,
+            calls=merge_runs(first, first)[0],
+            overflow=first.overflow,
+            mode="inputs",
+            inputs=inputs,
+        )
         if _replays(exact, replay):
             return exact
     again, second = _harness_run(sandbox, task, assembled, "reference", None)
     calls, notes = merge_runs(first, second if second is not None else Record([], 0, False, None))
     if not again.passed:
         notes.insert(0, f"the ground truth failed one of two runs: {again.exception}: {again.message[:200]}")
-    reference = Reference(passed=True, report=report, calls=calls, overflow=first.overflow,
-                          nondeterministic=notes)
+    reference = Reference(passed=True, report=report, calls=calls, overflow=first.overflow, nondeterministic=notes)
     if replay is not None:
         replayed = reference.model_copy(update={"mode": "inputs", "inputs": replay[0]})
         if _replays(replayed, replay):
@@ -136,8 +159,7 @@ def reference_for(sandbox: Sandbox, task: FunctionTask) -> Reference:
         return reference
 
 
-def run_function_tests(sandbox: Sandbox, task: FunctionTask, code: str,
-                       timeout: float | None = None) -> TestReport:
+def run_function_tests(sandbox: Sandbox, task: FunctionTask, code: str, timeout: float | None = None) -> TestReport:
     """Run the task's tests with ``code`` as the candidate; the verdict is decided on the host.
 
     The ground truth's own reference record is made on first use (see
@@ -203,12 +225,13 @@ def run_host_made(sandbox: Sandbox, task: FunctionTask, codes: Sequence[str]) ->
             continue
         for (index, _), report in zip(pending, judged[1:]):
             results[index] = report
-        pending = pending[len(judged) - 1:]
+        pending = pending[len(judged) - 1 :]
     return [r if r is not None else TestReport.invalid("not run") for r in results]
 
 
-def _batch_run(sandbox: Sandbox, task: FunctionTask, reference: Reference,
-               scripts: list[AssembledScript]) -> list[TestReport] | None:
+def _batch_run(
+    sandbox: Sandbox, task: FunctionTask, reference: Reference, scripts: list[AssembledScript]
+) -> list[TestReport] | None:
     """One batch run of ``scripts`` (the ground truth's first); each child's judged report, in order."""
     files = dict(task.evaluation.files)
     entries = []
@@ -220,20 +243,33 @@ def _batch_run(sandbox: Sandbox, task: FunctionTask, reference: Reference,
         files[INPUTS_NAME] = json.dumps(reference.inputs)
     child_token = secrets.token_hex(16)
     limit = task.evaluation.timeout
-    config = {"batch": entries, "mode": reference.mode, "child_token": child_token,
-              "inputs": INPUTS_NAME if reference.inputs is not None else None,
-              "cpu_factor": CPU_FACTOR, "cpu_floor": CPU_FLOOR, "cpu_max": limit, "wall_max": limit,
-              "max_output": BATCH_OUTPUT}
-    run = run_program(sandbox, "harness", files, config, timeout=limit * len(scripts) + 10.0,
-                      token=True, max_chars=MAX_RECORD_CHARS)
+    config = {
+        "batch": entries,
+        "mode": reference.mode,
+        "child_token": child_token,
+        "inputs": INPUTS_NAME if reference.inputs is not None else None,
+        "cpu_factor": CPU_FACTOR,
+        "cpu_floor": CPU_FLOOR,
+        "cpu_max": limit,
+        "wall_max": limit,
+        "max_output": BATCH_OUTPUT,
+    }
+    run = run_program(
+        sandbox, "harness", files, config, timeout=limit * len(scripts) + 10.0, token=True, max_chars=MAX_RECORD_CHARS
+    )
     if not run.completed or run.payload is None or not isinstance(run.payload.get("runs"), list):
         return None
     judged = []
     try:
         for child in run.payload["runs"]:
-            result = RunResult(returncode=int(child["returncode"]), stdout=str(child["stdout"]),
-                               stderr=str(child["stderr"]), timed_out=bool(child["timed_out"]),
-                               duration=float(child["wall"]), killed_for=child.get("killed_for"))
+            result = RunResult(
+                returncode=int(child["returncode"]),
+                stdout=str(child["stdout"]),
+                stderr=str(child["stderr"]),
+                timed_out=bool(child["timed_out"]),
+                duration=float(child["wall"]),
+                killed_for=child.get("killed_for"),
+            )
             own = read_program_output(result, child_token, max_chars=MAX_RECORD_CHARS)
             judged.append(judge(parse_run(own), parse_record(own.payload), reference))
     except (KeyError, TypeError, ValueError):
@@ -241,6 +277,19 @@ def _batch_run(sandbox: Sandbox, task: FunctionTask, reference: Reference,
     return judged
 
 
-__all__ = ["AssembledScript", "HARNESS_NAME", "SCRIPT_NAME", "Reference", "TestReport", "assemble",
-           "do_nothing_candidate", "extract_code_block", "harness_source", "prepare_candidate",
-           "record_reference", "reference_for", "run_function_tests", "run_host_made"]
+__all__ = [
+    "AssembledScript",
+    "HARNESS_NAME",
+    "SCRIPT_NAME",
+    "Reference",
+    "TestReport",
+    "assemble",
+    "do_nothing_candidate",
+    "extract_code_block",
+    "harness_source",
+    "prepare_candidate",
+    "record_reference",
+    "reference_for",
+    "run_function_tests",
+    "run_host_made",
+]

@@ -66,7 +66,7 @@ def _unwrap_class(tree: ast.Module, code: str, target: Target) -> str | None:
         if isinstance(node, ast.ClassDef) and node.name == target.class_name:
             lines = code.split("\n")
             first = min([node.body[0].lineno] + [d.lineno for d in getattr(node.body[0], "decorator_list", [])])
-            return dedent_code("\n".join(lines[first - 1: node.end_lineno]))
+            return dedent_code("\n".join(lines[first - 1 : node.end_lineno]))
     return None
 
 
@@ -80,8 +80,7 @@ def prepare_candidate(code: str, target: Target) -> str:
     if not isinstance(code, str):
         raise CandidateError(f"the code must be a string, got {type(code).__name__}")
     if len(code) > MAX_CANDIDATE_CHARS:
-        raise CandidateError(f"the code is {len(code)} characters long; the limit is "
-                             f"{MAX_CANDIDATE_CHARS}")
+        raise CandidateError(f"the code is {len(code)} characters long; the limit is {MAX_CANDIDATE_CHARS}")
     if "```" in code:
         code = extract_code_block(code) or code
     code = dedent_code(code.replace("\r\n", "\n")).strip("\n")
@@ -89,13 +88,13 @@ def prepare_candidate(code: str, target: Target) -> str:
         tree = parse_python(code)
     except SyntaxError as exc:
         raise CandidateError(f"your code does not parse: line {exc.lineno}: {exc.msg}") from None
-    if not any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == target.name
-               for n in tree.body):
+    if not any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == target.name for n in tree.body):
         unwrapped = _unwrap_class(tree, code, target) if target.class_name else None
         if unwrapped is None:
             raise CandidateError(
                 f"your code must define the function `def {target.name}(...)` at its top level "
-                f"(the full source of {target.qualname}, signature included)")
+                f"(the full source of {target.qualname}, signature included)"
+            )
         return prepare_candidate(unwrapped, target)
     return code
 
@@ -152,10 +151,14 @@ def assemble(task: FunctionTask, code: str, *, keep_original: bool = False) -> A
     try:
         compile(script, "evaluation.py", "exec", dont_inherit=True)
     except SyntaxError as exc:
-        where = (f"line {exc.lineno - start + 1} of your code" if exc.lineno and start <= exc.lineno <= end
-                 else f"line {exc.lineno} of the evaluation script")
-        raise CandidateError(f"the evaluation script does not compile with your code in it: "
-                             f"{where}: {exc.msg}") from None
+        where = (
+            f"line {exc.lineno - start + 1} of your code"
+            if exc.lineno and start <= exc.lineno <= end
+            else f"line {exc.lineno} of the evaluation script"
+        )
+        raise CandidateError(
+            f"the evaluation script does not compile with your code in it: {where}: {exc.msg}"
+        ) from None
     return AssembledScript(script=script, start_line=start, end_line=end)
 
 
@@ -166,8 +169,7 @@ def _is_test_name(name: str, test_names: set[str]) -> bool:
 def _is_test_statement(node: ast.stmt, test_names: set[str]) -> bool:
     if isinstance(node, ast.If):
         test = node.test
-        return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name)
-                and test.left.id == "__name__")
+        return isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         return _is_test_name(node.name, test_names)
     if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):

@@ -38,8 +38,9 @@ def _ratio(hit: int, miss: int) -> float:
     return 1.0 if hit + miss == 0 else hit / (hit + miss)
 
 
-def measure_coverage(sandbox: Sandbox, task: FunctionTask, code: str | None = None,
-                     timeout: float | None = None) -> FunctionCoverage:
+def measure_coverage(
+    sandbox: Sandbox, task: FunctionTask, code: str | None = None, timeout: float | None = None
+) -> FunctionCoverage:
     """Branch and line coverage of ``code`` (default: the ground truth) under the tests.
 
     Raises:
@@ -49,14 +50,21 @@ def measure_coverage(sandbox: Sandbox, task: FunctionTask, code: str | None = No
     """
     assembled = assemble(task, code if code is not None else task.ground_truth)
     config = {"script": SCRIPT_NAME, "start": assembled.start_line, "end": assembled.end_line}
-    run = run_program(sandbox, "coverage", {**task.evaluation.files, SCRIPT_NAME: assembled.script}, config,
-                      timeout=(timeout or task.evaluation.timeout) * 3)
+    run = run_program(
+        sandbox,
+        "coverage",
+        {**task.evaluation.files, SCRIPT_NAME: assembled.script},
+        config,
+        timeout=(timeout or task.evaluation.timeout) * 3,
+    )
     data = run.payload
     if data is None:
         result = run.result
         tail = (result.stderr or result.stdout)[-500:]
-        raise SandboxError(f"coverage measurement of {task.name} produced no result ({run.problem}; "
-                           f"exit {result.returncode}, timed out: {result.timed_out}): {tail}")
+        raise SandboxError(
+            f"coverage measurement of {task.name} produced no result ({run.problem}; "
+            f"exit {result.returncode}, timed out: {result.timed_out}): {tail}"
+        )
     if "error" in data:
         raise SandboxError(str(data["error"]))
     try:
@@ -69,10 +77,12 @@ def _coverage(data: dict[str, Any], offset: int) -> FunctionCoverage:
     hit_b, miss_b = data["executed_branches"], data["missing_branches"]
     return FunctionCoverage(
         line_coverage=_ratio(len(data["executed_lines"]), len(data["missing_lines"])),
-        branch_coverage=_ratio(len(hit_b), len(miss_b)), branches=len(hit_b) + len(miss_b),
+        branch_coverage=_ratio(len(hit_b), len(miss_b)),
+        branches=len(hit_b) + len(miss_b),
         missing_lines=[n - offset for n in data["missing_lines"]],
         missing_branches=[(a - offset, b - offset if b > 0 else b) for a, b in miss_b],
-        outcome=str(data["outcome"]))
+        outcome=str(data["outcome"]),
+    )
 
 
 __all__ = ["CandidateError", "FunctionCoverage", "measure_coverage"]

@@ -49,13 +49,16 @@ def store_dir() -> Path | None:
 def _interpreter_stamp(python: str) -> tuple[Any, ...] | None:
     """The interpreter's real path and the modification times of its site-packages directories."""
     try:
-        out = subprocess.run([python, "-I", "-c", "import json, site, sys; print(json.dumps("
-                              "[sys.prefix, *site.getsitepackages()]))"],
-                             capture_output=True, text=True, timeout=60, check=True).stdout
+        out = subprocess.run(
+            [python, "-I", "-c", "import json, site, sys; print(json.dumps([sys.prefix, *site.getsitepackages()]))"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
         paths = json.loads(out)
         real = os.path.realpath(python)
-        return (real, os.stat(real).st_mtime_ns,
-                *((p, os.stat(p).st_mtime_ns) for p in paths[1:] if os.path.isdir(p)))
+        return (real, os.stat(real).st_mtime_ns, *((p, os.stat(p).st_mtime_ns) for p in paths[1:] if os.path.isdir(p)))
     except (OSError, ValueError, subprocess.SubprocessError):
         return None
 
@@ -69,8 +72,15 @@ def disk_key(sandbox: Sandbox, task: FunctionTask) -> str | None:
     if stamp is None:
         return None
     stable = {k: v for k, v in description.items() if k not in _VOLATILE}
-    return reference_key(task.evaluation.model_dump(), task.target.model_dump(), task.ground_truth, stable,
-                         list(stamp), program_source("harness"), program_source("protocol"))
+    return reference_key(
+        task.evaluation.model_dump(),
+        task.target.model_dump(),
+        task.ground_truth,
+        stable,
+        list(stamp),
+        program_source("harness"),
+        program_source("protocol"),
+    )
 
 
 def _path(key: str) -> Path | None:

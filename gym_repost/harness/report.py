@@ -103,7 +103,7 @@ class TestReport(BaseModel):
         elif self.stderr.strip():
             parts.append("stderr (end):\n" + self.stderr.strip()[-_TAIL:])
         if self.stdout.strip():
-            parts.append("stdout (end):\n" + self.stdout.strip()[-_TAIL // 2:])
+            parts.append("stdout (end):\n" + self.stdout.strip()[-_TAIL // 2 :])
         return "\n".join(parts)
 
 
@@ -134,32 +134,47 @@ def parse_run(run: ProgramRun) -> TestReport:
     """
     result = run.result
     stdout = _strip_marks(result.stdout)[-_TAIL:]
-    common: dict[str, Any] = {"stdout": stdout, "returncode": result.returncode,
-                              "timed_out": result.timed_out}
+    common: dict[str, Any] = {"stdout": stdout, "returncode": result.returncode, "timed_out": result.timed_out}
     if result.timed_out:
-        return TestReport(passed=False, status="timeout", message="timed out",
-                          stderr=_strip_marks(result.stderr)[-_TAIL:], **common)
+        return TestReport(
+            passed=False, status="timeout", message="timed out", stderr=_strip_marks(result.stderr)[-_TAIL:], **common
+        )
     if result.returncode == 0 and run.completed and run.payload is not None:
         return TestReport(passed=True, status="passed", **common)
     data = _harness_report(run)
     if data is None:
-        return TestReport(passed=False, status="error", exception=_exit_reason(result),
-                          message=_exit_message(result), stderr=_strip_marks(result.stderr)[-_TAIL:],
-                          **common)
+        return TestReport(
+            passed=False,
+            status="error",
+            exception=_exit_reason(result),
+            message=_exit_message(result),
+            stderr=_strip_marks(result.stderr)[-_TAIL:],
+            **common,
+        )
     try:
         return TestReport(
-            passed=False, status="failed" if data.get("status") == "failed" else "error",
-            exception=data.get("exception"), message=str(data.get("message", ""))[:2000],
+            passed=False,
+            status="failed" if data.get("status") == "failed" else "error",
+            exception=data.get("exception"),
+            message=str(data.get("message", ""))[:2000],
             assertion=Assertion.model_validate(data["assertion"]) if data.get("assertion") else None,
             frames=[Frame.model_validate(f) for f in _as_list(data.get("frames"))],
-            in_candidate=bool(data.get("in_candidate")), stderr=_trim_stderr(result.stderr), **common)
+            in_candidate=bool(data.get("in_candidate")),
+            stderr=_trim_stderr(result.stderr),
+            **common,
+        )
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"])
-        return TestReport(passed=False, status="error", exception="MalformedReport",
-                          message=f"the run's report is malformed ({where}: {first['msg']}); the code under "
-                          "test may have written a result line in the harness's format",
-                          stderr=_strip_marks(result.stderr)[-_TAIL:], **common)
+        return TestReport(
+            passed=False,
+            status="error",
+            exception="MalformedReport",
+            message=f"the run's report is malformed ({where}: {first['msg']}); the code under "
+            "test may have written a result line in the harness's format",
+            stderr=_strip_marks(result.stderr)[-_TAIL:],
+            **common,
+        )
 
 
 def _as_list(value: Any) -> list[Any]:
@@ -178,7 +193,5 @@ def _exit_message(result: RunResult) -> str:
     if result.killed_for == "output":
         return "the run printed more output than the sandbox allows and was killed"
     if result.returncode < 0:
-        return (f"the process was killed by signal {-result.returncode} "
-                "(memory, CPU or process limit?)")
-    return (f"the process exited with status {result.returncode} before the tests finished "
-            "(did the code call exit?)")
+        return f"the process was killed by signal {-result.returncode} (memory, CPU or process limit?)"
+    return f"the process exited with status {result.returncode} before the tests finished (did the code call exit?)"

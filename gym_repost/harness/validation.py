@@ -28,8 +28,11 @@ def failure_cause(report: TestReport) -> str:
         return ""
     if report.status == "timeout":
         last = [ln for ln in (report.stderr or report.stdout).strip().split("\n") if ln.strip()]
-        return "timed out" + (f" (last output: {last[-1].strip()[:100]})" if last else
-                              " with no output (waiting on the network, which the sandbox blocks?)")
+        return "timed out" + (
+            f" (last output: {last[-1].strip()[:100]})"
+            if last
+            else " with no output (waiting on the network, which the sandbox blocks?)"
+        )
     if report.exception in ("ModuleNotFoundError", "ImportError"):
         found = _MISSING.search(report.message)
         if found:
@@ -82,14 +85,14 @@ class TaskValidation:
         return failure_cause(self.ground_truth)
 
 
-def _mutant_kills(sandbox: Sandbox, task: FunctionTask, chosen: list[Mutant], reports: list[TestReport]
-                  ) -> tuple[MutationScore, list[SurvivingMutant]]:
+def _mutant_kills(
+    sandbox: Sandbox, task: FunctionTask, chosen: list[Mutant], reports: list[TestReport]
+) -> tuple[MutationScore, list[SurvivingMutant]]:
     killed = timeouts = 0
     surviving: list[SurvivingMutant] = []
     for mutant, report in zip(chosen, reports):
         if report.passed:
-            surviving.append(SurvivingMutant(mutant.operator, mutant.line, mutant.original,
-                                             mutant.replacement))
+            surviving.append(SurvivingMutant(mutant.operator, mutant.line, mutant.original, mutant.replacement))
         elif report.status == "timeout":
             timeouts += 1
         else:
@@ -97,8 +100,9 @@ def _mutant_kills(sandbox: Sandbox, task: FunctionTask, chosen: list[Mutant], re
     return mutation_score(killed, len(chosen), timeouts), surviving
 
 
-def validate_task(sandbox: Sandbox, task: FunctionTask, *, mutants: int = 10, seed: int = 0,
-                  coverage: bool = False) -> TaskValidation:
+def validate_task(
+    sandbox: Sandbox, task: FunctionTask, *, mutants: int = 10, seed: int = 0, coverage: bool = False
+) -> TaskValidation:
     """Run the ground truth, a do-nothing candidate and up to ``mutants`` mutants.
 
     The checks beyond the ground truth run only when it passes (otherwise they say

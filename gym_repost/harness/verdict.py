@@ -35,10 +35,16 @@ from gym_repost.harness.report import Frame, TestReport
 
 MAX_RECORD_CHARS = 8_000_000
 MAX_CALLS = 2000
-COMPARED = {"a": "arguments it was called with", "x": "exception raised", "xd": "exception's message",
-            "r": "return value",
-            "gx": "exception while iterating its result", "g": "length of its result",
-            "p": "arguments (or object) after the call", "o": "printed output"}
+COMPARED = {
+    "a": "arguments it was called with",
+    "x": "exception raised",
+    "xd": "exception's message",
+    "r": "return value",
+    "gx": "exception while iterating its result",
+    "g": "length of its result",
+    "p": "arguments (or object) after the call",
+    "o": "printed output",
+}
 """Fields of a call record compared with the reference, and what each means."""
 UNSTABLE = "*"
 
@@ -79,12 +85,16 @@ def parse_record(data: dict[str, Any] | None) -> Record | None:
     entries = [_call_entry(c) for c in calls]
     if any(e is None for e in entries):
         return None
-    if inputs is not None and (type(inputs) is not list
-                               or not all(i is None or type(i) is str for i in inputs)):
+    if inputs is not None and (type(inputs) is not list or not all(i is None or type(i) is str for i in inputs)):
         return None
     failure = data.get("failure")
-    return Record(calls=entries, overflow=overflow, completed=completed, inputs=inputs,  # type: ignore[arg-type]
-                  failure=failure if type(failure) is dict else None)
+    return Record(
+        calls=entries,
+        overflow=overflow,
+        completed=completed,
+        inputs=inputs,  # type: ignore[arg-type]
+        failure=failure if type(failure) is dict else None,
+    )
 
 
 class Reference(BaseModel):
@@ -108,8 +118,10 @@ def merge_runs(first: Record, second: Record) -> tuple[list[dict[str, str]], lis
     """The calls of two reference runs with fields that differ marked unstable, and what differed."""
     notes: list[str] = []
     if len(first.calls) != len(second.calls) or first.overflow != second.overflow:
-        notes.append(f"the target was called {len(first.calls) + first.overflow} times in one run "
-                     f"and {len(second.calls) + second.overflow} in the other")
+        notes.append(
+            f"the target was called {len(first.calls) + first.overflow} times in one run "
+            f"and {len(second.calls) + second.overflow} in the other"
+        )
     calls: list[dict[str, str]] = []
     for index, call in enumerate(first.calls):
         other = second.calls[index] if index < len(second.calls) else {}
@@ -137,8 +149,10 @@ def first_mismatch(reference: Reference, record: Record) -> tuple[int, str] | No
     name_counts_unstable = any("times in one run" in n for n in reference.nondeterministic)
     ours, theirs = len(record.calls) + record.overflow, len(reference.calls) + reference.overflow
     if ours != theirs and not name_counts_unstable:
-        return 0, (f"the tests called your function {ours} time(s); with a correct implementation "
-                   f"they call it {theirs} time(s)")
+        return 0, (
+            f"the tests called your function {ours} time(s); with a correct implementation "
+            f"they call it {theirs} time(s)"
+        )
     for index, (expected, got) in enumerate(zip(reference.calls, record.calls, strict=False)):
         for key, meaning in COMPARED.items():
             want = expected.get(key, "")
@@ -153,7 +167,7 @@ def _describe(index: int, key: str, meaning: str, got: dict[str, str]) -> str:
         did = f"raised {got['x'].rsplit('.', 1)[-1]}: {got.get('xm', '')}"
     else:
         did = f"returned {got.get('rr', '?')}"
-    return (f"{called}: your code {did}; a correct implementation differs in the {meaning}")
+    return f"{called}: your code {did}; a correct implementation differs in the {meaning}"
 
 
 def judge(report: TestReport, record: Record | None, reference: Reference) -> TestReport:
@@ -163,18 +177,37 @@ def judge(report: TestReport, record: Record | None, reference: Reference) -> Te
     if reference.mode == "driver" and not report.passed:
         return report
     if record is None:
-        return report if not report.passed else report.model_copy(update={
-            "passed": False, "status": "error", "exception": "NoRecord",
-            "message": "the run ended without the harness's record of the calls"})
+        return (
+            report
+            if not report.passed
+            else report.model_copy(
+                update={
+                    "passed": False,
+                    "status": "error",
+                    "exception": "NoRecord",
+                    "message": "the run ended without the harness's record of the calls",
+                }
+            )
+        )
     found = first_mismatch(reference, record)
     if found is None:
         return report
     call, mismatch = found
-    update: dict[str, Any] = {"passed": False, "status": "failed", "exception": "WrongBehaviour",
-                              "message": mismatch, "assertion": None, "frames": [], "in_candidate": True}
+    update: dict[str, Any] = {
+        "passed": False,
+        "status": "failed",
+        "exception": "WrongBehaviour",
+        "message": mismatch,
+        "assertion": None,
+        "frames": [],
+        "in_candidate": True,
+    }
     if record.failure is not None and record.failure.get("call") == call:
-        update.update(status="error", exception=str(record.failure.get("exception", "Exception"))[:100],
-                      frames=_frames(record.failure.get("frames")))
+        update.update(
+            status="error",
+            exception=str(record.failure.get("exception", "Exception"))[:100],
+            frames=_frames(record.failure.get("frames")),
+        )
     return report.model_copy(update=update)
 
 

@@ -23,6 +23,22 @@ from gym_repost.llm.config import (
     parse_llm_config,
 )
 
-__all__ = ["PROVIDERS", "AnthropicConfig", "Exchange", "LLMClient", "LLMConfig", "LLMConfigBase", "LLMRequest",
-           "LLMResponse", "Ledger", "LedgerTotals", "Message", "OpenAICompatibleConfig", "OpenAIConfig",
-           "ToolCall", "Usage", "llm_config", "parse_llm_config"]
+__all__ = [
+    "PROVIDERS",
+    "AnthropicConfig",
+    "Exchange",
+    "LLMClient",
+    "LLMConfig",
+    "LLMConfigBase",
+    "LLMRequest",
+    "LLMResponse",
+    "Ledger",
+    "LedgerTotals",
+    "Message",
+    "OpenAICompatibleConfig",
+    "OpenAIConfig",
+    "ToolCall",
+    "Usage",
+    "llm_config",
+    "parse_llm_config",
+]

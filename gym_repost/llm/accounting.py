@@ -52,9 +52,12 @@ class Exchange:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able form."""
-        return {"request": self.request.to_dict(),
-                "response": None if self.response is None else self.response.to_dict(),
-                "error": self.error, "seconds": round(self.seconds, 3)}
+        return {
+            "request": self.request.to_dict(),
+            "response": None if self.response is None else self.response.to_dict(),
+            "error": self.error,
+            "seconds": round(self.seconds, 3),
+        }
 
 
 @dataclass
@@ -74,9 +77,15 @@ class LedgerTotals:
 
     def to_dict(self) -> dict[str, Any]:
         """Flat JSON-able form (as stored with an episode's stats)."""
-        return {"llm_calls": self.calls, "cache_hits": self.cache_hits, "llm_failures": self.failures,
-                "retries": self.retries, "input_tokens": self.usage.input_tokens,
-                "output_tokens": self.usage.output_tokens, "cost_usd": self.cost}
+        return {
+            "llm_calls": self.calls,
+            "cache_hits": self.cache_hits,
+            "llm_failures": self.failures,
+            "retries": self.retries,
+            "input_tokens": self.usage.input_tokens,
+            "output_tokens": self.usage.output_tokens,
+            "cost_usd": self.cost,
+        }
 
 
 class Ledger:

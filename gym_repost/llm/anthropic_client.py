@@ -21,14 +21,16 @@ from gym_repost.llm.retry import sdk_retry_hint
 
 def _blocks(m: Message) -> list[dict[str, Any]]:
     if m.role == "tool":
-        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.tool_call_id,
-                                 "content": m.content or "(no output)"}
+        block: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": m.tool_call_id,
+            "content": m.content or "(no output)",
+        }
         return [{**block, "is_error": True} if m.is_error else block]
     blocks: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content.strip() else []
     for call in m.tool_calls:
         # a malformed call is replayed with the arguments it parsed to, or none
-        blocks.append({"type": "tool_use", "id": call.id, "name": call.name,
-                       "input": call.parsed_arguments() or {}})
+        blocks.append({"type": "tool_use", "id": call.id, "name": call.name, "input": call.parsed_arguments() or {}})
     return blocks or [{"type": "text", "text": "(empty)"}]
 
 
@@ -63,10 +65,20 @@ def parse_anthropic(message: Any) -> LLMResponse:
             arguments = json.dumps(raw) if isinstance(raw, dict) else str(raw)
             calls.append(ToolCall(block.id, block.name, arguments))
     u = message.usage
-    tokens = Usage((u.input_tokens or 0) + (getattr(u, "cache_read_input_tokens", 0) or 0)
-                   + (getattr(u, "cache_creation_input_tokens", 0) or 0), u.output_tokens or 0)
-    return LLMResponse(text="".join(texts), tool_calls=calls, usage=tokens, finish_reason=message.stop_reason,
-                       request_id=message.id, model=message.model or "")
+    tokens = Usage(
+        (u.input_tokens or 0)
+        + (getattr(u, "cache_read_input_tokens", 0) or 0)
+        + (getattr(u, "cache_creation_input_tokens", 0) or 0),
+        u.output_tokens or 0,
+    )
+    return LLMResponse(
+        text="".join(texts),
+        tool_calls=calls,
+        usage=tokens,
+        finish_reason=message.stop_reason,
+        request_id=message.id,
+        model=message.model or "",
+    )
 
 
 class AnthropicClient(LLMClient):
@@ -83,8 +95,7 @@ class AnthropicClient(LLMClient):
 
     def _send(self, request: LLMRequest) -> LLMResponse:
         system, messages = anthropic_messages(request.messages)
-        params: dict[str, Any] = {"model": self.config.model, "messages": messages,
-                                  "max_tokens": request.max_tokens}
+        params: dict[str, Any] = {"model": self.config.model, "messages": messages, "max_tokens": request.max_tokens}
         if system:
             params["system"] = system
         if request.tools:

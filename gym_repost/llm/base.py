@@ -102,8 +102,9 @@ class LLMRequest:
 
     def key(self, backend: dict[str, Any]) -> str:
         """SHA-256 of the canonical request plus the backend's identity."""
-        payload = json.dumps({"backend": backend, "request": self.to_dict()}, sort_keys=True,
-                             ensure_ascii=False, separators=(",", ":"))
+        payload = json.dumps(
+            {"backend": backend, "request": self.to_dict()}, sort_keys=True, ensure_ascii=False, separators=(",", ":")
+        )
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
@@ -159,8 +160,7 @@ class EmptyResponseError(Exception):
 
 def tool_dicts(tools: Sequence[ToolSpec] | None) -> tuple[dict[str, Any], ...]:
     """Tool specs in the neutral form :class:`LLMRequest` carries."""
-    return tuple({"name": t.name, "description": t.description, "parameters": t.parameters}
-                 for t in tools or ())
+    return tuple({"name": t.name, "description": t.description, "parameters": t.parameters} for t in tools or ())
 
 
 class LLMClient(ABC):
@@ -182,9 +182,16 @@ class LLMClient(ABC):
         self._cache: ResponseCache | None = ResponseCache(config.cache_dir) if config.cache_dir else None
         self._slots = concurrency_slots(config)
 
-    def complete(self, messages: Sequence[Message], tools: Sequence[ToolSpec] | None = None, *,
-                 temperature: float | None = None, max_tokens: int | None = None,
-                 seed: int | None = None, ledger: Ledger | None = None) -> LLMResponse:
+    def complete(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec] | None = None,
+        *,
+        temperature: float | None = None,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+        ledger: Ledger | None = None,
+    ) -> LLMResponse:
         """Ask the model for the next turn of ``messages``.
 
         Args:
@@ -201,9 +208,12 @@ class LLMClient(ABC):
             LLMError: the call failed and retries did not help (an infrastructure error).
         """
         request = LLMRequest(
-            messages=tuple(messages), tools=tool_dicts(tools),
+            messages=tuple(messages),
+            tools=tool_dicts(tools),
             temperature=self.config.temperature if temperature is None else temperature,
-            max_tokens=max_tokens or self.config.max_tokens, seed=seed)
+            max_tokens=max_tokens or self.config.max_tokens,
+            seed=seed,
+        )
         started = time.monotonic()
         response, error = None, None
         try:
@@ -212,8 +222,15 @@ class LLMClient(ABC):
             error = exc
             raise
         finally:
-            self._record(Exchange(request=request, response=response, error=None if error is None else str(error),
-                                  seconds=time.monotonic() - started), ledger)
+            self._record(
+                Exchange(
+                    request=request,
+                    response=response,
+                    error=None if error is None else str(error),
+                    seconds=time.monotonic() - started,
+                ),
+                ledger,
+            )
         return response
 
     def _cached(self, request: LLMRequest) -> LLMResponse | None:
@@ -222,8 +239,9 @@ class LLMClient(ABC):
         hit = self._cache.get(request.key(self.config.identity()))
         if hit is None:
             return None
-        return LLMResponse.from_dict({**hit, "usage": {}, "cost": 0.0 if self.config.priced else None,
-                                      "cached": True, "attempts": 0})
+        return LLMResponse.from_dict(
+            {**hit, "usage": {}, "cost": 0.0 if self.config.priced else None, "cached": True, "attempts": 0}
+        )
 
     def _fetch(self, request: LLMRequest) -> LLMResponse:
         from gym_repost.llm.retry import call_with_retries
@@ -239,8 +257,9 @@ class LLMClient(ABC):
             response, attempts = call_with_retries(attempt, self.config, self._hint, self.describe())
         except LLMError as exc:
             if getattr(exc.__cause__, "status_code", None) in (401, 403):
-                raise LLMError(f"{exc} (check the API key in {self.config.api_key_env})",
-                               attempts=exc.attempts) from exc.__cause__
+                raise LLMError(
+                    f"{exc} (check the API key in {self.config.api_key_env})", attempts=exc.attempts
+                ) from exc.__cause__
             raise
         response.attempts = attempts
         response.cost = self.config.cost(response.usage)

@@ -82,8 +82,10 @@ class LLMConfigBase(BaseModel):
         """
         key = os.environ.get(self.api_key_env, "").strip()
         if not key:
-            raise ConfigError(f"the {self.type} backend needs an API key: set the {self.api_key_env} "
-                              f"environment variable (export {self.api_key_env}=...)")
+            raise ConfigError(
+                f"the {self.type} backend needs an API key: set the {self.api_key_env} "
+                f"environment variable (export {self.api_key_env}=...)"
+            )
         return key
 
     def build(self) -> LLMClient:
@@ -140,9 +142,11 @@ class OpenAICompatibleConfig(LLMConfigBase):
         """
         url = self.base_url or os.environ.get("OPENAI_BASE_URL")
         if not url:
-            raise ConfigError("the openai-compatible backend needs a base URL: --base-url "
-                              "http://localhost:8000/v1 (vLLM) or http://localhost:11434/v1 (Ollama), "
-                              "or set OPENAI_BASE_URL")
+            raise ConfigError(
+                "the openai-compatible backend needs a base URL: --base-url "
+                "http://localhost:8000/v1 (vLLM) or http://localhost:11434/v1 (Ollama), "
+                "or set OPENAI_BASE_URL"
+            )
         return url
 
     def build(self) -> LLMClient:
@@ -165,8 +169,7 @@ class AnthropicConfig(LLMConfigBase):
         anthropic = _import_sdk("anthropic", "The Anthropic client")
         from gym_repost.llm.anthropic_client import AnthropicClient
 
-        sdk = anthropic.Anthropic(api_key=self.api_key(), base_url=self.base_url, timeout=self.timeout,
-                                  max_retries=0)
+        sdk = anthropic.Anthropic(api_key=self.api_key(), base_url=self.base_url, timeout=self.timeout, max_retries=0)
         return AnthropicClient(self, sdk)
 
 
@@ -202,5 +205,4 @@ def llm_config(spec: str, **settings: Any) -> LLMConfigBase:
     provider, _, model = spec.partition("/")
     if provider not in PROVIDERS or not model:
         raise ConfigError(f"LLM {spec!r}: expected PROVIDER/MODEL with PROVIDER one of {', '.join(PROVIDERS)}")
-    return parse_llm_config({**{k: v for k, v in settings.items() if v is not None}, "type": provider,
-                             "model": model})
+    return parse_llm_config({**{k: v for k, v in settings.items() if v is not None}, "type": provider, "model": model})

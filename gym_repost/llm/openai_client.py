@@ -24,10 +24,16 @@ def openai_messages(messages: tuple[Message, ...]) -> list[dict[str, Any]]:
         if m.role == "tool":
             out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content})
         elif m.role == "assistant" and m.tool_calls:
-            out.append({"role": "assistant", "content": m.content or None,
-                        "tool_calls": [{"id": c.id, "type": "function",
-                                        "function": {"name": c.name, "arguments": c.arguments}}
-                                       for c in m.tool_calls]})
+            out.append(
+                {
+                    "role": "assistant",
+                    "content": m.content or None,
+                    "tool_calls": [
+                        {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                        for c in m.tool_calls
+                    ],
+                }
+            )
         else:
             out.append({"role": m.role, "content": m.content})
     return out
@@ -45,11 +51,19 @@ def parse_openai(completion: Any) -> LLMResponse:
     if not completion.choices:
         return LLMResponse(text="", usage=tokens, request_id=completion.id, model=completion.model or "")
     choice = completion.choices[0]
-    calls = [ToolCall(c.id, c.function.name, c.function.arguments or "")
-             for c in choice.message.tool_calls or [] if getattr(c, "function", None) is not None]
-    return LLMResponse(text=choice.message.content or "", tool_calls=calls, usage=tokens,
-                       finish_reason=choice.finish_reason, request_id=completion.id,
-                       model=completion.model or "")
+    calls = [
+        ToolCall(c.id, c.function.name, c.function.arguments or "")
+        for c in choice.message.tool_calls or []
+        if getattr(c, "function", None) is not None
+    ]
+    return LLMResponse(
+        text=choice.message.content or "",
+        tool_calls=calls,
+        usage=tokens,
+        finish_reason=choice.finish_reason,
+        request_id=completion.id,
+        model=completion.model or "",
+    )
 
 
 class OpenAIClient(LLMClient):
@@ -67,8 +81,11 @@ class OpenAIClient(LLMClient):
         self.token_parameter = token_parameter
 
     def _send(self, request: LLMRequest) -> LLMResponse:
-        params: dict[str, Any] = {"model": self.config.model, "messages": openai_messages(request.messages),
-                                  self.token_parameter: request.max_tokens}
+        params: dict[str, Any] = {
+            "model": self.config.model,
+            "messages": openai_messages(request.messages),
+            self.token_parameter: request.max_tokens,
+        }
         if request.tools:
             params["tools"] = openai_tools(request.tools)
         if request.temperature is not None:
@@ -83,4 +100,3 @@ class OpenAIClient(LLMClient):
     def close(self) -> None:
         """Close the SDK's HTTP client."""
         self.sdk.close()
-

@@ -103,8 +103,15 @@ def _log_retry(who: str) -> Callable[[RetryCallState], None]:
         exc = state.outcome.exception() if state.outcome else None
         # a first or second retry is routine (rate limits); more deserve the user's eye
         level = logging.WARNING if state.attempt_number >= 3 else logging.INFO
-        logger.log(level, "%s: attempt %d failed (%s: %s); retrying in %.1fs", who, state.attempt_number,
-                   type(exc).__name__, exc, state.upcoming_sleep)
+        logger.log(
+            level,
+            "%s: attempt %d failed (%s: %s); retrying in %.1fs",
+            who,
+            state.attempt_number,
+            type(exc).__name__,
+            exc,
+            state.upcoming_sleep,
+        )
 
     return log
 
@@ -123,8 +130,11 @@ def call_with_retries(fn: Callable[[], T], config: LLMConfigBase, hint: RetryHin
     """
     retrying = Retrying(
         stop=stop_after_attempt(config.max_retries + 1) | stop_after_delay(config.max_total_retry_seconds),
-        wait=_wait(config, hint), retry=retry_if_exception(lambda exc: hint(exc) is not None),
-        before_sleep=_log_retry(who), reraise=True)
+        wait=_wait(config, hint),
+        retry=retry_if_exception(lambda exc: hint(exc) is not None),
+        before_sleep=_log_retry(who),
+        reraise=True,
+    )
     attempts = 0
 
     def counted() -> T:
@@ -136,8 +146,11 @@ def call_with_retries(fn: Callable[[], T], config: LLMConfigBase, hint: RetryHin
         return retrying(counted), attempts
     except LLMError:
         raise
-    except Exception as exc:  # noqa: BLE001 - every SDK error becomes an LLMError
+    except Exception as exc:
         if hint(exc) is None:
             raise LLMError(f"{who}: {type(exc).__name__}: {exc}", attempts=attempts) from exc
-        raise LLMError(f"{who}: gave up after {attempts} attempt{'s' if attempts != 1 else ''} "
-                       f"({type(exc).__name__}: {exc})", attempts=attempts, transient=True) from exc
+        raise LLMError(
+            f"{who}: gave up after {attempts} attempt{'s' if attempts != 1 else ''} ({type(exc).__name__}: {exc})",
+            attempts=attempts,
+            transient=True,
+        ) from exc

@@ -64,11 +64,11 @@ class Reply:
     finish_reason: Literal["stop", "length"] = "stop"
 
     @classmethod
-    def calling(cls, name: str, arguments: dict[str, Any] | str | None = None, *,
-                text: str = "", **kwargs: Any) -> Reply:
+    def calling(
+        cls, name: str, arguments: dict[str, Any] | str | None = None, *, text: str = "", **kwargs: Any
+    ) -> Reply:
         """A reply that calls one tool (``arguments`` as a string: sent verbatim)."""
-        return cls(text=text, tool_calls=(ScriptedToolCall(name, {} if arguments is None else arguments),),
-                   **kwargs)
+        return cls(text=text, tool_calls=(ScriptedToolCall(name, {} if arguments is None else arguments),), **kwargs)
 
 
 @dataclass(frozen=True)
@@ -162,21 +162,28 @@ def _tokens(text: str) -> int:
 
 def openai_completion(reply: Reply, request: RecordedRequest, number: int) -> dict[str, Any]:
     """``reply`` as an OpenAI chat-completions response body."""
-    calls = [{"id": f"call_{number}_{i}", "type": "function",
-              "function": {"name": c.name, "arguments": c.arguments_text()}}
-             for i, c in enumerate(reply.tool_calls)]
+    calls = [
+        {"id": f"call_{number}_{i}", "type": "function", "function": {"name": c.name, "arguments": c.arguments_text()}}
+        for i, c in enumerate(reply.tool_calls)
+    ]
     message: dict[str, Any] = {"role": "assistant", "content": reply.text or None}
     if calls:
         message["tool_calls"] = calls
     finish = "tool_calls" if calls else reply.finish_reason
     usage_in = reply.input_tokens if reply.input_tokens is not None else _tokens(json.dumps(request.body))
-    usage_out = reply.output_tokens if reply.output_tokens is not None else _tokens(
-        reply.text + "".join(c.arguments_text() for c in reply.tool_calls))
-    return {"id": f"chatcmpl-{number}", "object": "chat.completion", "created": 0,
-            "model": request.body.get("model", "scripted"),
-            "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-            "usage": {"prompt_tokens": usage_in, "completion_tokens": usage_out,
-                      "total_tokens": usage_in + usage_out}}
+    usage_out = (
+        reply.output_tokens
+        if reply.output_tokens is not None
+        else _tokens(reply.text + "".join(c.arguments_text() for c in reply.tool_calls))
+    )
+    return {
+        "id": f"chatcmpl-{number}",
+        "object": "chat.completion",
+        "created": 0,
+        "model": request.body.get("model", "scripted"),
+        "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
+        "usage": {"prompt_tokens": usage_in, "completion_tokens": usage_out, "total_tokens": usage_in + usage_out},
+    }
 
 
 def anthropic_message(reply: Reply, request: RecordedRequest, number: int) -> dict[str, Any]:
@@ -196,21 +203,38 @@ def anthropic_message(reply: Reply, request: RecordedRequest, number: int) -> di
         content.append({"type": "tool_use", "id": f"toolu_{number}_{i}", "name": call.name, "input": arguments})
     stop = "tool_use" if reply.tool_calls else ("max_tokens" if reply.finish_reason == "length" else "end_turn")
     usage_in = reply.input_tokens if reply.input_tokens is not None else _tokens(json.dumps(request.body))
-    usage_out = reply.output_tokens if reply.output_tokens is not None else _tokens(
-        reply.text + "".join(c.arguments_text() for c in reply.tool_calls))
-    return {"id": f"msg_{number}", "type": "message", "role": "assistant",
-            "model": request.body.get("model", "scripted"), "content": content,
-            "stop_reason": stop, "stop_sequence": None,
-            "usage": {"input_tokens": usage_in, "output_tokens": usage_out}}
+    usage_out = (
+        reply.output_tokens
+        if reply.output_tokens is not None
+        else _tokens(reply.text + "".join(c.arguments_text() for c in reply.tool_calls))
+    )
+    return {
+        "id": f"msg_{number}",
+        "type": "message",
+        "role": "assistant",
+        "model": request.body.get("model", "scripted"),
+        "content": content,
+        "stop_reason": stop,
+        "stop_sequence": None,
+        "usage": {"input_tokens": usage_in, "output_tokens": usage_out},
+    }
 
 
 def _error_body(api: str, status: int, message: str) -> dict[str, Any]:
     if api == "anthropic":
-        kind = {429: "rate_limit_error", 400: "invalid_request_error", 401: "authentication_error",
-                404: "not_found_error"}.get(status, "api_error")
+        kind = {
+            429: "rate_limit_error",
+            400: "invalid_request_error",
+            401: "authentication_error",
+            404: "not_found_error",
+        }.get(status, "api_error")
         return {"type": "error", "error": {"type": kind, "message": message}}
-    kind = {429: "rate_limit_exceeded", 400: "invalid_request_error", 401: "invalid_api_key",
-            404: "model_not_found"}.get(status, "server_error")
+    kind = {
+        429: "rate_limit_exceeded",
+        400: "invalid_request_error",
+        401: "invalid_api_key",
+        404: "model_not_found",
+    }.get(status, "server_error")
     return {"error": {"message": message, "type": kind, "param": None, "code": None}}
 
 
@@ -218,10 +242,10 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _HTTPServer
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
+    def log_message(self, format: str, *args: Any) -> None:
         return
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+    def do_POST(self) -> None:
         if self.path.rstrip("/").endswith("/chat/completions"):
             api: Literal["openai", "anthropic"] = "openai"
         elif self.path.rstrip("/").endswith("/messages"):
@@ -250,8 +274,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _fault(self, api: str, request: RecordedRequest, number: int, fault: Fault) -> None:
         if fault.kind == "rate_limit":
-            headers = {"retry-after-ms": str(int(fault.retry_after * 1000)),
-                       "retry-after": str(max(1, math.ceil(fault.retry_after)))}
+            headers = {
+                "retry-after-ms": str(int(fault.retry_after * 1000)),
+                "retry-after": str(max(1, math.ceil(fault.retry_after))),
+            }
             self._send_json(429, _error_body(api, 429, "rate limit reached (scripted)"), headers)
         elif fault.kind in ("server_error", "http_error"):
             self._send_json(fault.status, _error_body(api, fault.status, f"HTTP {fault.status} (scripted)"))
@@ -295,8 +321,14 @@ class ScriptedLLMServer:
         port: port to bind (0: a free one).
     """
 
-    def __init__(self, script: Iterable[ScriptItem] = (), *, responder: Responder | None = None,
-                 host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self,
+        script: Iterable[ScriptItem] = (),
+        *,
+        responder: Responder | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
         self._script: deque[ScriptItem] = deque(script)
         self.responder = responder
         self.requests: list[RecordedRequest] = []
@@ -330,8 +362,9 @@ class ScriptedLLMServer:
         """Bind and serve in a background thread."""
         self._httpd = _HTTPServer((self._host, self._port), _Handler)
         self._httpd.owner = self
-        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
-                                        name="scripted-llm-server", daemon=True)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, name="scripted-llm-server", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -393,8 +426,11 @@ def main(argv: list[str] | None = None) -> None:
     with open(args.script, encoding="utf-8") as fh:
         items = read_script(fh)
     server = ScriptedLLMServer(items, host=args.host, port=args.port).start()
-    print(f"serving {len(items)} scripted replies: OpenAI base_url {server.openai_base_url}, "
-          f"Anthropic base_url {server.anthropic_base_url}", flush=True)
+    print(
+        f"serving {len(items)} scripted replies: OpenAI base_url {server.openai_base_url}, "
+        f"Anthropic base_url {server.anthropic_base_url}",
+        flush=True,
+    )
     try:
         server.stopping.wait()
     except KeyboardInterrupt:

@@ -64,12 +64,11 @@ class PrivilegedPolicy(ABC):
         return True
 
     @abstractmethod
-    def reset(self, task: TaskView, observation: str, info: dict[str, Any], *, seed: int,
-              ground_truth: str | None = None) -> None:
+    def reset(
+        self, task: TaskView, observation: str, info: dict[str, Any], *, seed: int, ground_truth: str | None = None
+    ) -> None:
         """Begin an episode; ``ground_truth`` is the task's answer (None when not needed)."""
 
     @abstractmethod
     def act(self, observation: str, info: dict[str, Any]) -> Action:
         """The next tool call, given the last observation and info."""
-
-

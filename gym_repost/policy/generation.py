@@ -67,9 +67,15 @@ def docstring_for(view: TaskView, option: str, generated: str | None = None) -> 
 def generation_prompt(view: TaskView, docstring: str | None) -> str:
     """The prompt asking for the complete function in one ```python block."""
     target = _target(view)
-    return render_prompt("gym_repost.policy", "generate.j2", repo=view.repo, target=target,
-                         file=view.repository.target_file, context=generation_context(view, docstring),
-                         header=target_header(target, docstring))
+    return render_prompt(
+        "gym_repost.policy",
+        "generate.j2",
+        repo=view.repo,
+        target=target,
+        file=view.repository.target_file,
+        context=generation_context(view, docstring),
+        header=target_header(target, docstring),
+    )
 
 
 def source_without_docstring(source: str, name: str) -> str:
@@ -80,7 +86,7 @@ def source_without_docstring(source: str, name: str) -> str:
     if span is None or first is None or span.docstring is None or len(span.node.body) < 2:
         return source
     lines = source.split("\n")
-    return "\n".join(lines[: first.lineno - 1] + lines[first.end_lineno or first.lineno:])
+    return "\n".join(lines[: first.lineno - 1] + lines[first.end_lineno or first.lineno :])
 
 
 def clean_docstring(answer: str) -> str:

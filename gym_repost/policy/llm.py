@@ -84,7 +84,7 @@ def text_action(text: str) -> str:
     candidates = [extract_code_block(text), text.strip()]
     start, end = text.find("{"), text.rfind("}")
     if 0 <= start < end:
-        candidates.append(text[start: end + 1])
+        candidates.append(text[start : end + 1])
     for candidate in candidates:
         if candidate is None:
             continue
@@ -102,8 +102,10 @@ class RepairLoop:
     def __init__(self, ask: Ask, view: TaskView, docstring: str | None, counts: Counter[str]) -> None:
         assert view.target is not None
         self.ask, self.target, self.counts = ask, view.target, counts
-        self.messages = [Message.system(render_prompt(_PROMPTS, "generate_system.j2")),
-                         Message.user(generation_prompt(view, docstring))]
+        self.messages = [
+            Message.system(render_prompt(_PROMPTS, "generate_system.j2")),
+            Message.user(generation_prompt(view, docstring)),
+        ]
         self.state = "answer"
         self.no_code_block = False
         self.invalid_reason: str | None = None
@@ -131,8 +133,11 @@ class RepairLoop:
 
     def _write_stand_in(self, observation: str) -> Action:
         self.counts["invalid_answers"] += 1
-        self.invalid_reason = ("your answer contains no ```python code block" if self.no_code_block
-                               else observation.removeprefix("Error: "))
+        self.invalid_reason = (
+            "your answer contains no ```python code block"
+            if self.no_code_block
+            else observation.removeprefix("Error: ")
+        )
         self.state = "stand-in"
         return tool_call("write_code", code=unusable_candidate(self.target, self.invalid_reason))
 
@@ -160,8 +165,9 @@ class AgenticLoop:
         counts: where the model's mistakes are counted.
     """
 
-    def __init__(self, ask: Ask, system: str, statement: str, tools: Sequence[ToolSpec], native: bool,
-                 counts: Counter[str]) -> None:
+    def __init__(
+        self, ask: Ask, system: str, statement: str, tools: Sequence[ToolSpec], native: bool, counts: Counter[str]
+    ) -> None:
         self.ask, self.tools, self.native, self.counts = ask, tuple(tools), native, counts
         self.messages = [Message.system(system), Message.user(statement)]
         self.queue: list[ToolCall | str] = []
@@ -224,15 +230,25 @@ class LLMPolicy(PrivilegedPolicy):
 
     name = "llm"
 
-    def __init__(self, model: str, *, mode: str = "generate-and-repair", docstring: str = "original",
-                 tool_calling: str = "native", docstring_model: str | None = None,
-                 client: LLMClient | None = None, **settings: Any) -> None:
+    def __init__(
+        self,
+        model: str,
+        *,
+        mode: str = "generate-and-repair",
+        docstring: str = "original",
+        tool_calling: str = "native",
+        docstring_model: str | None = None,
+        client: LLMClient | None = None,
+        **settings: Any,
+    ) -> None:
         self.mode = _choice("mode", mode, MODES)
         self.docstring = _choice("docstring", docstring, DOCSTRING_OPTIONS)
         self.tool_calling = _choice("tool_calling", tool_calling, TOOL_CALLING)
         if self.mode == "agentic" and self.docstring != "original":
-            raise ConfigError("llm policy: the docstring option applies to mode=generate-and-repair; in agentic "
-                              "mode the model reads the repository, docstrings included")
+            raise ConfigError(
+                "llm policy: the docstring option applies to mode=generate-and-repair; in agentic "
+                "mode the model reads the repository, docstrings included"
+            )
         self.model = model
         self.config: LLMConfigBase = client.config if client is not None else llm_config(model, **settings)
         self.docstring_config = self._docstring_config(docstring_model, settings)
@@ -266,8 +282,9 @@ class LLMPolicy(PrivilegedPolicy):
         """Only to write a docstring from the original (``docstring=generated``)."""
         return self.docstring == "generated"
 
-    def reset(self, task: TaskView, observation: str, info: dict[str, Any], *, seed: int,
-              ground_truth: str | None = None) -> None:
+    def reset(
+        self, task: TaskView, observation: str, info: dict[str, Any], *, seed: int, ground_truth: str | None = None
+    ) -> None:
         """Start a conversation for the task (writing its docstring first if asked to).
 
         ``ground_truth`` is given by the runner with ``docstring=generated`` only, and goes
@@ -292,16 +309,16 @@ class LLMPolicy(PrivilegedPolicy):
             if ground_truth is None:
                 raise ConfigError("llm policy: docstring=generated needs the ground truth from the runner")
             self.generated_docstring = self._generate_docstring(task.target, ground_truth)
-        self._loop = RepairLoop(ask, task, docstring_for(task, self.docstring, self.generated_docstring),
-                                self.counts)
+        self._loop = RepairLoop(ask, task, docstring_for(task, self.docstring, self.generated_docstring), self.counts)
 
     def _generate_docstring(self, target: TargetView, ground_truth: str) -> str:
         if self.docstring_config is not None and self._docstring_client is None:
             self._docstring_client = self.docstring_config.build()
         client = self._docstring_client or self._client
         assert client is not None
-        prompt = render_prompt(_PROMPTS, "docstring.j2", target=target,
-                               source=source_without_docstring(ground_truth, target.name))
+        prompt = render_prompt(
+            _PROMPTS, "docstring.j2", target=target, source=source_without_docstring(ground_truth, target.name)
+        )
         # one docstring per task, whatever the sample: fixed seed, greedy
         answer = client.complete([Message.user(prompt)], temperature=0.0, seed=0, ledger=self.ledger)
         return clean_docstring(answer.text)

@@ -22,8 +22,14 @@ from gym_repost.errors import ConfigError, PolicyError
 from gym_repost.policy.base import Policy
 from gym_repost.policy.privileged import check_privilege
 
-_BUILTIN = ("oracle", "mutant", "scripted:FILE", "llm:PROVIDER/MODEL", "path/to/file.py:ClassName",
-            "package.module:ClassName")
+_BUILTIN = (
+    "oracle",
+    "mutant",
+    "scripted:FILE",
+    "llm:PROVIDER/MODEL",
+    "path/to/file.py:ClassName",
+    "package.module:ClassName",
+)
 
 
 @dataclass
@@ -37,9 +43,8 @@ class PolicyFactory:
     def __call__(self) -> Policy:
         try:
             policy = self.make()
-        except Exception as exc:  # noqa: BLE001 - a user's constructor may raise anything
-            raise PolicyError(f"policy {self.spec!r} could not be created: "
-                              f"{type(exc).__name__}: {exc}") from exc
+        except Exception as exc:
+            raise PolicyError(f"policy {self.spec!r} could not be created: {type(exc).__name__}: {exc}") from exc
         return policy
 
 
@@ -55,7 +60,7 @@ def _class_from_file(path: str, name: str) -> type:
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:  # noqa: BLE001 - report any import-time failure clearly
+    except Exception as exc:
         sys.modules.pop(module_name, None)
         raise ConfigError(f"importing {path} failed: {type(exc).__name__}: {exc}") from exc
     if not hasattr(module, name):
@@ -76,9 +81,11 @@ def _class_from_module(module_name: str, name: str) -> type:
 def _check_policy_class(cls: Any, spec: str) -> None:
     missing = [m for m in ("reset", "act") if not callable(getattr(cls, m, None))]
     if missing:
-        raise ConfigError(f"{spec}: a policy needs methods reset() and act(); "
-                          f"{getattr(cls, '__name__', cls)!r} lacks {', '.join(missing)} "
-                          "(see gym_repost.policy.base.Policy)")
+        raise ConfigError(
+            f"{spec}: a policy needs methods reset() and act(); "
+            f"{getattr(cls, '__name__', cls)!r} lacks {', '.join(missing)} "
+            "(see gym_repost.policy.base.Policy)"
+        )
     check_privilege(cls, spec)
 
 

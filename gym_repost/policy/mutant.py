@@ -40,8 +40,9 @@ class MutantPolicy(PrivilegedPolicy):
     def __init__(self, max_mutants: int = 20) -> None:
         self.max_mutants = max_mutants
 
-    def reset(self, task: TaskView, observation: str, info: dict[str, Any], *, seed: int,
-              ground_truth: str | None = None) -> None:
+    def reset(
+        self, task: TaskView, observation: str, info: dict[str, Any], *, seed: int, ground_truth: str | None = None
+    ) -> None:
         """Pick this episode's mutants of the ground truth the runner handed over."""
         if ground_truth is None:
             raise ValueError("the mutant policy needs the ground truth (reset(..., ground_truth=...))")

@@ -18,8 +18,9 @@ class OraclePolicy(PrivilegedPolicy):
 
     name = "oracle"
 
-    def reset(self, task: TaskView, observation: str, info: dict[str, Any], *, seed: int,
-              ground_truth: str | None = None) -> None:
+    def reset(
+        self, task: TaskView, observation: str, info: dict[str, Any], *, seed: int, ground_truth: str | None = None
+    ) -> None:
         """Remember the ground truth the runner handed over."""
         if ground_truth is None:
             raise ValueError("the oracle needs the ground truth (reset(..., ground_truth=...))")

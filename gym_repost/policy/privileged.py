@@ -17,8 +17,11 @@ from gym_repost.policy.base import PrivilegedPolicy
 from gym_repost.task import Task
 from gym_repost.task_view import TaskView, task_view
 
-PRIVILEGED_POLICIES = ("gym_repost.policy.oracle:OraclePolicy", "gym_repost.policy.mutant:MutantPolicy",
-                       "gym_repost.policy.llm:LLMPolicy")
+PRIVILEGED_POLICIES = (
+    "gym_repost.policy.oracle:OraclePolicy",
+    "gym_repost.policy.mutant:MutantPolicy",
+    "gym_repost.policy.llm:LLMPolicy",
+)
 """The shipped classes that may receive the ground truth (the LLM policy only to write a
 docstring from it, with ``docstring=generated``; its solving prompt never shows it)."""
 
@@ -43,13 +46,16 @@ def check_privilege(cls: Any, spec: str) -> None:
         ConfigError: ``cls`` claims privilege it is not given.
     """
     if isinstance(cls, type) and issubclass(cls, PrivilegedPolicy) and not is_shipped_privileged(cls):
-        raise ConfigError(f"{spec}: {cls.__name__} is a PrivilegedPolicy, and only the shipped controls "
-                          f"({', '.join(PRIVILEGED_POLICIES)}) are handed the ground truth; implement the "
-                          "Policy protocol (reset(task_view, observation, info, *, seed)) instead")
+        raise ConfigError(
+            f"{spec}: {cls.__name__} is a PrivilegedPolicy, and only the shipped controls "
+            f"({', '.join(PRIVILEGED_POLICIES)}) are handed the ground truth; implement the "
+            "Policy protocol (reset(task_view, observation, info, *, seed)) instead"
+        )
 
 
-def reset_policy(policy: Any, task: Task, observation: str, info: dict[str, Any], *, seed: int,
-                 statement: str | None = None) -> TaskView:
+def reset_policy(
+    policy: Any, task: Task, observation: str, info: dict[str, Any], *, seed: int, statement: str | None = None
+) -> TaskView:
     """Reset ``policy`` for an episode on ``task``; return the view it was given.
 
     Args:
@@ -64,8 +70,12 @@ def reset_policy(policy: Any, task: Task, observation: str, info: dict[str, Any]
         ConfigError: a privileged policy that is not a shipped control.
         Exception: whatever the policy's ``reset`` raises.
     """
-    view = task_view(task, observation if statement is None else statement,
-                     max_steps=int(info["max_steps"]), max_submissions=int(info["max_submissions"]))
+    view = task_view(
+        task,
+        observation if statement is None else statement,
+        max_steps=int(info["max_steps"]),
+        max_submissions=int(info["max_submissions"]),
+    )
     if not isinstance(policy, PrivilegedPolicy):
         policy.reset(view, observation, info, seed=seed)
         return view

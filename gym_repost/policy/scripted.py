@@ -49,8 +49,11 @@ def read_script(path: str | Path) -> list[dict[str, Any]]:
     """
     entries = []
     for number, entry in read_json_objects(path, "scripted policy"):
-        if not isinstance(entry, dict) or not isinstance(entry.get("task"), str) \
-                or not isinstance(entry.get("actions"), list):
+        if (
+            not isinstance(entry, dict)
+            or not isinstance(entry.get("task"), str)
+            or not isinstance(entry.get("actions"), list)
+        ):
             raise ConfigError(f'{path}:{number}: expected {{"task": str, "actions": [...]}}')
         entries.append(entry)
     return entries
@@ -61,8 +64,7 @@ class ScriptedPolicy:
 
     name = "scripted"
 
-    def __init__(self, path: str | Path | None = None,
-                 entries: list[dict[str, Any]] | None = None) -> None:
+    def __init__(self, path: str | Path | None = None, entries: list[dict[str, Any]] | None = None) -> None:
         if entries is None:
             if path is None:
                 raise ConfigError("scripted policy: give a script file (scripted:FILE)")

@@ -102,8 +102,18 @@ class SafetyClock:
 class Trial:
     """One input run against the ground truth."""
 
-    __slots__ = ("source", "origin", "error", "arcs", "kind", "fingerprint", "deliberate", "duration",
-                 "seeded", "random")
+    __slots__ = (
+        "source",
+        "origin",
+        "error",
+        "arcs",
+        "kind",
+        "fingerprint",
+        "deliberate",
+        "duration",
+        "seeded",
+        "random",
+    )
 
     def __init__(self, source, origin, error=None):
         self.source, self.origin, self.error = source, origin, error
@@ -151,7 +161,7 @@ def target_text(module_text, start, end):
     gets a ``class`` header on the line before it so that its indentation parses.
     """
     lines = module_text.split("\n")
-    body = lines[start - 1: end]
+    body = lines[start - 1 : end]
     indented = bool(body) and body[0][:1] in (" ", "\t")
     # comment lines, not blank ones: coverage.py's exclusion regexes start with ^\s*,
     # which is quadratic over a long run of blank lines
@@ -185,8 +195,9 @@ class ArcRecorder:
         self.path, self.start, self.end = os.path.abspath(path), start, end
         with open(path, encoding="utf-8") as fh:
             text = target_text(fh.read(), start, end)
-        self.parser = PythonParser(text=text, filename=self.path,
-                                   exclude="|".join("(?:%s)" % e for e in DEFAULT_EXCLUDE))
+        self.parser = PythonParser(
+            text=text, filename=self.path, exclude="|".join("(?:%s)" % e for e in DEFAULT_EXCLUDE)
+        )
         self.parser.parse_source()
         self.possible = frozenset(a for a in self.parser.arcs() if start <= a[0] <= end)
         exits = self.parser.exit_counts()
@@ -281,6 +292,7 @@ def _watched(fn, on_error):
         except BaseException as exc:
             on_error(exc)
             raise
+
     return call
 
 
@@ -314,8 +326,16 @@ class Explorer:
         self.timeout = float(config.get("call_timeout", 0.5))
         self.trials, self.kept = [], []
         self.covered, self.classes, self.prints = set(), set(), set()
-        self.stats = {"executed": 0, "invalid": 0, "timeouts": 0, "wall_timeouts": 0, "nondeterministic": 0,
-                      "seeded": 0, "mutants": 0, "mutants_killed": 0}
+        self.stats = {
+            "executed": 0,
+            "invalid": 0,
+            "timeouts": 0,
+            "wall_timeouts": 0,
+            "nondeterministic": 0,
+            "seeded": 0,
+            "mutants": 0,
+            "mutants_killed": 0,
+        }
         self.build_errors = {}
         self.slow = []
         self.path = os.path.abspath(target.module.__file__)
@@ -339,7 +359,7 @@ class Explorer:
             trial.error = "timeout"
             self.stats["timeouts"] += 1
             self.stats["wall_timeouts"] += isinstance(exc, WallTimeout)
-        except Exception as exc:  # noqa: BLE001 - the outcome itself could not be observed
+        except Exception as exc:
             trial.error = "observe: %s: %s" % (type(exc).__name__, str(exc)[:100])
         finally:
             set_call_timer(0)
@@ -351,8 +371,8 @@ class Explorer:
 
     def _run(self, trial, seeded, errors):
         try:
-            instance, args, kwargs = eval(trial.source, self.namespace)  # noqa: S307 - generated source
-        except Exception as exc:  # noqa: BLE001 - an input that does not build is skipped
+            instance, args, kwargs = eval(trial.source, self.namespace)
+        except Exception as exc:
             trial.error = "build: %s: %s" % (type(exc).__name__, str(exc)[:100])
             self.build_errors[type(exc).__name__] = trial.error
             return None
@@ -371,7 +391,7 @@ class Explorer:
         trial.deliberate = not errors or _is_raise_line(errors[-1], self.path)
         try:
             text = repr(state)
-        except Exception:  # noqa: BLE001 - a state we cannot print cannot be compared stably
+        except Exception:
             trial.error = "unprintable outcome"
             return
         trial.fingerprint = hashlib.sha1(text.encode("utf-8", "replace")).hexdigest()
@@ -456,8 +476,9 @@ class SearchBudget:
             return "executions"
         if self.tries >= TRIES_PER_EXECUTION * self.executions:
             return "tries"
-        if generator.varied and (self.runs_without_news >= self.stall
-                                 or self.tries_without_news >= TRIES_PER_EXECUTION * self.stall):
+        if generator.varied and (
+            self.runs_without_news >= self.stall or self.tries_without_news >= TRIES_PER_EXECUTION * self.stall
+        ):
             return "stalled"
         if self.clock.expired("search"):
             return "wall-clock limit"
@@ -500,18 +521,32 @@ def report(explorer, chosen, generator, started):
     inputs = []
     for t in chosen:
         instance, args, kwargs = mutate.split_input(t.source)
-        inputs.append({"instance": instance, "args": args, "kwargs": kwargs, "origin": t.origin,
-                       "seeded": t.seeded, "kind": t.kind, "fingerprint": t.fingerprint})
+        inputs.append(
+            {
+                "instance": instance,
+                "args": args,
+                "kwargs": kwargs,
+                "origin": t.origin,
+                "seeded": t.seeded,
+                "kind": t.kind,
+                "fingerprint": t.fingerprint,
+            }
+        )
     return {
-        "ok": True, "target_kind": explorer.target.kind, "inputs": inputs, "branches": len(branches),
+        "ok": True,
+        "target_kind": explorer.target.kind,
+        "inputs": inputs,
+        "branches": len(branches),
         "branches_covered": len(branches & covered),
         "branch_coverage": (len(branches & covered) / len(branches) if branches else 1.0) if recorder else None,
         "missing_branches": sorted(branches - covered)[:20],
         "arcs": len(recorder.possible) if recorder else None,
         "arcs_covered": len(recorder.possible & covered) if recorder else None,
         "searched_branch_coverage": (len(branches & explorer.covered) / len(branches) if branches else 1.0)
-        if recorder else None,
-        "stats": explorer.stats, "unbuildable": generator.unbuildable,
+        if recorder
+        else None,
+        "stats": explorer.stats,
+        "unbuildable": generator.unbuildable,
         "build_errors": sorted(set(explorer.build_errors.values()))[:5],
         "slow": sorted(explorer.slow, reverse=True)[:5],
         "elapsed": round(time.monotonic() - started, 3),
@@ -537,7 +572,7 @@ def explore(config):
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             module = load_module(config["module_file"])
-    except BaseException as exc:  # noqa: BLE001 - reported to the host
+    except BaseException as exc:
         return {"ok": False, "kind": "import", "error": "%s: %s" % (_import_error(exc), str(exc)[:300])}
     finally:
         set_call_timer(0)
@@ -562,8 +597,15 @@ def explore(config):
     max_inputs = int(config.get("max_inputs", 12))
     search(explorer, generator, seeds, rng, SearchBudget(explorer, executions, clock), max_inputs)
     mutants = selection.Mutants(target, config.get("mutants", []), config["start_line"])
-    chosen = selection.select(explorer, max_inputs, mutants, int(config.get("mutant_executions", executions)),
-                              clock, rng, strategies.replacement_values(generator))
+    chosen = selection.select(
+        explorer,
+        max_inputs,
+        mutants,
+        int(config.get("mutant_executions", executions)),
+        clock,
+        rng,
+        strategies.replacement_values(generator),
+    )
     return report(explorer, chosen, generator, started)
 
 
@@ -597,7 +639,7 @@ def main():
     limit_memory(int(config.get("memory_mb", 1536)))
     try:
         result = explore(config)
-    except BaseException as exc:  # noqa: BLE001 - reported to the host
+    except BaseException as exc:
         result = {"ok": False, "kind": "crash", "error": "%s: %s" % (type(exc).__name__, str(exc)[:300])}
     try:
         json.dumps(result)

@@ -64,11 +64,11 @@ _PLAIN = (type(None), bool, int, str)
 def _short_repr(value):
     try:
         text = repr(value)
-    except BaseException as exc:  # noqa: BLE001 - a broken __repr__ must not hide the verdict
+    except BaseException as exc:
         text = "<repr failed: %s>" % type(exc).__name__
     text = _ADDRESS.sub("", text)  # the same value reads the same in every run
     if len(text) > _MAX_REPR:
-        text = text[: _MAX_REPR // 2] + " ... " + text[-_MAX_REPR // 2:]
+        text = text[: _MAX_REPR // 2] + " ... " + text[-_MAX_REPR // 2 :]
     return text
 
 
@@ -98,8 +98,8 @@ def _explain_assert(path, tb_frame, lineno):
         for side, expr in (("left", test.left), ("right", test.comparators[0])):
             try:
                 code = compile(ast.Expression(expr), path, "eval")
-                info[side] = _short_repr(eval(code, scope_globals, scope_locals))  # noqa: S307
-            except BaseException as exc:  # noqa: BLE001 - report, do not crash the harness
+                info[side] = _short_repr(eval(code, scope_globals, scope_locals))
+            except BaseException as exc:
                 info[side] = "<raised %s: %s>" % (type(exc).__name__, str(exc)[:200])
     return info
 
@@ -109,24 +109,29 @@ def _frames(tb, script, start, end):
     script_abs = os.path.abspath(script)
     for frame, lineno in traceback.walk_tb(tb):
         path = frame.f_code.co_filename
-        if (os.path.basename(path) == os.path.basename(__file__) or path.startswith("<frozen")
-                or path.endswith(os.sep + "runpy.py")):
+        if (
+            os.path.basename(path) == os.path.basename(__file__)
+            or path.startswith("<frozen")
+            or path.endswith(os.sep + "runpy.py")
+        ):
             continue
         in_script = os.path.abspath(path) == script_abs
         in_candidate = in_script and start <= lineno <= end
         if frames and frames[-1]["_key"] == (path, lineno, frame.f_code.co_name):
             frames[-1]["repeated"] += 1
             continue
-        frames.append({
-            "_key": (path, lineno, frame.f_code.co_name),
-            "repeated": 0,
-            "file": os.path.basename(path) if in_script else path,
-            "line": lineno - start + 1 if in_candidate else lineno,
-            "function": frame.f_code.co_name,
-            "code": (linecache.getline(path, lineno) or "").strip(),
-            "in_script": in_script,
-            "in_candidate": in_candidate,
-        })
+        frames.append(
+            {
+                "_key": (path, lineno, frame.f_code.co_name),
+                "repeated": 0,
+                "file": os.path.basename(path) if in_script else path,
+                "line": lineno - start + 1 if in_candidate else lineno,
+                "function": frame.f_code.co_name,
+                "code": (linecache.getline(path, lineno) or "").strip(),
+                "in_script": in_script,
+                "in_candidate": in_candidate,
+            }
+        )
     for f in frames:
         del f["_key"]
     return frames
@@ -166,13 +171,13 @@ def _exit_report(exc, script, start, end):
     return {
         "status": "error",
         "exception": "SystemExit",
-        "message": ("the candidate called sys.exit(%r): code under test must return, not exit"
-                    % (exc.code,)) if from_candidate else "the script exited with %r" % (exc.code,),
+        "message": ("the candidate called sys.exit(%r): code under test must return, not exit" % (exc.code,))
+        if from_candidate
+        else "the script exited with %r" % (exc.code,),
         "frames": frames[-12:],
         "in_candidate": from_candidate,
         "assertion": None,
     }
-
 
 
 # ------------------------------------------------------------------ canonical values
@@ -196,13 +201,16 @@ def _array(value, depth, active):
         for n in shape:
             size *= int(n)
         if size <= MAX_ITEMS:
-            return ["array", _type_name(value), str(getattr(value, "dtype", "")),
-                    _canon(value.tolist(), depth + 1, active)]
+            return [
+                "array",
+                _type_name(value),
+                str(getattr(value, "dtype", "")),
+                _canon(value.tolist(), depth + 1, active),
+            ]
         data = value.tobytes()
-    except BaseException:  # noqa: BLE001 - a broken array is described, not fatal
+    except BaseException:
         return ["array?", _type_name(value)]
-    return ["array", _type_name(value), str(getattr(value, "dtype", "")), str(shape),
-            hashlib.sha1(data).hexdigest()]
+    return ["array", _type_name(value), str(getattr(value, "dtype", "")), str(shape), hashlib.sha1(data).hexdigest()]
 
 
 def _canon(value, depth, active):
@@ -219,7 +227,7 @@ def _canon(value, depth, active):
     active.add(id(value))
     try:
         return _canon_container(value, kind, depth, active)
-    except BaseException as exc:  # noqa: BLE001 - hostile objects are described, not fatal
+    except BaseException as exc:
         return ["unserializable", _type_name(value), type(exc).__name__]
     finally:
         active.discard(id(value))
@@ -230,8 +238,9 @@ def _canon_container(value, kind, depth, active):
         items = [_canon(v, depth + 1, active) for v in value[:MAX_ITEMS]]
         return [kind.__name__, items, len(value)]
     if kind is dict:
-        pairs = [[_canon(k, depth + 1, active), _canon(v, depth + 1, active)]
-                 for k, v in list(value.items())[:MAX_ITEMS]]
+        pairs = [
+            [_canon(k, depth + 1, active), _canon(v, depth + 1, active)] for k, v in list(value.items())[:MAX_ITEMS]
+        ]
         return ["dict", pairs, len(value)]
     if kind in (set, frozenset):
         items = sorted(json.dumps(_canon(v, depth + 1, active)) for v in list(value)[:MAX_ITEMS])
@@ -256,7 +265,7 @@ def _canon_container(value, kind, depth, active):
 def _digest(value):
     try:
         text = json.dumps(_canon(value, 0, set()), separators=(",", ":"))
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         text = "unserializable:" + type(exc).__name__
     return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
@@ -355,7 +364,7 @@ class Recorder:
                 if len(items) >= MAX_ITEMS:
                     entry["g"] = "partial"
                     return _chain(items, generator)
-        except BaseException as exc:  # noqa: BLE001 - raised again where the caller iterates
+        except BaseException as exc:
             entry["gx"] = _type_name(exc)
             entry["r"] = _digest(items)
             return _then_raise(items, exc)
@@ -366,12 +375,13 @@ class Recorder:
             return
         try:
             blob = pickle.dumps((args, kwargs), protocol=4)
-        except BaseException:  # noqa: BLE001 - unpicklable inputs cannot be replayed
+        except BaseException:
             blob = None
         if blob is not None:
             self.input_bytes += len(blob)
-        self.inputs.append(None if blob is None or self.input_bytes > MAX_INPUT_BYTES
-                           else base64.b64encode(blob).decode("ascii"))
+        self.inputs.append(
+            None if blob is None or self.input_bytes > MAX_INPUT_BYTES else base64.b64encode(blob).decode("ascii")
+        )
 
     def replay(self, path):
         """Call the first wrapped target with each pickled argument list in ``path``."""
@@ -387,12 +397,17 @@ class Recorder:
                 result = target(*args, **kwargs)
                 if hasattr(result, "__next__") and not isinstance(result, types.GeneratorType):
                     list(result)
-            except Exception:  # noqa: BLE001 - recorded by the wrapper; the replay goes on
+            except Exception:
                 pass
 
     def record(self, completed):
-        return {"calls": self.calls, "overflow": self.overflow, "completed": completed,
-                "inputs": self.inputs, "failure": self.failure}
+        return {
+            "calls": self.calls,
+            "overflow": self.overflow,
+            "completed": completed,
+            "inputs": self.inputs,
+            "failure": self.failure,
+        }
 
 
 def _chain(items, rest):
@@ -403,7 +418,7 @@ def _chain(items, rest):
 def _safe_str(exc):
     try:
         return _ADDRESS.sub("", str(exc))
-    except BaseException:  # noqa: BLE001 - a broken __str__ is a message of its own
+    except BaseException:
         return "<str failed>"
 
 
@@ -426,12 +441,12 @@ def _run_script(script, recorder, mode, inputs):
     sys.modules["__main__"] = module
     random.seed(0)  # tests that draw random inputs draw the same ones in every run
     try:
-        exec(compile(source, path, "exec", dont_inherit=True), module.__dict__)  # noqa: S102
+        exec(compile(source, path, "exec", dont_inherit=True), module.__dict__)
         if mode == "inputs":
             recorder.replay(inputs)
     except SystemExit as exc:
         return "exit", exc
-    except BaseException as exc:  # noqa: BLE001 - every failure of the script is a verdict
+    except BaseException as exc:
         traceback.print_exc()
         return "error", exc
     return None, None
@@ -449,8 +464,7 @@ def _single(config, token):
     """Run one script (the candidate's) and write its record; never returns."""
     sys.stdin = open(0, encoding="utf-8", closefd=False)
     script, start, end, mode = config["script"], config["start"], config["end"], config["mode"]
-    recorder = Recorder(pickle_inputs=mode == "reference",
-                        where=None if mode == "reference" else (script, start, end))
+    recorder = Recorder(pickle_inputs=mode == "reference", where=None if mode == "reference" else (script, start, end))
     builtins.__gym_repost_record__ = recorder.wrap
     sys.argv = [script]
     sys.path[0] = os.path.dirname(os.path.abspath(script))
@@ -463,10 +477,11 @@ def _single(config, token):
     try:
         sys.stdout.flush()
         sys.stderr.flush()
-    except BaseException:  # noqa: BLE001 - closed or broken streams must not hide the verdict
+    except BaseException:
         pass
-    protocol.write_result(dict(recorder.record(report is None), report=report),
-                          token if report is None else None, compress=True)
+    protocol.write_result(
+        dict(recorder.record(report is None), report=report), token if report is None else None, compress=True
+    )
     os._exit(0 if report is None else 1)
 
 
@@ -524,8 +539,8 @@ def _warm_imports(script):
         for node in tree.body:
             if isinstance(node, (ast.Import, ast.ImportFrom)) and not getattr(node, "level", 0):
                 try:
-                    exec(compile(ast.Module([node], []), script, "exec"), {})  # noqa: S102
-                except BaseException:  # noqa: BLE001 - the child imports (and reports) it again
+                    exec(compile(ast.Module([node], []), script, "exec"), {})
+                except BaseException:
                     pass
     finally:
         sys.stdout = saved
@@ -551,9 +566,12 @@ def _batch_child(config, token, cpu_limit, wall_limit):
             os._exit(70)
     status, usage, timed_out = _wait_child(pid, started + wall_limit, cpu_limit)
     _kill_group(pid)  # what the child started goes with it
-    run = {"returncode": _returncode(status), "timed_out": timed_out,
-           "cpu": usage.ru_utime + usage.ru_stime if usage is not None else 0.0,
-           "wall": time.monotonic() - started}
+    run = {
+        "returncode": _returncode(status),
+        "timed_out": timed_out,
+        "cpu": usage.ru_utime + usage.ru_stime if usage is not None else 0.0,
+        "wall": time.monotonic() - started,
+    }
     if os.WIFSIGNALED(status) and run["cpu"] >= cpu_limit:
         run["timed_out"] = True
     for key, path in (("stdout", out_path), ("stderr", err_path)):

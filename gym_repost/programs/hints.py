@@ -13,27 +13,119 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-STR_METHODS = frozenset({
-    "lower", "upper", "strip", "lstrip", "rstrip", "split", "rsplit", "splitlines", "startswith",
-    "endswith", "replace", "format", "encode", "isdigit", "isalpha", "isspace", "title", "capitalize",
-    "casefold", "center", "ljust", "rjust", "zfill", "partition", "rpartition", "find", "rfind",
-    "translate", "expandtabs", "isupper", "islower", "isalnum", "isnumeric", "isdecimal",
-    "isidentifier", "swapcase", "removeprefix", "removesuffix", "format_map", "join",
-})
+STR_METHODS = frozenset(
+    {
+        "lower",
+        "upper",
+        "strip",
+        "lstrip",
+        "rstrip",
+        "split",
+        "rsplit",
+        "splitlines",
+        "startswith",
+        "endswith",
+        "replace",
+        "format",
+        "encode",
+        "isdigit",
+        "isalpha",
+        "isspace",
+        "title",
+        "capitalize",
+        "casefold",
+        "center",
+        "ljust",
+        "rjust",
+        "zfill",
+        "partition",
+        "rpartition",
+        "find",
+        "rfind",
+        "translate",
+        "expandtabs",
+        "isupper",
+        "islower",
+        "isalnum",
+        "isnumeric",
+        "isdecimal",
+        "isidentifier",
+        "swapcase",
+        "removeprefix",
+        "removesuffix",
+        "format_map",
+        "join",
+    }
+)
 LIST_METHODS = frozenset({"append", "extend", "insert", "pop", "remove", "sort", "reverse"})
 DICT_METHODS = frozenset({"items", "keys", "values", "get", "setdefault", "update", "popitem"})
-SET_METHODS = frozenset({"add", "discard", "union", "intersection", "difference", "issubset",
-                         "issuperset", "symmetric_difference"})
-SEQUENCE_FUNCTIONS = frozenset({"len", "sorted", "reversed", "enumerate", "zip", "list", "tuple", "set",
-                                "frozenset", "iter", "map", "filter", "next", "any", "all", "dict"})
-NUMBER_FUNCTIONS = frozenset({"abs", "round", "range", "chr", "hex", "oct", "bin", "divmod", "pow",
-                              "math.floor", "math.ceil", "math.sqrt", "math.log", "math.isnan",
-                              "math.isinf", "math.isfinite", "math.exp", "math.fabs", "math.trunc"})
+SET_METHODS = frozenset(
+    {"add", "discard", "union", "intersection", "difference", "issubset", "issuperset", "symmetric_difference"}
+)
+SEQUENCE_FUNCTIONS = frozenset(
+    {
+        "len",
+        "sorted",
+        "reversed",
+        "enumerate",
+        "zip",
+        "list",
+        "tuple",
+        "set",
+        "frozenset",
+        "iter",
+        "map",
+        "filter",
+        "next",
+        "any",
+        "all",
+        "dict",
+    }
+)
+NUMBER_FUNCTIONS = frozenset(
+    {
+        "abs",
+        "round",
+        "range",
+        "chr",
+        "hex",
+        "oct",
+        "bin",
+        "divmod",
+        "pow",
+        "math.floor",
+        "math.ceil",
+        "math.sqrt",
+        "math.log",
+        "math.isnan",
+        "math.isinf",
+        "math.isfinite",
+        "math.exp",
+        "math.fabs",
+        "math.trunc",
+    }
+)
 NUMBERS_FUNCTIONS = frozenset({"sum", "min", "max", "statistics.mean", "statistics.median"})
-STR_FUNCTIONS = frozenset({"ord", "re.match", "re.search", "re.sub", "re.split", "re.findall",
-                           "re.fullmatch", "re.finditer", "os.path.join", "os.path.splitext",
-                           "os.path.basename", "os.path.dirname", "unicodedata.normalize",
-                           "unicodedata.category", "textwrap.dedent", "textwrap.wrap"})
+STR_FUNCTIONS = frozenset(
+    {
+        "ord",
+        "re.match",
+        "re.search",
+        "re.sub",
+        "re.split",
+        "re.findall",
+        "re.fullmatch",
+        "re.finditer",
+        "os.path.join",
+        "os.path.splitext",
+        "os.path.basename",
+        "os.path.dirname",
+        "unicodedata.normalize",
+        "unicodedata.category",
+        "textwrap.dedent",
+        "textwrap.wrap",
+    }
+)
 
 
 @dataclass
@@ -94,8 +186,7 @@ def parameters(args: ast.arguments) -> list[Param]:
     """The parameters of a ``def``, in order, with defaults and annotations as source."""
     positional = [(a, "positional_only") for a in args.posonlyargs] + [(a, "positional") for a in args.args]
     defaults: list[ast.expr | None] = [None] * (len(positional) - len(args.defaults)) + list(args.defaults)
-    params = [Param(a.arg, kind, _source(d), _source(a.annotation))
-              for (a, kind), d in zip(positional, defaults)]
+    params = [Param(a.arg, kind, _source(d), _source(a.annotation)) for (a, kind), d in zip(positional, defaults)]
     if args.vararg:
         params.append(Param(args.vararg.arg, "var_positional", None, _source(args.vararg.annotation)))
     for a, d in zip(args.kwonlyargs, args.kw_defaults):
@@ -146,13 +237,19 @@ def _parent_map(root: ast.AST) -> dict[int, ast.AST]:
     return {id(child): parent for parent in ast.walk(root) for child in ast.iter_child_nodes(parent)}
 
 
-def _subject(node: ast.AST, by_name: dict[str, Usage], receiver: str | None,
-             self_attributes: dict[str, Usage]) -> Usage | None:
+def _subject(
+    node: ast.AST, by_name: dict[str, Usage], receiver: str | None, self_attributes: dict[str, Usage]
+) -> Usage | None:
     """The usage record ``node`` refers to: a parameter, or ``self.x``."""
     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
         return by_name.get(node.id)
-    if (receiver and isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-            and node.value.id == receiver and isinstance(node.ctx, ast.Load)):
+    if (
+        receiver
+        and isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == receiver
+        and isinstance(node.ctx, ast.Load)
+    ):
         return self_attributes.setdefault(node.attr, Usage())
     return None
 
@@ -185,8 +282,7 @@ def _classify(node: ast.AST, parents: dict[int, ast.AST], usage: Usage) -> None:
 
 def _classify_attribute(parent: ast.Attribute, parents: dict[int, ast.AST], usage: Usage) -> None:
     attr = parent.attr
-    for names, tag in ((STR_METHODS, "str"), (LIST_METHODS, "list"), (DICT_METHODS, "dict"),
-                       (SET_METHODS, "set")):
+    for names, tag in ((STR_METHODS, "str"), (LIST_METHODS, "list"), (DICT_METHODS, "dict"), (SET_METHODS, "set")):
         if attr in names:
             usage.tags.add(tag)
             return
@@ -252,7 +348,8 @@ def _type_names(node: ast.AST) -> list[str]:
 def _classify_binop(node: ast.AST, parent: ast.BinOp, usage: Usage) -> None:
     other = parent.right if parent.left is node else parent.left
     repeated = isinstance(other, (ast.List, ast.ListComp, ast.Tuple, ast.JoinedStr)) or (
-        isinstance(other, ast.Constant) and isinstance(other.value, (str, bytes)))
+        isinstance(other, ast.Constant) and isinstance(other.value, (str, bytes))
+    )
     if isinstance(parent.op, ast.Mult) and repeated:
         usage.tags.add("number")
     elif isinstance(parent.op, ast.Mod) and parent.left is node:
@@ -342,7 +439,10 @@ def body_constants(function: ast.FunctionDef | ast.AsyncFunctionDef, limit: int 
     found: dict[str, None] = {}
     for stmt in body:
         for node in ast.walk(stmt):
-            if (isinstance(node, ast.Constant) and type(node.value) in (str, bytes, int, float)
-                    and len(repr(node.value)) <= 60):
+            if (
+                isinstance(node, ast.Constant)
+                and type(node.value) in (str, bytes, int, float)
+                and len(repr(node.value)) <= 60
+            ):
                 found.setdefault(repr(node.value))
     return list(found)[:limit]

@@ -57,7 +57,7 @@ def _verdict(outcome, exc=None, phase="test"):
         result["exception"] = type(exc).__name__
         try:
             result["message"] = str(exc)[:_MAX_MESSAGE]
-        except BaseException:  # noqa: BLE001 - a broken __str__ must not hide the verdict
+        except BaseException:
             result["message"] = "<str() failed>"
     return result
 
@@ -80,7 +80,7 @@ def _load(spec):
     sys.modules["__main__"] = module
     with open(path, encoding="utf-8") as fh:
         code = compile(fh.read(), path, "exec", dont_inherit=True)
-    exec(code, module.__dict__)  # noqa: S102 - running the script is the point
+    exec(code, module.__dict__)
     if spec["style"] == "assert":
         _bind(module.__dict__, spec["name"], spec.get("class_name"))
     return module.__dict__
@@ -92,7 +92,7 @@ def _run_test(spec, index, report):
         spec = dict(spec, script=entry.get("script", spec["script"]))
     try:
         namespace = _load(spec)
-    except BaseException as exc:  # noqa: BLE001 - every failure is a verdict
+    except BaseException as exc:
         return _verdict("error", exc, phase="load")
     report({"loaded": True})
     try:
@@ -101,24 +101,28 @@ def _run_test(spec, index, report):
         source = entry if isinstance(entry, str) else entry["test"]
         if isinstance(entry, dict):
             namespace["__gym_repost_values__"] = [values.decode(v) for v in entry.get("values", [])]
-        exec(compile(source, "<test %d>" % index, "exec", dont_inherit=True), namespace)  # noqa: S102
+        exec(compile(source, "<test %d>" % index, "exec", dont_inherit=True), namespace)
     except AssertionError as exc:
         return _verdict("fail", exc)
-    except BaseException as exc:  # noqa: BLE001
+    except BaseException as exc:
         return _verdict("error", exc)
     return _verdict("pass")
 
 
 def _values(entry, index, namespace):
     """Run the test's setup, then evaluate the calls of the code under test: their values as data."""
-    exec(compile(entry["setup"], "<test %d>" % index, "exec", dont_inherit=True), namespace)  # noqa: S102
+    exec(compile(entry["setup"], "<test %d>" % index, "exec", dont_inherit=True), namespace)
     found = []
     for source in entry["calls"]:
-        value = eval(compile(source, "<test %d>" % index, "eval", dont_inherit=True), namespace)  # noqa: S307
+        value = eval(compile(source, "<test %d>" % index, "eval", dont_inherit=True), namespace)
         encoded = values.encode(value)
         if encoded is None:
-            return {"outcome": "error", "phase": "test", "exception": "NotPlainData",
-                    "message": "the code returned a %s, which is not plain data" % _type_name(value)}
+            return {
+                "outcome": "error",
+                "phase": "test",
+                "exception": "NotPlainData",
+                "message": "the code returned a %s, which is not plain data" % _type_name(value),
+            }
         found.append(encoded)
     return {"outcome": "values", "phase": "test", "exception": None, "message": "", "values": found}
 
@@ -126,7 +130,7 @@ def _values(entry, index, namespace):
 def _type_name(value):
     try:
         return type(value).__qualname__[:100]
-    except BaseException:  # noqa: BLE001
+    except BaseException:
         return "value"
 
 
@@ -142,7 +146,7 @@ def _child(spec, index, write_fd):
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
-        except BaseException:  # noqa: BLE001
+        except BaseException:
             pass
 
 
@@ -211,8 +215,12 @@ def _run_in_child(spec, index):
     if lines and "outcome" in lines[-1]:
         return lines[-1]
     if timed_out:
-        return {"outcome": "timeout", "phase": phase, "exception": "Timeout",
-                "message": "the test did not finish within %.3g seconds" % spec["timeout"]}
+        return {
+            "outcome": "timeout",
+            "phase": phase,
+            "exception": "Timeout",
+            "message": "the test did not finish within %.3g seconds" % spec["timeout"],
+        }
     return _exit_verdict(status, phase)
 
 
@@ -220,7 +228,7 @@ def _preload(modules):
     for name in modules:
         try:
             __import__(name)
-        except BaseException:  # noqa: BLE001 - the test's own load reports the problem
+        except BaseException:
             pass
 
 

@@ -29,12 +29,18 @@ _STRING_EDITS: tuple[Callable[[str, random.Random], str], ...] = (
     lambda s, r: s + r.choice(" _-./,:aZ09é\n"),
     lambda s, r: r.choice(" _-.aZ0é") + s,
     lambda s, r: s.replace(r.choice(s), "", 1) if s else "x",
-    lambda s, r: s[: len(s) // 2] + r.choice(" _-aZ9") + s[len(s) // 2:],
+    lambda s, r: s[: len(s) // 2] + r.choice(" _-aZ9") + s[len(s) // 2 :],
     lambda s, r: s.title(),
 )
 _INT_EDITS: tuple[Callable[[int, random.Random], int], ...] = (
-    lambda v, r: v + 1, lambda v, r: v - 1, lambda v, r: 0, lambda v, r: -v, lambda v, r: v * 2 + 1,
-    lambda v, r: v // 2, lambda v, r: r.randint(-3, 20), lambda v, r: 10 ** r.randint(2, 5),
+    lambda v, r: v + 1,
+    lambda v, r: v - 1,
+    lambda v, r: 0,
+    lambda v, r: -v,
+    lambda v, r: v * 2 + 1,
+    lambda v, r: v // 2,
+    lambda v, r: r.randint(-3, 20),
+    lambda v, r: 10 ** r.randint(2, 5),
 )
 
 
@@ -93,8 +99,9 @@ def _collect(ref: tuple[ast.AST, str, int | None], found: list[tuple[ast.AST, st
             _collect((node.keywords[i], "value", None), found)
         if built and len(node.args) == 2 and isinstance(node.args[1], ast.Dict):
             attributes = node.args[1]
-            found[:] = [f for f in found if not ((f[0] is attributes and f[1] == "keys")
-                                                 or (f[0] is node and f[1] == "args"))]
+            found[:] = [
+                f for f in found if not ((f[0] is attributes and f[1] == "keys") or (f[0] is node and f[1] == "args"))
+            ]
 
 
 def _is_value(node: ast.AST) -> bool:
@@ -144,9 +151,13 @@ def _equalized(node: ast.AST, nodes: list[tuple[ast.AST, str, int | None]], rng:
     if not isinstance(node, (ast.Constant, ast.UnaryOp)):
         return None
     kind = type(ast.literal_eval(node))
-    same = [other for other in (_child(*ref) for ref in nodes)
-            if other is not node and isinstance(other, (ast.Constant, ast.UnaryOp))
-            and type(ast.literal_eval(other)) is kind]
+    same = [
+        other
+        for other in (_child(*ref) for ref in nodes)
+        if other is not node
+        and isinstance(other, (ast.Constant, ast.UnaryOp))
+        and type(ast.literal_eval(other)) is kind
+    ]
     return copy.deepcopy(rng.choice(same)) if same else None
 
 

@@ -25,29 +25,89 @@ except ImportError:  # in the sandbox, shipped as a top-level module
     import _gym_repost_hints as _hints  # type: ignore[no-redef,import-not-found]
 
 INT = ["0", "1", "-1", "2", "3", "7", "10", "-5", "100", "255", "1000", "12345", "-1000000", "2 ** 40"]
-FLOAT = ["0.0", "1.5", "-2.25", "0.1", "3.14159", "100.0", "1e-07", "1e+16", "-0.0", "0.5",
-         "float('inf')", "float('nan')"]
-STR = ["''", "'a'", "'abc'", "'Hello World'", "'hello_world'", "'HelloWorld'", "'hello-world'",
-       "'  padded text  '", "'x y z'", "'123'", "'-4.5'", "'A'", "'ÄÖÜ äöü ñ'", "'日本語'",
-       "'a\\nb'", "'\\t'", "'CamelCaseString'", "'snake_case_string'", "'The quick brown fox'",
-       "'a.b.c'", "'a/b/c.txt'", "'%s'", "'{}'", "'x' * 40", "'MiXeD cAsE'", "'1,234.5'"]
+FLOAT = [
+    "0.0",
+    "1.5",
+    "-2.25",
+    "0.1",
+    "3.14159",
+    "100.0",
+    "1e-07",
+    "1e+16",
+    "-0.0",
+    "0.5",
+    "float('inf')",
+    "float('nan')",
+]
+STR = [
+    "''",
+    "'a'",
+    "'abc'",
+    "'Hello World'",
+    "'hello_world'",
+    "'HelloWorld'",
+    "'hello-world'",
+    "'  padded text  '",
+    "'x y z'",
+    "'123'",
+    "'-4.5'",
+    "'A'",
+    "'ÄÖÜ äöü ñ'",
+    "'日本語'",
+    "'a\\nb'",
+    "'\\t'",
+    "'CamelCaseString'",
+    "'snake_case_string'",
+    "'The quick brown fox'",
+    "'a.b.c'",
+    "'a/b/c.txt'",
+    "'%s'",
+    "'{}'",
+    "'x' * 40",
+    "'MiXeD cAsE'",
+    "'1,234.5'",
+]
 BYTES = ["b''", "b'abc'", "b'\\x00\\xff'", "b'Hello World'"]
 BOOL = ["True", "False"]
-CALLABLE = ["lambda x: x", "str", "len", "bool", "lambda *a: a", "lambda x: x * 2", "abs",
-            "lambda x: not x", "str.upper", "lambda a, b: a + b"]
+CALLABLE = [
+    "lambda x: x",
+    "str",
+    "len",
+    "bool",
+    "lambda *a: a",
+    "lambda x: x * 2",
+    "abs",
+    "lambda x: not x",
+    "str.upper",
+    "lambda a, b: a + b",
+]
 ANY = ["1", "'abc'", "[1, 2, 3]", "None", "0", "''", "-2", "2.5", "True", "{'a': 1}", "(1, 'x')", "[]"]
 NUMERIC_STR = ["'42'", "'-3'", "'3.5'", "'0'", "'abc'", "''", "' 7 '", "'1e3'"]
 STDLIB = {
-    "Decimal": ["__import__('decimal').Decimal('1.5')", "__import__('decimal').Decimal('0')",
-                "__import__('decimal').Decimal('-2.75')", "__import__('decimal').Decimal('100')"],
-    "date": ["__import__('datetime').date(2020, 1, 31)", "__import__('datetime').date(1999, 12, 31)",
-             "__import__('datetime').date(2024, 2, 29)"],
-    "datetime": ["__import__('datetime').datetime(2020, 1, 31, 12, 30, 5)",
-                 "__import__('datetime').datetime(1999, 12, 31, 23, 59, 59)",
-                 "__import__('datetime').datetime(2024, 2, 29)"],
-    "timedelta": ["__import__('datetime').timedelta(0)", "__import__('datetime').timedelta(seconds=90)",
-                  "__import__('datetime').timedelta(days=3, hours=4)", "__import__('datetime').timedelta(days=-1)",
-                  "__import__('datetime').timedelta(days=400)", "__import__('datetime').timedelta(microseconds=1500)"],
+    "Decimal": [
+        "__import__('decimal').Decimal('1.5')",
+        "__import__('decimal').Decimal('0')",
+        "__import__('decimal').Decimal('-2.75')",
+        "__import__('decimal').Decimal('100')",
+    ],
+    "date": [
+        "__import__('datetime').date(2020, 1, 31)",
+        "__import__('datetime').date(1999, 12, 31)",
+        "__import__('datetime').date(2024, 2, 29)",
+    ],
+    "datetime": [
+        "__import__('datetime').datetime(2020, 1, 31, 12, 30, 5)",
+        "__import__('datetime').datetime(1999, 12, 31, 23, 59, 59)",
+        "__import__('datetime').datetime(2024, 2, 29)",
+    ],
+    "timedelta": [
+        "__import__('datetime').timedelta(0)",
+        "__import__('datetime').timedelta(seconds=90)",
+        "__import__('datetime').timedelta(days=3, hours=4)",
+        "__import__('datetime').timedelta(days=-1)",
+        "__import__('datetime').timedelta(days=400)",
+        "__import__('datetime').timedelta(microseconds=1500)",
+    ],
     "time": ["__import__('datetime').time(12, 30)", "__import__('datetime').time(0, 0, 1)"],
     "Fraction": ["__import__('fractions').Fraction(1, 3)", "__import__('fractions').Fraction(-5, 2)"],
     "Path": ["__import__('pathlib').PurePosixPath('a/b.txt')", "__import__('pathlib').PurePosixPath('/tmp/x')"],
@@ -55,20 +115,51 @@ STDLIB = {
 }
 STDLIB.update({"PurePath": STDLIB["Path"], "PosixPath": STDLIB["Path"], "PurePosixPath": STDLIB["Path"]})
 SIMPLE = {
-    "int": INT, "float": FLOAT + INT[:6], "complex": ["1j", "complex(1, -2)", "0j"], "str": STR,
-    "bytes": BYTES, "bytearray": ["bytearray(b'abc')", "bytearray()"], "bool": BOOL, "None": ["None"],
-    "NoneType": ["None"], "Any": ANY, "object": ANY, "Number": INT[:6] + FLOAT[:4],
-    "Integral": INT, "Real": INT[:6] + FLOAT[:6], "Callable": CALLABLE, "type": ["int", "str", "list", "dict"],
+    "int": INT,
+    "float": FLOAT + INT[:6],
+    "complex": ["1j", "complex(1, -2)", "0j"],
+    "str": STR,
+    "bytes": BYTES,
+    "bytearray": ["bytearray(b'abc')", "bytearray()"],
+    "bool": BOOL,
+    "None": ["None"],
+    "NoneType": ["None"],
+    "Any": ANY,
+    "object": ANY,
+    "Number": INT[:6] + FLOAT[:4],
+    "Integral": INT,
+    "Real": INT[:6] + FLOAT[:6],
+    "Callable": CALLABLE,
+    "type": ["int", "str", "list", "dict"],
 }
-SEQUENCES = {"list", "List", "Sequence", "MutableSequence", "Iterable", "Collection", "Iterator",
-             "Reversible", "Generator", "deque"}
+SEQUENCES = {
+    "list",
+    "List",
+    "Sequence",
+    "MutableSequence",
+    "Iterable",
+    "Collection",
+    "Iterator",
+    "Reversible",
+    "Generator",
+    "deque",
+}
 MAPPINGS = {"dict", "Dict", "Mapping", "MutableMapping", "OrderedDict", "defaultdict", "Counter"}
 SETS = {"set", "Set", "frozenset", "FrozenSet", "AbstractSet", "MutableSet"}
-TAGS = {"str": STR, "bytes": BYTES, "number": INT + FLOAT[:6], "numeric_str": NUMERIC_STR,
-        "callable": CALLABLE, "bool": BOOL, "truthy": ["True", "False", "None", "0", "1", "''", "'x'", "[]"],
-        "none": ["None"]}
-ATTRIBUTE_BAGS = {"Namespace": ("argparse", "__import__('argparse').Namespace"),
-                  "SimpleNamespace": ("types", "__import__('types').SimpleNamespace")}
+TAGS = {
+    "str": STR,
+    "bytes": BYTES,
+    "number": INT + FLOAT[:6],
+    "numeric_str": NUMERIC_STR,
+    "callable": CALLABLE,
+    "bool": BOOL,
+    "truthy": ["True", "False", "None", "0", "1", "''", "'x'", "[]"],
+    "none": ["None"],
+}
+ATTRIBUTE_BAGS = {
+    "Namespace": ("argparse", "__import__('argparse').Namespace"),
+    "SimpleNamespace": ("types", "__import__('types').SimpleNamespace"),
+}
 """Standard-library classes whose instances are plain attribute bags: built from the
 attributes the body reads (``Namespace(bump='minor', version='1.2.3')``)."""
 TAG_ORDER = ("str", "number", "numeric_str", "bytes", "callable", "bool", "truthy", "none")
@@ -114,15 +205,19 @@ def mapping_of(keys: list[str], values: list[str]) -> list[str]:
     """Dict sources from key and value sources."""
     k, v = keys or STR[1:4], values or INT[:4]
     pairs = [(k[i % len(k)], v[(i + 1) % len(v)]) for i in range(4)]
-    return ["{}", f"{{{pairs[0][0]}: {pairs[0][1]}}}",
-            "{" + ", ".join(f"{a}: {b}" for a, b in dict(pairs).items()) + "}"]
+    return [
+        "{}",
+        f"{{{pairs[0][0]}: {pairs[0][1]}}}",
+        "{" + ", ".join(f"{a}: {b}" for a, b in dict(pairs).items()) + "}",
+    ]
 
 
 class PoolBuilder:
     """Value sources for parameters of functions of one module."""
 
-    def __init__(self, namespace: dict[str, object], module_tree: ast.Module | None,
-                 constants: list[str], module_name: str) -> None:
+    def __init__(
+        self, namespace: dict[str, object], module_tree: ast.Module | None, constants: list[str], module_name: str
+    ) -> None:
         self.namespace = namespace
         self.module_tree = module_tree
         self.constants = constants
@@ -140,8 +235,13 @@ class PoolBuilder:
         bag = next((v[:-2] for v in typed if v.endswith("()") and v[:-2] in _BAG_CONSTRUCTORS), None)
         if bag is not None:
             typed = self._namespaces(usage, depth, bag) if usage.attributes else typed
-        groups = [list(usage.literals), self._isinstance_values(usage, depth), typed,
-                  self._usage_values(usage, depth), self._constants_for(usage, typed)]
+        groups = [
+            list(usage.literals),
+            self._isinstance_values(usage, depth),
+            typed,
+            self._usage_values(usage, depth),
+            self._constants_for(usage, typed),
+        ]
         if param.default is not None:
             groups.append(self._like_default(param.default, bool(typed or usage.tags)))
         pool = merge(groups)
@@ -232,8 +332,9 @@ class PoolBuilder:
             return ["lambda *a: a", "lambda *a: len(a)"]
         return list(CALLABLE)
 
-    def _namespaces(self, usage: _hints.Usage, depth: int,
-                    constructor: str = "__import__('types').SimpleNamespace") -> list[str]:
+    def _namespaces(
+        self, usage: _hints.Usage, depth: int, constructor: str = "__import__('types').SimpleNamespace"
+    ) -> list[str]:
         """Attribute bags (``SimpleNamespace``) with the attributes the body reads."""
         variants = []
         for pick in range(3):
@@ -284,8 +385,11 @@ class PoolBuilder:
             return self._callables(len(first.elts) if isinstance(first, ast.List) else None)
         if base in ("Type", "type"):
             return [ast.unparse(a) for a in args]
-        inner = [self._for_type_node(a, depth + 1)[:6] for a in args if not isinstance(a, ast.Constant)
-                 or a.value is not Ellipsis]
+        inner = [
+            self._for_type_node(a, depth + 1)[:6]
+            for a in args
+            if not isinstance(a, ast.Constant) or a.value is not Ellipsis
+        ]
         return self._container(base, inner, args)
 
     def _container(self, base: str, inner: list[list[str]], args: list[ast.expr]) -> list[str]:
@@ -293,8 +397,11 @@ class PoolBuilder:
             return mapping_of(inner[0] if inner else [], inner[1] if len(inner) > 1 else [])
         if base in SETS:
             return sequence_of(inner[0] if inner else [], "set")
-        if base in ("tuple", "Tuple") and len(args) > 1 and not (isinstance(args[-1], ast.Constant)
-                                                                 and args[-1].value is Ellipsis):
+        if (
+            base in ("tuple", "Tuple")
+            and len(args) > 1
+            and not (isinstance(args[-1], ast.Constant) and args[-1].value is Ellipsis)
+        ):
             rows = [[group[i % len(group)] for group in inner] for i in range(3)] if all(inner) else []
             return [f"({', '.join(r)},)" if len(r) == 1 else f"({', '.join(r)})" for r in rows]
         if base in ("tuple", "Tuple"):
@@ -373,7 +480,7 @@ class PoolBuilder:
         out = [f"{cls.__qualname__}({', '.join(base)})"]
         for i, p in enumerate(required):
             for value in pools[p.name][1:4]:
-                args = base[:i] + [value] + base[i + 1:]
+                args = base[:i] + [value] + base[i + 1 :]
                 out.append(f"{cls.__qualname__}({', '.join(args)})")
         for p in params:
             if p not in required and p.kind in ("positional", "keyword_only") and p.name in pools:
@@ -390,9 +497,15 @@ class PoolBuilder:
         except (TypeError, ValueError):
             return []
         hints = _type_hints(cls)
-        return [_hints.Param(p.name, _KINDS[p.kind], None if p.default is p.empty else repr(p.default),
-                             _annotation_source(hints.get(p.name, p.annotation)))
-                for p in signature.parameters.values()]
+        return [
+            _hints.Param(
+                p.name,
+                _KINDS[p.kind],
+                None if p.default is p.empty else repr(p.default),
+                _annotation_source(hints.get(p.name, p.annotation)),
+            )
+            for p in signature.parameters.values()
+        ]
 
     def _init_node(self, cls: type) -> ast.FunctionDef | None:
         if self.module_tree is None or dataclasses.is_dataclass(cls):
@@ -404,15 +517,19 @@ class PoolBuilder:
         return node if isinstance(node, ast.FunctionDef) else None
 
 
-_KINDS = {inspect.Parameter.POSITIONAL_ONLY: "positional_only", inspect.Parameter.POSITIONAL_OR_KEYWORD: "positional",
-          inspect.Parameter.VAR_POSITIONAL: "var_positional", inspect.Parameter.KEYWORD_ONLY: "keyword_only",
-          inspect.Parameter.VAR_KEYWORD: "var_keyword"}
+_KINDS = {
+    inspect.Parameter.POSITIONAL_ONLY: "positional_only",
+    inspect.Parameter.POSITIONAL_OR_KEYWORD: "positional",
+    inspect.Parameter.VAR_POSITIONAL: "var_positional",
+    inspect.Parameter.KEYWORD_ONLY: "keyword_only",
+    inspect.Parameter.VAR_KEYWORD: "var_keyword",
+}
 
 
 def _type_hints(cls: type) -> dict[str, object]:
     try:
         return typing.get_type_hints(cls)
-    except Exception:  # noqa: BLE001 - unresolvable forward references: no hints
+    except Exception:
         return {}
 
 
@@ -449,6 +566,10 @@ def _flat(body: list[ast.stmt]) -> Iterable[ast.stmt]:
     for node in body:
         yield node
         if isinstance(node, (ast.If, ast.Try)):
-            for block in (node.body, node.orelse, getattr(node, "finalbody", []),
-                          *[h.body for h in getattr(node, "handlers", [])]):
+            for block in (
+                node.body,
+                node.orelse,
+                getattr(node, "finalbody", []),
+                *[h.body for h in getattr(node, "handlers", [])],
+            ):
                 yield from _flat(block)

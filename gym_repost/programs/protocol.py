@@ -87,7 +87,7 @@ def write_all(fd, data):
     """Write every byte of ``data`` to ``fd`` (a pipe takes large writes in parts)."""
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def result_line(payload, compress=False):

@@ -28,18 +28,25 @@ _GR_MAX_DEPTH = 12
 _GR_MAX_ITEMS = 1000
 _GR_MAX_PRINTED = 10000
 _GR_ADDRESS = _gr_re.compile(r"0x[0-9a-fA-F]{6,}")
-_GR_VALUE_MODULES = frozenset({"decimal", "fractions", "datetime", "uuid", "pathlib", "ipaddress",
-                               "builtins", "re", "numbers", "collections"})
-_GR_FUNCTIONS = (_gr_types.FunctionType, _gr_types.BuiltinFunctionType, _gr_types.MethodType,
-                 _gr_types.BuiltinMethodType, _gr_types.MethodWrapperType, _gr_types.WrapperDescriptorType,
-                 _gr_types.MethodDescriptorType)
+_GR_VALUE_MODULES = frozenset(
+    {"decimal", "fractions", "datetime", "uuid", "pathlib", "ipaddress", "builtins", "re", "numbers", "collections"}
+)
+_GR_FUNCTIONS = (
+    _gr_types.FunctionType,
+    _gr_types.BuiltinFunctionType,
+    _gr_types.MethodType,
+    _gr_types.BuiltinMethodType,
+    _gr_types.MethodWrapperType,
+    _gr_types.WrapperDescriptorType,
+    _gr_types.MethodDescriptorType,
+)
 
 
 def _gr_text(value):
     """``str(value)`` without memory addresses and ``_new_implementation`` suffixes."""
     try:
         text = str(value)
-    except Exception:  # noqa: BLE001 - a broken __str__ is still an outcome
+    except Exception:
         return "<unprintable %s>" % type(value).__name__
     return _GR_ADDRESS.sub("0x?", text).replace("_new_implementation", "")
 
@@ -75,7 +82,7 @@ def _gr_state(value, _depth=0, _path=None):
     path.add(id(value))
     try:
         return _gr_state_of(value, _depth + 1, path)
-    except Exception as exc:  # noqa: BLE001 - an object that cannot be inspected (broken __iter__...)
+    except Exception as exc:
         return ("unobservable", _gr_name(kind), type(exc).__name__)
     finally:
         path.discard(id(value))
@@ -96,12 +103,16 @@ def _gr_state_of(value, depth, path):
     if isinstance(value, (list, tuple)):
         return (_gr_name(kind), _gr_items(value, depth, path)) + _gr_extra(value, depth, path)
     if isinstance(value, dict):
-        pairs = [(_gr_state(k, depth, path), _gr_state(v, depth, path))
-                 for k, v in _gr_itertools.islice(value.items(), _GR_MAX_ITEMS)]
+        pairs = [
+            (_gr_state(k, depth, path), _gr_state(v, depth, path))
+            for k, v in _gr_itertools.islice(value.items(), _GR_MAX_ITEMS)
+        ]
         ordered = kind.__name__ == "OrderedDict"
-        return ((_gr_name(kind), pairs if ordered else _gr_unordered(pairs))
-                + (_gr_state(getattr(value, "default_factory", None), depth, path),)
-                + _gr_extra(value, depth, path))
+        return (
+            (_gr_name(kind), pairs if ordered else _gr_unordered(pairs))
+            + (_gr_state(getattr(value, "default_factory", None), depth, path),)
+            + _gr_extra(value, depth, path)
+        )
     if isinstance(value, (set, frozenset)):
         return (_gr_name(kind), _gr_unordered(_gr_items(value, depth, path)))
     if isinstance(value, (bytearray, memoryview)):
@@ -118,8 +129,12 @@ def _gr_state_of_object(value, depth, path):
     if isinstance(value, _gr_types.ModuleType):
         return ("module", value.__name__)
     if isinstance(value, _gr_functools.partial):
-        return ("partial", _gr_state(value.func, depth, path), _gr_state(value.args, depth, path),
-                _gr_state(value.keywords, depth, path))
+        return (
+            "partial",
+            _gr_state(value.func, depth, path),
+            _gr_state(value.args, depth, path),
+            _gr_state(value.keywords, depth, path),
+        )
     if isinstance(value, _GR_FUNCTIONS):
         return ("function", getattr(value, "__name__", "?").replace("_new_implementation", ""))
     if hasattr(kind, "__next__") and hasattr(kind, "__iter__"):
@@ -174,7 +189,7 @@ def _gr_drain(iterator, depth, path):
     try:
         for item in _gr_itertools.islice(iterator, _GR_MAX_ITEMS):
             items.append(_gr_state(item, depth, path))
-    except Exception as exc:  # noqa: BLE001 - an error while iterating is part of the outcome
+    except Exception as exc:
         items.append(("raised", type(exc).__name__, _gr_text(exc)))
     return items
 
@@ -189,16 +204,25 @@ def _gr_outcome(_gr_fn, /, *args, **kwargs):
     bound = getattr(_gr_fn, "__self__", None) if isinstance(_gr_fn, _gr_types.MethodType) else None
     owner = None if isinstance(bound, type) else bound
     printed = _gr_io.StringIO()
-    with _gr_contextlib.redirect_stdout(printed), _gr_contextlib.redirect_stderr(printed), \
-            _gr_warnings.catch_warnings(record=True) as warned:
+    with (
+        _gr_contextlib.redirect_stdout(printed),
+        _gr_contextlib.redirect_stderr(printed),
+        _gr_warnings.catch_warnings(record=True) as warned,
+    ):
         _gr_warnings.simplefilter("always")
         try:
             result = ("ok", _gr_state(_gr_fn(*args, **kwargs)))
-        except (Exception, SystemExit) as exc:  # noqa: BLE001 - the error is the outcome
+        except (Exception, SystemExit) as exc:
             result = ("raised", type(exc).__name__, _gr_text(exc))
     warnings = [(w.category.__name__, _gr_text(w.message)) for w in warned[:20]]
-    return (result, _gr_text(printed.getvalue()[:_GR_MAX_PRINTED]), warnings, _gr_state(args),
-            _gr_state(kwargs), _gr_state(owner))
+    return (
+        result,
+        _gr_text(printed.getvalue()[:_GR_MAX_PRINTED]),
+        warnings,
+        _gr_state(args),
+        _gr_state(kwargs),
+        _gr_state(owner),
+    )
 
 
 def _gr_seeded(_gr_fn, /, *args, **kwargs):
@@ -224,5 +248,5 @@ def _gr_build(cls, state):
 def _gr_func(source, name):
     """The function ``name`` defined by ``source`` (a function recorded from a test)."""
     namespace = {}
-    exec(source, namespace)  # noqa: S102 - source written by test generation
+    exec(source, namespace)
     return namespace[name]

@@ -39,8 +39,8 @@ class Mutants:
         for item in items:
             namespace = {}
             try:
-                exec(compile(item["source"], "<mutant>", "exec"), target.module.__dict__, namespace)  # noqa: S102
-            except Exception:  # noqa: BLE001 - a mutant that does not build is left out
+                exec(compile(item["source"], "<mutant>", "exec"), target.module.__dict__, namespace)
+            except Exception:
                 continue
             if target.name in namespace:
                 self.entries.append((start_line + item["line"] - 1, namespace[target.name]))
@@ -94,9 +94,11 @@ class Selection:
     def by_arcs(self, limit=None):
         """Greedy set cover of the arcs the search reached (at most ``limit`` inputs in all)."""
         while not self.full and len(self.chosen) < (limit or self.max_inputs):
-            best = max((t for t in self.pool if id(t) not in self.rejected and t not in self.chosen),
-                       key=lambda t: (len(t.arcs - self.covered), -ORIGIN_RANK.get(t.origin, 3), not t.raised),
-                       default=None)
+            best = max(
+                (t for t in self.pool if id(t) not in self.rejected and t not in self.chosen),
+                key=lambda t: (len(t.arcs - self.covered), -ORIGIN_RANK.get(t.origin, 3), not t.raised),
+                default=None,
+            )
             if best is None or not best.arcs - self.covered:
                 return
             self.take(best)
@@ -118,8 +120,7 @@ class Selection:
                 if self.full or self._spent():
                     break
                 first = explorer.recorder.parser.first_line(line) if explorer.recorder else None
-                order = [t for t in self.chosen + useful
-                         if first is None or any(first in arc for arc in t.arcs)][:60]
+                order = [t for t in self.chosen + useful if first is None or any(first in arc for arc in t.arcs)][:60]
                 with mutants.swapped(replacement):
                     killer = next((t for t in order if self._kills(t)), None)
                 if killer is None and order:
@@ -176,8 +177,9 @@ class Selection:
             shape = _call_shape(trial.source)
             if shape not in shapes and trial.fingerprint not in self.prints and self.take(trial):
                 shapes.add(shape)
-        for trial in sorted(usable, key=lambda t: (ORIGIN_RANK.get(t.origin, 3), t.raised, -len(t.arcs),
-                                                   len(t.source))):
+        for trial in sorted(
+            usable, key=lambda t: (ORIGIN_RANK.get(t.origin, 3), t.raised, -len(t.arcs), len(t.source))
+        ):
             if self.full:
                 return
             if trial.fingerprint not in self.prints:

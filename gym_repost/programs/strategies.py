@@ -47,9 +47,11 @@ class Strategies:
                 choice[p.name] = values.pop(0)
             elif p.kind == "var_positional":
                 choice[p.name], values = values, []
-        named = {k.value: ast.get_source_segment(seed["kwargs"], v)
-                 for k, v in zip(getattr(kwargs, "keys", []), getattr(kwargs, "values", []))
-                 if isinstance(k, ast.Constant)}
+        named = {
+            k.value: ast.get_source_segment(seed["kwargs"], v)
+            for k, v in zip(getattr(kwargs, "keys", []), getattr(kwargs, "values", []))
+            if isinstance(k, ast.Constant)
+        }
         for p in self.params:
             if p.name in named and p.kind not in ("var_positional", "var_keyword"):
                 choice[p.name] = named.pop(p.name)
@@ -122,8 +124,9 @@ class Strategies:
             elif p.kind == "var_keyword" and value is not OMIT:
                 taken = {name for name, _ in kwargs} | {q.name for q in self.params}
                 kwargs.extend((k, v) for k, v in value.items() if k not in taken)
-        if any(p.kind == "keyword_only" and p.default is None and choice.get(p.name, OMIT) is OMIT
-               for p in self.params):
+        if any(
+            p.kind == "keyword_only" and p.default is None and choice.get(p.name, OMIT) is OMIT for p in self.params
+        ):
             return None
         args_source = "(" + ", ".join(args) + ("," if len(args) == 1 else "") + ")"
         kwargs_source = "{" + ", ".join("%r: %s" % (name, value) for name, value in kwargs) + "}"
@@ -146,7 +149,7 @@ class Strategies:
                 keyword = True
                 continue
             (kwargs.append((p.name, value)) if keyword else args.append(value))
-        if any(p.default is None and choice.get(p.name, OMIT) is OMIT for p in positional[last + 1:]):
+        if any(p.default is None and choice.get(p.name, OMIT) is OMIT for p in positional[last + 1 :]):
             return None, None
         if not keyword:
             args.extend(extra)

@@ -87,6 +87,7 @@ timeout means detection, from a mutant)."""
 
 # --------------------------------------------------------------------------- monitor
 
+
 def _missing_tools():
     """The monitor's own check that pytest and coverage exist, before any test code runs."""
     import importlib.util
@@ -108,15 +109,21 @@ def main():
     config = protocol.read_config(token=True)
     missing = _missing_tools()
     if missing:
-        report = {"status": "error", "infrastructure": True,
-                  "message": "the sandbox's Python lacks pytest or coverage: no %s" % ", ".join(missing)}
+        report = {
+            "status": "error",
+            "infrastructure": True,
+            "message": "the sandbox's Python lacks pytest or coverage: no %s" % ", ".join(missing),
+        }
         protocol.write_result(report, protocol.read_token())
         os._exit(0)
     _undumpable()
     zygote = _Zygote.start(config)
     if zygote.pid is None:  # before any test code ran: the sandbox's fault, not the test file's
-        report = {"status": "error", "infrastructure": True,
-                  "message": "the process that runs the mutants and the coverage replay did not start"}
+        report = {
+            "status": "error",
+            "infrastructure": True,
+            "message": "the process that runs the mutants and the coverage replay did not start",
+        }
         protocol.write_result(report, protocol.read_token())
         os._exit(0)
     read_fd, write_fd = os.pipe()
@@ -135,11 +142,21 @@ def main():
 
 
 def _new_state():
-    return {"status": None, "message": "", "tests": [], "collection_errors": [], "running": None,
-            "coverage": None, "mutants": [], "mutation_status": "not run", "mutation_message": "",
-            "pytest_exit": None, "infrastructure": False, "calls": {"recorded": 0, "replayed": 0,
-                                                                     "not_replayable": 0, "raised": 0},
-            "calibration": None}
+    return {
+        "status": None,
+        "message": "",
+        "tests": [],
+        "collection_errors": [],
+        "running": None,
+        "coverage": None,
+        "mutants": [],
+        "mutation_status": "not run",
+        "mutation_message": "",
+        "pytest_exit": None,
+        "infrastructure": False,
+        "calls": {"recorded": 0, "replayed": 0, "not_replayable": 0, "raised": 0},
+        "calibration": None,
+    }
 
 
 def _monitor(pid, fd, config, zygote):
@@ -239,8 +256,13 @@ def _keep_calls(session, event):
     if not isinstance(nodeid, str) or not isinstance(calls, list):
         return
     for call in calls:
-        if not (isinstance(call, list) and len(call) == 3 and isinstance(call[0], str)
-                and type(call[1]) is int and isinstance(call[2], str)):
+        if not (
+            isinstance(call, list)
+            and len(call) == 3
+            and isinstance(call[0], str)
+            and type(call[1]) is int
+            and isinstance(call[2], str)
+        ):
             continue
         size = len(call[0]) + len(call[2])
         if session["bytes"] + size > _MAX_RECORDS_BYTES:
@@ -285,8 +307,7 @@ def _log_tail():
 
 def _replay(zygote, config, state, session, passing):
     """Coverage from the replayer; the lines each test ran (None when it failed)."""
-    reply = zygote.ask({"cmd": "replay", "records": session["records"], "passing": passing},
-                       config["timeout"])
+    reply = zygote.ask({"cmd": "replay", "records": session["records"], "passing": passing}, config["timeout"])
     calls = state["calls"]
     calls["recorded"] = len(session["records"]) + session["unpicklable"]
     calls["not_replayable"] = session["unpicklable"]
@@ -310,8 +331,7 @@ def _mutation_phase(zygote, config, state, session, passing, contexts):
         state["mutation_message"] = "the calibration run did not report"
         return
     counted = set(calibration["passed"]) & set(passing)
-    state["calibration"] = {"failed": [n for n in passing if n not in counted],
-                            "seconds": calibration.get("seconds")}
+    state["calibration"] = {"failed": [n for n in passing if n not in counted], "seconds": calibration.get("seconds")}
     floor = max(config["timeout_floor"], 3 * float(calibration.get("seconds") or 0.0))
     order = [n for n in passing if n in counted]
     plan = []
@@ -430,6 +450,7 @@ class _Zygote:
 
 # --------------------------------------------------------------------------- zygote
 
+
 def _zygote_main(config, commands, replies):
     """Serve the monitor's questions; never import the focal module or the test file."""
     try:
@@ -461,7 +482,7 @@ def _zygote_main(config, commands, replies):
                 command = _decode(line)
                 if command is not None:
                     zygote.serve(command)
-    except BaseException:  # noqa: BLE001 - the monitor sees the pipe close
+    except BaseException:
         pass
     os._exit(0)
 
@@ -538,8 +559,7 @@ class _ZygoteServer:
 
     def _calibrate(self, command):
         started = time.monotonic()
-        pid, fd = _fork(lambda write_fd: _variant_main(self, 0, self.focal_source, command["nodeids"],
-                                                       False, write_fd))
+        pid, fd = _fork(lambda write_fd: _variant_main(self, 0, self.focal_source, command["nodeids"], False, write_fd))
         data, status, _ = self._collect(pid, fd, started + self.config["mutation_timeout"])
         seconds = time.monotonic() - started
         try:
@@ -562,10 +582,18 @@ class _ZygoteServer:
                 item = pending.pop(0)
                 slot = free.pop(0)
                 source = _apply_span(self.focal_source, by_id[item["id"]])
-                pid, fd = _fork(lambda write_fd, s=slot, src=source, ids=item["nodeids"]:
-                                _variant_main(self, s, src, ids, True, write_fd))
-                running[fd] = {"pid": pid, "item": item, "slot": slot, "data": b"",
-                               "deadline": time.monotonic() + item["seconds"]}
+                pid, fd = _fork(
+                    lambda write_fd, s=slot, src=source, ids=item["nodeids"]: _variant_main(
+                        self, s, src, ids, True, write_fd
+                    )
+                )
+                running[fd] = {
+                    "pid": pid,
+                    "item": item,
+                    "slot": slot,
+                    "data": b"",
+                    "deadline": time.monotonic() + item["seconds"],
+                }
             self._wait(running, free, pending)
 
     def _wait(self, running, free, pending):
@@ -596,8 +624,17 @@ class _ZygoteServer:
             if attempt < _TIMEOUT_RETRIES:  # a load spike is not a timeout: again, twice the time
                 pending.insert(0, dict(item, attempt=attempt + 1, seconds=2 * item["seconds"]))
                 continue
-            self.reply({"reply": "variant", "verdict": {
-                "id": item["id"], "status": "timeout", "killed_by": None, "tests": len(item["nodeids"])}})
+            self.reply(
+                {
+                    "reply": "variant",
+                    "verdict": {
+                        "id": item["id"],
+                        "status": "timeout",
+                        "killed_by": None,
+                        "tests": len(item["nodeids"]),
+                    },
+                }
+            )
 
     def _collect(self, pid, fd, deadline):
         """Read a child's pipe to its end (or the deadline), then reap it."""
@@ -650,7 +687,7 @@ def _verdict(entry, status):
 
 
 def _apply_span(source, variant):
-    return source[: variant["start"]] + variant["replacement"] + source[variant["end"]:]
+    return source[: variant["start"]] + variant["replacement"] + source[variant["end"] :]
 
 
 def _fork(body):
@@ -671,6 +708,7 @@ def _fork(body):
 
 # --------------------------------------------------------------------------- variant child
 
+
 def _variant_main(server, slot, source, nodeids, stop_first, write_fd):
     """Run the selected tests with ``source`` as the focal file on disk; exit 0 when all pass."""
     gc.disable()  # a short life: collecting would only copy pages shared with the zygote
@@ -683,14 +721,25 @@ def _variant_main(server, slot, source, nodeids, stop_first, write_fd):
     with open(INI_NAME, "w", encoding="utf-8") as fh:
         fh.write("[pytest]\n")
     plugin = _Selection(nodeids)
-    args = [os.path.join(directory, config["test_path"]), "-q", "-c", os.path.join(directory, INI_NAME),
-            "--rootdir", directory, "--tb=short", *_pytest_plugin_args(config)] + (["-x"] if stop_first else [])
+    args = [
+        os.path.join(directory, config["test_path"]),
+        "-q",
+        "-c",
+        os.path.join(directory, INI_NAME),
+        "--rootdir",
+        directory,
+        "--tb=short",
+        *_pytest_plugin_args(config),
+    ] + (["-x"] if stop_first else [])
     code = 1
     try:
         code = _run_pytest(server.pytest_config, args, plugin)
     finally:
-        said = {"passed": [n for n in nodeids if plugin.outcomes.get(n) == "passed"], "failed": plugin.failed,
-                "detail": plugin.detail}
+        said = {
+            "passed": [n for n in nodeids if plugin.outcomes.get(n) == "passed"],
+            "failed": plugin.failed,
+            "detail": plugin.detail,
+        }
         try:
             protocol.write_all(write_fd, json.dumps(said).encode("utf-8", "surrogatepass"))
         except (OSError, ValueError, TypeError):
@@ -731,6 +780,7 @@ def _write(path, data):
 
 def _set_path(root, directory, python_path):
     """``sys.path`` without the run directory, with the slot's entries in front."""
+
     def inside(entry):
         full = os.path.realpath(entry or ".")
         return full == root or full.startswith(root + os.sep)
@@ -740,8 +790,22 @@ def _set_path(root, directory, python_path):
         sys.path.insert(0, os.path.normpath(os.path.join(directory, entry)))
 
 
-_QUIET_PLUGINS = ("-p", "no:cacheprovider", "-p", "no:faulthandler", "-p", "no:unraisableexception",
-                  "-p", "no:threadexception", "-p", "no:junitxml", "-p", "no:pastebin", "-p", "no:stepwise")
+_QUIET_PLUGINS = (
+    "-p",
+    "no:cacheprovider",
+    "-p",
+    "no:faulthandler",
+    "-p",
+    "no:unraisableexception",
+    "-p",
+    "no:threadexception",
+    "-p",
+    "no:junitxml",
+    "-p",
+    "no:pastebin",
+    "-p",
+    "no:stepwise",
+)
 """Plugins a variant child does without: they report, they do not change outcomes (the
 unraisable-exception one runs five full collections of the heap per session)."""
 
@@ -767,7 +831,7 @@ def _prepared_pytest_config(config):
         prepared = get_config(_pytest_plugin_args(config))
         hook = prepared.pluginmanager.hook
         return prepared if hasattr(hook, "pytest_cmdline_parse") and hasattr(hook, "pytest_cmdline_main") else None
-    except Exception:  # noqa: BLE001 - the children run pytest.main instead
+    except Exception:
         return None
 
 
@@ -828,13 +892,33 @@ class _Selection:
 
 # --------------------------------------------------------------------------- replayer
 
+
 class _NotReplayable(Exception):
     """The recorded call cannot be rebuilt here (an object of the test file, a lambda...)."""
 
 
 _SAFE_GLOBALS = {
-    "builtins": {"int", "float", "complex", "str", "bytes", "bytearray", "list", "dict", "set", "frozenset",
-                 "tuple", "bool", "slice", "range", "object", "type", "NoneType", "Ellipsis", "NotImplemented"},
+    "builtins": {
+        "int",
+        "float",
+        "complex",
+        "str",
+        "bytes",
+        "bytearray",
+        "list",
+        "dict",
+        "set",
+        "frozenset",
+        "tuple",
+        "bool",
+        "slice",
+        "range",
+        "object",
+        "type",
+        "NoneType",
+        "Ellipsis",
+        "NotImplemented",
+    },
     "copyreg": {"_reconstructor"},
     "collections": {"OrderedDict", "defaultdict", "deque", "Counter"},
     "datetime": {"date", "time", "datetime", "timedelta", "timezone"},
@@ -864,8 +948,10 @@ class _Unpickler(pickle.Unpickler):
             value = sys.modules.get(module)
             for part in name.split("."):
                 value = getattr(value, part, None)
-            if isinstance(value, (type, types.FunctionType)) and \
-                    getattr(value, "__module__", None) in self.repository_modules:
+            if (
+                isinstance(value, (type, types.FunctionType))
+                and getattr(value, "__module__", None) in self.repository_modules
+            ):
                 return value
         raise _NotReplayable("%s.%s" % (module, name))
 
@@ -900,8 +986,9 @@ class _SnapshotFinder:
                 if relative in self.sources:
                     self.modules.add(name)
                     full = os.path.join(self.root, relative)
-                    spec = importlib.util.spec_from_loader(name, _SnapshotLoader(self.sources[relative], full),
-                                                           origin=full, is_package=package)
+                    spec = importlib.util.spec_from_loader(
+                        name, _SnapshotLoader(self.sources[relative], full), origin=full, is_package=package
+                    )
                     spec.has_location = True
                     if package:
                         spec.submodule_search_locations = [os.path.dirname(full)]
@@ -925,7 +1012,7 @@ class _SnapshotLoader:
 
     def exec_module(self, module):
         code = compile(self.data, self.path, "exec", dont_inherit=True)
-        exec(code, module.__dict__)  # noqa: S102 - the repository's own module
+        exec(code, module.__dict__)
 
     def get_source(self, name):
         return self.data.decode("utf-8", "replace")
@@ -961,7 +1048,7 @@ def _replayer_main(server, command, write_fd):
     try:
         try:
             module = __import__(config["focal_module"], fromlist=["_"])
-        except BaseException:  # noqa: BLE001 - the lines run before the failure still count
+        except BaseException:
             module = None
         for nodeid, qualname, firstline, blob in command["records"]:
             cov.switch_context(nodeid)
@@ -970,8 +1057,11 @@ def _replayer_main(server, command, write_fd):
         signal.setitimer(signal.ITIMER_REAL, 0)
         cov.stop()
         os._exit = real_exit
-    reply = {"coverage": _analysis(cov, focal, config["focal_source"], command["passing"]),
-             "contexts": _contexts(cov, focal), **counts}
+    reply = {
+        "coverage": _analysis(cov, focal, config["focal_source"], command["passing"]),
+        "contexts": _contexts(cov, focal),
+        **counts,
+    }
     protocol.write_all(write_fd, json.dumps(reply).encode("utf-8", "surrogatepass"))
     os._exit(0)
 
@@ -1004,16 +1094,15 @@ def _replay_call(module, codes, qualname, firstline, blob, repository_modules, c
         import base64
 
         args, kwargs, free = _Unpickler(base64.b64decode(blob), repository_modules).load()
-        cells = tuple(types.CellType(free[name]) if name in free else types.CellType()
-                      for name in code.co_freevars)
+        cells = tuple(types.CellType(free[name]) if name in free else types.CellType() for name in code.co_freevars)
         function = types.FunctionType(code, vars(module), code.co_name, None, cells or None)
-    except BaseException:  # noqa: BLE001 - whatever fails to load is not replayed
+    except BaseException:
         return "not_replayable"
     signal.setitimer(signal.ITIMER_REAL, config["test_timeout"])
     try:
         result = function(*args, **kwargs)
         _drain(result, code)
-    except BaseException:  # noqa: BLE001 - a call that raises is replayed all the same
+    except BaseException:
         return "raised"
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
@@ -1069,10 +1158,13 @@ def _analysis(cov, focal, source, passing):
         analysis = cov._analyze(focal, file_reporter=reporter)
         executed = sorted(analysis.executed)
         missing = sorted(analysis.missing)
-        return {"executed_lines": executed, "missing_lines": missing,
-                "executed_branches": _pairs(analysis.executed_branch_arcs()),
-                "missing_branches": _pairs(analysis.missing_branch_arcs())}
-    except BaseException as exc:  # noqa: BLE001 - reported, the outcomes still count
+        return {
+            "executed_lines": executed,
+            "missing_lines": missing,
+            "executed_branches": _pairs(analysis.executed_branch_arcs()),
+            "missing_branches": _pairs(analysis.missing_branch_arcs()),
+        }
+    except BaseException as exc:
         return {"error": "%s: %s" % (type(exc).__name__, str(exc)[:_MESSAGE])}
 
 
@@ -1085,12 +1177,13 @@ def _contexts(cov, focal):
     data.set_query_contexts(None)
     try:
         by_line = data.contexts_by_lineno(focal)
-    except BaseException:  # noqa: BLE001 - no selection then: every test runs
+    except BaseException:
         return {}
     return {str(line): sorted(names) for line, names in by_line.items()}
 
 
 # --------------------------------------------------------------------------- session
+
 
 class _Emitter:
     """Newline-delimited JSON events to the monitor."""
@@ -1112,15 +1205,15 @@ def _session_main(config, fd):
         os.dup2(log, 1)
         os.dup2(log, 2)
         _session(config, emit)
-    except BaseException as exc:  # noqa: BLE001 - whatever happens, the monitor is told
+    except BaseException as exc:
         try:
             emit({"event": "error", "message": "%s: %s" % (type(exc).__name__, str(exc)[:_MESSAGE])})
-        except BaseException:  # noqa: BLE001
+        except BaseException:
             pass
     try:
         sys.stdout.flush()
         sys.stderr.flush()
-    except BaseException:  # noqa: BLE001 - a test may have closed the streams
+    except BaseException:
         pass
     os._exit(0)
 
@@ -1136,8 +1229,7 @@ def _session(config, emit):
         fh.write("[pytest]\n")
     recorder = _Recorder(os.path.realpath(os.path.join(root, config["focal_file"])), emit)
     plugin = _Plugin(config, emit, recorder, pytest)
-    args = [config["test_path"], "-q", "--tb=short", "-c", INI_NAME, "--rootdir", root,
-            "-p", "no:cacheprovider"]
+    args = [config["test_path"], "-q", "--tb=short", "-c", INI_NAME, "--rootdir", root, "-p", "no:cacheprovider"]
     for name in config.get("plugins", []):
         args += ["-p", name]
     recorder.start()
@@ -1218,7 +1310,7 @@ class _Recorder:
         kwonly = code.co_kwonlyargcount
         try:
             args = [local[n] for n in names[:positional]]
-            kwargs = {n: local[n] for n in names[positional:positional + kwonly]}
+            kwargs = {n: local[n] for n in names[positional : positional + kwonly]}
             at = positional + kwonly
             if code.co_flags & 0x04:  # *args
                 args.extend(local[names[at]])
@@ -1227,7 +1319,7 @@ class _Recorder:
                 kwargs.update(local[names[at]])
             free = {n: local[n] for n in code.co_freevars if n in local}
             blob = pickle.dumps((tuple(args), kwargs, free), protocol=4)
-        except BaseException:  # noqa: BLE001 - not picklable: counted, not replayed
+        except BaseException:
             self.unpicklable += 1
             return
         if len(blob) > _MAX_RECORD:
@@ -1247,8 +1339,7 @@ class _Recorder:
 
     def flush(self):
         if self.calls or self.unpicklable:
-            self.emit({"event": "calls", "nodeid": self.nodeid, "calls": self.calls,
-                       "unpicklable": self.unpicklable})
+            self.emit({"event": "calls", "nodeid": self.nodeid, "calls": self.calls, "unpicklable": self.unpicklable})
         self.calls, self.seen, self.unpicklable = [], set(), 0
 
 
@@ -1273,8 +1364,10 @@ class _Plugin:
 
     def pytest_collectreport(self, report):
         if report.failed:
-            error = {"nodeid": report.nodeid or self.config["test_path"],
-                     "longrepr": _text(report.longrepr)[-_LONGREPR:]}
+            error = {
+                "nodeid": report.nodeid or self.config["test_path"],
+                "longrepr": _text(report.longrepr)[-_LONGREPR:],
+            }
             error["message"] = _summary_line(error["longrepr"])
             self.emit({"event": "collection_error", "error": error})
 
@@ -1290,8 +1383,11 @@ class _Plugin:
             signal.setitimer(signal.ITIMER_REAL, 0)
             duration = time.perf_counter() - started
             self.recorder.switch("")
-            outcome = self.outcomes.get(item.nodeid) or {"nodeid": item.nodeid, "outcome": "error",
-                                                         "message": "no report"}
+            outcome = self.outcomes.get(item.nodeid) or {
+                "nodeid": item.nodeid,
+                "outcome": "error",
+                "message": "no report",
+            }
             self.emit({"event": "test", "test": outcome, "duration": duration})
 
     def pytest_runtest_makereport(self, item, call):
@@ -1301,8 +1397,14 @@ class _Plugin:
 
     def _record(self, nodeid, call, report):
         if nodeid not in self.outcomes:
-            self.outcomes[nodeid] = {"nodeid": nodeid, "outcome": "passed", "phase": None,
-                                     "exception": None, "message": "", "longrepr": ""}
+            self.outcomes[nodeid] = {
+                "nodeid": nodeid,
+                "outcome": "passed",
+                "phase": None,
+                "exception": None,
+                "message": "",
+                "longrepr": "",
+            }
         current = self.outcomes[nodeid]
         kind = _classify(call, report, self.pytest)
         if _RANK[kind] <= _RANK[current["outcome"]]:
@@ -1350,14 +1452,14 @@ def _classify(call, report, pytest):
 def _text(longrepr):
     try:
         return str(longrepr)
-    except BaseException:  # noqa: BLE001 - a broken repr must not hide the outcome
+    except BaseException:
         return "<unprintable report>"
 
 
 def _exception_text(value):
     try:
         text = str(value)
-    except BaseException:  # noqa: BLE001
+    except BaseException:
         text = "<unprintable exception>"
     return " ".join(text.split())[:_MESSAGE]
 

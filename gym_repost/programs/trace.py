@@ -38,9 +38,19 @@ MAX_DEPTH = 8
 GENERATOR_FLAGS = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
 RESUME = dis.opmap.get("RESUME")
 STDLIB = frozenset(sys.stdlib_module_names)
-VALUE_TYPES = {"Decimal": "decimal", "Fraction": "fractions", "date": "datetime", "datetime": "datetime",
-               "time": "datetime", "timedelta": "datetime", "timezone": "datetime", "UUID": "uuid",
-               "PurePosixPath": "pathlib", "PosixPath": "pathlib", "PureWindowsPath": "pathlib"}
+VALUE_TYPES = {
+    "Decimal": "decimal",
+    "Fraction": "fractions",
+    "date": "datetime",
+    "datetime": "datetime",
+    "time": "datetime",
+    "timedelta": "datetime",
+    "timezone": "datetime",
+    "UUID": "uuid",
+    "PurePosixPath": "pathlib",
+    "PosixPath": "pathlib",
+    "PureWindowsPath": "pathlib",
+}
 _MISSING = re.compile(r"No module named '([\w.]+)'")
 
 
@@ -72,9 +82,13 @@ class Serializer:
             rel = os.path.relpath(real, self.root)
             parts = rel.replace(os.sep, "/").split("/")
             name = parts[-1]
-            self._files[path] = (not rel.startswith("..") and name.endswith(".py")
-                                 and not any(p in ("test", "tests", "testing") for p in parts[:-1])
-                                 and not name.startswith(("test_", "conftest")) and not name.endswith("_test.py"))
+            self._files[path] = (
+                not rel.startswith("..")
+                and name.endswith(".py")
+                and not any(p in ("test", "tests", "testing") for p in parts[:-1])
+                and not name.startswith(("test_", "conftest"))
+                and not name.endswith("_test.py")
+            )
         return self._files[path]
 
     def to_source(self, value, depth=0, path=None):
@@ -119,8 +133,9 @@ class Serializer:
 
     def _container(self, value, depth, path):
         if isinstance(value, dict):
-            items = ["%s: %s" % (self.to_source(k, depth, path), self.to_source(v, depth, path))
-                     for k, v in value.items()]
+            items = [
+                "%s: %s" % (self.to_source(k, depth, path), self.to_source(v, depth, path)) for k, v in value.items()
+            ]
             return "{" + ", ".join(items) + "}"
         items = [self.to_source(v, depth, path) for v in value]
         if isinstance(value, (set, frozenset)):
@@ -136,8 +151,9 @@ class Serializer:
         module = kind.__module__.split(".")[0]
         if kind.__name__ in VALUE_TYPES and VALUE_TYPES[kind.__name__] == kind.__module__:
             return _value_type_source(value, kind.__module__)
-        if module == "collections" and isinstance(value, (collections.OrderedDict, collections.deque,
-                                                          collections.Counter)):
+        if module == "collections" and isinstance(
+            value, (collections.OrderedDict, collections.deque, collections.Counter)
+        ):
             return self._collection(value, depth, path)
         if isinstance(value, tuple) and hasattr(kind, "_fields"):
             fields = ", ".join("%s=%s" % (f, self.to_source(getattr(value, f), depth, path)) for f in kind._fields)
@@ -147,8 +163,9 @@ class Serializer:
             parts += ["%s=%s" % (k, self.to_source(v, depth, path)) for k, v in value.keywords.items()]
             return "__import__('functools').partial(%s)" % ", ".join(parts)
         if (module, kind.__name__) in (("argparse", "Namespace"), ("types", "SimpleNamespace")):
-            fields = ", ".join("%s=%s" % (k, self.to_source(v, depth, path)) for k, v in vars(value).items()
-                               if k.isidentifier())
+            fields = ", ".join(
+                "%s=%s" % (k, self.to_source(v, depth, path)) for k, v in vars(value).items() if k.isidentifier()
+            )
             return "__import__(%r).%s(%s)" % (module, kind.__name__, fields)
         if module == "re" and kind.__name__ == "Match":
             return self._match(value, depth, path)
@@ -162,8 +179,12 @@ class Serializer:
         if again is None or again.span() != value.span() or again.groups() != value.groups():
             raise Unrepresentable("a match that matching again does not reproduce")
         return "__import__('re').compile(%r, %d).match(%s, %d, %d)" % (
-            value.re.pattern, value.re.flags, self.to_source(value.string, depth, path), value.start(),
-            value.endpos)
+            value.re.pattern,
+            value.re.flags,
+            self.to_source(value.string, depth, path),
+            value.start(),
+            value.endpos,
+        )
 
     def _collection(self, value, depth, path):
         name = type(value).__name__
@@ -220,8 +241,7 @@ class Serializer:
         if not isinstance(fn, types.FunctionType):
             raise Unrepresentable("callable %r" % type(fn).__name__)
         code = fn.__code__
-        if (self.is_repository_file(code.co_filename) and "<" not in fn.__qualname__
-                and fn.__closure__ is None):
+        if self.is_repository_file(code.co_filename) and "<" not in fn.__qualname__ and fn.__closure__ is None:
             return fn.__qualname__
         return self._defined_function(fn)
 
@@ -259,7 +279,7 @@ def _uses_only_builtins(code):
 def _lambda_source(lines, code):
     """The source of the one lambda starting on the code's first line with its arguments."""
     names = list(code.co_varnames[: code.co_argcount])
-    text = "".join(lines[code.co_firstlineno - 1: code.co_firstlineno + 5])
+    text = "".join(lines[code.co_firstlineno - 1 : code.co_firstlineno + 5])
     first_line = lines[code.co_firstlineno - 1] if code.co_firstlineno <= len(lines) else ""
     found = []
     for at in [m.start() for m in re.finditer(r"\blambda\b", first_line)]:
@@ -343,13 +363,16 @@ class Recorder:
 
     def record(self, target, frame):
         key = target["key"]
-        if (self.attempts[key] >= self.max_attempts or len(self.calls[key]) >= self.pool
-                or self.per_test[(key, self.current_test)] >= self.per_test_cap):
+        if (
+            self.attempts[key] >= self.max_attempts
+            or len(self.calls[key]) >= self.pool
+            or self.per_test[(key, self.current_test)] >= self.per_test_cap
+        ):
             return
         self.attempts[key] += 1
         try:
             call = self.describe(target, frame)
-        except Exception as exc:  # noqa: BLE001 - Unrepresentable, or a value whose methods fail
+        except Exception as exc:
             self.skipped[key] += 1
             self.reasons[key] = str(exc)[:200]
             return
@@ -380,11 +403,14 @@ class Recorder:
             if i >= posonly and not extra and name in defaults and value is defaults[name]:
                 omitted = True
                 continue
-            (kwargs.append((name, self.serializer.to_source(value))) if omitted
-             else args.append(self.serializer.to_source(value)))
+            (
+                kwargs.append((name, self.serializer.to_source(value)))
+                if omitted
+                else args.append(self.serializer.to_source(value))
+            )
         if not omitted:
             args.extend(self.serializer.to_source(v) for v in extra)
-        for name in code.co_varnames[code.co_argcount: count]:
+        for name in code.co_varnames[code.co_argcount : count]:
             if not (name in defaults and values[name] is defaults[name]):
                 kwargs.append((name, self.serializer.to_source(values[name])))
         if varkw:
@@ -428,8 +454,7 @@ def _find_defaults(target, frame):
         owner = holder.get(target["class_name"].split(".")[0])
         for part in target["class_name"].split(".")[1:]:
             owner = getattr(owner, part, None)
-        raw = next((vars(k)[target["name"]] for k in getattr(owner, "__mro__", ()) if target["name"] in vars(k)),
-                   None)
+        raw = next((vars(k)[target["name"]] for k in getattr(owner, "__mro__", ()) if target["name"] in vars(k)), None)
         obj = getattr(raw, "__func__", None) or getattr(raw, "fget", None) or raw
     for _ in range(10):
         if obj is None or getattr(obj, "__code__", None) is code:
@@ -438,7 +463,7 @@ def _find_defaults(target, frame):
     if obj is None or getattr(obj, "__code__", None) is not code:
         return {}
     names = code.co_varnames[: code.co_argcount]
-    positional = dict(zip(names[len(names) - len(obj.__defaults__ or ()):], obj.__defaults__ or ()))
+    positional = dict(zip(names[len(names) - len(obj.__defaults__ or ()) :], obj.__defaults__ or ()))
     return {**positional, **(obj.__kwdefaults__ or {})}
 
 
@@ -509,11 +534,12 @@ class TraceRun:
         try:
             import pytest
 
-            self.plugin = make_plugin(pytest, self.recorder, deadline, float(self.config.get("test_timeout", 10)),
-                                      cpu_deadline())
+            self.plugin = make_plugin(
+                pytest, self.recorder, deadline, float(self.config.get("test_timeout", 10)), cpu_deadline()
+            )
             sys.stdout = self.captured
             self.code = int(pytest.main(list(self.config["args"]), plugins=[self.plugin]))
-        except BaseException as exc:  # noqa: BLE001 - a broken suite still gives partial traces
+        except BaseException as exc:
             self.error = "%s: %s" % (type(exc).__name__, str(exc)[:300])
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)

@@ -55,8 +55,7 @@ def _encode(value, depth, count):
     if kind in (list, tuple) or (isinstance(value, tuple) and kind.__eq__ is tuple.__eq__):
         return ["l" if kind is list else "t", [_encode(v, depth + 1, count) for v in _items(value, kind)]]
     if kind is dict:
-        return ["d", [[_encode(k, depth + 1, count), _encode(v, depth + 1, count)]
-                      for k, v in dict.items(value)]]
+        return ["d", [[_encode(k, depth + 1, count), _encode(v, depth + 1, count)] for k, v in dict.items(value)]]
     if kind in (set, frozenset):
         return ["S" if kind is set else "F", [_encode(v, depth + 1, count) for v in kind.__iter__(value)]]
     if kind is decimal.Decimal:

@@ -12,5 +12,4 @@ with the in-sandbox programs of :mod:`gym_repost.programs`
 from gym_repost.sandbox.base import RunResult, Sandbox, SandboxLimits
 from gym_repost.sandbox.config import LocalSandboxConfig, get_sandbox, sandbox_config
 
-__all__ = ["LocalSandboxConfig", "RunResult", "Sandbox", "SandboxLimits", "get_sandbox",
-           "sandbox_config"]
+__all__ = ["LocalSandboxConfig", "RunResult", "Sandbox", "SandboxLimits", "get_sandbox", "sandbox_config"]

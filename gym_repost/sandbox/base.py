@@ -98,14 +98,16 @@ class Sandbox(abc.ABC):
     def __reduce__(self) -> object:
         raise TypeError(
             f"a {type(self).__name__} cannot be sent to another process; give the environment "
-            "sandbox_config=... instead and each process starts its own sandbox")
+            "sandbox_config=... instead and each process starts its own sandbox"
+        )
 
     def __enter__(self) -> Sandbox:
         self.start()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.close()
 
     @abc.abstractmethod
@@ -122,9 +124,16 @@ class Sandbox(abc.ABC):
         """Stop everything this sandbox started. Idempotent; nothing keeps running."""
 
     @abc.abstractmethod
-    def run(self, files: Mapping[str, str | bytes], command: Sequence[str], timeout: float = 10.0,
-            *, stdin: str | None = None, env: Mapping[str, str] | None = None,
-            network: bool = False) -> RunResult:
+    def run(
+        self,
+        files: Mapping[str, str | bytes],
+        command: Sequence[str],
+        timeout: float = 10.0,
+        *,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+        network: bool = False,
+    ) -> RunResult:
         """Run ``command`` in a fresh working directory holding ``files``.
 
         Args:

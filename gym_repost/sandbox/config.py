@@ -14,8 +14,25 @@ from pydantic import Field, TypeAdapter, ValidationError, field_validator
 from gym_repost.errors import ConfigError
 from gym_repost.sandbox.base import Sandbox, SandboxLimits
 
-_SYSTEM_TOPS = frozenset({"/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32",
-                          "/proc", "/run", "/sbin", "/sys", "/tmp", "/usr", "/var"})
+_SYSTEM_TOPS = frozenset(
+    {
+        "/bin",
+        "/boot",
+        "/dev",
+        "/etc",
+        "/lib",
+        "/lib32",
+        "/lib64",
+        "/libx32",
+        "/proc",
+        "/run",
+        "/sbin",
+        "/sys",
+        "/tmp",
+        "/usr",
+        "/var",
+    }
+)
 
 
 class LocalSandboxConfig(SandboxLimits):
@@ -78,8 +95,10 @@ class LocalSandboxConfig(SandboxLimits):
         for alias in aliases:
             top = "/" + alias.strip("/").split("/")[0]
             if not alias.startswith("/") or posixpath.normpath(alias) != alias or alias == top:
-                raise ValueError(f"{alias!r}: an alias must be a normalised absolute path "
-                                 "at least two levels deep (e.g. /home/user/tmp)")
+                raise ValueError(
+                    f"{alias!r}: an alias must be a normalised absolute path "
+                    "at least two levels deep (e.g. /home/user/tmp)"
+                )
             if top in _SYSTEM_TOPS:
                 raise ValueError(f"{alias!r}: {top} cannot be replaced inside the sandbox")
         return aliases
@@ -137,8 +156,7 @@ class DockerSandboxConfig(SandboxLimits):
         return DockerSandbox(self)
 
 
-SandboxConfig = Annotated[Union[LocalSandboxConfig, DockerSandboxConfig],
-                          Field(discriminator="type")]
+SandboxConfig = Annotated[Union[LocalSandboxConfig, DockerSandboxConfig], Field(discriminator="type")]
 
 _BACKENDS: dict[str, type[Any]] = {"local": LocalSandboxConfig, "docker": DockerSandboxConfig}
 

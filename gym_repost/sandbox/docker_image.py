@@ -42,9 +42,19 @@ ROOTFS_REPOSITORY = "gym-repost-rootfs"
 BASE_ENV = "base"
 RECIPE_LABEL = "gym-repost.recipe"
 ENV_LABEL = "gym-repost.env"
-_PIP_SETTINGS = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "PIP_DEFAULT_TIMEOUT",
-                 "PIP_RETRIES", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy",
-                 "https_proxy", "no_proxy")
+_PIP_SETTINGS = (
+    "PIP_INDEX_URL",
+    "PIP_EXTRA_INDEX_URL",
+    "PIP_TRUSTED_HOST",
+    "PIP_DEFAULT_TIMEOUT",
+    "PIP_RETRIES",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+)
 _CA_SETTINGS = ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
 
 Log = Callable[[str], None]
@@ -111,8 +121,7 @@ def image_tag(env: str | None) -> str:
 
 def find_recipe_dir() -> Path | None:
     """``envs/docker`` of this checkout (or of the current directory), if present."""
-    candidates = [Path(__file__).resolve().parents[2] / "envs" / "docker",
-                  Path.cwd() / "envs" / "docker"]
+    candidates = [Path(__file__).resolve().parents[2] / "envs" / "docker", Path.cwd() / "envs" / "docker"]
     return next((c for c in candidates if (c / "Dockerfile").is_file()), None)
 
 
@@ -126,15 +135,17 @@ def resolve_recipe(env: str | None = None, recipe_dir: Path | None = None) -> Im
     if recipe_dir is None:
         raise SandboxUnavailableError(
             "the sandbox image recipe (envs/docker) is not found: run `gym-repost sandbox "
-            "build-image` from a checkout of gym-repost")
+            "build-image` from a checkout of gym-repost"
+        )
     name = env_name(env)
     if name == BASE_ENV:
         return ImageRecipe(BASE_ENV, recipe_dir, recipe_dir / "requirements.txt")
     for definition in (Path(env or ""), recipe_dir.parent / name):
         if (definition / "requirements.txt").is_file():
             return ImageRecipe(name, recipe_dir, (definition / "requirements.txt").resolve())
-    raise SandboxUnavailableError(f"environment {env!r} has no definition: expected "
-                                  f"{recipe_dir.parent / name / 'requirements.txt'}")
+    raise SandboxUnavailableError(
+        f"environment {env!r} has no definition: expected {recipe_dir.parent / name / 'requirements.txt'}"
+    )
 
 
 def image_status(client: Any, recipe: ImageRecipe) -> str:
@@ -149,8 +160,7 @@ def image_status(client: Any, recipe: ImageRecipe) -> str:
     return "current" if labels.get(RECIPE_LABEL) == recipe.recipe_hash else "stale"
 
 
-def build_image(client: Any, recipe: ImageRecipe, *, force: bool = False,
-                log: Log | None = None) -> str:
+def build_image(client: Any, recipe: ImageRecipe, *, force: bool = False, log: Log | None = None) -> str:
     """Build the image of ``recipe`` unless an image of the same recipe exists.
 
     Args:
@@ -218,15 +228,19 @@ def ensure_rootfs(client: Any, recipe: ImageRecipe, log: Log) -> str:
     log(f"docker import {tarball} as {recipe.rootfs_tag}")
     repository, tag = recipe.rootfs_tag.split(":")
     client.api.import_image_from_file(
-        str(tarball), repository=repository, tag=tag,
-        changes=["ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"])
+        str(tarball),
+        repository=repository,
+        tag=tag,
+        changes=["ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
+    )
     return recipe.rootfs_tag
 
 
 def _run_rootfs_script(recipe: ImageRecipe, tarball: Path, log: Log) -> None:
     script = recipe.recipe_dir / "rootfs.sh"
-    process = subprocess.Popen(["sh", str(script), str(tarball)], stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, errors="replace")
+    process = subprocess.Popen(
+        ["sh", str(script), str(tarball)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+    )
     assert process.stdout is not None
     tail: list[str] = []
     for line in process.stdout:
@@ -235,8 +249,7 @@ def _run_rootfs_script(recipe: ImageRecipe, tarball: Path, log: Log) -> None:
         if line.startswith(("I: Retrieving", "I: Configuring", "I: Base system")):
             log(line.rstrip())
     if process.wait() != 0:
-        raise SandboxUnavailableError(f"building the root file system failed ({script}):\n"
-                                      + "\n".join(tail))
+        raise SandboxUnavailableError(f"building the root file system failed ({script}):\n" + "\n".join(tail))
 
 
 def _write_context(recipe: ImageRecipe, context: Path, find_links: list[str]) -> None:
@@ -252,7 +265,8 @@ def _write_context(recipe: ImageRecipe, context: Path, find_links: list[str]) ->
     if find_links:
         settings["PIP_FIND_LINKS"] = " ".join(find_links)
     (build / "pip.env").write_text(
-        "".join(f"export {k}={_shell_quote(v)}\n" for k, v in settings.items()), encoding="utf-8")
+        "".join(f"export {k}={_shell_quote(v)}\n" for k, v in settings.items()), encoding="utf-8"
+    )
     ca = next((os.environ[k] for k in _CA_SETTINGS if os.path.isfile(os.environ.get(k, ""))), None)
     if ca:
         shutil.copyfile(ca, build / "ca.crt")
@@ -262,17 +276,24 @@ def _shell_quote(value: str) -> str:
     return "'" + value.replace("'", "'\\''") + "'"
 
 
-def _docker_build(client: Any, recipe: ImageRecipe, context: str, log: Log,
-                  no_cache: bool) -> None:
+def _docker_build(client: Any, recipe: ImageRecipe, context: str, log: Log, no_cache: bool) -> None:
     labels = {RECIPE_LABEL: recipe.recipe_hash, ENV_LABEL: recipe.env, "gym-repost": "1"}
     tail: list[str] = []
-    stream = client.api.build(path=context, tag=recipe.tag, buildargs={"BASE_IMAGE": recipe.rootfs_tag},
-                              labels=labels, network_mode="host", rm=True, forcerm=True,
-                              decode=True, pull=False, nocache=no_cache)
+    stream = client.api.build(
+        path=context,
+        tag=recipe.tag,
+        buildargs={"BASE_IMAGE": recipe.rootfs_tag},
+        labels=labels,
+        network_mode="host",
+        rm=True,
+        forcerm=True,
+        decode=True,
+        pull=False,
+        nocache=no_cache,
+    )
     for chunk in stream:
         if "error" in chunk:
-            raise SandboxUnavailableError(f"building {recipe.tag} failed: {chunk['error']}\n"
-                                          + "\n".join(tail))
+            raise SandboxUnavailableError(f"building {recipe.tag} failed: {chunk['error']}\n" + "\n".join(tail))
         for line in str(chunk.get("stream", "")).splitlines():
             if line.strip():
                 tail = [*tail[-29:], line]
@@ -280,7 +301,7 @@ def _docker_build(client: Any, recipe: ImageRecipe, context: str, log: Log,
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base's name
+    def log_message(self, format: str, *args: Any) -> None:
         logger.debug("find-links server: " + format, *args)
 
 
@@ -292,8 +313,7 @@ def _find_links_served() -> Iterator[list[str]]:
         if not os.path.isdir(entry):
             links.append(entry)
             continue
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
-                                                 partial(_QuietHandler, directory=entry))
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(_QuietHandler, directory=entry))
         threading.Thread(target=server.serve_forever, daemon=True).start()
         servers.append(server)
         links.append(f"http://127.0.0.1:{server.server_address[1]}/")

@@ -62,14 +62,19 @@ ADVICE = (
     "To fix it: run as root (with CAP_SYS_ADMIN), or enable unprivileged user namespaces "
     "(sysctl -w kernel.unprivileged_userns_clone=1 on Debian kernels, "
     "user.max_user_namespaces > 0, and on Ubuntu 23.10+ "
-    "kernel.apparmor_restrict_unprivileged_userns=0); or use isolation=\"none\" for "
+    'kernel.apparmor_restrict_unprivileged_userns=0); or use isolation="none" for '
     "trusted code only; or use the docker backend."
 )
 
 # Per-mount options that a bind remount must keep (dropping a locked one fails with EPERM).
 _KEPT_OPTIONS = {
-    "nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC, "noatime": MS_NOATIME,
-    "nodiratime": MS_NODIRATIME, "relatime": MS_RELATIME, "strictatime": MS_STRICTATIME,
+    "nosuid": MS_NOSUID,
+    "nodev": MS_NODEV,
+    "noexec": MS_NOEXEC,
+    "noatime": MS_NOATIME,
+    "nodiratime": MS_NODIRATIME,
+    "relatime": MS_RELATIME,
+    "strictatime": MS_STRICTATIME,
 }
 # Remount failures that mean "this mount point is hidden under one of ours": not a leak.
 _HIDDEN_ERRNOS = {errno.ENOENT, errno.EINVAL, errno.EACCES, errno.ENOTDIR}
@@ -84,8 +89,7 @@ class _CapHeader(ctypes.Structure):
 
 
 class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
-                ("inheritable", ctypes.c_uint32)]
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
 _LIBC: ctypes.CDLL | None = None
@@ -95,11 +99,9 @@ def _libc() -> ctypes.CDLL:
     global _LIBC
     if _LIBC is None:
         lib = ctypes.CDLL(None, use_errno=True)
-        lib.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
-                              ctypes.c_ulong, ctypes.c_char_p]
+        lib.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
         lib.unshare.argtypes = [ctypes.c_int]
-        lib.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
-                              ctypes.c_ulong]
+        lib.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
         _LIBC = lib
     return _LIBC
 
@@ -120,11 +122,9 @@ def unshare(flags: int) -> None:
     _check(_libc().unshare(flags), "unshare")
 
 
-def mount(source: str | None, target: str, fstype: str | None, flags: int,
-          data: str | None = None) -> None:
+def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
     """Call ``mount(2)``; raises OSError naming the target."""
-    result = _libc().mount(_encode(source), _encode(target), _encode(fstype), flags,
-                           _encode(data))
+    result = _libc().mount(_encode(source), _encode(target), _encode(fstype), flags, _encode(data))
     _check(result, f"mount {target}")
 
 
@@ -193,8 +193,7 @@ def enter_namespaces(*, network: bool) -> str:
 def _unshare_user(flags: int) -> None:
     uid, gid = os.getuid(), os.getgid()
     unshare(flags | CLONE_NEWUSER)
-    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1\n"),
-                       ("gid_map", f"{gid} {gid} 1\n")):
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1\n"), ("gid_map", f"{gid} {gid} 1\n")):
         with open(f"/proc/self/{name}", "w", encoding="ascii") as handle:
             handle.write(text)
 
@@ -245,8 +244,8 @@ def _unescape(text: str) -> str:
         return text
     out, i = [], 0
     while i < len(text):
-        if text[i] == "\\" and text[i + 1:i + 4].isdigit():
-            out.append(chr(int(text[i + 1:i + 4], 8)))
+        if text[i] == "\\" and text[i + 1 : i + 4].isdigit():
+            out.append(chr(int(text[i + 1 : i + 4], 8)))
             i += 4
         else:
             out.append(text[i])
@@ -261,24 +260,47 @@ def parse_mountinfo(text: str) -> list[MountEntry]:
         fields = line.split(" ")
         if len(fields) >= 6:
             tail = line.split(" - ", 1)[1].split(" ") if " - " in line else [""]
-            entries.append(MountEntry(_unescape(fields[4]), frozenset(fields[5].split(",")),
-                                      tail[0]))
+            entries.append(MountEntry(_unescape(fields[4]), frozenset(fields[5].split(",")), tail[0]))
     return entries
 
 
-SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
-                "/sys/devices/system/cpu")
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/sys/devices/system/cpu")
 """Host paths every sandbox shows read-only: programs, shared libraries, CPU topology."""
-ETC_ENTRIES = ("alternatives", "ca-certificates", "ca-certificates.conf", "crypto-policies",
-               "fonts", "gai.conf", "group", "host.conf", "hosts", "ld.so.cache", "ld.so.conf",
-               "ld.so.conf.d", "locale.alias", "localtime", "mime.types", "nsswitch.conf",
-               "os-release", "passwd", "pki", "protocols", "resolv.conf", "services", "ssl",
-               "timezone")
+ETC_ENTRIES = (
+    "alternatives",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "crypto-policies",
+    "fonts",
+    "gai.conf",
+    "group",
+    "host.conf",
+    "hosts",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "locale.alias",
+    "localtime",
+    "mime.types",
+    "nsswitch.conf",
+    "os-release",
+    "passwd",
+    "pki",
+    "protocols",
+    "resolv.conf",
+    "services",
+    "ssl",
+    "timezone",
+)
 """What of ``/etc`` a Python process needs (users, resolver, time zone, TLS, locale,
 the dynamic linker); the ``python3*`` entries of Debian's interpreters are added."""
 DEVICES = ("null", "zero", "full", "random", "urandom")
-DEV_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
-             "stderr": "/proc/self/fd/2"}
+DEV_LINKS = {
+    "fd": "/proc/self/fd",
+    "stdin": "/proc/self/fd/0",
+    "stdout": "/proc/self/fd/1",
+    "stderr": "/proc/self/fd/2",
+}
 SCRATCH = "/.scratch"
 """Empty mount point where PID 1 mounts each run's tmpfs before binding its parts."""
 _STAGE = "/tmp"  # where the new root is assembled (a tmpfs hiding the host's /tmp)
@@ -308,9 +330,15 @@ class FilesystemPlan:
             :func:`bind_alias`.
     """
 
-    def __init__(self, host_dir: str, read_only: list[str] | None = None,
-                 views: dict[str, list[str]] | None = None, inner_root: str = INNER_ROOT,
-                 tmpfs_size_mb: int = 256, aliases: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        host_dir: str,
+        read_only: list[str] | None = None,
+        views: dict[str, list[str]] | None = None,
+        inner_root: str = INNER_ROOT,
+        tmpfs_size_mb: int = 256,
+        aliases: list[str] | None = None,
+    ) -> None:
         self.host_dir = host_dir
         self.read_only = list(read_only or [])
         self.views = dict(views or {})
@@ -327,13 +355,15 @@ class FilesystemPlan:
         etc += [f"/etc/{n}" for n in _listdir("/etc") if n.startswith("python3")]
         wanted = [*SYSTEM_PATHS, *etc, *(f"/dev/{d}" for d in DEVICES), *self.read_only]
         paths = sorted({os.path.abspath(p) for p in wanted if os.path.lexists(p)})
-        return [p for p in paths
-                if not any(p.startswith(q + "/") and not os.path.islink(q) for q in paths)]
+        return [p for p in paths if not any(p.startswith(q + "/") and not os.path.islink(q) for q in paths)]
 
     def shown_views(self, shown: list[str]) -> dict[str, list[str]]:
         """The views that restrict a directory inside a bound path."""
-        return {d: sorted(set(names)) for d, names in sorted(self.views.items())
-                if os.path.isdir(d) and any(d.startswith(p + "/") for p in shown)}
+        return {
+            d: sorted(set(names))
+            for d, names in sorted(self.views.items())
+            if os.path.isdir(d) and any(d.startswith(p + "/") for p in shown)
+        }
 
 
 def _listdir(path: str) -> list[str]:
@@ -418,8 +448,18 @@ def _place(fds: dict[str, int | None], source: str, target: str) -> None:
     mount(f"/proc/self/fd/{fd}", target, None, MS_BIND | MS_REC)
 
 
-_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41, "riscv64": 41, "loongarch64": 41, "ppc64le": 203,
-               "ppc64": 203, "s390x": 217, "i686": 217, "armv7l": 218, "armv8l": 218}
+_PIVOT_ROOT = {
+    "x86_64": 155,
+    "aarch64": 41,
+    "riscv64": 41,
+    "loongarch64": 41,
+    "ppc64le": 203,
+    "ppc64": 203,
+    "s390x": 217,
+    "i686": 217,
+    "armv7l": 218,
+    "armv8l": 218,
+}
 
 
 def pivot_root(new_root: str) -> None:
@@ -441,12 +481,10 @@ def pivot_root(new_root: str) -> None:
 
 def _cover_with_tmpfs(directory: str, mode: int, size_mb: int) -> None:
     os.makedirs(directory, mode=0o755, exist_ok=True)
-    mount("tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV,
-          f"mode={mode:o},size={size_mb}m,nr_inodes=65536")
+    mount("tmpfs", directory, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={mode:o},size={size_mb}m,nr_inodes=65536")
 
 
-def mount_run_scratch(run_dir: str, size_mb: int, uid: int | None,
-                      shown: list[str] | None = None) -> None:
+def mount_run_scratch(run_dir: str, size_mb: int, uid: int | None, shown: list[str] | None = None) -> None:
     """Give a run one tmpfs of ``size_mb`` for its directory, ``/tmp`` and ``/dev/shm``.
 
     Everything the run can write is on it, so ``size_mb`` bounds the run's disk use as a
@@ -477,8 +515,8 @@ def mount_run_scratch(run_dir: str, size_mb: int, uid: int | None,
 
 def _scratch_target(path: str) -> str:
     if path.startswith("/tmp/"):
-        return f"{SCRATCH}/tmp/{path[len('/tmp/'):]}"
-    return f"{SCRATCH}/shm/{path[len('/dev/shm/'):]}"
+        return f"{SCRATCH}/tmp/{path[len('/tmp/') :]}"
+    return f"{SCRATCH}/shm/{path[len('/dev/shm/') :]}"
 
 
 def _place_again(path: str, target: str) -> None:
@@ -525,8 +563,9 @@ def remount_read_only(writable: set[str]) -> list[str]:
             mount(None, entry.mount_point, None, flags)
         except OSError as exc:
             if entry.mount_point == "/":
-                raise IsolationError(exc.errno or errno.EPERM,
-                                     f"cannot make / read-only in the sandbox: {exc}") from None
+                raise IsolationError(
+                    exc.errno or errno.EPERM, f"cannot make / read-only in the sandbox: {exc}"
+                ) from None
             if exc.errno not in _HIDDEN_ERRNOS:
                 warnings.append(f"{entry.mount_point} stays writable: {exc.strerror}")
     return warnings

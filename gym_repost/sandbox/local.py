@@ -73,8 +73,23 @@ WORKER_DIR = os.path.dirname(os.path.abspath(__file__))
 # Imported as a top-level module (not run by path) so that its cached bytecode is used.
 _BOOTSTRAP = "import sys; sys.path[0] = sys.argv[1]; import worker; sys.exit(worker.main(sys.argv))"
 PROGRAMS_DIR = os.path.join(os.path.dirname(WORKER_DIR), "programs")
-HARNESS_MODULES = ("ast", "base64", "hashlib", "io", "linecache", "math", "pickle", "random", "re",
-                   "runpy", "threading", "traceback", "types", "typing", "zlib")
+HARNESS_MODULES = (
+    "ast",
+    "base64",
+    "hashlib",
+    "io",
+    "linecache",
+    "math",
+    "pickle",
+    "random",
+    "re",
+    "runpy",
+    "threading",
+    "traceback",
+    "types",
+    "typing",
+    "zlib",
+)
 """Standard-library modules the in-sandbox programs (and ``typing``: most evaluation scripts)
 import, imported by warm workers ahead of runs."""
 DIR_PREFIX = "gym-repost-sbx-"
@@ -92,8 +107,18 @@ BASE_PACKAGES = ("coverage", "numpy", "pytest")
 base evaluation environment (``envs/docker/requirements.txt``), which the harness,
 coverage measurement and test-file tasks use."""
 _INSTALL_TARGET = "_gym_repost_target"
-_PIP_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
-            "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
+_PIP_ENV = (
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE",
+    "CURL_CA_BUNDLE",
+)
 
 
 # ---------------------------------------------------------------- process identity
@@ -158,8 +183,9 @@ class _Spawner:
         with self._lock:
             if self._owner != os.getpid():  # first use, or a forked copy of the host
                 self._requests = queue.SimpleQueue()
-                threading.Thread(target=self._serve, args=(self._requests,), daemon=True,
-                                 name="gym-repost-sandbox-spawner").start()
+                threading.Thread(
+                    target=self._serve, args=(self._requests,), daemon=True, name="gym-repost-sandbox-spawner"
+                ).start()
                 self._owner = os.getpid()
             requests = self._requests
         future: Future[subprocess.Popen[bytes]] = Future()
@@ -167,13 +193,12 @@ class _Spawner:
         return future.result()
 
     @staticmethod
-    def _serve(requests: queue.SimpleQueue[tuple[list[str], dict[str, Any], Future[Any]]]
-               ) -> None:
+    def _serve(requests: queue.SimpleQueue[tuple[list[str], dict[str, Any], Future[Any]]]) -> None:
         while True:
             argv, kwargs, future = requests.get()
             try:
                 future.set_result(subprocess.Popen(argv, **kwargs))
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller
+            except BaseException as exc:
                 future.set_exception(exc)
 
 
@@ -195,8 +220,9 @@ def _poll_wait(fd: int, events: int, deadline: float) -> None:
 class _Worker:
     """A worker process as the host sees it: pipes, private directory, user."""
 
-    def __init__(self, proc: subprocess.Popen[bytes], host_dir: str, uid: int | None,
-                 generation: int, cgroup: str | None = None) -> None:
+    def __init__(
+        self, proc: subprocess.Popen[bytes], host_dir: str, uid: int | None, generation: int, cgroup: str | None = None
+    ) -> None:
         assert proc.stdin is not None and proc.stdout is not None
         self.proc = proc
         self.host_dir = host_dir
@@ -219,8 +245,8 @@ class _Worker:
             message = self._receive(time.monotonic() + timeout)
         except (EOFError, TimeoutError, OSError) as exc:
             raise SandboxUnavailableError(
-                f"the sandbox worker failed to start ({self._failure(exc)}); its stderr "
-                "says why") from None
+                f"the sandbox worker failed to start ({self._failure(exc)}); its stderr says why"
+            ) from None
         if not message.get("ready"):
             raise SandboxUnavailableError(str(message.get("error")))
         for warning in message.get("warnings", []):
@@ -246,14 +272,13 @@ class _Worker:
             reply["_sent"] = sent
             return reply
         except (EOFError, TimeoutError, OSError, ValueError) as exc:
-            raise SandboxError(f"sandbox worker {self.proc.pid} failed: "
-                               f"{self._failure(exc)}") from None
+            raise SandboxError(f"sandbox worker {self.proc.pid} failed: {self._failure(exc)}") from None
 
     def _send(self, data: bytes, deadline: float) -> None:
         view = memoryview(data)
         while view:
             try:
-                view = view[os.write(self._req_fd, view):]
+                view = view[os.write(self._req_fd, view) :]
             except BlockingIOError:
                 _poll_wait(self._req_fd, select.POLLOUT, deadline)
 
@@ -345,8 +370,13 @@ def _signal_group(pgid: int) -> None:
 # ---------------------------------------------------------------- requests and results
 
 
-def _build_request(files: Mapping[str, str | bytes], command: Sequence[str], timeout: float,
-                   stdin: str | None, env: Mapping[str, str] | None) -> dict[str, Any]:
+def _build_request(
+    files: Mapping[str, str | bytes],
+    command: Sequence[str],
+    timeout: float,
+    stdin: str | None,
+    env: Mapping[str, str] | None,
+) -> dict[str, Any]:
     """Validate a run's arguments and turn them into a worker request."""
     if isinstance(command, (str, bytes)) or not command:
         raise ValueError("command must be a non-empty argv list, e.g. ['python3', 'main.py']")
@@ -365,25 +395,39 @@ def _build_request(files: Mapping[str, str | bytes], command: Sequence[str], tim
     clean_env = {str(k): str(v) for k, v in (env or {}).items()}
     if any(not k or "=" in k or "\0" in k + v for k, v in clean_env.items()):
         raise ValueError("env names must be non-empty, without '=' or NUL")
-    return {"op": "run", "argv": [os.fspath(a) for a in command], "files": text,
-            "bfiles": binary, "stdin": stdin, "env": clean_env, "timeout": float(timeout)}
+    return {
+        "op": "run",
+        "argv": [os.fspath(a) for a in command],
+        "files": text,
+        "bfiles": binary,
+        "stdin": stdin,
+        "env": clean_env,
+        "timeout": float(timeout),
+    }
 
 
 def _to_result(reply: dict[str, Any]) -> RunResult:
     if not reply.get("ok"):
         raise SandboxError(f"the sandbox could not run the command: {reply.get('error')}")
     return RunResult(
-        returncode=int(reply["returncode"]), stdout=reply["stdout"], stderr=reply["stderr"],
-        timed_out=bool(reply["timed_out"]), duration=float(reply["duration"]),
-        output_truncated=bool(reply["output_truncated"]), killed_for=reply["killed_for"],
+        returncode=int(reply["returncode"]),
+        stdout=reply["stdout"],
+        stderr=reply["stderr"],
+        timed_out=bool(reply["timed_out"]),
+        duration=float(reply["duration"]),
+        output_truncated=bool(reply["output_truncated"]),
+        killed_for=reply["killed_for"],
         extra={"inprocess": bool(reply.get("inprocess"))},
     )
 
 
 def _program_paths() -> list[str]:
     """The host's programs (``gym_repost/programs``), which warm workers keep compiled."""
-    return sorted(os.path.join(PROGRAMS_DIR, name) for name in os.listdir(PROGRAMS_DIR)
-                  if name.endswith(".py") and name != "__init__.py")
+    return sorted(
+        os.path.join(PROGRAMS_DIR, name)
+        for name in os.listdir(PROGRAMS_DIR)
+        if name.endswith(".py") and name != "__init__.py"
+    )
 
 
 def _ensure_worker_bytecode() -> None:
@@ -405,7 +449,8 @@ def _check_platform() -> None:
     if not sys.platform.startswith("linux"):
         raise SandboxUnavailableError(
             f"the local sandbox needs Linux (namespaces, /proc, prctl); this is "
-            f"{sys.platform}. Use the docker backend: get_sandbox('docker').")
+            f"{sys.platform}. Use the docker backend: get_sandbox('docker')."
+        )
 
 
 # ---------------------------------------------------------------- the backend
@@ -436,8 +481,9 @@ class LocalSandbox(Sandbox):
         """Preload modules found unfit to fork from (see :func:`worker.preload`), and why."""
         # Workers die with the host anyway (death signal); this also removes their
         # directories when a sandbox is dropped unclosed, or at interpreter exit.
-        self._finalizer = weakref.finalize(self, _stop_workers, self._workers, self._lock,
-                                           self._owner, self.config.isolation == "none")
+        self._finalizer = weakref.finalize(
+            self, _stop_workers, self._workers, self._lock, self._owner, self.config.isolation == "none"
+        )
 
     # ------------------------------------------------------------ lifecycle
 
@@ -459,8 +505,7 @@ class LocalSandbox(Sandbox):
     @property
     def packages_dir(self) -> str:
         """Directory of packages installed with :meth:`install`, on every run's path."""
-        return os.path.abspath(os.path.expanduser(
-            self.config.packages_dir or "~/.cache/gym-repost/packages"))
+        return os.path.abspath(os.path.expanduser(self.config.packages_dir or "~/.cache/gym-repost/packages"))
 
     def start(self) -> None:
         """Start the warm workers (or check that a cold one can start). Idempotent.
@@ -469,8 +514,7 @@ class LocalSandbox(Sandbox):
             SandboxUnavailableError: not Linux, or namespaces cannot be created here.
         """
         if os.getpid() != self._owner:
-            raise SandboxError("a LocalSandbox cannot be used after fork(); create one in "
-                               "each process")
+            raise SandboxError("a LocalSandbox cannot be used after fork(); create one in each process")
         with self._start_lock:
             if self._started:
                 return
@@ -537,16 +581,17 @@ class LocalSandbox(Sandbox):
         of each module in the last worker started (seconds)."""
         report = self._info.get("preload") or {}
         requested = list(dict.fromkeys(self.config.preload)) if self.config.warm else []
-        return {"requested": requested,
-                "loaded": [m for m in report.get("loaded", []) if m in requested],
-                "failed": {m: w for m, w in (report.get("failed") or {}).items() if m in requested},
-                "unfit": dict(self._unfit),
-                "environment": dict(report.get("environment") or {}),
-                "seconds": {m: t for m, t in (report.get("seconds") or {}).items() if m in requested}}
+        return {
+            "requested": requested,
+            "loaded": [m for m in report.get("loaded", []) if m in requested],
+            "failed": {m: w for m, w in (report.get("failed") or {}).items() if m in requested},
+            "unfit": dict(self._unfit),
+            "environment": dict(report.get("environment") or {}),
+            "seconds": {m: t for m, t in (report.get("seconds") or {}).items() if m in requested},
+        }
 
     def _probe_cgroups(self) -> None:
-        parent = (cgroups.parent_at(self.config.cgroup_parent) if self.config.cgroup_parent
-                  else cgroups.default_parent())
+        parent = cgroups.parent_at(self.config.cgroup_parent) if self.config.cgroup_parent else cgroups.default_parent()
         name = f"{DIR_PREFIX}{_host_identity().replace(':', '-')}-probe{os.urandom(3).hex()}"
         self._cgroup_note = cgroups.probe(parent, name)
         self._cgroup_parent = parent if self._cgroup_note is None else None
@@ -570,22 +615,30 @@ class LocalSandbox(Sandbox):
         """How the memory of a run is bounded here: a cgroup for all its processes, or
         only RLIMIT_AS per process (and why)."""
         if self._cgroup_parent is not None and self._cgroup_note is None:
-            return {"total_memory_mb": self.total_memory_mb,
-                    "enforced_by": f"cgroup v{self._cgroup_parent.version}",
-                    "cgroup_parent": self._cgroup_parent.path}
-        return {"total_memory_mb": None, "enforced_by": "rlimit_as_per_process",
-                "per_process_mb": self.config.memory_mb, "reason": self._cgroup_note}
+            return {
+                "total_memory_mb": self.total_memory_mb,
+                "enforced_by": f"cgroup v{self._cgroup_parent.version}",
+                "cgroup_parent": self._cgroup_parent.path,
+            }
+        return {
+            "total_memory_mb": None,
+            "enforced_by": "rlimit_as_per_process",
+            "per_process_mb": self.config.memory_mb,
+            "reason": self._cgroup_note,
+        }
 
     def visible_paths(self) -> dict[str, object]:
         """What a run can read, for :meth:`describe`."""
         if self.config.isolation != "namespaces":
             return {"filesystem": "the host's, read-write where its user may (isolation=none)"}
         packages = self._info.get("site_packages", self.site_packages)
-        return {"filesystem": "allowlist: run directory, interpreter prefix, site-packages "
-                              "below, package cache, /usr and /lib*, part of /etc, "
-                              "/dev/{null,zero,full,random,urandom}, own /proc",
-                "site_packages": "all (dedicated evaluation environment)" if packages is None
-                else packages, "package_cache": self.packages_dir}
+        return {
+            "filesystem": "allowlist: run directory, interpreter prefix, site-packages "
+            "below, package cache, /usr and /lib*, part of /etc, "
+            "/dev/{null,zero,full,random,urandom}, own /proc",
+            "site_packages": "all (dedicated evaluation environment)" if packages is None else packages,
+            "package_cache": self.packages_dir,
+        }
 
     def _prepare_directories(self) -> None:
         try:
@@ -593,8 +646,8 @@ class LocalSandbox(Sandbox):
             os.makedirs(self.packages_dir, mode=0o755, exist_ok=True)
         except OSError as exc:
             raise SandboxUnavailableError(
-                f"cannot create the sandbox directories ({exc}); set work_root and "
-                "packages_dir to writable locations") from None
+                f"cannot create the sandbox directories ({exc}); set work_root and packages_dir to writable locations"
+            ) from None
 
     def close(self) -> None:
         """Stop every worker (idle or busy) and remove their directories. Idempotent."""
@@ -609,8 +662,7 @@ class LocalSandbox(Sandbox):
                     self._idle.get_nowait()
                 except queue.Empty:
                     break
-            _stop_workers(self._workers, self._lock, self._owner,
-                          self.config.isolation == "none")
+            _stop_workers(self._workers, self._lock, self._owner, self.config.isolation == "none")
 
     def worker_pids(self) -> list[int]:
         """Host pids of the live worker processes (diagnostics and tests)."""
@@ -621,22 +673,33 @@ class LocalSandbox(Sandbox):
         """Backend, isolation, warm/cold, limits and interpreter (JSON-able)."""
         limits = {name: getattr(self.config, name) for name in SandboxLimits.model_fields}
         return {
-            "backend": self.name, "isolation": self.config.isolation,
-            "mode": "warm" if self.config.warm else "cold", "workers": self.config.workers,
-            "limits": limits, "python": self.config.python or sys.executable,
+            "backend": self.name,
+            "isolation": self.config.isolation,
+            "mode": "warm" if self.config.warm else "cold",
+            "workers": self.config.workers,
+            "limits": limits,
+            "python": self.config.python or sys.executable,
             "python_version": self._info.get("version"),
-            "namespaces": self._info.get("mode"), "packages_dir": self.packages_dir,
-            "memory_cap": self.memory_cap(), "disk_quota_mb": (
-                self.config.disk_mb if self.config.isolation == "namespaces" else None),
+            "namespaces": self._info.get("mode"),
+            "packages_dir": self.packages_dir,
+            "memory_cap": self.memory_cap(),
+            "disk_quota_mb": (self.config.disk_mb if self.config.isolation == "namespaces" else None),
             "visible": self.visible_paths(),
             "preload": {k: v for k, v in self.preload_report().items() if k != "seconds"},
         }
 
     # ------------------------------------------------------------ running
 
-    def run(self, files: Mapping[str, str | bytes], command: Sequence[str],
-            timeout: float = 10.0, *, stdin: str | None = None,
-            env: Mapping[str, str] | None = None, network: bool = False) -> RunResult:
+    def run(
+        self,
+        files: Mapping[str, str | bytes],
+        command: Sequence[str],
+        timeout: float = 10.0,
+        *,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+        network: bool = False,
+    ) -> RunResult:
         """Run ``command`` in a fresh directory holding ``files`` (see :class:`Sandbox`)."""
         called = time.monotonic()
         request = _build_request(files, command, timeout, stdin, env)
@@ -650,10 +713,13 @@ class LocalSandbox(Sandbox):
             reply = self._call_warm_worker(protocol.encode_message(request), deadline)
         result = _to_result(reply)
         if self.config.profile and isinstance(reply.get("phases"), dict):
-            result.extra["phases"] = {"host_called": called, "host_sent": reply["_sent"],
-                                      **reply["phases"],
-                                      "host_received": reply.get("_received", 0.0),
-                                      "host_returned": time.monotonic()}
+            result.extra["phases"] = {
+                "host_called": called,
+                "host_sent": reply["_sent"],
+                **reply["phases"],
+                "host_received": reply.get("_received", 0.0),
+                "host_returned": time.monotonic(),
+            }
         return result
 
     def install(self, requirements: Sequence[str], timeout: float = 900.0) -> RunResult:
@@ -665,13 +731,25 @@ class LocalSandbox(Sandbox):
         """
         if isinstance(requirements, str) or not requirements:
             raise ValueError("requirements must be a non-empty list of pip arguments")
-        argv = ["python", "-m", "pip", "install", "--no-cache-dir", "--no-input",
-                "--disable-pip-version-check", "--target", _INSTALL_TARGET, *requirements]
+        argv = [
+            "python",
+            "-m",
+            "pip",
+            "install",
+            "--no-cache-dir",
+            "--no-input",
+            "--disable-pip-version-check",
+            "--target",
+            _INSTALL_TARGET,
+            *requirements,
+        ]
         env = {k: v for k, v in os.environ.items() if k.startswith("PIP_") or k in _PIP_ENV}
         request = _build_request({}, argv, timeout, None, env)
         request["keep"] = True
-        request["limits"] = {"max_file_size_mb": max(self.config.max_file_size_mb, 4096),
-                             "cpu_seconds": max(self.config.cpu_seconds, timeout)}
+        request["limits"] = {
+            "max_file_size_mb": max(self.config.max_file_size_mb, 4096),
+            "cpu_seconds": max(self.config.cpu_seconds, timeout),
+        }
         self.start()
         deadline = time.monotonic() + timeout + REPLY_GRACE
         with self._fresh_worker(network=True) as worker:
@@ -706,8 +784,9 @@ class LocalSandbox(Sandbox):
             yield worker
         finally:
             if stop_later:
-                threading.Thread(target=self._discard_after_stop, args=(worker,), daemon=True,
-                                 name="gym-repost-sandbox-stop").start()
+                threading.Thread(
+                    target=self._discard_after_stop, args=(worker,), daemon=True, name="gym-repost-sandbox-stop"
+                ).start()
             else:
                 self._discard(worker, graceful=True)
 
@@ -764,8 +843,9 @@ class LocalSandbox(Sandbox):
         worker.stop(graceful=graceful)
 
     def _spawn(self, *, network: bool = False, once: bool = False) -> _Worker:
-        host_dir = os.path.join(self.work_root, f"{DIR_PREFIX}{_host_identity().replace(':', '-')}"
-                                f"-{os.urandom(4).hex()}")
+        host_dir = os.path.join(
+            self.work_root, f"{DIR_PREFIX}{_host_identity().replace(':', '-')}-{os.urandom(4).hex()}"
+        )
         os.mkdir(host_dir, 0o711)
         os.chmod(host_dir, 0o711)  # mkdir honours the umask
         namespaced = self.config.isolation == "namespaces"
@@ -773,20 +853,32 @@ class LocalSandbox(Sandbox):
         cgroup = self._make_cgroup(os.path.basename(host_dir))
         # -S: site runs in PID 1 once the sandbox's file system is in place, so that no
         # host path hook or finder (an editable install's) is inherited by warm runs.
-        argv = [self.interpreter, "-S", "-c", _BOOTSTRAP, WORKER_DIR, protocol.MARKER,
-                f"--host={_host_identity()}",
-                json.dumps(self._worker_config(host_dir, uid, network, once, cgroup))]
+        argv = [
+            self.interpreter,
+            "-S",
+            "-c",
+            _BOOTSTRAP,
+            WORKER_DIR,
+            protocol.MARKER,
+            f"--host={_host_identity()}",
+            json.dumps(self._worker_config(host_dir, uid, network, once, cgroup)),
+        ]
         try:
-            proc = _SPAWNER.popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  env=self._worker_env(host_dir), cwd="/", bufsize=0,
-                                  start_new_session=True)
+            proc = _SPAWNER.popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                env=self._worker_env(host_dir),
+                cwd="/",
+                bufsize=0,
+                start_new_session=True,
+            )
         except OSError as exc:
             shutil.rmtree(host_dir, ignore_errors=True)
             _UIDS.release(uid)
             if cgroup is not None:
                 cgroups.remove(cgroup)
-            raise SandboxUnavailableError(f"cannot start a sandbox worker with "
-                                          f"{argv[0]}: {exc}") from None
+            raise SandboxUnavailableError(f"cannot start a sandbox worker with {argv[0]}: {exc}") from None
         worker = _Worker(proc, host_dir, uid, self._generation, cgroup)
         with self._lock:
             self._workers.add(worker)
@@ -802,33 +894,45 @@ class LocalSandbox(Sandbox):
             self._cgroup_note = f"a worker's cgroup could not be created: {exc}"
             return None
 
-    def _worker_config(self, host_dir: str, uid: int | None, network: bool,
-                       once: bool, cgroup: str | None = None) -> dict[str, Any]:
+    def _worker_config(
+        self, host_dir: str, uid: int | None, network: bool, once: bool, cgroup: str | None = None
+    ) -> dict[str, Any]:
         cfg = self.config
         return {
-            "cgroup": cgroup, "site_packages": self.site_packages,
+            "cgroup": cgroup,
+            "site_packages": self.site_packages,
             "host_prefix": sys.prefix if cfg.site_packages is None else None,
             "host_packages": [*BASE_PACKAGES, "pip"],
-            "isolation": cfg.isolation, "network": network, "warm": cfg.warm and not once,
-            "once": once, "uid": uid, "host_dir": host_dir, "packages_dir": self.packages_dir,
+            "isolation": cfg.isolation,
+            "network": network,
+            "warm": cfg.warm and not once,
+            "once": once,
+            "uid": uid,
+            "host_dir": host_dir,
+            "packages_dir": self.packages_dir,
             "preload": [*HARNESS_MODULES, *self.preload_modules] if cfg.warm and not once else [],
             "programs": {path: program_file(os.path.basename(path)[:-3]) for path in _program_paths()}
-            if cfg.warm and not once else {},
+            if cfg.warm and not once
+            else {},
             "limits": {name: getattr(cfg, name) for name in SandboxLimits.model_fields},
-            "aliases": list(cfg.workdir_aliases), "profile": cfg.profile,
+            "aliases": list(cfg.workdir_aliases),
+            "profile": cfg.profile,
             "views": self._info.get("views"),  # what the site-packages show: found once
         }
 
     def _worker_env(self, host_dir: str) -> dict[str, str]:
         # The environment a run gets by default: a warm run inherits the interpreter's
         # start-up configuration (hash seed, locale) from the worker.
-        return {"PATH": f"{os.path.dirname(self.interpreter)}:{protocol.DEFAULT_PATH}",
-                "HOME": host_dir, "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
-                "PYTHONDONTWRITEBYTECODE": "1"}
+        return {
+            "PATH": f"{os.path.dirname(self.interpreter)}:{protocol.DEFAULT_PATH}",
+            "HOME": host_dir,
+            "LANG": "C.UTF-8",
+            "PYTHONHASHSEED": "0",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
 
 
-def _stop_workers(workers: set[_Worker], lock: threading.Lock, owner: int,
-                  graceful: bool) -> None:
+def _stop_workers(workers: set[_Worker], lock: threading.Lock, owner: int, graceful: bool) -> None:
     """Stop the workers of a sandbox: on close(), garbage collection or interpreter exit.
 
     Without namespaces (``graceful``) only a worker itself can find what its runs left
@@ -909,9 +1013,8 @@ def _remove_dead_cgroups() -> list[str]:
     parent = cgroups.default_parent()
     removed = []
     for name in sorted(os.listdir(parent.path)) if parent and os.path.isdir(parent.path) else []:
-        parts = name[len(DIR_PREFIX):].split("-")
-        if name.startswith(DIR_PREFIX) and len(parts) == 3 \
-                and not _identity_alive(f"{parts[0]}:{parts[1]}"):
+        parts = name[len(DIR_PREFIX) :].split("-")
+        if name.startswith(DIR_PREFIX) and len(parts) == 3 and not _identity_alive(f"{parts[0]}:{parts[1]}"):
             cgroups.remove(os.path.join(parent.path, name), wait=0.0)
             removed.append(os.path.join(parent.path, name))
     return removed
@@ -940,14 +1043,11 @@ def cleanup_leftovers(work_root: str | None = None) -> LeftoverReport:
     root = work_root or tempfile.gettempdir()
     removed = []
     for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
-        parts = name[len(DIR_PREFIX):].split("-")
-        if name.startswith(DIR_PREFIX) and len(parts) == 3 \
-                and not _identity_alive(f"{parts[0]}:{parts[1]}"):
+        parts = name[len(DIR_PREFIX) :].split("-")
+        if name.startswith(DIR_PREFIX) and len(parts) == 3 and not _identity_alive(f"{parts[0]}:{parts[1]}"):
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
             removed.append(os.path.join(root, name))
     cgroups_removed = _remove_dead_cgroups()
     if pids or removed or cgroups_removed:
-        logger.info("removed %d leftover sandbox processes and %d directories",
-                    len(pids), len(removed))
+        logger.info("removed %d leftover sandbox processes and %d directories", len(pids), len(removed))
     return LeftoverReport(killed_pids=pids, removed_dirs=removed, removed_cgroups=cgroups_removed)
-

@@ -75,9 +75,18 @@ class ProgramRun:
     problem: str | None = None
 
 
-def run_program(sandbox: Sandbox, name: str, files: Mapping[str, str], config: Mapping[str, Any], *,
-                timeout: float, token: bool = False, modules: Sequence[str] = (),
-                env: Mapping[str, str] | None = None, max_chars: int = bounded_json.MAX_CHARS) -> ProgramRun:
+def run_program(
+    sandbox: Sandbox,
+    name: str,
+    files: Mapping[str, str],
+    config: Mapping[str, Any],
+    *,
+    timeout: float,
+    token: bool = False,
+    modules: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    max_chars: int = bounded_json.MAX_CHARS,
+) -> ProgramRun:
     """Run the program ``name`` beside ``files`` with ``config``; what it reported.
 
     Args:
@@ -96,13 +105,13 @@ def run_program(sandbox: Sandbox, name: str, files: Mapping[str, str], config: M
     """
     secret = secrets.token_hex(16) if token else None
     shipped = {**files, **program_files(name, modules)}
-    result = sandbox.run(shipped, ["python3", program_file(name)], timeout=timeout,
-                         stdin=program_stdin(config, secret), env=env)
+    result = sandbox.run(
+        shipped, ["python3", program_file(name)], timeout=timeout, stdin=program_stdin(config, secret), env=env
+    )
     return read_program_output(result, secret, max_chars=max_chars)
 
 
-def read_program_output(result: RunResult, token: str | None, *,
-                        max_chars: int = bounded_json.MAX_CHARS) -> ProgramRun:
+def read_program_output(result: RunResult, token: str | None, *, max_chars: int = bounded_json.MAX_CHARS) -> ProgramRun:
     """What a program run reported: its result line and whether it completed. Never raises."""
     lines = [line for line in result.stdout.split("\n") if line]
     if token is not None:
@@ -133,11 +142,11 @@ def _is_result(line: str) -> bool:
 
 def _payload(line: str, max_chars: int) -> tuple[dict[str, Any] | None, str | None]:
     if line.startswith(protocol.RESULT_COMPRESSED):
-        text = _decompress(line[len(protocol.RESULT_COMPRESSED):], max_chars)
+        text = _decompress(line[len(protocol.RESULT_COMPRESSED) :], max_chars)
         if text is None:
             return None, "the compressed result is not base64 of zlib data within the size limit"
     else:
-        text = line[len(protocol.RESULT):]
+        text = line[len(protocol.RESULT) :]
     try:
         data = bounded_json.loads(text, max_chars=max_chars)
     except UntrustedDataError as exc:
@@ -158,5 +167,11 @@ def _decompress(blob: str, max_chars: int) -> str | None:
         return None
 
 
-_JSON_TYPES = {"list": "an array", "str": "a string", "int": "a number", "float": "a number",
-               "bool": "a boolean", "NoneType": "null"}
+_JSON_TYPES = {
+    "list": "an array",
+    "str": "a string",
+    "int": "a number",
+    "float": "a number",
+    "bool": "a boolean",
+    "NoneType": "null",
+}

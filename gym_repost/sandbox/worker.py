@@ -103,7 +103,7 @@ def write_message(fd: int, obj: object) -> None:
     """Write one framed message to a blocking fd."""
     view = memoryview(encode_message(obj))
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def _read_exact(fd: int, size: int) -> bytearray | None:
@@ -150,7 +150,7 @@ class Capture:
         if chunk and self.tail_max:
             self.tail += chunk
             if len(self.tail) > 2 * self.tail_max + _CHUNK:  # trim rarely: amortised O(1)
-                del self.tail[:-self.tail_max]
+                del self.tail[: -self.tail_max]
 
     @property
     def truncated(self) -> bool:
@@ -159,11 +159,10 @@ class Capture:
     def text(self) -> str:
         if not self.truncated:
             return (self.head + self.tail).decode("utf-8", "replace")
-        tail = self.tail[-self.tail_max:] if self.tail_max else b""
+        tail = self.tail[-self.tail_max :] if self.tail_max else b""
         dropped = self.total - len(self.head) - len(tail)
         marker = f"\n[... {dropped} bytes of output truncated ...]\n"
-        return (self.head.decode("utf-8", "replace") + marker
-                + bytes(tail).decode("utf-8", "replace"))
+        return self.head.decode("utf-8", "replace") + marker + bytes(tail).decode("utf-8", "replace")
 
 
 # ---------------------------------------------------------------- small helpers
@@ -305,8 +304,7 @@ def _use_program_code_on_import() -> None:
     compile_source = SourceLoader.source_to_code
 
     def source_to_code(self: Any, data: Any, path: Any, *, _optimize: int = -1) -> Any:
-        code = program_code(data, path) if _optimize == -1 and type(data) is bytes \
-            and type(path) is str else None
+        code = program_code(data, path) if _optimize == -1 and type(data) is bytes and type(path) is str else None
         return code if code is not None else compile_source(self, data, path, _optimize=_optimize)
 
     source_to_code.__qualname__ = compile_source.__qualname__
@@ -347,7 +345,7 @@ def write_files(run_dir: str, files: dict[str, str], bfiles: dict[str, str]) -> 
         try:
             view = memoryview(data)
             while view:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
         finally:
             os.close(fd)
 
@@ -366,12 +364,13 @@ def stamp(index: int) -> None:
     if _stamps is not None:
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         struct.pack_into("dd", _stamps, 16 * index, time.monotonic(), faults)
+
+
 _RUN_PID = -1
 _STATUS_PIPE = (0, 0)
 
 
-def spare_main(server: Server, control: int, status: int, stdio: tuple[int, int, int]
-               ) -> NoReturn:
+def spare_main(server: Server, control: int, status: int, stdio: tuple[int, int, int]) -> NoReturn:
     """Body of a pre-forked run child: confine itself, wait for its job, run it.
 
     What does not depend on the job (the fork itself, the process group, the stdio
@@ -405,7 +404,7 @@ def spare_main(server: Server, control: int, status: int, stdio: tuple[int, int,
         os.close(_CONTROL_FD)
         server.drop_privileges()
         run_job(server, RunJob(server, message["request"], message["run_dir"]))
-    except BaseException as exc:  # noqa: BLE001 - report anything, then die
+    except BaseException as exc:
         _write_stderr(f"gym-repost sandbox: cannot start the run: {type(exc).__name__}: {exc}\n")
     os._exit(126)
 
@@ -420,15 +419,22 @@ def rehearse(server: Server) -> None:
     state) is copied, a few microseconds each on a VM; doing it now, while PID 1 and the
     host are busy elsewhere, takes ~20% off a run that follows some think time.
     """
-    request = {"op": "run", "argv": ["python3", "main.py"], "files": {"main.py": _REHEARSAL},
-               "bfiles": {}, "stdin": None, "env": {"A": "b"}, "timeout": 1.0}
-    message = json.loads(encode_message({"request": request, "run_dir": "/"})[HEADER.size:])
+    request = {
+        "op": "run",
+        "argv": ["python3", "main.py"],
+        "files": {"main.py": _REHEARSAL},
+        "bfiles": {},
+        "stdin": None,
+        "env": {"A": "b"},
+        "timeout": 1.0,
+    }
+    message = json.loads(encode_message({"request": request, "run_dir": "/"})[HEADER.size :])
     job = RunJob(server, message["request"], message["run_dir"])
     dict(os.environ)
     os.path.dirname(os.path.realpath(os.path.abspath(job.target)))
     main = _new_main_module(None)
     code = compile(_REHEARSAL, "<rehearsal>", "exec", dont_inherit=True)
-    exec(code, main.__dict__)  # noqa: S102 - fixed code
+    exec(code, main.__dict__)
 
 
 def run_job(server: Server, job: RunJob) -> NoReturn:
@@ -514,7 +520,7 @@ def _execute_main(job: RunJob, extra: list[str], base: list[str]) -> int:
             runpy._run_module_as_main(job.target, alter_argv=True)  # type: ignore[attr-defined]
     except SystemExit as exc:
         return _system_exit_status(exc)
-    except BaseException as exc:  # noqa: BLE001 - the interpreter's uncaught-exception path
+    except BaseException as exc:
         return _report_uncaught(exc)
     return 0
 
@@ -531,8 +537,7 @@ def _run_script(script: str, args: list[str], extra: list[str], base: list[str])
 
 def _new_main_module(path: str | None) -> types.ModuleType:
     main = types.ModuleType("__main__")
-    main.__dict__.update(__file__=path, __cached__=None, __spec__=None, __package__=None,
-                         __builtins__=builtins)
+    main.__dict__.update(__file__=path, __cached__=None, __spec__=None, __package__=None, __builtins__=builtins)
     if path is None:
         del main.__file__
     else:
@@ -548,7 +553,7 @@ def _exec_main(code: types.CodeType, path: str | None) -> None:
     while frame.f_back is not None:
         depth, frame = depth + 1, frame.f_back
     sys.setrecursionlimit(sys.getrecursionlimit() + depth + 1)  # +1: exec() itself
-    exec(code, main.__dict__)  # noqa: S102 - this is the sandboxed program
+    exec(code, main.__dict__)
 
 
 def _system_exit_status(exc: SystemExit) -> int:
@@ -568,7 +573,7 @@ def _report_uncaught(exc: BaseException) -> int:
     exc.__traceback__ = tb  # the default hook prints the exception's own traceback
     try:
         sys.excepthook(type(exc), exc, tb)
-    except BaseException:  # noqa: BLE001
+    except BaseException:
         sys.__excepthook__(type(exc), exc, tb)
     return -signal.SIGINT if isinstance(exc, KeyboardInterrupt) else 1
 
@@ -579,7 +584,7 @@ def _finalize(status: int) -> int:
     if threading is not None:
         try:
             threading._shutdown()
-        except BaseException:  # noqa: BLE001, S110 - the interpreter ignores these too
+        except BaseException:
             pass
     import atexit
 
@@ -588,7 +593,7 @@ def _finalize(status: int) -> int:
         try:
             if stream is not None:
                 stream.flush()
-        except BaseException:  # noqa: BLE001
+        except BaseException:
             status = 120 if status == 0 else status
     isolation.flush_c_stdio()  # exit() would, os._exit() does not
     if status < 0:  # KeyboardInterrupt: die of SIGINT like the interpreter does
@@ -648,7 +653,7 @@ class Supervisor:
         assert self.stdin_fd is not None
         try:
             while self.stdin_data:
-                self.stdin_data = self.stdin_data[os.write(self.stdin_fd, self.stdin_data):]
+                self.stdin_data = self.stdin_data[os.write(self.stdin_fd, self.stdin_data) :]
         except BlockingIOError:
             return True
         except OSError:  # the child closed stdin or exited
@@ -781,9 +786,14 @@ class Spare:
 class Server:
     """PID 1 of the sandbox: reads requests, hands each to a fresh (pre-forked) child."""
 
-    def __init__(self, config: Message, fds: tuple[int, int, int], mode: str,
-                 run_cgroup: int | None = None, scratch_shown: list[str] | None = None
-                 ) -> None:
+    def __init__(
+        self,
+        config: Message,
+        fds: tuple[int, int, int],
+        mode: str,
+        run_cgroup: int | None = None,
+        scratch_shown: list[str] | None = None,
+    ) -> None:
         self.config = config
         self.run_cgroup = run_cgroup
         self.req_fd, self.resp_fd, self.janitor_fd = fds
@@ -819,8 +829,14 @@ class Server:
 
     def run_environment(self, run_dir: str, caller_env: Message) -> Message:
         """The scrubbed environment of a run, plus what the caller passed."""
-        env = {"PATH": self.path, "HOME": run_dir, "LANG": "C.UTF-8", "TMPDIR": run_dir,
-               "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+        env = {
+            "PATH": self.path,
+            "HOME": run_dir,
+            "LANG": "C.UTF-8",
+            "TMPDIR": run_dir,
+            "PYTHONHASHSEED": "0",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
         env.update(caller_env)
         if self.packages_dir and os.path.isdir(self.packages_dir):
             given = caller_env.get("PYTHONPATH")
@@ -881,8 +897,7 @@ class Server:
         Not for a kept run (a package install): the host reads its directory afterwards,
         and mounts made in the sandbox's namespace are invisible there.
         """
-        wanted = None if keep or not self.namespaced else \
-            (run_dir, int(limits.get("disk_mb") or DISK_MB))
+        wanted = None if keep or not self.namespaced else (run_dir, int(limits.get("disk_mb") or DISK_MB))
         if self.scratch == wanted:
             return
         self.drop_scratch()
@@ -908,10 +923,11 @@ class Server:
         run_dir, self.next_run_dir = self.next_run_dir, None
         try:
             run_dir = run_dir or self.make_run_dir()
-            self.provide_scratch(run_dir, {**self.limits, **(request.get("limits") or {})},
-                                 keep=bool(request.get("keep")))
+            self.provide_scratch(
+                run_dir, {**self.limits, **(request.get("limits") or {})}, keep=bool(request.get("keep"))
+            )
             reply = self.run(request, run_dir)
-        except Exception as exc:  # noqa: BLE001 - reported to the host as an infra error
+        except Exception as exc:
             return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}, run_dir
         reply["run_dir"] = os.path.basename(run_dir)
         return reply, run_dir
@@ -956,8 +972,7 @@ class Server:
     @contextlib.contextmanager
     def aliases_bound(self, run_dir: str) -> Iterator[None]:
         """The run's directory at every working-directory alias while it runs."""
-        aliases = [a for a in self.config.get("aliases") or [] if os.path.isdir(a)] \
-            if self.namespaced else []
+        aliases = [a for a in self.config.get("aliases") or [] if os.path.isdir(a)] if self.namespaced else []
         for alias in aliases:
             isolation.bind_alias(run_dir, alias)
         try:
@@ -1058,14 +1073,18 @@ class Server:
                     remove_tree(f"{directory}/{name}")
 
 
-def _reply(supervisor: Supervisor, killed_for: str | None, duration: float,
-           inprocess: bool) -> Message:
+def _reply(supervisor: Supervisor, killed_for: str | None, duration: float, inprocess: bool) -> Message:
     out, err = supervisor.captures.values()
     return {
-        "ok": True, "returncode": supervisor.returncode,
-        "stdout": out.text(), "stderr": err.text(), "timed_out": killed_for == "timeout",
-        "duration": duration, "output_truncated": out.truncated or err.truncated,
-        "killed_for": killed_for, "inprocess": inprocess,
+        "ok": True,
+        "returncode": supervisor.returncode,
+        "stdout": out.text(),
+        "stderr": err.text(),
+        "timed_out": killed_for == "timeout",
+        "duration": duration,
+        "output_truncated": out.truncated or err.truncated,
+        "killed_for": killed_for,
+        "inprocess": inprocess,
     }
 
 
@@ -1133,9 +1152,12 @@ def filesystem_plan(config: Message) -> isolation.FilesystemPlan:
     size = max(64, 4 * int(config["limits"]["max_file_size_mb"]))
     views = config.get("views")  # found by the sandbox's first worker (~0.2 s of metadata)
     return isolation.FilesystemPlan(
-        host_dir=config["host_dir"], read_only=[os.path.realpath(p) for p in shown],
+        host_dir=config["host_dir"],
+        read_only=[os.path.realpath(p) for p in shown],
         views=views_in_child(visible_distributions(config)) if views is None else views,
-        tmpfs_size_mb=size, aliases=config.get("aliases") or [])
+        tmpfs_size_mb=size,
+        aliases=config.get("aliases") or [],
+    )
 
 
 def views_in_child(allowed: list[str] | None) -> dict[str, list[str]]:
@@ -1169,8 +1191,11 @@ def visible_distributions(config: Message) -> list[str] | None:
     is no dedicated environment and shows only the host's evaluation packages."""
     allowed = config.get("site_packages")
     host_prefix = config.get("host_prefix")
-    if allowed is None and host_prefix and \
-            os.path.realpath(venv_prefix() or sys.prefix) == os.path.realpath(host_prefix):
+    if (
+        allowed is None
+        and host_prefix
+        and os.path.realpath(venv_prefix() or sys.prefix) == os.path.realpath(host_prefix)
+    ):
         return list(config.get("host_packages") or [])
     return allowed
 
@@ -1188,8 +1213,7 @@ def site_views(allowed: list[str] | None) -> dict[str, list[str]]:
     venv = venv_prefix()
     own = [os.path.realpath(p) for p in site.getsitepackages([venv] if venv else None)]
     if allowed is None and venv and _includes_system_site(venv):
-        own += [os.path.realpath(p) for p in
-                site.getsitepackages([sys.base_prefix, sys.base_exec_prefix])]
+        own += [os.path.realpath(p) for p in site.getsitepackages([sys.base_prefix, sys.base_exec_prefix])]
     others = site.getsitepackages([sys.base_prefix, sys.base_exec_prefix])
     for base in ("/usr/lib", "/usr/local/lib"):
         for name in _listdir(base):
@@ -1226,8 +1250,7 @@ def _includes_system_site(venv: str) -> bool:
             lines = [line.partition("=") for line in handle]
     except OSError:
         return False
-    return any(k.strip() == "include-system-site-packages" and v.strip().lower() == "true"
-               for k, _, v in lines)
+    return any(k.strip() == "include-system-site-packages" and v.strip().lower() == "true" for k, _, v in lines)
 
 
 def distribution_entries(directory: str, names: list[str]) -> list[str]:
@@ -1235,8 +1258,7 @@ def distribution_entries(directory: str, names: list[str]) -> list[str]:
     what they require (extras aside), found in their installed metadata."""
     from importlib import metadata
 
-    found = {_normalise(d.metadata["Name"] or ""): d
-             for d in metadata.distributions(path=[directory])}
+    found = {_normalise(d.metadata["Name"] or ""): d for d in metadata.distributions(path=[directory])}
     entries: set[str] = set()
     todo, seen = [_normalise(n) for n in names], set()
     while todo:
@@ -1287,8 +1309,14 @@ def _take_protocol_fds() -> tuple[int, int]:
 
 # ---------------------------------------------------------------- preloading
 
-PRELOAD_THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-                      "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "BLIS_NUM_THREADS")
+PRELOAD_THREAD_ENV = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "NUMEXPR_NUM_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "BLIS_NUM_THREADS",
+)
 """Set to 1 while preloading (unless set already): BLAS and OpenMP libraries then start
 no thread pool that forked run children would inherit without its threads."""
 FORK_SAFE_THREADS = frozenset({"jemalloc_bg_thd"})
@@ -1337,8 +1365,7 @@ def _import_watched(name: str, capture: int) -> str | None:
     if os.lseek(capture, 0, os.SEEK_END) > offset:
         printed = os.pread(capture, 160, offset).decode("utf-8", "replace").strip()
         return f"printed at import (a run would print it): {printed!r}"
-    started = sorted(name for tid, name in _threads().items()
-                     if tid not in threads and name not in FORK_SAFE_THREADS)
+    started = sorted(name for tid, name in _threads().items() if tid not in threads and name not in FORK_SAFE_THREADS)
     if started:
         return f"started threads {started} (a forked run would have none of them)"
     removed = sorted(k for k in environ if k not in os.environ)
@@ -1395,8 +1422,7 @@ def preload(names: list[str], directory: str) -> Message:
     if not names:
         return report
     environ, cwd = dict(os.environ), os.getcwd()
-    preload_env = {"HOME": directory, "TMPDIR": directory,
-                   **{k: "1" for k in PRELOAD_THREAD_ENV if k not in environ}}
+    preload_env = {"HOME": directory, "TMPDIR": directory, **{k: "1" for k in PRELOAD_THREAD_ENV if k not in environ}}
     os.makedirs(directory, 0o755, exist_ok=True)
     capture = os.memfd_create("gym-repost-preload")
     try:
@@ -1407,7 +1433,7 @@ def preload(names: list[str], directory: str) -> Message:
             started = time.monotonic()
             try:
                 unfit = _import_watched(name, capture)
-            except BaseException as exc:  # noqa: BLE001 - a broken module must not stop the worker
+            except BaseException as exc:
                 report["failed"][name] = f"{type(exc).__name__}: {exc}"[:300]
                 continue
             report["seconds"][name] = round(time.monotonic() - started, 3)
@@ -1415,8 +1441,9 @@ def preload(names: list[str], directory: str) -> Message:
                 report["unfit"][name] = unfit
                 continue
             report["loaded"].append(name)
-            report["environment"].update({k: v for k, v in os.environ.items() if k not in preload_env
-                                          and environ.get(k) != v})
+            report["environment"].update(
+                {k: v for k, v in os.environ.items() if k not in preload_env and environ.get(k) != v}
+            )
     finally:
         os.close(capture)
         os.environ.clear()
@@ -1428,8 +1455,7 @@ def preload(names: list[str], directory: str) -> Message:
     return report
 
 
-def server_main(config: Message, fds: tuple[int, int, int], mode: str,
-                run_cgroup: int | None) -> NoReturn:
+def server_main(config: Message, fds: tuple[int, int, int], mode: str, run_cgroup: int | None) -> NoReturn:
     """PID 1: build the namespace's file system, preload, announce readiness, serve."""
     code = 1
     try:
@@ -1458,14 +1484,23 @@ def server_main(config: Message, fds: tuple[int, int, int], mode: str,
         sys.path_importer_cache.clear()  # the worker's own directory, out of sight now (after preloading)
         gc.freeze()  # children's collections then skip (and do not copy) the server's objects
         server.get_ready()
-        write_message(server.resp_fd, {
-            "ready": True, "pid1": pid1, "python": sys.executable, "mode": mode,
-            "version": sys.version.split()[0], "warnings": warnings,
-            "preload": preloaded,
-            "memory_cgroup": run_cgroup is not None, "views": config.get("views"),
-            "site_packages": visible_distributions(config) if mode != "none" else None})
+        write_message(
+            server.resp_fd,
+            {
+                "ready": True,
+                "pid1": pid1,
+                "python": sys.executable,
+                "mode": mode,
+                "version": sys.version.split()[0],
+                "warnings": warnings,
+                "preload": preloaded,
+                "memory_cgroup": run_cgroup is not None,
+                "views": config.get("views"),
+                "site_packages": visible_distributions(config) if mode != "none" else None,
+            },
+        )
         code = server.serve()
-    except BaseException:  # noqa: BLE001 - last resort: say why on the worker's stderr
+    except BaseException:
         import traceback
 
         traceback.print_exc()

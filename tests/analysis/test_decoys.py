@@ -85,7 +85,7 @@ def _limited(function: Any, args: tuple[Any, ...]) -> Any:
 
 def _behaviour(source: str) -> dict[str, list[Any]]:
     scope: dict[str, Any] = {}
-    exec(compile(source, "focal.py", "exec"), scope)  # noqa: S102 - our own fixtures
+    exec(compile(source, "focal.py", "exec"), scope)
     out: dict[str, list[Any]] = {}
     for name, calls in CALLS.items():
         if name in scope:
@@ -93,7 +93,7 @@ def _behaviour(source: str) -> dict[str, list[Any]]:
             for args in calls:
                 try:
                     results.append(("ok", _limited(scope[name], args)))
-                except Exception as exc:  # noqa: BLE001 - the exception is the behaviour
+                except Exception as exc:
                     results.append(("raised", type(exc).__name__))
             out[name] = results
     return out
@@ -143,11 +143,14 @@ def test_variants_travel_as_one_span_each() -> None:
         assert FOCAL[:start] + replacement + FOCAL[end:] == text
 
 
-@pytest.mark.parametrize(("original", "variant", "span"), [
-    ("abc", "abc", (3, 3, "")),
-    ("x < y", "x <= y", (3, 3, "=")),
-    ("a = 1\n", "b = 1\n", (0, 1, "b")),
-    ("aaa", "aa", (2, 3, "")),
-])
+@pytest.mark.parametrize(
+    ("original", "variant", "span"),
+    [
+        ("abc", "abc", (3, 3, "")),
+        ("x < y", "x <= y", (3, 3, "=")),
+        ("a = 1\n", "b = 1\n", (0, 1, "b")),
+        ("aaa", "aa", (2, 3, "")),
+    ],
+)
 def test_minimal_span(original: str, variant: str, span: tuple[int, int, str]) -> None:
     assert minimal_span(original, variant) == span

@@ -38,8 +38,7 @@ def assert_well_formed(source: str, mutants: list[Mutant]) -> None:
         assert source[mutant.offset : mutant.offset + len(mutant.original)] == mutant.original
         assert lines[mutant.line - 1][mutant.col :].startswith(mutant.original.splitlines()[0])
         assert mutant.source == (
-            source[: mutant.offset] + mutant.replacement
-            + source[mutant.offset + len(mutant.original) :]
+            source[: mutant.offset] + mutant.replacement + source[mutant.offset + len(mutant.original) :]
         )
 
 
@@ -431,7 +430,7 @@ class Account:
         return self.balance
 '''
 
-RECURSIVE = '''\
+RECURSIVE = """\
 def merge_sort(items: list[int]) -> list[int]:
     if len(items) <= 1:
         return list(items)
@@ -446,9 +445,9 @@ def merge_sort(items: list[int]) -> list[int]:
             merged.append(right[j])
             j += 1
     return merged + left[i:] + right[j:]
-'''
+"""
 
-ASYNC = '''\
+ASYNC = """\
 async def fetch_all(client, urls, *, retries=3, limit=None):
     results = {}
     async with client.session() as session:
@@ -466,12 +465,10 @@ async def fetch_all(client, urls, *, retries=3, limit=None):
                     results[url] = await response.json()
                 break
     return {k: v for k, v in results.items() if v is not None}
-'''
+"""
 
 
-@pytest.mark.parametrize(
-    "source", [PARSER, METHOD, RECURSIVE, ASYNC], ids=["parser", "method", "recursive", "async"]
-)
+@pytest.mark.parametrize("source", [PARSER, METHOD, RECURSIVE, ASYNC], ids=["parser", "method", "recursive", "async"])
 def test_every_mutant_of_realistic_code_parses_and_differs(source: str) -> None:
     mutants = generate_mutants(source)
     assert len(mutants) > 15
@@ -515,12 +512,7 @@ def test_diff() -> None:
     source = "def f(a, b):\n    return a + b\n"
     mutant = generate_mutants(source, operators=["arith"])[0]
     assert mutant.diff("pkg/mod.py") == (
-        "--- a/pkg/mod.py\n"
-        "+++ b/pkg/mod.py\n"
-        "@@ -1,2 +1,2 @@\n"
-        " def f(a, b):\n"
-        "-    return a + b\n"
-        "+    return a - b\n"
+        "--- a/pkg/mod.py\n+++ b/pkg/mod.py\n@@ -1,2 +1,2 @@\n def f(a, b):\n-    return a + b\n+    return a - b\n"
     )
 
 

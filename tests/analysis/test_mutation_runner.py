@@ -79,7 +79,7 @@ def test_the_mutant_is_the_file_on_disk_and_reading_it_scores_zero(sandbox: Sand
     # Each mutant runs in a fresh process that imports the focal file from disk, where
     # the mutant is written: a test that compares the file with its original text
     # "kills" every mutant, and fails on the decoys (equivalent rewrites) too.
-    tests = textwrap.dedent(f'''\
+    tests = textwrap.dedent(f"""\
         from tinypkg.core import clamp
 
         ORIGINAL = {FOCAL!r}
@@ -91,7 +91,7 @@ def test_the_mutant_is_the_file_on_disk_and_reading_it_scores_zero(sandbox: Sand
             clamp(20)
             with open("tinypkg/core.py") as fh:
                 assert fh.read() == ORIGINAL
-        ''')
+        """)
     run = run_test_file(sandbox, make_testfile_task(), tests)
     clamp_mutants = [m for m in run.mutants if 11 <= m.mutant.line <= 16]
     assert clamp_mutants and {m.status for m in clamp_mutants} == {"killed"}
@@ -114,8 +114,7 @@ def test_seeded_cap_on_mutants(sandbox: Sandbox) -> None:
 def test_timeouts_are_relative_to_the_baseline(sandbox: Sandbox) -> None:
     focal = "import time\n\n\ndef wait(n):\n    for _ in range(n):\n        time.sleep(0.01)\n    return n\n"
     tests = "from tinypkg.core import wait\n\n\ndef test_wait():\n    assert wait(20) == 20\n"
-    task = make_testfile_task(tests, files={**FILES, "tinypkg/core.py": focal}, timeout_factor=3.0,
-                              timeout_floor=0.05)
+    task = make_testfile_task(tests, files={**FILES, "tinypkg/core.py": focal}, timeout_factor=3.0, timeout_floor=0.05)
     run = run_test_file(sandbox, task, tests)
     # The baseline test takes 0.2 s: a mutant that keeps its pace is judged on its result;
     # 1.01 s per sleep (20 s) overruns its deadline (3 x 0.2 s plus a floor of three
@@ -126,8 +125,10 @@ def test_timeouts_are_relative_to_the_baseline(sandbox: Sandbox) -> None:
 
 def test_objects_built_at_test_import_time_see_the_mutant(sandbox: Sandbox) -> None:
     focal = "def make_adder(k):\n    def add(x):\n        return x + k\n    return add\n"
-    tests = "from tinypkg.core import make_adder\n\nADD_TWO = make_adder(2)\n\n\ndef test_add():\n" \
-            "    assert ADD_TWO(1) == 3\n"
+    tests = (
+        "from tinypkg.core import make_adder\n\nADD_TWO = make_adder(2)\n\n\ndef test_add():\n"
+        "    assert ADD_TWO(1) == 3\n"
+    )
     task = make_testfile_task(tests, files={**FILES, "tinypkg/core.py": focal})
     run = run_test_file(sandbox, task, tests)
     assert {m.mutant.operator: m.status for m in run.mutants} == {"arith": "killed", "return_value": "killed"}
@@ -136,8 +137,10 @@ def test_objects_built_at_test_import_time_see_the_mutant(sandbox: Sandbox) -> N
 def test_a_change_to_an_object_built_at_import_time_is_seen(sandbox: Sandbox) -> None:
     # Every mutant is imported fresh from disk: an instance the module builds at import
     # holds the mutant's value (the in-memory runner could not replace it: "unapplied").
-    focal = ("class Box:\n    def __init__(self, size):\n        self.size = size\n\n\nDEFAULT = Box(3)\n\n\n"
-             "def size():\n    return DEFAULT.size\n")
+    focal = (
+        "class Box:\n    def __init__(self, size):\n        self.size = size\n\n\nDEFAULT = Box(3)\n\n\n"
+        "def size():\n    return DEFAULT.size\n"
+    )
     tests = "from tinypkg.core import size\n\n\ndef test_size():\n    assert size() == 3\n"
     task = make_testfile_task(tests, files={**FILES, "tinypkg/core.py": focal})
     run = run_test_file(sandbox, task, tests)
@@ -157,22 +160,42 @@ SENTINEL_NAME = "gym_repost_sentinel.txt"
 
 BAD_FILES = {
     "does not parse": ("def test_x(:\n    pass\n", "invalid", "does not parse"),
-    "imports what does not exist": ("import does_not_exist\n\n\ndef test_x():\n    assert True\n",
-                                    "error", "No module named 'does_not_exist'"),
-    "a test hangs": ("from tinypkg.core import clamp\n\n\ndef test_x():\n    assert clamp(1) == 1\n\n\n"
-                     "def test_hang():\n    while True:\n        pass\n", "timeout", "test_hang"),
+    "imports what does not exist": (
+        "import does_not_exist\n\n\ndef test_x():\n    assert True\n",
+        "error",
+        "No module named 'does_not_exist'",
+    ),
+    "a test hangs": (
+        "from tinypkg.core import clamp\n\n\ndef test_x():\n    assert clamp(1) == 1\n\n\n"
+        "def test_hang():\n    while True:\n        pass\n",
+        "timeout",
+        "test_hang",
+    ),
     "hangs at import": ("import time\n\nwhile True:\n    time.sleep(0.1)\n", "timeout", "did not finish"),
-    "swallows the alarm": ("def test_x():\n    while True:\n        try:\n            while True:\n"
-                           "                pass\n        except BaseException:\n            pass\n",
-                           "timeout", "test_x"),
+    "swallows the alarm": (
+        "def test_x():\n    while True:\n        try:\n            while True:\n"
+        "                pass\n        except BaseException:\n            pass\n",
+        "timeout",
+        "test_x",
+    ),
     "exits early": ("import os\n\n\ndef test_exit():\n    os._exit(0)\n", "error", "test_exit"),
-    "kills the runner": ("import os, signal\n\n\ndef test_kill():\n    os.kill(os.getppid(), signal.SIGKILL)\n",
-                         "error", "without a report"),
-    "fakes a report": ("import os\n\n\ndef test_fake():\n"
-                       "    print('\\n@@gym-repost@@result {}\\n@@gym-repost@@end abc')\n"
-                       "    os._exit(0)\n", "error", "ended early"),
-    "tries the network": ("import socket\n\n\ndef test_net():\n"
-                          "    socket.create_connection(('pypi.org', 443), timeout=2)\n", "error", "test_net"),
+    "kills the runner": (
+        "import os, signal\n\n\ndef test_kill():\n    os.kill(os.getppid(), signal.SIGKILL)\n",
+        "error",
+        "without a report",
+    ),
+    "fakes a report": (
+        "import os\n\n\ndef test_fake():\n"
+        "    print('\\n@@gym-repost@@result {}\\n@@gym-repost@@end abc')\n"
+        "    os._exit(0)\n",
+        "error",
+        "ended early",
+    ),
+    "tries the network": (
+        "import socket\n\n\ndef test_net():\n    socket.create_connection(('pypi.org', 443), timeout=2)\n",
+        "error",
+        "test_net",
+    ),
     "has no test": ("import tinypkg.core\n", "error", "no test ran"),
     # the session's event pipe is in the test's process: an "infrastructure" event from it
     # would make the episode unscored; only the monitor's own check may say so
@@ -181,7 +204,10 @@ BAD_FILES = {
         "    for obj in gc.get_objects():\n"
         "        if type(obj).__name__ == '_Emitter':\n"
         "            obj({'event': 'error', 'infrastructure': True, 'message': 'fake outage'})\n"
-        "    os._exit(0)\n", "error", "fake outage"),
+        "    os._exit(0)\n",
+        "error",
+        "fake outage",
+    ),
 }
 
 
@@ -198,7 +224,7 @@ def test_bad_test_files_score_zero_execution_with_a_clear_report(sandbox: Sandbo
 def test_deleting_files_leaves_the_host_untouched(sandbox: Sandbox, tmp_path: Path) -> None:
     sentinel = tmp_path / SENTINEL_NAME
     sentinel.write_text("keep me\n")
-    source = textwrap.dedent(f'''\
+    source = textwrap.dedent(f"""\
         import os
 
 
@@ -208,7 +234,7 @@ def test_deleting_files_leaves_the_host_untouched(sandbox: Sandbox, tmp_path: Pa
 
         def test_delete_home():
             os.remove(os.path.expanduser("~/.bashrc"))
-        ''')
+        """)
     report = score_test_file(sandbox, make_testfile_task(timeout=4.0), source)
     assert report.status == "error" and report.metrics.execution_rate == 0.0
     assert "test_delete_host_file" in report.to_text()
@@ -216,13 +242,13 @@ def test_deleting_files_leaves_the_host_untouched(sandbox: Sandbox, tmp_path: Pa
 
 
 def test_deleting_the_repository_inside_the_sandbox_does_not_break_scoring(sandbox: Sandbox) -> None:
-    source = GROUND_TRUTH + textwrap.dedent('''\
+    source = GROUND_TRUTH + textwrap.dedent("""\
 
 
         def test_zz_delete_everything():
             import shutil
             shutil.rmtree("tinypkg")
-        ''')
+        """)
     run = run_test_file(sandbox, make_testfile_task(), source)
     assert run.status == "completed" and run.coverage_error is None and run.missing_lines == []
     assert run.mutation is not None and run.mutation.score is not None and run.mutation.score > 0.8
@@ -241,20 +267,29 @@ def _reported(report: str) -> ProgramRun:
     return read_program_output(RunResult(returncode=0, stdout=f"\n{RESULT}{report}\n{END}tok\n", stderr=""), "tok")
 
 
-@pytest.mark.parametrize(("report", "expected"), [
-    ('{"status": "completed", "tests": "abc"}', "malformed"),
-    ('{"status": "completed", "tests": [{"nodeid": 1, "outcome": "passed"}]}', "malformed"),
-    ('{"status": "completed", "tests": [{"nodeid": "t", "outcome": "won"}]}', "malformed"),
-    ('{"status": "completed", "tests": [7]}', "malformed"),
-    ('{"status": "completed", "collection_errors": [{"nodeid": "t"}]}', "malformed"),
-    ('{"status": "completed", "coverage": {"executed_lines": [1, "x"], "missing_lines": [], '
-     '"executed_branches": [], "missing_branches": []}}', "malformed"),
-    ('{"status": "completed", "coverage": {"executed_lines": [], "missing_lines": [], '
-     '"executed_branches": [[1]], "missing_branches": []}}', "malformed"),
-    ('{"status": "completed", "coverage": [1]}', "malformed"),
-    ('{"status": "completed", "coverage": {"executed_lines": []}}', "malformed"),
-    ("[" * 100_000 + "]" * 100_000, "without a report"),
-])
+@pytest.mark.parametrize(
+    ("report", "expected"),
+    [
+        ('{"status": "completed", "tests": "abc"}', "malformed"),
+        ('{"status": "completed", "tests": [{"nodeid": 1, "outcome": "passed"}]}', "malformed"),
+        ('{"status": "completed", "tests": [{"nodeid": "t", "outcome": "won"}]}', "malformed"),
+        ('{"status": "completed", "tests": [7]}', "malformed"),
+        ('{"status": "completed", "collection_errors": [{"nodeid": "t"}]}', "malformed"),
+        (
+            '{"status": "completed", "coverage": {"executed_lines": [1, "x"], "missing_lines": [], '
+            '"executed_branches": [], "missing_branches": []}}',
+            "malformed",
+        ),
+        (
+            '{"status": "completed", "coverage": {"executed_lines": [], "missing_lines": [], '
+            '"executed_branches": [[1]], "missing_branches": []}}',
+            "malformed",
+        ),
+        ('{"status": "completed", "coverage": [1]}', "malformed"),
+        ('{"status": "completed", "coverage": {"executed_lines": []}}', "malformed"),
+        ("[" * 100_000 + "]" * 100_000, "without a report"),
+    ],
+)
 def test_a_forged_or_garbled_report_is_a_crashed_run(report: str, expected: str) -> None:
     task = make_testfile_task()
     mutants, population = select_mutants(FOCAL, 5, 0)
@@ -267,8 +302,10 @@ def test_a_forged_or_garbled_report_is_a_crashed_run(report: str, expected: str)
 
 def test_unknown_statuses_in_a_report_are_not_scored() -> None:
     mutants, population = select_mutants(FOCAL, 3, 0)
-    report = ('{"status": "sideways", "tests": [{"nodeid": "t", "outcome": "passed"}], '
-              '"mutants": [{"id": 0, "status": "vanquished"}, {"id": 1, "status": "killed", "killed_by": 5}]}')
+    report = (
+        '{"status": "sideways", "tests": [{"nodeid": "t", "outcome": "passed"}], '
+        '"mutants": [{"id": 0, "status": "vanquished"}, {"id": 1, "status": "killed", "killed_by": 5}]}'
+    )
     run = parse_report(_reported(report), mutants, population)
     assert run.status == "crashed" and [t.outcome for t in run.tests] == ["passed"]
     assert [m.status for m in run.mutants] == ["not run", "killed", "not run"] and run.mutants[1].killed_by == "5"

@@ -9,7 +9,7 @@ import pytest
 
 from gym_repost.analysis.test_source import count_assertions, count_tests, disarm_tests, remove_assertions
 
-SOURCE = textwrap.dedent('''\
+SOURCE = textwrap.dedent("""\
     import unittest
 
     import pytest
@@ -34,7 +34,7 @@ SOURCE = textwrap.dedent('''\
     def test_raises():
         with pytest.raises(ValueError):
             f(-1)
-    ''')
+    """)
 
 
 def test_counts() -> None:
@@ -64,8 +64,7 @@ def test_disarmed_tests_cannot_fail() -> None:
     disarmed = disarm_tests(SOURCE)
     assert count_assertions(disarmed) == 0 and count_tests(disarmed) == 3
     namespace: dict[str, object] = {}
-    exec(compile(disarmed.replace("from pkg import f", "def f(x):\n    raise KeyError(x)"), "t.py", "exec"),
-         namespace)
+    exec(compile(disarmed.replace("from pkg import f", "def f(x):\n    raise KeyError(x)"), "t.py", "exec"), namespace)
     for name in ("test_plain", "test_raises"):
         namespace[name]()  # type: ignore[operator]  # f raises, nothing escapes
     tree = ast.parse(disarmed)

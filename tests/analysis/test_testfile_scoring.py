@@ -40,17 +40,25 @@ def _mutants(*statuses: str) -> list[MutantOutcome]:
 
 
 def _run(**kwargs: object) -> TestFileRun:
-    base: dict[str, object] = {"status": "completed", "tests": _tests(passed=3, failed=1, error=0),
-                               "executed_lines": [1, 2, 3], "missing_lines": [4],
-                               "executed_branches": [(2, 3)], "missing_branches": [(2, 4)],
-                               "mutants": [], "population": 0}
+    base: dict[str, object] = {
+        "status": "completed",
+        "tests": _tests(passed=3, failed=1, error=0),
+        "executed_lines": [1, 2, 3],
+        "missing_lines": [4],
+        "executed_branches": [(2, 3)],
+        "missing_branches": [(2, 4)],
+        "mutants": [],
+        "population": 0,
+    }
     return TestFileRun(**{**base, **kwargs})  # type: ignore[arg-type]
 
 
 def test_metrics_of_a_run_by_hand() -> None:
-    run = _run(tests=_tests(passed=6, failed=1, error=1, skipped=2),
-               mutants=_mutants("killed", "killed", "timeout", "survived", "uncovered", "unapplied"),
-               population=len(MUTANTS))
+    run = _run(
+        tests=_tests(passed=6, failed=1, error=1, skipped=2),
+        mutants=_mutants("killed", "killed", "timeout", "survived", "uncovered", "unapplied"),
+        population=len(MUTANTS),
+    )
     m = metrics_from_run(run)
     # 8 tests ran (2 skipped): 7 without an error, 6 passed.
     assert (m.tests, m.passed, m.failed, m.errors, m.skipped) == (10, 6, 1, 1, 2)
@@ -63,14 +71,18 @@ def test_metrics_of_a_run_by_hand() -> None:
     assert m.mutation_ci_low <= 0.6 <= m.mutation_ci_high
 
 
-@pytest.mark.parametrize("run", [
-    _run(status="timeout"),
-    _run(status="crashed"),
-    _run(tests=[]),
-    _run(tests=_tests(skipped=2)),
-    _run(collection_errors=[CollectionError("t.py", "ImportError: x", "")]),
-    _run(tests=_tests(passed=3, timeout=1)),
-], ids=["timeout", "crashed", "no tests", "all skipped", "collection error", "a test hung"])
+@pytest.mark.parametrize(
+    "run",
+    [
+        _run(status="timeout"),
+        _run(status="crashed"),
+        _run(tests=[]),
+        _run(tests=_tests(skipped=2)),
+        _run(collection_errors=[CollectionError("t.py", "ImportError: x", "")]),
+        _run(tests=_tests(passed=3, timeout=1)),
+    ],
+    ids=["timeout", "crashed", "no tests", "all skipped", "collection error", "a test hung"],
+)
 def test_a_file_that_does_not_run_scores_zero(run: TestFileRun) -> None:
     assert not file_runs(run)
     m = metrics_from_run(run)
@@ -83,31 +95,39 @@ def test_no_branches_means_no_branch_coverage() -> None:
     assert m.branch_coverage is None and m.branches == 0
 
 
-REFERENCE = TestFileMetrics(execution_rate=1.0, pass_rate=1.0, line_coverage=0.8, branch_coverage=0.5,
-                            mutation_score=0.6)
+REFERENCE = TestFileMetrics(
+    execution_rate=1.0, pass_rate=1.0, line_coverage=0.8, branch_coverage=0.5, mutation_score=0.6
+)
 
 
 def test_relative_metrics() -> None:
-    mine = TestFileMetrics(execution_rate=1.0, pass_rate=0.5, line_coverage=0.4, branch_coverage=None,
-                           mutation_score=0.9)
+    mine = TestFileMetrics(
+        execution_rate=1.0, pass_rate=0.5, line_coverage=0.4, branch_coverage=None, mutation_score=0.9
+    )
     assert relative_metrics(mine, REFERENCE) == {
-        "execution_rate": 1.0, "pass_rate": 0.5, "line_coverage": 0.5, "branch_coverage": None,
-        "mutation_score": pytest.approx(1.5)}
+        "execution_rate": 1.0,
+        "pass_rate": 0.5,
+        "line_coverage": 0.5,
+        "branch_coverage": None,
+        "mutation_score": pytest.approx(1.5),
+    }
     zero_reference = TestFileMetrics(execution_rate=1.0, pass_rate=1.0, line_coverage=0.5, mutation_score=0.0)
     assert relative_metrics(mine, zero_reference)["mutation_score"] is None
 
 
 def test_default_blend_by_hand() -> None:
-    mine = TestFileMetrics(execution_rate=1.0, pass_rate=0.8, line_coverage=0.4, branch_coverage=0.5,
-                           mutation_score=0.3)
+    mine = TestFileMetrics(
+        execution_rate=1.0, pass_rate=0.8, line_coverage=0.4, branch_coverage=0.5, mutation_score=0.3
+    )
     # relative: line 0.5, branch 1.0, mutation 0.5; gates 1.0 * 0.8;
     # (0.25 * 0.5 + 0.25 * 1.0 + 0.5 * 0.5) / 1.0 = 0.625; reward 0.8 * 0.625 = 0.5.
     assert blend(mine, REFERENCE) == pytest.approx(0.5)
 
 
 def test_blend_caps_relative_scores_and_skips_missing_metrics() -> None:
-    mine = TestFileMetrics(execution_rate=1.0, pass_rate=1.0, line_coverage=1.0, branch_coverage=None,
-                           mutation_score=0.3)
+    mine = TestFileMetrics(
+        execution_rate=1.0, pass_rate=1.0, line_coverage=1.0, branch_coverage=None, mutation_score=0.3
+    )
     # line 1.0 / 0.8 = 1.25 capped to 1; branch left out; mutation 0.5:
     # (0.25 * 1 + 0.5 * 0.5) / 0.75 = 0.66667.
     assert blend(mine, REFERENCE) == pytest.approx(2 / 3)
@@ -115,10 +135,14 @@ def test_blend_caps_relative_scores_and_skips_missing_metrics() -> None:
 
 
 def test_linear_absolute_blend_by_hand() -> None:
-    config = RewardConfig(gates=(), relative=False, weights={
-        "execution_rate": 1, "pass_rate": 1, "line_coverage": 1, "branch_coverage": 1, "mutation_score": 1})
-    mine = TestFileMetrics(execution_rate=1.0, pass_rate=0.5, line_coverage=0.5, branch_coverage=0.0,
-                           mutation_score=0.5)
+    config = RewardConfig(
+        gates=(),
+        relative=False,
+        weights={"execution_rate": 1, "pass_rate": 1, "line_coverage": 1, "branch_coverage": 1, "mutation_score": 1},
+    )
+    mine = TestFileMetrics(
+        execution_rate=1.0, pass_rate=0.5, line_coverage=0.5, branch_coverage=0.0, mutation_score=0.5
+    )
     assert blend(mine, REFERENCE, config) == pytest.approx(2.5 / 5)
 
 
@@ -129,26 +153,70 @@ def test_the_reference_itself_scores_one_and_passes() -> None:
     assert not passes(REFERENCE.model_copy(update={"pass_rate": 0.9}), 1.0)
 
 
-@pytest.mark.parametrize("bad", [{"weights": {"speed": 1.0}}, {"weights": {"line_coverage": 0.0}},
-                                 {"weights": {"line_coverage": -1.0}}, {"gates": ["nonsense"]},
-                                 {"cap": 0}, {"pass_threshold": 1.5}, {"relative": True, "extra": 1}])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"weights": {"speed": 1.0}},
+        {"weights": {"line_coverage": 0.0}},
+        {"weights": {"line_coverage": -1.0}},
+        {"gates": ["nonsense"]},
+        {"cap": 0},
+        {"pass_threshold": 1.5},
+        {"relative": True, "extra": 1},
+    ],
+)
 def test_reward_config_rejects_bad_settings(bad: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
         RewardConfig(**bad)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("mine", "expected"), [
-    ({"execution_rate": 0.5, "pass_rate": 0.5, "line_coverage": 0.1, "mutation_score": 0.0}, "execution"),
-    ({"execution_rate": 1.0, "pass_rate": 0.5, "line_coverage": 0.1, "mutation_score": 0.0}, "failures"),
-    ({"execution_rate": 1.0, "pass_rate": 1.0, "line_coverage": 0.7, "branch_coverage": 0.5,
-      "mutation_score": 0.0}, "coverage"),
-    ({"execution_rate": 1.0, "pass_rate": 1.0, "line_coverage": 0.8, "branch_coverage": 0.2,
-      "mutation_score": 0.9}, "coverage"),
-    ({"execution_rate": 1.0, "pass_rate": 1.0, "line_coverage": 0.8, "branch_coverage": 0.5,
-      "mutation_score": 0.5}, "mutation"),
-    ({"execution_rate": 1.0, "pass_rate": 1.0, "line_coverage": 0.9, "branch_coverage": 0.6,
-      "mutation_score": 0.6}, None),
-])
+@pytest.mark.parametrize(
+    ("mine", "expected"),
+    [
+        ({"execution_rate": 0.5, "pass_rate": 0.5, "line_coverage": 0.1, "mutation_score": 0.0}, "execution"),
+        ({"execution_rate": 1.0, "pass_rate": 0.5, "line_coverage": 0.1, "mutation_score": 0.0}, "failures"),
+        (
+            {
+                "execution_rate": 1.0,
+                "pass_rate": 1.0,
+                "line_coverage": 0.7,
+                "branch_coverage": 0.5,
+                "mutation_score": 0.0,
+            },
+            "coverage",
+        ),
+        (
+            {
+                "execution_rate": 1.0,
+                "pass_rate": 1.0,
+                "line_coverage": 0.8,
+                "branch_coverage": 0.2,
+                "mutation_score": 0.9,
+            },
+            "coverage",
+        ),
+        (
+            {
+                "execution_rate": 1.0,
+                "pass_rate": 1.0,
+                "line_coverage": 0.8,
+                "branch_coverage": 0.5,
+                "mutation_score": 0.5,
+            },
+            "mutation",
+        ),
+        (
+            {
+                "execution_rate": 1.0,
+                "pass_rate": 1.0,
+                "line_coverage": 0.9,
+                "branch_coverage": 0.6,
+                "mutation_score": 0.6,
+            },
+            None,
+        ),
+    ],
+)
 def test_weakest_metric_follows_repo_smiths_order(mine: dict[str, float], expected: str | None) -> None:
     assert weakest_metric(TestFileMetrics(**mine), REFERENCE) == expected
 

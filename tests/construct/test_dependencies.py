@@ -133,8 +133,13 @@ GEO = {
 
 
 def repository(files: dict[str, str]) -> SourceRepository:
-    return SourceRepository(name="t", version=None, source="test", root=Path("/nonexistent"),
-                            files={k: textwrap.dedent(v) for k, v in files.items()})
+    return SourceRepository(
+        name="t",
+        version=None,
+        source="test",
+        root=Path("/nonexistent"),
+        files={k: textwrap.dedent(v) for k, v in files.items()},
+    )
 
 
 def sliced(files: dict[str, str], key: str) -> DependencySlice | Drop:
@@ -157,19 +162,23 @@ def test_names_across_modules_aliases_reexports_and_mutations() -> None:
     result = ok(sliced(GEO, "app/fmt.py::summary"))
     assert layout(result) == [
         ("geo/util.py", "clamp", "function"),
-        ("geo/constants.py", "FACTOR", "assign"), ("geo/constants.py", "UNITS", "assign"),
+        ("geo/constants.py", "FACTOR", "assign"),
+        ("geo/constants.py", "UNITS", "assign"),
         ("geo/constants.py", "UNITS", "assign"),  # UNITS["km"] = 1000 comes with UNITS
         ("geo/constants.py", "LIMIT", "assign"),
-        ("geo/core.py", "scale", "function"), ("geo/core.py", "scale_all", "function"),
-        ("app/report.py", "normalize_report", "function"), ("app/report.py", "report", "function"),
-        ("app/fmt.py", "normalize", "function"), ("app/fmt.py", "summary", "function"),
+        ("geo/core.py", "scale", "function"),
+        ("geo/core.py", "scale_all", "function"),
+        ("app/report.py", "normalize_report", "function"),
+        ("app/report.py", "report", "function"),
+        ("app/fmt.py", "normalize", "function"),
+        ("app/fmt.py", "summary", "function"),
     ]
     # public_scale is a re-export through geo/__init__.py; F an alias; both used at call time
     assert result.shims == ["F = FACTOR", "public_scale = scale_all"]
     # two normalize functions: the target's module keeps its name, the other is renamed
     assert result.renamed == {"app.report.normalize": "normalize_report"}
     report = next(f for f in result.fragments if f.name == "report")
-    assert "normalize_report(\" \".join(" in report.source
+    assert 'normalize_report(" ".join(' in report.source
     # util.clamp in a fragment other than the target reads the definition directly
     scale = next(f for f in result.fragments if f.name == "scale")
     assert scale.source == 'def scale(v, unit="m"):\n    return clamp(v * F * UNITS[unit], 0, LIMIT)'
@@ -180,27 +189,35 @@ def test_the_target_reads_a_module_through_a_namespace() -> None:
     result = ok(sliced(GEO, "geo/core.py::scale"))
     assert [f.name for f in result.fragments] == ["clamp", "FACTOR", "UNITS", "UNITS", "LIMIT", "scale"]
     assert result.fragments[-1].source == (
-        'def scale(v, unit="m"):\n    return util.clamp(v * F * UNITS[unit], 0, LIMIT)')
+        'def scale(v, unit="m"):\n    return util.clamp(v * F * UNITS[unit], 0, LIMIT)'
+    )
     assert result.external_imports == ["import types"]
     assert result.shims == ["util = types.SimpleNamespace(clamp=clamp)", "F = FACTOR"]
     assert result.context == (
-        '```python\n## geo/util.py\ndef clamp(x, low, high):\n    return max(low, min(high, x))\n```\n\n'
+        "```python\n## geo/util.py\ndef clamp(x, low, high):\n    return max(low, min(high, x))\n```\n\n"
         '```python\n## geo/constants.py\nFACTOR = 3\n\n\nUNITS = {"m": 1}\n\n\nUNITS["km"] = 1000\n\n\n'
-        'LIMIT = FACTOR * 10\n```\n\n'
-        '```python\n## geo/core.py\nfrom . import util\nfrom .constants import FACTOR as F, LIMIT, UNITS\n\n\n'
-        'def scale(v, unit="m"):\n    return util.clamp(v * F * UNITS[unit], 0, LIMIT)\n```\n')
+        "LIMIT = FACTOR * 10\n```\n\n"
+        "```python\n## geo/core.py\nfrom . import util\nfrom .constants import FACTOR as F, LIMIT, UNITS\n\n\n"
+        'def scale(v, unit="m"):\n    return util.clamp(v * F * UNITS[unit], 0, LIMIT)\n```\n'
+    )
     assert list(parse_context(result.context)) == ["geo/util.py", "geo/constants.py", "geo/core.py"]
 
 
 def test_a_method_keeps_its_class_its_bases_and_what_it_reaches() -> None:
     result = ok(sliced(GEO, "geo/shapes.py::Square.describe"))
-    assert layout(result) == [("geo/base.py", "REGISTRY", "assign"), ("geo/base.py", "registered", "function"),
-                              ("geo/base.py", "Shape", "class"), ("geo/shapes.py", "Square", "class")]
+    assert layout(result) == [
+        ("geo/base.py", "REGISTRY", "assign"),
+        ("geo/base.py", "registered", "function"),
+        ("geo/base.py", "Shape", "class"),
+        ("geo/shapes.py", "Square", "class"),
+    ]
     shape, square = result.fragments[2].source, result.fragments[3].source
     # dunders stay, label is reached through self.label(), never is not reached
     assert "def __repr__" in shape and "def label" in shape and "def never" not in shape
-    assert square.startswith("@registered\n@dataclass\nclass Square(Shape):\n    side: float = 1.0\n"
-                             "    tags: list = field(default_factory=list)\n")
+    assert square.startswith(
+        "@registered\n@dataclass\nclass Square(Shape):\n    side: float = 1.0\n"
+        "    tags: list = field(default_factory=list)\n"
+    )
     assert "def area" in square and "def describe" in square and "def unrelated" not in square
     assert result.external_imports == ["from dataclasses import dataclass", "from dataclasses import field"]
     assert not result.standalone
@@ -271,7 +288,8 @@ def test_definition_time_uses_come_first_and_call_time_uses_may_come_later() -> 
 
 
 def test_a_loop_at_module_level_reads_what_it_binds() -> None:
-    files = {"m.py": """\
+    files = {
+        "m.py": """\
         TABLE = {}
         for i in range(3):
             TABLE[i] = i * i
@@ -279,10 +297,10 @@ def test_a_loop_at_module_level_reads_what_it_binds() -> None:
 
         def lookup(k):
             return TABLE.get(k, -1) + 0
-        """}
+        """
+    }
     result = ok(sliced(files, "m.py::lookup"))
-    assert [f.source.split("\n")[0] for f in result.fragments] == [
-        "TABLE = {}", "for i in range(3):", "def lookup(k):"]
+    assert [f.source.split("\n")[0] for f in result.fragments] == ["TABLE = {}", "for i in range(3):", "def lookup(k):"]
 
 
 def test_an_unresolvable_name_is_a_drop() -> None:
@@ -292,8 +310,11 @@ def test_an_unresolvable_name_is_a_drop() -> None:
 
 
 def test_importing_from_a_module_that_does_not_parse_is_a_drop() -> None:
-    files = {"pkg/__init__.py": "", "pkg/broken.py": "def g(:\n    pass\n",
-             "pkg/user.py": "from pkg.broken import g\n\n\ndef f(x):\n    y = g(x)\n    return y\n"}
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/broken.py": "def g(:\n    pass\n",
+        "pkg/user.py": "from pkg.broken import g\n\n\ndef f(x):\n    y = g(x)\n    return y\n",
+    }
     repo = repository(files)
     index = build_index(repo)
     assert list(index.rejected) == ["pkg/broken.py"]
@@ -402,16 +423,20 @@ def test_an_import_fallback_takes_the_branch_whose_modules_exist() -> None:
     }
     result = ok(sliced(files, "pkg/m.py::g"))
     assert [(f.name, f.kind) for f in result.fragments] == [
-        ("fast", "function"), ("numpy", "import"), ("g", "function")]
+        ("fast", "function"),
+        ("numpy", "import"),
+        ("g", "function"),
+    ]
     assert result.fragments[1].source.startswith("try:\n    import numpy\nexcept ImportError:")
     assert result.third_party == ["numpy"]
 
 
 def test_a_conditional_repository_import_is_a_drop() -> None:
     files = {
-        "pkg/__init__.py": "", "pkg/x.py": "def h():\n    return 1\n",
+        "pkg/__init__.py": "",
+        "pkg/x.py": "def h():\n    return 1\n",
         "pkg/m.py": "import sys\nif sys.version_info > (3,):\n    from pkg.x import h\n\n\ndef g():\n"
-                    "    v = h()\n    return v\n",
+        "    v = h()\n    return v\n",
     }
     drop = sliced(files, "pkg/m.py::g")
     assert isinstance(drop, Drop) and drop.reason == "conditional repository import"
@@ -464,14 +489,18 @@ def test_star_imports_globals_and_class_level_names() -> None:
             """,
     }
     bump = ok(sliced(files, "pkg/m.py::bump"))
-    assert [(f.file, f.name) for f in bump.fragments] == [("pkg/consts.py", "A"), ("pkg/m.py", "COUNTER"),
-                                                          ("pkg/m.py", "bump")]
+    assert [(f.file, f.name) for f in bump.fragments] == [
+        ("pkg/consts.py", "A"),
+        ("pkg/m.py", "COUNTER"),
+        ("pkg/m.py", "bump"),
+    ]
     twice = ok(sliced(files, "pkg/m.py::Box.twice"))
     assert "def _get(self)" in twice.fragments[0].source  # read by the class body itself
 
 
 def test_methods_of_classes_derived_from_outside_code_are_all_kept() -> None:
-    files = {"m.py": """\
+    files = {
+        "m.py": """\
         from datetime import timedelta, tzinfo
 
         class Fixed(tzinfo):
@@ -484,20 +513,23 @@ def test_methods_of_classes_derived_from_outside_code_are_all_kept() -> None:
             def label(self):
                 name = "UTC+1"
                 return name
-        """}
+        """
+    }
     result = ok(sliced(files, "m.py::Fixed.label"))
     assert "def utcoffset" in result.fragments[0].source and "def dst" in result.fragments[0].source
 
 
 def test_a_class_left_with_no_statement_gets_a_pass() -> None:
-    files = {"m.py": """\
+    files = {
+        "m.py": """\
         class Tool:
             def run(self):
                 return 1 + 1
 
         def use():
             return Tool()
-        """}
+        """
+    }
     result = ok(sliced(files, "m.py::use"))
     assert result.fragments[0].source == "class Tool:\n    pass"
 
@@ -522,17 +554,28 @@ def test_scoping_rules_of_the_reference_walker() -> None:
     names = code_names(ast.parse(code).body)
     found = {(r.name, r.attrs, r.import_time) for r in names.refs}
     assert found == {
-        ("DEFAULT", (), True), ("Hint", (), True), ("GLOBAL_ONE", (), False),
-        ("CLOSURE_FREE", (), False), ("FACTOR", (), False), ("THRESHOLD", (), False),
-        ("ZED", (), False), ("LAMBDA_FREE", (), False), ("CLASS_LEVEL", (), False),
-        ("attr", (), False), ("mod", ("sub", "func"), False), ("getattr", (), False),
-        ("obj", (), False), ("dynamic", (), False), ("range", (), False),
+        ("DEFAULT", (), True),
+        ("Hint", (), True),
+        ("GLOBAL_ONE", (), False),
+        ("CLOSURE_FREE", (), False),
+        ("FACTOR", (), False),
+        ("THRESHOLD", (), False),
+        ("ZED", (), False),
+        ("LAMBDA_FREE", (), False),
+        ("CLASS_LEVEL", (), False),
+        ("attr", (), False),
+        ("mod", ("sub", "func"), False),
+        ("getattr", (), False),
+        ("obj", (), False),
+        ("dynamic", (), False),
+        ("range", (), False),
     }
     assert {"sub", "func", "named"} <= names.attrs and names.dynamic_attributes
     lazy = code_names(ast.parse(code).body, lazy_annotations=True)
     assert "Hint" not in {r.name for r in lazy.refs}
-    assert bound_names(ast.parse("a = 1\nfor b in c: pass\nimport d.e\nwith f as (g, h): del z\n").body,
-                       deletes=False) == {"a", "b", "d", "g", "h"}
+    assert bound_names(
+        ast.parse("a = 1\nfor b in c: pass\nimport d.e\nwith f as (g, h): del z\n").body, deletes=False
+    ) == {"a", "b", "d", "g", "h"}
 
 
 def test_resolution_follows_reexports(tmp_path: Path) -> None:

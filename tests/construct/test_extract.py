@@ -21,8 +21,9 @@ DEMO = Path(__file__).resolve().parents[2] / "tasks" / "demo" / "repo"
 
 
 def repository(files: dict[str, str], root: Path = Path("/nonexistent")) -> SourceRepository:
-    return SourceRepository(name="t", version=None, source=str(root), root=root,
-                            files={k: textwrap.dedent(v) for k, v in files.items()})
+    return SourceRepository(
+        name="t", version=None, source=str(root), root=root, files={k: textwrap.dedent(v) for k, v in files.items()}
+    )
 
 
 def demo_repository() -> SourceRepository:
@@ -103,8 +104,16 @@ class Circle:
 def test_candidate_fields_are_measured_as_written() -> None:
     candidates, drops, stats = extract_candidates(repository({"pkg/shapes.py": SHAPES, "pkg/__init__.py": ""}))
     found = by_qualname(candidates)
-    assert set(found) == {"area", "fetch_all", "chunks", "not_a_generator", "Circle.unit_area",
-                          "Circle.from_diameter", "Circle.diameter", "Circle.Style.describe"}
+    assert set(found) == {
+        "area",
+        "fetch_all",
+        "chunks",
+        "not_a_generator",
+        "Circle.unit_area",
+        "Circle.from_diameter",
+        "Circle.diameter",
+        "Circle.Style.describe",
+    }
     area = found["area"]
     assert (area.module, area.kind, area.class_name) == ("pkg.shapes", "function", None)
     assert (area.start_line, area.def_line, area.end_line) == (5, 5, 12)  # trailing comment left out
@@ -139,30 +148,40 @@ def test_candidates_agree_with_find_function_on_the_demo_repository() -> None:
         text = repo.files[candidate.file]
         span = find_function(text, candidate.qualname)
         assert span is not None, candidate.key
-        assert (span.start, span.def_line, span.end) == (candidate.start_line, candidate.def_line,
-                                                          candidate.end_line)
+        assert (span.start, span.def_line, span.end) == (candidate.start_line, candidate.def_line, candidate.end_line)
         assert function_source(text, span) == dedent_code(candidate.source)
         assert span.docstring == candidate.docstring
 
 
-@pytest.mark.parametrize(("path", "expected"), [
-    ("pkg/sub/mod.py", "pkg.sub.mod"),
-    ("src/pkg/sub/mod.py", "pkg.sub.mod"),
-    ("pkg/__init__.py", "pkg"),
-    ("scripts/tool.py", "tool"),
-    ("pkg/nopkg/mod.py", "mod"),
-])
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        ("pkg/sub/mod.py", "pkg.sub.mod"),
+        ("src/pkg/sub/mod.py", "pkg.sub.mod"),
+        ("pkg/__init__.py", "pkg"),
+        ("scripts/tool.py", "tool"),
+        ("pkg/nopkg/mod.py", "mod"),
+    ],
+)
 def test_module_names(path: str, expected: str) -> None:
-    files = {"pkg/__init__.py", "pkg/sub/__init__.py", "src/pkg/__init__.py", "src/pkg/sub/__init__.py",
-             path}
+    files = {"pkg/__init__.py", "pkg/sub/__init__.py", "src/pkg/__init__.py", "src/pkg/sub/__init__.py", path}
     assert module_name(path, files) == expected
 
 
-@pytest.mark.parametrize(("path", "is_test"), [
-    ("tests/helpers.py", True), ("pkg/testing/fixtures.py", True), ("test/x.py", True),
-    ("pkg/test_api.py", True), ("pkg/api_test.py", True), ("conftest.py", True),
-    ("pkg/testutils.py", False), ("pkg/contest.py", False), ("latest/x.py", False),
-])
+@pytest.mark.parametrize(
+    ("path", "is_test"),
+    [
+        ("tests/helpers.py", True),
+        ("pkg/testing/fixtures.py", True),
+        ("test/x.py", True),
+        ("pkg/test_api.py", True),
+        ("pkg/api_test.py", True),
+        ("conftest.py", True),
+        ("pkg/testutils.py", False),
+        ("pkg/contest.py", False),
+        ("latest/x.py", False),
+    ],
+)
 def test_test_paths(path: str, is_test: bool) -> None:
     assert is_test_path(path) is is_test
 
@@ -267,31 +286,46 @@ if os.name == "nt":
 
 
 def test_every_drop_reason() -> None:
-    candidates, drops, stats = extract_candidates(repository({"mod.py": DROPS, "tests/test_mod.py": "def helper(x):\n"
-                                                              "    y = x + 1\n    return y\n"}))
+    candidates, drops, stats = extract_candidates(
+        repository({"mod.py": DROPS, "tests/test_mod.py": "def helper(x):\n    y = x + 1\n    return y\n"})
+    )
     reasons = {(d.qualname, d.reason, d.detail) for d in drops}
     assert {c.qualname for c in candidates} == {"one_call", "twice", "parse_input"}
     assert reasons == {
-        ("test_something", "test code", ""), ("TestThing.check", "test code", ""),
-        ("MyCase.helper", "test code", ""), ("helper", "test code", ""),
-        ("stub", "trivial body", ""), ("abstract", "trivial body", ""), ("getter", "trivial body", ""),
-        ("constant", "trivial body", ""), ("Holder.__repr__", "dunder method", ""),
-        ("Holder.__mangled", "name-mangled method", ""), ("Holder.value", "redefined later", ""),
-        ("Holder.value", "property setter", ""), ("twice", "redefined later", ""),
-        ("uses_gpu", "gpu keyword", "cuda"), ("shells_out", "process keyword", "os.system"),
-        ("reads_input", "interactive keyword", "input("), ("windows_only", "conditional definition", ""),
+        ("test_something", "test code", ""),
+        ("TestThing.check", "test code", ""),
+        ("MyCase.helper", "test code", ""),
+        ("helper", "test code", ""),
+        ("stub", "trivial body", ""),
+        ("abstract", "trivial body", ""),
+        ("getter", "trivial body", ""),
+        ("constant", "trivial body", ""),
+        ("Holder.__repr__", "dunder method", ""),
+        ("Holder.__mangled", "name-mangled method", ""),
+        ("Holder.value", "redefined later", ""),
+        ("Holder.value", "property setter", ""),
+        ("twice", "redefined later", ""),
+        ("uses_gpu", "gpu keyword", "cuda"),
+        ("shells_out", "process keyword", "os.system"),
+        ("reads_input", "interactive keyword", "input("),
+        ("windows_only", "conditional definition", ""),
     }
     assert by_qualname(candidates)["twice"].start_line == 65  # the last definition wins
     assert stats.functions_seen == len(candidates) + len(drops) == 20
 
 
 def test_a_file_ast_rejects_is_one_drop_and_the_rest_goes_on() -> None:
-    files = {"py2.py": 'def old(x):\n    print "x is", x\n    return x\n\n\ndef fine(y):\n    return y\n',
-             "broken.py": "def f(:\n    pass\n", "ok.py": "def g(a):\n    b = a + 1\n    return b\n"}
+    files = {
+        "py2.py": 'def old(x):\n    print "x is", x\n    return x\n\n\ndef fine(y):\n    return y\n',
+        "broken.py": "def f(:\n    pass\n",
+        "ok.py": "def g(a):\n    b = a + 1\n    return b\n",
+    }
     candidates, drops, stats = extract_candidates(repository(files))
     assert [c.key for c in candidates] == ["ok.py::g"]
     assert sorted((d.file, d.qualname, d.reason) for d in drops) == [
-        ("broken.py", "*", "syntax error"), ("py2.py", "*", "syntax error")]
+        ("broken.py", "*", "syntax error"),
+        ("py2.py", "*", "syntax error"),
+    ]
     assert "ast rejects the file: line 2" in next(d.detail for d in drops if d.file == "py2.py")
     assert stats.files_with_syntax_errors == 2 and stats.functions_seen == 4
 
@@ -305,10 +339,22 @@ def test_custom_keywords_replace_the_defaults() -> None:
 
 
 def _candidate(name: str, *, method: bool = False, doc: bool = False, branches: int = 0) -> Candidate:
-    return Candidate(file="m.py", module="m", qualname=f"C.{name}" if method else name, name=name,
-                     class_name="C" if method else None, kind="method" if method else "function",
-                     start_line=1, def_line=1, end_line=2, signature=f"def {name}():",
-                     decorators=(), docstring="doc" if doc else None, source="", branches=branches)
+    return Candidate(
+        file="m.py",
+        module="m",
+        qualname=f"C.{name}" if method else name,
+        name=name,
+        class_name="C" if method else None,
+        kind="method" if method else "function",
+        start_line=1,
+        def_line=1,
+        end_line=2,
+        signature=f"def {name}():",
+        decorators=(),
+        docstring="doc" if doc else None,
+        source="",
+        branches=branches,
+    )
 
 
 def test_the_cap_balances_functions_and_methods_and_prefers_docstrings() -> None:
@@ -347,8 +393,11 @@ def test_over_the_cap_is_a_drop() -> None:
 def test_an_index_saves_the_second_parse_and_changes_nothing() -> None:
     from gym_repost.construct.dependencies import build_index
 
-    files = {"a/x.py": "def f(a):\n    b = a + 1\n    return b\n", "b/x.py": "def g(a):\n    return a * 2\n",
-             "py2.py": 'def old(x):\n    print "x"\n    return x\n'}
+    files = {
+        "a/x.py": "def f(a):\n    b = a + 1\n    return b\n",
+        "b/x.py": "def g(a):\n    return a * 2\n",
+        "py2.py": 'def old(x):\n    print "x"\n    return x\n',
+    }
     repo = repository(files)
     index = build_index(repo)
     assert list(index.rejected) == ["py2.py"] and "b/x.py" not in index.files  # same module name x

@@ -27,11 +27,13 @@ def test_humaneval_has_164_tasks_with_tests(humaneval_tasks: list[FunctionTask])
 
 
 def test_parse_context_keeps_fences_inside_docstrings() -> None:
-    md = ('```python\n## a/b.py\ndef f():\n    """Example:\n        ```python\n        f()\n'
-          '        ```\n    """\n```\n\n\n```python\n# c.py\nX = 1\n```\n')
+    md = (
+        '```python\n## a/b.py\ndef f():\n    """Example:\n        ```python\n        f()\n'
+        '        ```\n    """\n```\n\n\n```python\n# c.py\nX = 1\n```\n'
+    )
     files = parse_context(md)
     assert list(files) == ["a/b.py", "c.py"]
-    assert "        ```\n    \"\"\"" in files["a/b.py"] and files["c.py"] == "X = 1\n"
+    assert '        ```\n    """' in files["a/b.py"] and files["c.py"] == "X = 1\n"
 
 
 @pytest.mark.skipif(not REPOST_EVAL.is_dir(), reason="the RepoST-Eval data is not beside the project")
@@ -63,9 +65,11 @@ def test_repost_eval_bad_paths(tmp_path: Path) -> None:
 def _manifest(tmp_path: Path, task_table: str) -> Path:
     (tmp_path / "repo" / "pkg").mkdir(parents=True)
     (tmp_path / "repo" / "pkg" / "m.py").write_text("def f(x):\n    return x + 1\n")
-    (tmp_path / "s.py").write_text("def f(x):\n    return x + 1\n\n\ndef test_f():\n"
-                                   "    for x in (1, 2, 3):\n        assert f(x) == f_new_implementation(x)\n\n\n"
-                                   "if __name__ == '__main__':\n    test_f()\n")
+    (tmp_path / "s.py").write_text(
+        "def f(x):\n    return x + 1\n\n\ndef test_f():\n"
+        "    for x in (1, 2, 3):\n        assert f(x) == f_new_implementation(x)\n\n\n"
+        "if __name__ == '__main__':\n    test_f()\n"
+    )
     path = tmp_path / "manifest.toml"
     path.write_text('[repository]\nname = "r"\npath = "repo"\nlicense = "MIT"\n\n' + task_table)
     return path
@@ -77,18 +81,21 @@ def test_manifest_builds_tasks(tmp_path: Path) -> None:
     assert isinstance(task, FunctionTask) and task.name == "r/f" and task.provenance.license == "MIT"
 
 
-@pytest.mark.parametrize(("table", "message"), [
-    ('[[task]]\nfile = "pkg/m.py"\nqualname = "g"\nscript = "s.py"\n', "g not found in pkg/m.py"),
-    ('[[task]]\nfile = "pkg/m.py"\nqualname = "f"\nscript = "absent.py"\n', "script absent.py not found"),
-    ('[[task]]\nfile = "pkg/x.py"\nqualname = "f"\nscript = "s.py"\n', "no file 'pkg/x.py'"),
-])
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ('[[task]]\nfile = "pkg/m.py"\nqualname = "g"\nscript = "s.py"\n', "g not found in pkg/m.py"),
+        ('[[task]]\nfile = "pkg/m.py"\nqualname = "f"\nscript = "absent.py"\n', "script absent.py not found"),
+        ('[[task]]\nfile = "pkg/x.py"\nqualname = "f"\nscript = "s.py"\n', "no file 'pkg/x.py'"),
+    ],
+)
 def test_manifest_entry_errors_are_reported_per_task(tmp_path: Path, table: str, message: str) -> None:
     (error,) = list(import_manifest(_manifest(tmp_path, table)))
     assert isinstance(error, BuildError) and message in str(error) and "task #1" in str(error)
 
 
 def test_manifest_level_errors(tmp_path: Path) -> None:
-    path = _manifest(tmp_path, '[[task]]\nfile = 3\n')
+    path = _manifest(tmp_path, "[[task]]\nfile = 3\n")
     with pytest.raises(BuildError, match="field 'task.0.file'"):
         list(import_manifest(path))
     path.write_text("not = [toml")
@@ -111,7 +118,7 @@ def test_no_task_context_holds_the_target_body(humaneval_tasks: list[FunctionTas
         tasks += [t for t in import_repost_eval(REPOST_EVAL) if isinstance(t, FunctionTask)]
     for task in tasks:
         span = find_function(task.target.source, task.target.name)
-        body = "\n".join(ln.strip() for ln in task.target.source.split("\n")[span.body_start - 1:] if ln.strip())
+        body = "\n".join(ln.strip() for ln in task.target.source.split("\n")[span.body_start - 1 :] if ln.strip())
         context = "\n".join(ln.strip() for ln in task.context.split("\n") if ln.strip())
         assert len(body) < 20 or body not in context, task.name
         assert "Body removed" in task.context or task.repository.target_file not in task.context, task.name

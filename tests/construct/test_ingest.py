@@ -106,12 +106,17 @@ def sdist_files(name: str = "pkg", version: str = "1.0") -> dict[str, str | byte
 
 # --- pure helpers -----------------------------------------------------------------------
 
+
 def test_member_paths() -> None:
     assert member_path("pkg-1.0/./a/b.py", "x") == PurePosixPath("pkg-1.0/a/b.py")
     assert member_path("./", "x") is None
     assert member_path("pkg\\win\\a.py", "x") == PurePosixPath("pkg/win/a.py")
-    for bad, why in [("/etc/passwd", "absolute path"), ("C:/x.py", "absolute path"),
-                     ("pkg/../../x.py", "climbs out"), ("..", "climbs out")]:
+    for bad, why in [
+        ("/etc/passwd", "absolute path"),
+        ("C:/x.py", "absolute path"),
+        ("pkg/../../x.py", "climbs out"),
+        ("..", "climbs out"),
+    ]:
         with pytest.raises(BuildError, match=why):
             member_path(bad, "x.tar.gz")
 
@@ -128,8 +133,19 @@ def test_link_targets() -> None:
 
 
 def test_which_directories_and_files_are_kept() -> None:
-    for skipped in [".git", "pkg/__pycache__", "build", "dist", "pkg.egg-info", "docs/_build", ".tox",
-                    "venv", ".venv", "node_modules", "a/.hg"]:
+    for skipped in [
+        ".git",
+        "pkg/__pycache__",
+        "build",
+        "dist",
+        "pkg.egg-info",
+        "docs/_build",
+        ".tox",
+        "venv",
+        ".venv",
+        "node_modules",
+        "a/.hg",
+    ]:
         assert skip_directory(PurePosixPath(skipped)), skipped
     for kept in ["pkg", "pkg/build", "src/dist", "docs", "tests/data"]:
         assert not skip_directory(PurePosixPath(kept)), kept
@@ -159,22 +175,45 @@ def test_names_and_specs() -> None:
 
 # --- directories ------------------------------------------------------------------------
 
+
 def test_directory_ingest_keeps_sources_and_small_data(tmp_path: Path) -> None:
-    repo = write_tree(tmp_path / "myrepo", {
-        **PKG_FILES,
-        "README.md": "# myrepo\n", "setup.py": "raise SystemExit('never run')\n",
-        ".git/config": "[core]\n", "pkg/__pycache__/core.cpython-311.pyc": b"\x00\x01",
-        "build/lib/pkg/core.py": "stale copy\n", "pkg.egg-info/PKG-INFO": "Name: stale\n",
-        "docs/_build/html/index.html": "<html/>", "logo.png": b"\x89PNG\r\n\x1a\n\x00",
-        "pkg/build/__init__.py": "", "notes/latin.txt": "caf\xe9".encode("latin-1"),
-        "blob": b"\x00\x01\x02", ".env": "SECRET=1\n",
-    })
+    repo = write_tree(
+        tmp_path / "myrepo",
+        {
+            **PKG_FILES,
+            "README.md": "# myrepo\n",
+            "setup.py": "raise SystemExit('never run')\n",
+            ".git/config": "[core]\n",
+            "pkg/__pycache__/core.cpython-311.pyc": b"\x00\x01",
+            "build/lib/pkg/core.py": "stale copy\n",
+            "pkg.egg-info/PKG-INFO": "Name: stale\n",
+            "docs/_build/html/index.html": "<html/>",
+            "logo.png": b"\x89PNG\r\n\x1a\n\x00",
+            "pkg/build/__init__.py": "",
+            "notes/latin.txt": "caf\xe9".encode("latin-1"),
+            "blob": b"\x00\x01\x02",
+            ".env": "SECRET=1\n",
+        },
+    )
     repo_ = ingest(repo, cache_dir=tmp_path / "cache")
-    assert sorted(repo_.files) == ["LICENSE", "README.md", "pkg/__init__.py", "pkg/build/__init__.py",
-                                   "pkg/core.py", "pkg/data/table.csv", "setup.py", "tests/test_core.py"]
+    assert sorted(repo_.files) == [
+        "LICENSE",
+        "README.md",
+        "pkg/__init__.py",
+        "pkg/build/__init__.py",
+        "pkg/core.py",
+        "pkg/data/table.csv",
+        "setup.py",
+        "tests/test_core.py",
+    ]
     assert repo_.files["pkg/core.py"] == PKG_FILES["pkg/core.py"]
-    assert repo_.python_files == ["pkg/__init__.py", "pkg/build/__init__.py", "pkg/core.py", "setup.py",
-                                  "tests/test_core.py"]
+    assert repo_.python_files == [
+        "pkg/__init__.py",
+        "pkg/build/__init__.py",
+        "pkg/core.py",
+        "setup.py",
+        "tests/test_core.py",
+    ]
     assert (repo_.name, repo_.version, repo_.root, repo_.source) == ("myrepo", None, repo.resolve(), str(repo))
     assert (repo_.license, repo_.license_kind) == ("MIT", "permissive")
     assert repo_.notes == ["blob: left out, not UTF-8 text", "notes/latin.txt: left out, not UTF-8 text"]
@@ -191,47 +230,80 @@ def test_symlinks_in_a_directory_are_not_followed(tmp_path: Path) -> None:
 
 
 def test_metadata_from_pyproject(tmp_path: Path) -> None:
-    write_tree(tmp_path, {"pyproject.toml": (
-        '[project]\nname = "fancy-lib"\nversion = "2.1.0"\nlicense = "Apache-2.0"\n'
-        '[project.urls]\nDocumentation = "https://docs.example"\nSource = "https://git.example/fancy"\n')})
+    write_tree(
+        tmp_path,
+        {
+            "pyproject.toml": (
+                '[project]\nname = "fancy-lib"\nversion = "2.1.0"\nlicense = "Apache-2.0"\n'
+                '[project.urls]\nDocumentation = "https://docs.example"\nSource = "https://git.example/fancy"\n'
+            )
+        },
+    )
     meta = read_metadata(tmp_path)
     assert (meta.name, meta.version, meta.url, meta.license_expression) == (
-        "fancy-lib", "2.1.0", "https://git.example/fancy", "Apache-2.0")
+        "fancy-lib",
+        "2.1.0",
+        "https://git.example/fancy",
+        "Apache-2.0",
+    )
 
 
 def test_metadata_from_pyproject_license_table_and_poetry(tmp_path: Path) -> None:
-    write_tree(tmp_path, {"COPYING.md": GPL_TEXT, "pyproject.toml": (
-        '[project]\nname = "a"\ndynamic = ["version"]\nlicense = {file = "COPYING.md"}\n'
-        '[tool.poetry]\nname = "a-poetry"\nversion = "0.3"\nlicense = "BSD-2-Clause"\n'
-        'homepage = "https://a.example"\n')})
+    write_tree(
+        tmp_path,
+        {
+            "COPYING.md": GPL_TEXT,
+            "pyproject.toml": (
+                '[project]\nname = "a"\ndynamic = ["version"]\nlicense = {file = "COPYING.md"}\n'
+                '[tool.poetry]\nname = "a-poetry"\nversion = "0.3"\nlicense = "BSD-2-Clause"\n'
+                'homepage = "https://a.example"\n'
+            ),
+        },
+    )
     meta = read_metadata(tmp_path)
-    assert (meta.name, meta.version, meta.url, meta.license_field) == ("a", "0.3", "https://a.example",
-                                                                       "BSD-2-Clause")
+    assert (meta.name, meta.version, meta.url, meta.license_field) == ("a", "0.3", "https://a.example", "BSD-2-Clause")
     assert meta.license_files == ("COPYING.md",)
 
 
 def test_metadata_from_setup_cfg_never_runs_setup_py(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
-    write_tree(tmp_path, {
-        "setup.py": f"open({str(marker)!r}, 'w')\n", "VERSION": "4.5.6\n",
-        "setup.cfg": ("[metadata]\nname = cfgpkg\nversion = file: VERSION\nlicense = BSD 3-Clause\n"
-                      "project_urls =\n    Tracker = https://t.example\n    Homepage = https://h.example\n"
-                      "classifiers =\n    License :: OSI Approved :: BSD License\n")})
+    write_tree(
+        tmp_path,
+        {
+            "setup.py": f"open({str(marker)!r}, 'w')\n",
+            "VERSION": "4.5.6\n",
+            "setup.cfg": (
+                "[metadata]\nname = cfgpkg\nversion = file: VERSION\nlicense = BSD 3-Clause\n"
+                "project_urls =\n    Tracker = https://t.example\n    Homepage = https://h.example\n"
+                "classifiers =\n    License :: OSI Approved :: BSD License\n"
+            ),
+        },
+    )
     meta = read_metadata(tmp_path)
     assert (meta.name, meta.version, meta.url, meta.license_field) == (
-        "cfgpkg", "4.5.6", "https://h.example", "BSD 3-Clause")
+        "cfgpkg",
+        "4.5.6",
+        "https://h.example",
+        "BSD 3-Clause",
+    )
     assert meta.classifiers == ("License :: OSI Approved :: BSD License",)
     assert not marker.exists()
 
 
 def test_metadata_from_pkg_info_wins_and_unfolds_fields(tmp_path: Path) -> None:
-    write_tree(tmp_path, {
-        "PKG-INFO": ("Metadata-Version: 2.1\nName: real-name\nVersion: 1.2\nHome-page: https://home.example\n"
-                     "License: Permission is hereby granted, free of charge, to any person obtaining a\n"
-                     "        |copy of this software; the above copyright notice and this permission\n"
-                     "        |notice shall be included in all copies.\n"
-                     "License-File: LICENSE.rst\n\nBody text, Name: not a header\n"),
-        "setup.cfg": "[metadata]\nname = other\nversion = 9.9\n"})
+    write_tree(
+        tmp_path,
+        {
+            "PKG-INFO": (
+                "Metadata-Version: 2.1\nName: real-name\nVersion: 1.2\nHome-page: https://home.example\n"
+                "License: Permission is hereby granted, free of charge, to any person obtaining a\n"
+                "        |copy of this software; the above copyright notice and this permission\n"
+                "        |notice shall be included in all copies.\n"
+                "License-File: LICENSE.rst\n\nBody text, Name: not a header\n"
+            ),
+            "setup.cfg": "[metadata]\nname = other\nversion = 9.9\n",
+        },
+    )
     meta = read_metadata(tmp_path)
     assert (meta.name, meta.version, meta.url) == ("real-name", "1.2", "https://home.example")
     assert meta.license_field is not None and "\n|" not in meta.license_field
@@ -245,9 +317,17 @@ def test_attr_versions_stay_unknown(tmp_path: Path) -> None:
 
 # --- archives ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("mode", "filename"), [("w:gz", "pkg-1.0.tar.gz"), ("w:bz2", "pkg-1.0.tar.bz2"),
-                                                ("w:xz", "pkg-1.0.tar.xz"), ("w", "pkg-1.0.tar"),
-                                                ("w:gz", "download.bin")])
+
+@pytest.mark.parametrize(
+    ("mode", "filename"),
+    [
+        ("w:gz", "pkg-1.0.tar.gz"),
+        ("w:bz2", "pkg-1.0.tar.bz2"),
+        ("w:xz", "pkg-1.0.tar.xz"),
+        ("w", "pkg-1.0.tar"),
+        ("w:gz", "download.bin"),
+    ],
+)
 def test_tar_archives_are_recognised_by_content(tmp_path: Path, mode: str, filename: str) -> None:
     archive = make_tar(tmp_path / filename, sdist_files(), mode)
     repository = ingest(archive, cache_dir=tmp_path / "cache")
@@ -312,8 +392,7 @@ def test_hostile_tar_members_are_refused(tmp_path: Path, case: str, member: tarf
 def test_links_inside_the_archive_are_left_out(tmp_path: Path) -> None:
     link = tarfile.TarInfo("pkg-1.0/pkg/alias.py")
     link.type, link.linkname = tarfile.SYMTYPE, "mod.py"
-    repository = ingest(tar_with(tmp_path / "pkg-1.0.tar.gz", link), cache_dir=tmp_path / "cache",
-                        licenses="any")
+    repository = ingest(tar_with(tmp_path / "pkg-1.0.tar.gz", link), cache_dir=tmp_path / "cache", licenses="any")
     assert sorted(repository.files) == ["pkg/mod.py"]
     assert not (repository.root / "pkg" / "alias.py").exists()
 
@@ -375,9 +454,12 @@ def test_a_source_that_does_not_exist(tmp_path: Path) -> None:
 
 # --- limits -----------------------------------------------------------------------------
 
+
 def test_a_file_over_the_size_limit_is_left_out_and_noted(tmp_path: Path) -> None:
-    repo = write_tree(tmp_path / "r", {"LICENSE": "MIT License\n", "pkg/core.py": PKG_FILES["pkg/core.py"],
-                                       "pkg/huge.py": "X = 1\n" * 50})
+    repo = write_tree(
+        tmp_path / "r",
+        {"LICENSE": "MIT License\n", "pkg/core.py": PKG_FILES["pkg/core.py"], "pkg/huge.py": "X = 1\n" * 50},
+    )
     repository = ingest(repo, limits=IngestLimits(max_file_bytes=200))
     assert sorted(repository.files) == ["LICENSE", "pkg/core.py"]
     assert repository.notes == ["pkg/huge.py: left out, 300 bytes is over the limit of 200 per file"]
@@ -393,12 +475,15 @@ def test_a_repository_over_the_total_or_file_count_limit_is_refused(tmp_path: Pa
 
 # --- licenses ---------------------------------------------------------------------------
 
+
 def test_copyleft_is_refused_by_default_and_built_on_request(tmp_path: Path) -> None:
     repo = write_tree(tmp_path / "gplrepo", {"COPYING": GPL_TEXT, "a.py": "A = 1\n"})
     with pytest.raises(BuildError) as info:
         ingest(repo)
-    assert str(info.value) == ("gplrepo is licensed GPL-3.0 (copyleft); gym-repost keeps permissive licenses "
-                               "by default; pass --licenses any to build it anyway")
+    assert str(info.value) == (
+        "gplrepo is licensed GPL-3.0 (copyleft); gym-repost keeps permissive licenses "
+        "by default; pass --licenses any to build it anyway"
+    )
     repository = ingest(repo, licenses="any")
     assert (repository.license, repository.license_kind) == ("GPL-3.0", "copyleft")
     assert ingest(repo, licenses="GPL-3.0,MIT").license == "GPL-3.0"
@@ -414,14 +499,14 @@ def test_no_license_is_refused_with_a_clear_message(tmp_path: Path) -> None:
 def test_metadata_license_is_used_and_conflicts_are_noted(tmp_path: Path) -> None:
     only_meta = write_tree(tmp_path / "m", {"pyproject.toml": '[project]\nname = "m"\nlicense = "ISC"\n'})
     assert ingest(only_meta).license == "ISC"
-    conflict = write_tree(tmp_path / "c", {"LICENSE": MIT_TEXT,
-                                           "setup.cfg": "[metadata]\nname = c\nlicense = GPLv3\n"})
+    conflict = write_tree(tmp_path / "c", {"LICENSE": MIT_TEXT, "setup.cfg": "[metadata]\nname = c\nlicense = GPLv3\n"})
     repository = ingest(conflict)
     assert repository.license == "MIT"
     assert repository.notes == ["the metadata says GPL-3.0 but the license file says MIT; going by the license file"]
 
 
 # --- PyPI, played by a loopback server --------------------------------------------------
+
 
 class FakeIndex:
     """A PyPI JSON API on 127.0.0.1: ``routes`` maps paths to (status, body)."""
@@ -433,7 +518,7 @@ class FakeIndex:
         index = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (the http.server API)
+            def do_GET(self) -> None:
                 index.requests.append(self.path)
                 status, body = index.routes.get(self.path, (404, b'{"message": "Not Found"}'))
                 self.send_response(status)
@@ -448,12 +533,25 @@ class FakeIndex:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
-    def add_release(self, name: str, version: str, archive: bytes, *, digest: str | None = None,
-                    packagetype: str = "sdist", version_route: bool = True, file_url: str | None = None) -> None:
+    def add_release(
+        self,
+        name: str,
+        version: str,
+        archive: bytes,
+        *,
+        digest: str | None = None,
+        packagetype: str = "sdist",
+        version_route: bool = True,
+        file_url: str | None = None,
+    ) -> None:
         """Serve a release: its JSON (per version, and in the project's ``releases``) and its file."""
         filename = f"{name}-{version}.tar.gz" if packagetype == "sdist" else f"{name}-{version}-py3-none-any.whl"
-        entry = {"packagetype": packagetype, "filename": filename, "url": file_url or f"{self.url}/files/{filename}",
-                 "digests": {"sha256": digest or hashlib.sha256(archive).hexdigest()}}
+        entry = {
+            "packagetype": packagetype,
+            "filename": filename,
+            "url": file_url or f"{self.url}/files/{filename}",
+            "digests": {"sha256": digest or hashlib.sha256(archive).hexdigest()},
+        }
         info = {"name": name, "version": version}
         self.releases.setdefault(name, {})[version] = [entry]
         project = {"info": info, "urls": [entry], "releases": self.releases[name]}
@@ -485,8 +583,9 @@ def sdist_bytes(tmp_path: Path, name: str = "fakepkg", version: str = "1.0") -> 
     return make_tar(tmp_path / f"{name}-{version}.tar.gz", sdist_files(name, version)).read_bytes()
 
 
-def test_pypi_sdist_is_fetched_verified_and_cached(tmp_path: Path, fake_pypi: FakeIndex,
-                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pypi_sdist_is_fetched_verified_and_cached(
+    tmp_path: Path, fake_pypi: FakeIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fake_pypi.add_release("fakepkg", "1.0", sdist_bytes(tmp_path))
     repository = ingest("pypi:fakepkg==1.0", cache_dir=tmp_path / "cache")
     assert (repository.name, repository.version, repository.source) == ("fakepkg", "1.0", "pypi:fakepkg==1.0")
@@ -500,8 +599,9 @@ def test_pypi_sdist_is_fetched_verified_and_cached(tmp_path: Path, fake_pypi: Fa
     assert len(fake_pypi.requests) == 2
 
 
-def test_pypi_latest_is_trusted_for_a_day_then_asked_again(tmp_path: Path, fake_pypi: FakeIndex,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pypi_latest_is_trusted_for_a_day_then_asked_again(
+    tmp_path: Path, fake_pypi: FakeIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fake_pypi.add_release("fakepkg", "1.0", sdist_bytes(tmp_path))
     assert ingest("pypi:fakepkg", cache_dir=tmp_path / "cache").version == "1.0"
     assert ingest("pypi:fakepkg", cache_dir=tmp_path / "cache").version == "1.0"
@@ -521,8 +621,11 @@ def test_pypi_unknown_package_or_version(tmp_path: Path, fake_pypi: FakeIndex) -
     fake_pypi.add_release("fakepkg", "1.0", sdist_bytes(tmp_path))
     with pytest.raises(BuildError, match=f"pypi:nosuchpkg: no package named nosuchpkg on {fake_pypi.url}"):
         ingest("pypi:nosuchpkg", cache_dir=tmp_path / "cache")
-    with pytest.raises(BuildError, match=f"pypi:fakepkg==9.9: no version 9.9 of fakepkg on {fake_pypi.url} "
-                                         r"\(latest: 1.0\)"):
+    with pytest.raises(
+        BuildError,
+        match=f"pypi:fakepkg==9.9: no version 9.9 of fakepkg on {fake_pypi.url} "
+        r"\(latest: 1.0\)",
+    ):
         ingest("pypi:fakepkg==9.9", cache_dir=tmp_path / "cache")
     assert fake_pypi.requests[-2:] == ["/pypi/fakepkg/9.9/json", "/pypi/fakepkg/json"]
 
@@ -537,8 +640,9 @@ def test_an_index_without_version_routes_is_read_through_the_project(tmp_path: P
 
 def test_file_urls_relative_to_the_index_and_foreign_schemes(tmp_path: Path, fake_pypi: FakeIndex) -> None:
     # Some mirrors answer /pypi/NAME/json only, with file URLs relative to that document.
-    fake_pypi.add_release("fakepkg", "1.0", sdist_bytes(tmp_path), version_route=False,
-                          file_url="../../files/fakepkg-1.0.tar.gz")
+    fake_pypi.add_release(
+        "fakepkg", "1.0", sdist_bytes(tmp_path), version_route=False, file_url="../../files/fakepkg-1.0.tar.gz"
+    )
     assert ingest("pypi:fakepkg==1.0", cache_dir=tmp_path / "cache").version == "1.0"
     assert fake_pypi.requests[-1] == "/files/fakepkg-1.0.tar.gz"
     fake_pypi.add_release("localfile", "1.0", b"", file_url=f"file://{tmp_path}/fakepkg-1.0.tar.gz")
@@ -548,8 +652,11 @@ def test_file_urls_relative_to_the_index_and_foreign_schemes(tmp_path: Path, fak
 
 def test_pypi_release_without_an_sdist(tmp_path: Path, fake_pypi: FakeIndex) -> None:
     fake_pypi.add_release("wheelonly", "2.0", b"PK fake wheel", packagetype="bdist_wheel")
-    with pytest.raises(BuildError, match=r"wheelonly 2.0 has no source distribution \(sdist\) on PyPI "
-                                         r"\(only bdist_wheel\)"):
+    with pytest.raises(
+        BuildError,
+        match=r"wheelonly 2.0 has no source distribution \(sdist\) on PyPI "
+        r"\(only bdist_wheel\)",
+    ):
         ingest("pypi:wheelonly==2.0", cache_dir=tmp_path / "cache")
 
 
@@ -560,8 +667,9 @@ def test_pypi_bad_digest_is_refused_and_nothing_kept(tmp_path: Path, fake_pypi: 
     assert list((tmp_path / "cache" / "sdists").iterdir()) == []
 
 
-def test_pypi_errors_and_unreachable_index(tmp_path: Path, fake_pypi: FakeIndex,
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pypi_errors_and_unreachable_index(
+    tmp_path: Path, fake_pypi: FakeIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fake_pypi.routes["/pypi/broken/json"] = (500, b"oops")
     with pytest.raises(BuildError, match="pypi:broken: PyPI at .* answered HTTP 500"):
         ingest("pypi:broken", cache_dir=tmp_path / "cache")
@@ -570,8 +678,9 @@ def test_pypi_errors_and_unreachable_index(tmp_path: Path, fake_pypi: FakeIndex,
         ingest("pypi:garbled", cache_dir=tmp_path / "cache")
     unreachable = closed_port_url()
     monkeypatch.setenv(PYPI_URL_ENV, unreachable)
-    with pytest.raises(BuildError, match=f"cannot reach PyPI at {unreachable}: .*; check the network or give "
-                                         "a local archive"):
+    with pytest.raises(
+        BuildError, match=f"cannot reach PyPI at {unreachable}: .*; check the network or give a local archive"
+    ):
         ingest("pypi:fakepkg==1.0", cache_dir=tmp_path / "cache")
 
 
@@ -586,6 +695,7 @@ def test_a_pypi_package_is_held_to_the_license_policy(tmp_path: Path, fake_pypi:
 
 # --- the real PyPI ----------------------------------------------------------------------
 
+
 @pytest.mark.network
 def test_real_pypi_inflection_then_offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(PYPI_URL_ENV, raising=False)
@@ -599,13 +709,21 @@ def test_real_pypi_inflection_then_offline(tmp_path: Path, monkeypatch: pytest.M
 
 
 @pytest.mark.network
-@pytest.mark.parametrize(("name", "version", "license"), [
-    ("boltons", "26.2.0", "BSD-3-Clause"), ("humanize", "4.17.0", "MIT"), ("more-itertools", "11.2.1", "MIT"),
-    ("python-slugify", "9.2.0", "MIT"), ("semver", "3.1.1", "BSD-3-Clause"), ("tabulate", "0.10.0", "MIT"),
-    ("toolz", "1.2.0", "BSD-3-Clause"),
-])
-def test_real_packages_through_the_shared_fixture(pypi_sdist: Callable[..., SourceRepository], name: str,
-                                                  version: str, license: str) -> None:
+@pytest.mark.parametrize(
+    ("name", "version", "license"),
+    [
+        ("boltons", "26.2.0", "BSD-3-Clause"),
+        ("humanize", "4.17.0", "MIT"),
+        ("more-itertools", "11.2.1", "MIT"),
+        ("python-slugify", "9.2.0", "MIT"),
+        ("semver", "3.1.1", "BSD-3-Clause"),
+        ("tabulate", "0.10.0", "MIT"),
+        ("toolz", "1.2.0", "BSD-3-Clause"),
+    ],
+)
+def test_real_packages_through_the_shared_fixture(
+    pypi_sdist: Callable[..., SourceRepository], name: str, version: str, license: str
+) -> None:
     repository = pypi_sdist(name, version)
     assert (repository.name, repository.version, repository.license) == (name, version, license)
     assert repository.license_kind == "permissive" and len(repository.python_files) >= 4

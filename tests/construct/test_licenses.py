@@ -53,14 +53,20 @@ modification, are permitted provided that the following conditions are met:
 2. Redistributions in binary form must reproduce the above copyright notice,
    this list of conditions and the following disclaimer in the documentation.
 """
-BSD_3 = BSD_2 + """3. Neither the name of the copyright holder nor the names of its
+BSD_3 = (
+    BSD_2
+    + """3. Neither the name of the copyright holder nor the names of its
    contributors may be used to endorse or promote products derived from
    this software without specific prior written permission.
 """
-BSD_4 = BSD_3 + """4. All advertising materials mentioning features or use of this software
+)
+BSD_4 = (
+    BSD_3
+    + """4. All advertising materials mentioning features or use of this software
    must display the following acknowledgement: This product includes software
    developed by Jane Doe.
 """
+)
 APACHE = """
                                  Apache License
                            Version 2.0, January 2004
@@ -187,14 +193,34 @@ Proprietary and confidential
 """
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    (MIT, "MIT"), (MIT_0, "MIT-0"), (BSD_2, "BSD-2-Clause"), (BSD_3, "BSD-3-Clause"),
-    (BSD_4, "BSD-4-Clause"), (APACHE, "Apache-2.0"), (APACHE_NOTICE, "Apache-2.0"), (ISC, "ISC"),
-    (ZERO_BSD, "0BSD"), (PSF, "PSF-2.0"), (UNLICENSE, "Unlicense"), (ZLIB, "Zlib"), (CC0, "CC0-1.0"),
-    (MPL, "MPL-2.0"), (MPL_NOTICE, "MPL-2.0"), (LGPL_21, "LGPL-2.1"), (LGPL_3, "LGPL-3.0"),
-    (GPL_2, "GPL-2.0"), (GPL_3, "GPL-3.0"), (GPL_NOTICE, "GPL-3.0"), (AGPL, "AGPL-3.0"),
-    (BOOST, "BSL-1.0"), (PROPRIETARY_TEXT, PROPRIETARY),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (MIT, "MIT"),
+        (MIT_0, "MIT-0"),
+        (BSD_2, "BSD-2-Clause"),
+        (BSD_3, "BSD-3-Clause"),
+        (BSD_4, "BSD-4-Clause"),
+        (APACHE, "Apache-2.0"),
+        (APACHE_NOTICE, "Apache-2.0"),
+        (ISC, "ISC"),
+        (ZERO_BSD, "0BSD"),
+        (PSF, "PSF-2.0"),
+        (UNLICENSE, "Unlicense"),
+        (ZLIB, "Zlib"),
+        (CC0, "CC0-1.0"),
+        (MPL, "MPL-2.0"),
+        (MPL_NOTICE, "MPL-2.0"),
+        (LGPL_21, "LGPL-2.1"),
+        (LGPL_3, "LGPL-3.0"),
+        (GPL_2, "GPL-2.0"),
+        (GPL_3, "GPL-3.0"),
+        (GPL_NOTICE, "GPL-3.0"),
+        (AGPL, "AGPL-3.0"),
+        (BOOST, "BSL-1.0"),
+        (PROPRIETARY_TEXT, PROPRIETARY),
+    ],
+)
 def test_license_texts_are_recognised(text: str, expected: str) -> None:
     assert identify_license_text(text) == expected
 
@@ -219,26 +245,55 @@ def test_short_texts_are_read_as_names_and_others_are_not_recognised() -> None:
     assert identify_license_text("") is None
 
 
-@pytest.mark.parametrize(("name", "expected"), [
-    ("MIT", "MIT"), ("The MIT License", "MIT"), ("MIT License (MIT)", "MIT"), ("Expat", "MIT"),
-    ("BSD", "BSD"), ("new BSD License", "BSD-3-Clause"), ("BSD 2-Clause", "BSD-2-Clause"),
-    ("Apache 2.0", "Apache-2.0"), ("Apache License, Version 2.0", "Apache-2.0"), ("apache-2.0", "Apache-2.0"),
-    ("GPLv3", "GPL-3.0"), ("GPLv3+", "GPL-3.0-or-later"), ("GNU GPL v2", "GPL-2.0"),
-    ("gpl-2.0-only", "GPL-2.0-only"), ("LGPLv2.1+", "LGPL-2.1-or-later"), ("AGPLv3", "AGPL-3.0"),
-    ("MPL 2.0", "MPL-2.0"), ("ISC", "ISC"), ("PSF", "PSF-2.0"),
-    ("Python Software Foundation License", "PSF-2.0"), ("Unlicense", "Unlicense"),
-    ("zlib/libpng", "Zlib"), ("CC0", "CC0-1.0"), ("MIT or Apache 2.0", "MIT OR Apache-2.0"),
-    ("Proprietary", PROPRIETARY), ("Some custom terms", None), ("", None),
-])
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("MIT", "MIT"),
+        ("The MIT License", "MIT"),
+        ("MIT License (MIT)", "MIT"),
+        ("Expat", "MIT"),
+        ("BSD", "BSD"),
+        ("new BSD License", "BSD-3-Clause"),
+        ("BSD 2-Clause", "BSD-2-Clause"),
+        ("Apache 2.0", "Apache-2.0"),
+        ("Apache License, Version 2.0", "Apache-2.0"),
+        ("apache-2.0", "Apache-2.0"),
+        ("GPLv3", "GPL-3.0"),
+        ("GPLv3+", "GPL-3.0-or-later"),
+        ("GNU GPL v2", "GPL-2.0"),
+        ("gpl-2.0-only", "GPL-2.0-only"),
+        ("LGPLv2.1+", "LGPL-2.1-or-later"),
+        ("AGPLv3", "AGPL-3.0"),
+        ("MPL 2.0", "MPL-2.0"),
+        ("ISC", "ISC"),
+        ("PSF", "PSF-2.0"),
+        ("Python Software Foundation License", "PSF-2.0"),
+        ("Unlicense", "Unlicense"),
+        ("zlib/libpng", "Zlib"),
+        ("CC0", "CC0-1.0"),
+        ("MIT or Apache 2.0", "MIT OR Apache-2.0"),
+        ("Proprietary", PROPRIETARY),
+        ("Some custom terms", None),
+        ("", None),
+    ],
+)
 def test_license_names(name: str, expected: str | None) -> None:
     assert license_from_name(name) == expected
 
 
 def test_classifiers() -> None:
-    assert license_from_classifiers(["Programming Language :: Python",
-                                     "License :: OSI Approved :: MIT License"]) == "MIT"
-    assert license_from_classifiers(["License :: OSI Approved :: GNU General Public License v3 (GPLv3)",
-                                     "License :: OSI Approved :: MIT License"]) == "GPL-3.0 OR MIT"
+    assert (
+        license_from_classifiers(["Programming Language :: Python", "License :: OSI Approved :: MIT License"]) == "MIT"
+    )
+    assert (
+        license_from_classifiers(
+            [
+                "License :: OSI Approved :: GNU General Public License v3 (GPLv3)",
+                "License :: OSI Approved :: MIT License",
+            ]
+        )
+        == "GPL-3.0 OR MIT"
+    )
     assert license_from_classifiers(["License :: OSI Approved :: BSD License"]) == "BSD"
     assert license_from_classifiers(["License :: OSI Approved"]) is None
     assert license_from_classifiers(["License :: Other/Proprietary License"]) == PROPRIETARY
@@ -247,28 +302,54 @@ def test_classifiers() -> None:
 def test_metadata_variants() -> None:
     assert license_from_metadata(expression=" MIT OR Apache-2.0 ", license_field="GPL") == "MIT OR Apache-2.0"
     assert license_from_metadata(license_field="MIT License") == "MIT"
-    assert license_from_metadata(license_field="UNKNOWN",
-                                 classifiers=["License :: OSI Approved :: MIT License"]) == "MIT"
+    assert (
+        license_from_metadata(license_field="UNKNOWN", classifiers=["License :: OSI Approved :: MIT License"]) == "MIT"
+    )
     # A generic name gives way to a specific one from the other field.
-    assert license_from_metadata(license_field="GPL", classifiers=[
-        "License :: OSI Approved :: GNU General Public License v3 or later (GPLv3+)"]) == "GPL-3.0-or-later"
+    assert (
+        license_from_metadata(
+            license_field="GPL",
+            classifiers=["License :: OSI Approved :: GNU General Public License v3 or later (GPLv3+)"],
+        )
+        == "GPL-3.0-or-later"
+    )
     assert license_from_metadata(license_field=APACHE_NOTICE * 2) == "Apache-2.0"
     assert license_from_metadata(license_field="Dual: see the file") == "Dual: see the file"
     assert license_from_metadata() is None
 
 
-@pytest.mark.parametrize(("expression", "kind"), [
-    ("MIT", "permissive"), ("BSD-3-Clause", "permissive"), ("Apache-2.0", "permissive"), ("ISC", "permissive"),
-    ("PSF-2.0", "permissive"), ("Unlicense", "permissive"), ("0BSD", "permissive"), ("Zlib", "permissive"),
-    ("MIT-0", "permissive"), ("CC0-1.0", "permissive"), ("BSD", "permissive"),
-    ("GPL-3.0-or-later", "copyleft"), ("LGPL-2.1", "copyleft"), ("AGPL-3.0", "copyleft"),
-    ("MPL-2.0", "copyleft"), ("EPL-2.0", "copyleft"), (PROPRIETARY, "proprietary"),
-    ("Some custom terms", "unknown"), (None, "unknown"),
-    ("MIT OR GPL-3.0", "permissive"), ("MIT AND GPL-3.0", "copyleft"),
-    ("(MIT OR Apache-2.0) AND GPL-2.0", "copyleft"), ("MIT AND (GPL-2.0 OR Apache-2.0)", "permissive"),
-    ("GPL-2.0-or-later WITH Classpath-exception-2.0", "copyleft"), ("MIT AND Foo", "unknown"),
-    ("MIT AND", "unknown"), ("(MIT", "unknown"),
-])
+@pytest.mark.parametrize(
+    ("expression", "kind"),
+    [
+        ("MIT", "permissive"),
+        ("BSD-3-Clause", "permissive"),
+        ("Apache-2.0", "permissive"),
+        ("ISC", "permissive"),
+        ("PSF-2.0", "permissive"),
+        ("Unlicense", "permissive"),
+        ("0BSD", "permissive"),
+        ("Zlib", "permissive"),
+        ("MIT-0", "permissive"),
+        ("CC0-1.0", "permissive"),
+        ("BSD", "permissive"),
+        ("GPL-3.0-or-later", "copyleft"),
+        ("LGPL-2.1", "copyleft"),
+        ("AGPL-3.0", "copyleft"),
+        ("MPL-2.0", "copyleft"),
+        ("EPL-2.0", "copyleft"),
+        (PROPRIETARY, "proprietary"),
+        ("Some custom terms", "unknown"),
+        (None, "unknown"),
+        ("MIT OR GPL-3.0", "permissive"),
+        ("MIT AND GPL-3.0", "copyleft"),
+        ("(MIT OR Apache-2.0) AND GPL-2.0", "copyleft"),
+        ("MIT AND (GPL-2.0 OR Apache-2.0)", "permissive"),
+        ("GPL-2.0-or-later WITH Classpath-exception-2.0", "copyleft"),
+        ("MIT AND Foo", "unknown"),
+        ("MIT AND", "unknown"),
+        ("(MIT", "unknown"),
+    ],
+)
 def test_license_kinds(expression: str | None, kind: str) -> None:
     assert license_kind(expression) == kind
 
@@ -321,8 +402,10 @@ def test_the_default_policy_refuses_copyleft_with_a_way_out() -> None:
     check_license("x", detected("MIT"), "permissive")
     with pytest.raises(BuildError) as info:
         check_license("x", detected("GPL-3.0"), "permissive")
-    assert str(info.value) == ("x is licensed GPL-3.0 (copyleft); gym-repost keeps permissive licenses by "
-                               "default; pass --licenses any to build it anyway")
+    assert str(info.value) == (
+        "x is licensed GPL-3.0 (copyleft); gym-repost keeps permissive licenses by "
+        "default; pass --licenses any to build it anyway"
+    )
     with pytest.raises(BuildError, match="a license gym-repost cannot classify"):
         check_license("x", detected("Some custom terms"), "permissive")
     check_license("x", detected("GPL-3.0"), "any")
@@ -347,6 +430,9 @@ def test_explicit_license_lists() -> None:
     assert not license_allowed(detected("MIT AND GPL-3.0"), frozenset({"MIT"}))
     assert license_allowed(detected("LGPL-2.1"), frozenset({"permissive", "copyleft"}))
     assert license_allowed(detected("Some custom terms"), frozenset({"some custom terms"}))
-    with pytest.raises(BuildError, match=r"x is licensed Apache-2.0 \(permissive\), which is not among "
-                                         r"--licenses BSD-3-Clause,MIT"):
+    with pytest.raises(
+        BuildError,
+        match=r"x is licensed Apache-2.0 \(permissive\), which is not among "
+        r"--licenses BSD-3-Clause,MIT",
+    ):
         check_license("x", detected("Apache-2.0"), frozenset({"MIT", "BSD-3-Clause"}))

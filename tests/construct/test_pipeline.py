@@ -84,12 +84,12 @@ def test_a_small_directory_builds_and_every_kept_task_validates(tmp_path: Path, 
     kept = {t.target.qualname for t in result.tasks}
     assert {"count_vowels", "initials"} <= kept
     reasons = {(d.qualname, d.stage): d.reason for d in result.drops}
-    assert ("*", "extract") in reasons and "syntax" in reasons[("*", "extract")]       # broken.py
-    assert any(q == "wait_for_server" for q, _ in reasons)                               # network keyword
+    assert ("*", "extract") in reasons and "syntax" in reasons[("*", "extract")]  # broken.py
+    assert any(q == "wait_for_server" for q, _ in reasons)  # network keyword
     for task in result.tasks:
         check = validate_task(sandbox, task, mutants=5, coverage=True)
         assert check.passed and not check.accepts_do_nothing, task.name
-        assert check.coverage is not None and check.coverage.branch_coverage == 1.0      # the eval split
+        assert check.coverage is not None and check.coverage.branch_coverage == 1.0  # the eval split
         assert task.provenance.license == "MIT" and task.metadata.split == "eval"
         assert "Body removed" in task.repository.files[task.repository.target_file]
     stats = result.statistics()
@@ -130,10 +130,13 @@ def test_the_demo_build_keeps_the_same_tasks_on_a_busy_machine(sandbox: Sandbox,
     assert busy.statistics()["safety_limits"] == [] == quiet.statistics()["safety_limits"]
 
 
-@pytest.mark.parametrize(("make", "message"), [
-    (lambda p: str(p / "missing"), "no such directory, archive or PyPI package"),
-    (lambda p: (p / "x.tar.gz").write_text("not an archive") and str(p / "x.tar.gz"), "not a source archive"),
-])
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda p: str(p / "missing"), "no such directory, archive or PyPI package"),
+        (lambda p: (p / "x.tar.gz").write_text("not an archive") and str(p / "x.tar.gz"), "not a source archive"),
+    ],
+)
 def test_unusable_sources_are_refused_clearly(tmp_path: Path, sandbox: Sandbox, make, message: str) -> None:
     with pytest.raises(BuildError, match=message):
         _build(make(tmp_path), sandbox)
@@ -146,8 +149,13 @@ def test_a_repository_without_a_license_is_refused_unless_asked(tmp_path: Path, 
     assert _build(repo, sandbox, licenses="any", trace=False).tasks
 
 
-PACKAGES = [("inflection", "0.5.1"), ("toolz", "1.2.0"), ("humanize", "4.17.0"), ("semver", "3.1.1"),
-            ("python-slugify", "9.2.0")]
+PACKAGES = [
+    ("inflection", "0.5.1"),
+    ("toolz", "1.2.0"),
+    ("humanize", "4.17.0"),
+    ("semver", "3.1.1"),
+    ("python-slugify", "9.2.0"),
+]
 
 
 @pytest.mark.slow

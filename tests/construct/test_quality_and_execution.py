@@ -32,16 +32,27 @@ def test_sanity_checks_pass_on_a_good_task(function_task: FunctionTask) -> None:
 
 
 def _variant(task: FunctionTask, script: str) -> FunctionTask:
-    return build_task(script, "score", task.repository.files | {"tiny/score.py": task.repository.files[
-        "tiny/score.py"]}, "tiny/score.py")
+    return build_task(
+        script,
+        "score",
+        task.repository.files | {"tiny/score.py": task.repository.files["tiny/score.py"]},
+        "tiny/score.py",
+    )
 
 
-@pytest.mark.parametrize(("edit", "failed"), [
-    (lambda s: s.replace("if __name__ == \"__main__\":\n    test_score()",
-                         "if __name__ == \"__main__\":\n    try:\n        test_score()\n    except Exception:\n"
-                         "        pass"), "main calls the test outside try"),
-    (lambda s: s.replace("            continue\n", "            pass\n", 1), "target unchanged (AST)"),
-])
+@pytest.mark.parametrize(
+    ("edit", "failed"),
+    [
+        (
+            lambda s: s.replace(
+                'if __name__ == "__main__":\n    test_score()',
+                'if __name__ == "__main__":\n    try:\n        test_score()\n    except Exception:\n        pass',
+            ),
+            "main calls the test outside try",
+        ),
+        (lambda s: s.replace("            continue\n", "            pass\n", 1), "target unchanged (AST)"),
+    ],
+)
 def test_sanity_checks_catch_what_repost_checks(function_task: FunctionTask, edit, failed: str) -> None:
     task = _variant(function_task, edit(function_task.evaluation.script))
     checks = sanity_checks(task, function_task.target.source)
@@ -49,19 +60,27 @@ def test_sanity_checks_catch_what_repost_checks(function_task: FunctionTask, edi
 
 
 def test_quality_keeps_a_strong_task_and_measures_it(function_task: FunctionTask, sandbox: Sandbox) -> None:
-    report = check_quality(sandbox, function_task, function_task.target.source,
-                           QualityThresholds(min_branch_coverage=1.0, min_kill_rate=0.5, mutants=8))
+    report = check_quality(
+        sandbox,
+        function_task,
+        function_task.target.source,
+        QualityThresholds(min_branch_coverage=1.0, min_kill_rate=0.5, mutants=8),
+    )
     assert report.passed, (report.reason, report.detail)
     assert report.branch_coverage == 1.0 and report.kill_rate is not None and report.kill_rate >= 0.5
 
 
 def test_quality_rejects_weak_tests(function_task: FunctionTask, sandbox: Sandbox) -> None:
     weak = function_task.evaluation.script.replace(
-        "        assert score(values, cap) == score_new_implementation(values, cap)\n", "        pass\n")
-    weak = weak.replace("assert score([1]) == score_new_implementation([1])",
-                        "assert score([]) == score_new_implementation([])")
-    weak = weak.replace("assert score([9, 9]) == score_new_implementation([9, 9])",
-                        "assert score([]) == score_new_implementation([]) or True\n    assert True")
+        "        assert score(values, cap) == score_new_implementation(values, cap)\n", "        pass\n"
+    )
+    weak = weak.replace(
+        "assert score([1]) == score_new_implementation([1])", "assert score([]) == score_new_implementation([])"
+    )
+    weak = weak.replace(
+        "assert score([9, 9]) == score_new_implementation([9, 9])",
+        "assert score([]) == score_new_implementation([]) or True\n    assert True",
+    )
     task = _variant(function_task, weak)
     report = check_quality(sandbox, task, function_task.target.source, QualityThresholds(mutants=8))
     assert not report.passed
@@ -70,7 +89,7 @@ def test_quality_rejects_weak_tests(function_task: FunctionTask, sandbox: Sandbo
 
 @pytest.mark.network
 def test_run_with_installs_installs_a_missing_distribution(tmp_path: Path) -> None:
-    script = textwrap.dedent('''\
+    script = textwrap.dedent("""\
         import inflection
 
 
@@ -85,7 +104,7 @@ def test_run_with_installs_installs_a_missing_distribution(tmp_path: Path) -> No
 
         if __name__ == "__main__":
             test_shout()
-        ''')
+        """)
     task = build_task(script, "shout", {"m.py": script.split("\n\n\ndef test_shout")[0]}, "m.py")
     # Its own empty package directory: the session's shared one may hold inflection already.
     with get_sandbox("local", packages_dir=str(tmp_path / "packages")) as sandbox:

@@ -43,17 +43,32 @@ def scripts_of(repo: SourceRepository) -> dict[str, SandboxedScript]:
 
 
 def _target(source: str = "def f(x):\n    return g(x) + 1") -> Candidate:
-    return Candidate(file="pkg/m.py", module="pkg.m", qualname="f", name="f", class_name=None,
-                     kind="function", start_line=3, def_line=3, end_line=4, signature="def f(x):",
-                     decorators=(), docstring=None, source=source, body_statements=1)
+    return Candidate(
+        file="pkg/m.py",
+        module="pkg.m",
+        qualname="f",
+        name="f",
+        class_name=None,
+        kind="function",
+        start_line=3,
+        def_line=3,
+        end_line=4,
+        signature="def f(x):",
+        decorators=(),
+        docstring=None,
+        source=source,
+        body_statements=1,
+    )
 
 
 def test_the_module_layout() -> None:
     target = _target()
     sliced = DependencySlice(
         target=target,
-        fragments=[Fragment("pkg/h.py", "pkg.h", "h", "function", "def h(y):\n    return y", 1, 2),
-                   Fragment("pkg/m.py", "pkg.m", "f", "function", target.source, 3, 4)],
+        fragments=[
+            Fragment("pkg/h.py", "pkg.h", "h", "function", "def h(y):\n    return y", 1, 2),
+            Fragment("pkg/m.py", "pkg.m", "f", "function", target.source, 3, 4),
+        ],
         external_imports=["from __future__ import annotations", "import math"],
         shims=["g = h"],
     )
@@ -89,16 +104,22 @@ def test_the_module_layout() -> None:
 
 def test_a_changed_target_or_a_module_that_does_not_compile_is_a_drop() -> None:
     target = _target()
-    altered = DependencySlice(target=target, fragments=[
-        Fragment("pkg/m.py", "pkg.m", "f", "function", "def f(x):\n    return g(x) + 2", 3, 4)])
+    altered = DependencySlice(
+        target=target,
+        fragments=[Fragment("pkg/m.py", "pkg.m", "f", "function", "def f(x):\n    return g(x) + 2", 3, 4)],
+    )
     drop = sandbox_script(altered)
     assert isinstance(drop, Drop) and (drop.stage, drop.reason) == ("sandboxing", "target altered")
     missing = DependencySlice(target=target, fragments=[])
     assert sandbox_script(missing).reason == "target altered"  # type: ignore[union-attr]
     # parses, but does not compile: the target text is fine, a fragment is not
-    bad = DependencySlice(target=target, fragments=[
-        Fragment("pkg/z.py", "pkg.z", "z", "other", "nonlocal q", 1, 1),
-        Fragment("pkg/m.py", "pkg.m", "f", "function", target.source, 3, 4)])
+    bad = DependencySlice(
+        target=target,
+        fragments=[
+            Fragment("pkg/z.py", "pkg.z", "z", "other", "nonlocal q", 1, 1),
+            Fragment("pkg/m.py", "pkg.m", "f", "function", target.source, 3, 4),
+        ],
+    )
     drop = sandbox_script(bad)
     assert isinstance(drop, Drop) and drop.reason == "script does not compile"
     assert "nonlocal" in drop.detail
@@ -124,8 +145,9 @@ def test_scripts_run_alone_and_behave_like_the_repository(tmp_path: Path, sandbo
         "geo/shapes.py::Square.describe": ("(Square(0.5).describe(), REGISTRY)", "('Shape: 0.25', ['Square'])"),
     }
     for key, (call, expected) in calls.items():
-        run = sandbox.run(files={"m.py": scripts[key].module + f"\nprint({call})\n"},
-                          command=["python3", "m.py"], timeout=10)
+        run = sandbox.run(
+            files={"m.py": scripts[key].module + f"\nprint({call})\n"}, command=["python3", "m.py"], timeout=10
+        )
         assert (run.returncode, run.stdout.strip()) == (0, expected), (key, run.stderr)
     for key, script in scripts.items():
         run = sandbox.run(files={"m.py": script.module}, command=["python3", "m.py"], timeout=10)
@@ -142,7 +164,7 @@ def test_every_demo_candidate_becomes_a_module_that_runs_in_the_sandbox(sandbox:
     # the module holds what the demo's hand-written script needs, and runs its test
     reserve = scripts["shopkit/inventory.py::Inventory.reserve"].module
     hand_written = (DEMO.parent / "scripts" / "inventory_reserve.py").read_text(encoding="utf-8")
-    test = "import copy\n\n\n" + hand_written[hand_written.index("def _make_inventory"):]
+    test = "import copy\n\n\n" + hand_written[hand_written.index("def _make_inventory") :]
     candidate = _copy_as_candidate(reserve, "Inventory.reserve")
     run = sandbox.run(files={"m.py": candidate + "\n\n" + test}, command=["python3", "m.py"], timeout=10)
     assert run.returncode == 0, run.stderr
@@ -156,8 +178,9 @@ def _copy_as_candidate(module: str, qualname: str) -> str:
     span = find_function(module, qualname)
     assert span is not None
     text = function_source(module, span)
-    renamed = rename_definition(text, dataclasses.replace(span, def_line=span.def_line - span.start + 1),
-                                f"{span.name}_new_implementation")
+    renamed = rename_definition(
+        text, dataclasses.replace(span, def_line=span.def_line - span.start + 1), f"{span.name}_new_implementation"
+    )
     lines = module.split("\n")
-    lines[span.end:span.end] = ["", indent_code(renamed, span.indent)]
+    lines[span.end : span.end] = ["", indent_code(renamed, span.indent)]
     return "\n".join(lines)

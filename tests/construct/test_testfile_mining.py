@@ -23,7 +23,7 @@ REPO = {
     "LICENSE": "MIT License\n\nPermission is hereby granted, free of charge, to any person obtaining a copy\n",
     "pyproject.toml": '[project]\nname = "mini"\nversion = "1.0"\nlicense = {text = "MIT"}\n',
     "src/mini/__init__.py": "from .shapes import Square, area\n",
-    "src/mini/shapes.py": textwrap.dedent('''\
+    "src/mini/shapes.py": textwrap.dedent("""\
         class Square:
             def __init__(self, side):
                 if side < 0:
@@ -33,19 +33,19 @@ REPO = {
 
         def area(shape):
             return shape.side * shape.side
-        '''),
-    "src/mini/text.py": textwrap.dedent('''\
+        """),
+    "src/mini/text.py": textwrap.dedent("""\
         def shout(text, times=1):
             return (text.upper() + "!") * times
 
 
         def whisper(text):
             return text.lower()
-        '''),
+        """),
     "src/mini/lonely.py": "def alone():\n    return 1\n",
     "tests/conftest.py": "import pytest\n\n\n@pytest.fixture\ndef side():\n    return 3\n",
     "tests/helpers.py": "LOUD = 'HI!'\n",
-    "tests/test_shapes.py": textwrap.dedent('''\
+    "tests/test_shapes.py": textwrap.dedent("""\
         import pytest
 
         from mini import Square, area
@@ -58,13 +58,13 @@ REPO = {
         def test_negative():
             with pytest.raises(ValueError):
                 Square(-1)
-        '''),
+        """),
     "tests/test_words.py": "from helpers import LOUD\n\nfrom mini.text import shout\n\n\n"
-                           "def test_shout():\n    assert shout('hi') == LOUD\n",
+    "def test_shout():\n    assert shout('hi') == LOUD\n",
     "tests/test_text_failing.py": "from mini.text import whisper\n\n\n"
-                                  "def test_whisper():\n    assert whisper('A') == 'A'\n",
+    "def test_whisper():\n    assert whisper('A') == 'A'\n",
     "tests/test_lonely_broken.py": "import not_installed_anywhere\n\nfrom mini.lonely import alone\n\n\n"
-                                   "def test_alone():\n    assert alone() == 1\n",
+    "def test_alone():\n    assert alone() == 1\n",
     "tests/test_misc.py": "def test_nothing():\n    assert 1 + 1 == 2\n",
 }
 
@@ -97,15 +97,18 @@ def test_pairing_by_name_and_imports(mini_repo: SourceRepository) -> None:
     assert [(d.file, d.reason) for d in drops] == [("tests/test_misc.py", "no focal file")]
 
 
-def test_build_keeps_pairs_whose_ground_truth_runs(mini_repo: SourceRepository, sandbox: Sandbox,
-                                                  tmp_path: Path) -> None:
+def test_build_keeps_pairs_whose_ground_truth_runs(
+    mini_repo: SourceRepository, sandbox: Sandbox, tmp_path: Path
+) -> None:
     seen: list[object] = []
     tasks, drops = build_testfile_tasks(mini_repo, sandbox, on_pair=seen.append)
     assert sorted(t.evaluation.test_path for t in tasks) == ["tests/test_shapes.py", "tests/test_words.py"]
     reasons = {d.file: (d.stage, d.reason) for d in drops}
-    assert reasons == {"tests/test_misc.py": ("extract", "no focal file"),
-                       "tests/test_text_failing.py": ("execution", "ground truth fails"),
-                       "tests/test_lonely_broken.py": ("execution", "ground truth does not run")}
+    assert reasons == {
+        "tests/test_misc.py": ("extract", "no focal file"),
+        "tests/test_text_failing.py": ("execution", "ground truth fails"),
+        "tests/test_lonely_broken.py": ("execution", "ground truth does not run"),
+    }
     assert "not_installed_anywhere" in next(d.detail for d in drops if d.file == "tests/test_lonely_broken.py")
     assert len(seen) == 4
 

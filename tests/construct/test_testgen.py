@@ -39,12 +39,26 @@ def candidate(module: str, qualname: str, file: str = "pkg/mod.py", kind: str | 
     assert span is not None
     decorators = tuple(ast.unparse(d) for d in span.node.decorator_list)
     if kind is None:
-        kind = "function" if span.class_name is None else next(
-            (d for d in ("staticmethod", "classmethod", "property") if d in decorators), "method")
-    return Candidate(file=file, module=file[:-3].replace("/", "."), qualname=qualname, name=span.name,
-                     class_name=span.class_name, kind=kind, start_line=span.start, def_line=span.def_line,
-                     end_line=span.end, signature="", decorators=decorators, docstring=span.docstring,
-                     source="\n".join(module.split("\n")[span.start - 1: span.end]))
+        kind = (
+            "function"
+            if span.class_name is None
+            else next((d for d in ("staticmethod", "classmethod", "property") if d in decorators), "method")
+        )
+    return Candidate(
+        file=file,
+        module=file[:-3].replace("/", "."),
+        qualname=qualname,
+        name=span.name,
+        class_name=span.class_name,
+        kind=kind,
+        start_line=span.start,
+        def_line=span.def_line,
+        end_line=span.end,
+        signature="",
+        decorators=decorators,
+        docstring=span.docstring,
+        source="\n".join(module.split("\n")[span.start - 1 : span.end]),
+    )
 
 
 def script(module: str, qualname: str) -> SandboxedScript:
@@ -162,7 +176,7 @@ def _hints(source: str, is_method: bool = False) -> hints.TargetHints:
 
 
 def test_hints_from_usage_literals_and_isinstance():
-    found = _hints('''
+    found = _hints("""
         def f(name, n, items, table, mode="fast", *rest, flag=False, **options):
             if isinstance(n, bool):
                 return None
@@ -171,10 +185,18 @@ def test_hints_from_usage_literals_and_isinstance():
             for item in items:
                 table[item] = table.get(item, 0) + n
             return name
-        ''')
+        """)
     usage = {p.name: p.usage for p in found.params}
-    assert [p.kind for p in found.params] == ["positional", "positional", "positional", "positional", "positional",
-                                              "var_positional", "keyword_only", "var_keyword"]
+    assert [p.kind for p in found.params] == [
+        "positional",
+        "positional",
+        "positional",
+        "positional",
+        "positional",
+        "var_positional",
+        "keyword_only",
+        "var_keyword",
+    ]
     assert usage["name"].tags == {"str"}
     assert "number" in usage["n"].tags and usage["n"].literals == ["10", "9", "11"]
     assert usage["n"].types == ["bool"]
@@ -186,13 +208,16 @@ def test_hints_from_usage_literals_and_isinstance():
 
 
 def test_hints_of_self_attributes():
-    found = _hints('''
+    found = _hints(
+        """
         def pop(self, default=None):
             if not self.items:
                 return default
             self.count -= 1
             return self.items.pop()
-        ''', is_method=True)
+        """,
+        is_method=True,
+    )
     assert [p.name for p in found.params] == ["default"]
     assert {"truthy", "list"} <= found.self_attributes["items"].tags
 
@@ -206,8 +231,10 @@ def test_pools_from_annotations():
     assert builder.for_annotation("list[int]")[:3] == ["[]", "[0]", "[0, 1, -1]"]
     assert builder.for_annotation("Literal['a', 'b']") == ["'a'", "'b'"]
     assert builder.for_annotation("Optional[bool]") == ["None", "True", "False"]
-    assert all(ast.literal_eval(v) == {} or isinstance(ast.literal_eval(v), dict)
-               for v in builder.for_annotation("dict[str, int]"))
+    assert all(
+        ast.literal_eval(v) == {} or isinstance(ast.literal_eval(v), dict)
+        for v in builder.for_annotation("dict[str, int]")
+    )
     assert builder.for_annotation("int | None")[:2] == ["0", "None"]
 
 
@@ -238,12 +265,12 @@ def test_pools_for_enums_classes_and_foreign_types():
 
 
 def test_pools_from_defaults_usage_and_constants():
-    found = _hints('''
+    found = _hints("""
         def f(count=3, text="", sep=","):
             if text.startswith("#"):
                 return sep.join([text] * count)
             return text
-        ''')
+        """)
     builder = _builder(constants=found.constants)
     by_name = {p.name: builder.for_param(p) for p in found.params}
     assert by_name["count"][:3] == pools.INT[:3]
@@ -267,17 +294,24 @@ def test_mutations_keep_the_call_shape():
 
 
 def test_call_arguments_keeps_text_and_keywords():
-    assert call_arguments("(1, 'a b', [2, 3])", "{'sep': '-', 'not an id': 1}") == \
-        "1, 'a b', [2, 3], sep='-', **{'not an id': 1}"
+    assert (
+        call_arguments("(1, 'a b', [2, 3])", "{'sep': '-', 'not an id': 1}")
+        == "1, 'a b', [2, 3], sep='-', **{'not an id': 1}"
+    )
     assert call_arguments("()", "{}") == ""
 
 
 def test_writer_output_calls_both_and_has_a_main_block():
-    code = write_tests("add", "method", "Counter", [
-        ChosenInput(args="(1,)", kwargs="{}", instance="Counter(5)", origin="traced"),
-        ChosenInput(args="(-1,)", kwargs="{}", instance="_gr_build(Counter, {'value': 0, 'history': []})"),
-        ChosenInput(args="(2,)", kwargs="{}", instance="Counter(0)", seeded=True),
-    ])
+    code = write_tests(
+        "add",
+        "method",
+        "Counter",
+        [
+            ChosenInput(args="(1,)", kwargs="{}", instance="Counter(5)", origin="traced"),
+            ChosenInput(args="(-1,)", kwargs="{}", instance="_gr_build(Counter, {'value': 0, 'history': []})"),
+            ChosenInput(args="(2,)", kwargs="{}", instance="Counter(0)", seeded=True),
+        ],
+    )
     tree = ast.parse(code)
     test = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "test_add")
     used = {n.attr for n in ast.walk(test) if isinstance(n, ast.Attribute)}
@@ -306,17 +340,44 @@ def double_it(x):
 
 def test_values_are_written_back_as_source_that_rebuilds_them(tmp_path):
     serializer = trace_program.Serializer(str(tmp_path))
-    values = [None, True, -3, 2.5, float("nan"), float("-inf"), 1 - 2j, "a'b\n", b"\x00", bytearray(b"ab"),
-              [1, [2]], (1,), {"k": {3, 1}}, frozenset({"x"}), set(), range(2, 9, 3),
-              decimal.Decimal("1.50"), datetime.date(2020, 2, 29),
-              datetime.datetime(2020, 1, 1, 12, tzinfo=datetime.timezone.utc), re.IGNORECASE,
-              re.compile("a+", re.I), re.search("b+", "abbbc"), len, operator.add, str.upper, int,
-              functools.partial(max, 3), argparse.Namespace(verbose=True), collections.deque([1, 2]),
-              collections.OrderedDict(a=1), lambda x: x + 1, double_it]
+    values = [
+        None,
+        True,
+        -3,
+        2.5,
+        float("nan"),
+        float("-inf"),
+        1 - 2j,
+        "a'b\n",
+        b"\x00",
+        bytearray(b"ab"),
+        [1, [2]],
+        (1,),
+        {"k": {3, 1}},
+        frozenset({"x"}),
+        set(),
+        range(2, 9, 3),
+        decimal.Decimal("1.50"),
+        datetime.date(2020, 2, 29),
+        datetime.datetime(2020, 1, 1, 12, tzinfo=datetime.timezone.utc),
+        re.IGNORECASE,
+        re.compile("a+", re.I),
+        re.search("b+", "abbbc"),
+        len,
+        operator.add,
+        str.upper,
+        int,
+        functools.partial(max, 3),
+        argparse.Namespace(verbose=True),
+        collections.deque([1, 2]),
+        collections.OrderedDict(a=1),
+        lambda x: x + 1,
+        double_it,
+    ]
     namespace = {name: value for name, value in vars(runtime).items() if name.startswith("_gr_")}
     for value in values:
         source = serializer.to_source(value)
-        rebuilt = eval(source, dict(namespace))  # noqa: S307 - our own source
+        rebuilt = eval(source, dict(namespace))
         if callable(value) and not isinstance(value, (type, functools.partial)):
             assert rebuilt(5, 6) == value(5, 6) if value is operator.add else True
             continue
@@ -324,9 +385,9 @@ def test_values_are_written_back_as_source_that_rebuilds_them(tmp_path):
             assert (rebuilt.span(), rebuilt.group()) == (value.span(), value.group())
             continue
         assert runtime._gr_state(rebuilt) == runtime._gr_state(value), source
-    assert eval(serializer.to_source(lambda x: x + 1))(1) == 2  # noqa: S307
+    assert eval(serializer.to_source(lambda x: x + 1))(1) == 2
     assert serializer.to_source(double_it).startswith("_gr_func(")
-    assert eval(serializer.to_source(double_it), dict(namespace))(4) == 8  # noqa: S307
+    assert eval(serializer.to_source(double_it), dict(namespace))(4) == 8
 
 
 def test_values_that_cannot_be_written_back_are_refused(tmp_path):
@@ -350,7 +411,7 @@ def repository(tmp_path: Path, files: dict[str, str]) -> SourceRepository:
     return SourceRepository(name="shapes", version="0", source=str(tmp_path), root=tmp_path, files=files)
 
 
-GEOMETRY = '''
+GEOMETRY = """
     class Point:
         def __init__(self, x, y):
             self.x, self.y = x, y
@@ -366,14 +427,16 @@ GEOMETRY = '''
     def push_all(items, extra):
         items.extend(extra)
         return len(items)
-    '''
+    """
 
 
 def test_trace_records_arguments_instances_and_mutated_lists(sandbox, tmp_path):
-    repo = repository(tmp_path, {
-        "shapes/__init__.py": "",
-        "shapes/geometry.py": GEOMETRY,
-        "tests/test_geometry.py": '''
+    repo = repository(
+        tmp_path,
+        {
+            "shapes/__init__.py": "",
+            "shapes/geometry.py": GEOMETRY,
+            "tests/test_geometry.py": """
             from shapes.geometry import Point, push_all, scale
 
             def test_scale():
@@ -387,8 +450,9 @@ def test_trace_records_arguments_instances_and_mutated_lists(sandbox, tmp_path):
 
             def test_norm():
                 assert Point(-2, 1).norm1() == 3
-            ''',
-    })
+            """,
+        },
+    )
     module = repo.files["shapes/geometry.py"]
     targets = [candidate(module, q, "shapes/geometry.py") for q in ("scale", "push_all", "Point.norm1")]
     result = trace_repository(sandbox, repo, targets, timeout=60)
@@ -402,23 +466,26 @@ def test_trace_records_arguments_instances_and_mutated_lists(sandbox, tmp_path):
 
 
 def test_trace_reports_missing_modules(sandbox, tmp_path):
-    repo = repository(tmp_path, {
-        "shapes/__init__.py": "",
-        "shapes/geometry.py": GEOMETRY,
-        "tests/test_needs.py": '''
+    repo = repository(
+        tmp_path,
+        {
+            "shapes/__init__.py": "",
+            "shapes/geometry.py": GEOMETRY,
+            "tests/test_needs.py": """
             import gym_repost_no_such_module_xyz
             from shapes.geometry import push_all
 
             def test_push():
                 assert push_all([], [1]) == 1
-            ''',
-        "tests/test_plain.py": '''
+            """,
+            "tests/test_plain.py": """
             from shapes.geometry import push_all
 
             def test_push():
                 assert push_all([0], []) == 1
-            ''',
-    })
+            """,
+        },
+    )
     target = candidate(repo.files["shapes/geometry.py"], "push_all", "shapes/geometry.py")
     result = trace_repository(sandbox, repo, [target], timeout=60)
     assert result.missing_modules == ["gym_repost_no_such_module_xyz"]
@@ -426,10 +493,12 @@ def test_trace_reports_missing_modules(sandbox, tmp_path):
 
 
 def test_a_hanging_test_suite_is_bounded(sandbox, tmp_path):
-    repo = repository(tmp_path, {
-        "shapes/__init__.py": "",
-        "shapes/geometry.py": GEOMETRY,
-        "tests/test_hang.py": '''
+    repo = repository(
+        tmp_path,
+        {
+            "shapes/__init__.py": "",
+            "shapes/geometry.py": GEOMETRY,
+            "tests/test_hang.py": """
             from shapes.geometry import push_all
 
             def test_hangs():
@@ -439,8 +508,9 @@ def test_a_hanging_test_suite_is_bounded(sandbox, tmp_path):
 
             def test_after():
                 assert push_all([], [8]) == 1
-            ''',
-    })
+            """,
+        },
+    )
     target = candidate(repo.files["shapes/geometry.py"], "push_all", "shapes/geometry.py")
     started = time.monotonic()
     result = trace_repository(sandbox, repo, [target], timeout=60, test_timeout=1.0)
@@ -483,7 +553,7 @@ def test_search_reaches_every_branch_and_kills_mutants(sandbox):
     assert kill_rate(sandbox, sandboxed, result.code) >= 0.8
 
 
-COLLATZ = '''
+COLLATZ = """
     def steps(n, limit=1000):
         count = 0
         while n != 1 and count < limit:
@@ -493,7 +563,7 @@ COLLATZ = '''
                 n //= 2
             count += 1
         return count
-    '''
+    """
 
 
 def test_search_on_a_loop_with_nested_branches(sandbox):
@@ -502,7 +572,7 @@ def test_search_on_a_loop_with_nested_branches(sandbox):
     assert kill_rate(sandbox, script(COLLATZ, "steps"), result.code) >= 0.8
 
 
-STACK = '''
+STACK = """
     class Stack:
         def __init__(self, limit=3):
             self.items = []
@@ -513,7 +583,7 @@ STACK = '''
                 raise OverflowError(f"stack full at {self.limit}")
             self.items.append(item)
             return len(self.items)
-    '''
+    """
 
 
 def test_methods_compare_the_state_of_self(sandbox):
@@ -522,22 +592,25 @@ def test_methods_compare_the_state_of_self(sandbox):
     assert ".push_new_implementation, " in result.code
     sandboxed = script(STACK, "Stack.push")
     task = verification_task(sandboxed, result.code)
-    forgets_to_store = "def push(self, item):\n    if len(self.items) >= self.limit:\n" \
+    forgets_to_store = (
+        "def push(self, item):\n    if len(self.items) >= self.limit:\n"
         "        raise OverflowError(f'stack full at {self.limit}')\n    return len(self.items) + 1\n"
+    )
     assert not run_function_tests(sandbox, task, forgets_to_store).passed
     wrong_message = forgets_to_store.replace("full at", "is full at").replace(
-        "return len(self.items) + 1", "self.items.append(item)\n    return len(self.items)")
+        "return len(self.items) + 1", "self.items.append(item)\n    return len(self.items)"
+    )
     assert not run_function_tests(sandbox, task, wrong_message).passed
 
 
-EVENS = '''
+EVENS = """
     def evens(limit, start=0):
         n = start
         while n < limit:
             if n % 2 == 0:
                 yield n
             n += 1
-    '''
+    """
 
 
 def test_a_generator_is_compared_by_what_it_yields(sandbox):
@@ -572,7 +645,7 @@ def test_a_function_that_mutates_its_list_argument(sandbox):
     assert not run_function_tests(sandbox, task, counts_only).passed
 
 
-PARSE = '''
+PARSE = """
     def parse_port(text):
         if not text.isdigit():
             raise ValueError(f"not a number: {text!r}")
@@ -580,32 +653,32 @@ PARSE = '''
         if not 0 < port < 65536:
             raise ValueError(f"out of range: {port}")
         return port
-    '''
+    """
 
 
 def test_exceptions_are_compared_by_type_and_message(sandbox):
     result = generated(sandbox, PARSE, "parse_port")
     assert result.branch_coverage == 1.0
     task = verification_task(script(PARSE, "parse_port"), result.code)
-    other_type = PARSE.replace("raise ValueError(f\"out of range", "raise OverflowError(f\"out of range")
+    other_type = PARSE.replace('raise ValueError(f"out of range', 'raise OverflowError(f"out of range')
     assert not run_function_tests(sandbox, task, textwrap.dedent(other_type)).passed
     other_text = PARSE.replace("not a number", "bad number")
     assert not run_function_tests(sandbox, task, textwrap.dedent(other_text)).passed
 
 
-RANDOM = '''
+RANDOM = """
     import random
 
     def roll(sides=6, times=3):
         return [random.randint(1, sides) for _ in range(times)]
-    '''
+    """
 
-CLOCK = '''
+CLOCK = """
     import time
 
     def stamp(label):
         return f"{label}@{time.time()}"
-    '''
+    """
 
 
 def test_randomness_is_seeded_and_clocks_are_dropped(sandbox):
@@ -617,13 +690,13 @@ def test_randomness_is_seeded_and_clocks_are_dropped(sandbox):
     assert isinstance(dropped, Drop) and dropped.reason == "non-deterministic" and dropped.stage == "tests"
 
 
-SOCKET = '''
+SOCKET = """
     import socket
 
     def send_all(sock: socket.socket, payload: bytes) -> int:
         sock.sendall(payload)
         return len(payload)
-    '''
+    """
 
 
 def test_inputs_that_cannot_be_built_drop_the_candidate(sandbox):

@@ -14,7 +14,6 @@ def load_jsonl(tmp_path: Path) -> Any:
     datasets = pytest.importorskip("datasets", reason="pip install 'gym-repost[dev]' for the datasets loader")
 
     def load(path: Path) -> Any:
-        return datasets.load_dataset("json", data_files=str(path), split="train",
-                                     cache_dir=str(tmp_path / "hf-cache"))
+        return datasets.load_dataset("json", data_files=str(path), split="train", cache_dir=str(tmp_path / "hf-cache"))
 
     return load

@@ -16,8 +16,9 @@ from gym_repost.task import FunctionTask, load_tasks
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_proxy_removes_wrong_tests_and_pairs_follow_the_rule(humaneval_tasks: list[FunctionTask],
-                                                                  sandbox: Sandbox) -> None:
+def test_the_proxy_removes_wrong_tests_and_pairs_follow_the_rule(
+    humaneval_tasks: list[FunctionTask], sandbox: Sandbox
+) -> None:
     task = humaneval_tasks[0]
     q = run_acecoder_task(task, SplitAssertTestSampler(), [MutantCodeSampler()], sandbox, n_tests=20, samples=12)
     assert q.dropped is None
@@ -34,8 +35,7 @@ def test_the_proxy_removes_wrong_tests_and_pairs_follow_the_rule(humaneval_tasks
     assert records[0]["num_tests"] == len(q.tests) and records[0]["model"] == "mutants"
 
 
-def test_a_question_left_with_too_few_tests_is_dropped(humaneval_tasks: list[FunctionTask],
-                                                       sandbox: Sandbox) -> None:
+def test_a_question_left_with_too_few_tests_is_dropped(humaneval_tasks: list[FunctionTask], sandbox: Sandbox) -> None:
     q = run_acecoder_task(humaneval_tasks[2], SplitAssertTestSampler(), [MutantCodeSampler()], sandbox)
     assert q.dropped is not None and "fewer than 5" in q.dropped
     assert len(q.tests) < 5 and q.programs == () and q.pair_records() == []
@@ -73,15 +73,19 @@ def test_a_proxy_sampler_replaces_the_ground_truth(function_task: FunctionTask, 
     assert len(q.tests) == 8 and q.dropped is None
 
 
-def test_acecoder_output_loads_as_a_trl_dataset(humaneval_tasks: list[FunctionTask], sandbox: Sandbox,
-                                                tmp_path: Path, load_jsonl: Any) -> None:
-    questions = [run_acecoder_task(t, SplitAssertTestSampler(), [MutantCodeSampler()], sandbox, samples=8)
-                 for t in humaneval_tasks[:3]]
+def test_acecoder_output_loads_as_a_trl_dataset(
+    humaneval_tasks: list[FunctionTask], sandbox: Sandbox, tmp_path: Path, load_jsonl: Any
+) -> None:
+    questions = [
+        run_acecoder_task(t, SplitAssertTestSampler(), [MutantCodeSampler()], sandbox, samples=8)
+        for t in humaneval_tasks[:3]
+    ]
     write_jsonl([r for q in questions for r in q.pair_records()], tmp_path / "pairs.jsonl")
     write_jsonl([q.tests_record() for q in questions], tmp_path / "tests.jsonl")
     ds = load_jsonl(tmp_path / "pairs.jsonl")
     assert len(ds) > 0 and {"prompt", "chosen", "rejected", "task_id", "source", "chosen_pass_rate"} <= set(
-        ds.column_names)
+        ds.column_names
+    )
     tests = load_jsonl(tmp_path / "tests.jsonl")
     assert tests["task_id"] == [t.id for t in humaneval_tasks[:3]]
     assert [d is None for d in tests["dropped"]] == [q.dropped is None for q in questions]

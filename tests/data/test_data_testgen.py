@@ -41,21 +41,30 @@ def test_parse_reply() -> None:
 
 
 def test_the_loop_repairs_the_weakest_metric_then_compresses(
-        tiny_testfile_task: TestFileTask, sandbox: Sandbox, tmp_path: Path,  # noqa: F811
-        load_jsonl: Any) -> None:
-    generator = ScriptedGenerator([
-        reply("clamp bounds its input.", BROKEN),
-        reply("The module is tinypkg.core.", WEAK),
-        reply("Make it better.", "def test_x(:\n"),
-        reply("Cover fib, check and total with exact values.", GROUND_TRUTH),
-        "<reasoning>clamp, fib, check and total are tested with exact values and the TooBig error.</reasoning>",
-    ])
+    tiny_testfile_task: TestFileTask,  # noqa: F811
+    sandbox: Sandbox,
+    tmp_path: Path,
+    load_jsonl: Any,
+) -> None:
+    generator = ScriptedGenerator(
+        [
+            reply("clamp bounds its input.", BROKEN),
+            reply("The module is tinypkg.core.", WEAK),
+            reply("Make it better.", "def test_x(:\n"),
+            reply("Cover fib, check and total with exact values.", GROUND_TRUTH),
+            "<reasoning>clamp, fib, check and total are tested with exact values and the TooBig error.</reasoning>",
+        ]
+    )
     result = synthesize_tests(tiny_testfile_task, generator, sandbox, max_rounds=4, seed=7)
     kinds = [(r.kind, r.accepted) for r in result.rounds]
     # Execution error first, then coverage (the weak file passes); a worse file is rejected
     # and the same metric asked again; nothing is left to repair after the fourth reply.
-    assert kinds == [("generate", True), ("repair:execution", True), ("repair:coverage", False),
-                     ("repair:coverage", True)]
+    assert kinds == [
+        ("generate", True),
+        ("repair:execution", True),
+        ("repair:coverage", False),
+        ("repair:coverage", True),
+    ]
     assert result.final.code == GROUND_TRUTH and result.final.report.passed
     assert result.reasoning.startswith("clamp, fib, check and total")
 
@@ -78,8 +87,10 @@ def test_the_loop_repairs_the_weakest_metric_then_compresses(
     assert rows.num_rows == 2 and rows[0]["rounds"][3]["accepted"] is True
 
 
-def test_mutation_repairs_show_the_surviving_mutants(tiny_testfile_task: TestFileTask,  # noqa: F811
-                                                     sandbox: Sandbox) -> None:
+def test_mutation_repairs_show_the_surviving_mutants(
+    tiny_testfile_task: TestFileTask,  # noqa: F811
+    sandbox: Sandbox,
+) -> None:
     no_boundaries = GROUND_TRUTH.replace("    assert clamp(11) == 10\n", "")
     generator = ScriptedGenerator([reply("Test each function.", no_boundaries), reply("Same.", no_boundaries)])
     result = synthesize_tests(tiny_testfile_task, generator, sandbox, max_rounds=1)
@@ -103,14 +114,21 @@ def test_a_scripted_generator_runs_out(tmp_path: Path) -> None:
         load_generator("gpt")
 
 
-def test_an_llm_generator_through_the_openai_wire_format(tiny_testfile_task: TestFileTask,  # noqa: F811
-                                                         sandbox: Sandbox, tmp_path: Path) -> None:
+def test_an_llm_generator_through_the_openai_wire_format(
+    tiny_testfile_task: TestFileTask,  # noqa: F811
+    sandbox: Sandbox,
+    tmp_path: Path,
+) -> None:
     pytest.importorskip("openai", reason='pip install "gym-repost[openai]"')
     from gym_repost.llm.scripted_server import Reply, ScriptedLLMServer
 
     with ScriptedLLMServer([Reply(reply("Exact values for every function.", GROUND_TRUTH))]) as server:
-        generator = load_generator("llm:openai-compatible/scripted-model", base_url=server.openai_base_url,
-                                   cache_dir=tmp_path / "cache", temperature=0.2)
+        generator = load_generator(
+            "llm:openai-compatible/scripted-model",
+            base_url=server.openai_base_url,
+            cache_dir=tmp_path / "cache",
+            temperature=0.2,
+        )
         assert isinstance(generator, LLMGenerator)
         result = synthesize_tests(tiny_testfile_task, generator, sandbox, max_rounds=2, seed=3)
         generator.close()

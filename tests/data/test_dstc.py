@@ -38,8 +38,10 @@ def test_records_exist_only_for_the_pairs_that_exist(function_task: FunctionTask
 
 def test_a_response_is_the_code_a_fixed_sentence_and_the_test() -> None:
     text = code_and_test("def f():\n    return 1\n", "assert f() == 1")
-    assert text == ("```python\ndef f():\n    return 1\n```\n\nHere is a test that checks the function above:\n\n"
-                    "```python\nassert f() == 1\n```")
+    assert text == (
+        "```python\ndef f():\n    return 1\n```\n\nHere is a test that checks the function above:\n\n"
+        "```python\nassert f() == 1\n```"
+    )
 
 
 def _check_result(result: DstcResult) -> None:
@@ -53,8 +55,10 @@ def _check_result(result: DstcResult) -> None:
 
 
 def test_dstc_on_humaneval_selects_consistent_pairs(humaneval_tasks: list[FunctionTask], sandbox: Sandbox) -> None:
-    results = [run_dstc_task(t, MutantCodeSampler(), SplitAssertTestSampler(), sandbox, samples=6, seed=0)
-               for t in humaneval_tasks[:4]]
+    results = [
+        run_dstc_task(t, MutantCodeSampler(), SplitAssertTestSampler(), sandbox, samples=6, seed=0)
+        for t in humaneval_tasks[:4]
+    ]
     for result in results:
         _check_result(result)
         # the ground truth passes exactly the right tests: the tests and the binding are sound
@@ -68,8 +72,14 @@ def test_dstc_on_humaneval_selects_consistent_pairs(humaneval_tasks: list[Functi
 
 def test_dstc_on_demo_tasks_keeps_errors_apart_from_failures(sandbox: Sandbox) -> None:
     demo = {t.name: t for t in load_tasks(ROOT / "tasks" / "demo.jsonl")}
-    result = run_dstc_task(demo["demo/inventory.Inventory.reserve"], MutantCodeSampler(), SplitAssertTestSampler(),
-                           sandbox, samples=8, seed=0)
+    result = run_dstc_task(
+        demo["demo/inventory.Inventory.reserve"],
+        MutantCodeSampler(),
+        SplitAssertTestSampler(),
+        sandbox,
+        samples=8,
+        seed=0,
+    )
     _check_result(result)
     assert result.tests.style == "equivalence"
     counts = result.execution.outcome_counts()
@@ -80,10 +90,13 @@ def test_dstc_on_demo_tasks_keeps_errors_apart_from_failures(sandbox: Sandbox) -
     assert len(record["judged_outside"]) == len(result.tests)
 
 
-def test_dstc_output_loads_as_trl_datasets(humaneval_tasks: list[FunctionTask], sandbox: Sandbox,
-                                           tmp_path: Path, load_jsonl: Any) -> None:
-    results = [run_dstc_task(t, MutantCodeSampler(), SplitAssertTestSampler(), sandbox, samples=5, seed=1)
-               for t in humaneval_tasks[10:13]]
+def test_dstc_output_loads_as_trl_datasets(
+    humaneval_tasks: list[FunctionTask], sandbox: Sandbox, tmp_path: Path, load_jsonl: Any
+) -> None:
+    results = [
+        run_dstc_task(t, MutantCodeSampler(), SplitAssertTestSampler(), sandbox, samples=5, seed=1)
+        for t in humaneval_tasks[10:13]
+    ]
     dpo = [r for res in results if (r := res.dpo_record()) is not None]
     kto = [r for res in results for r in res.kto_records()]
     write_jsonl(dpo, tmp_path / "dpo.jsonl")

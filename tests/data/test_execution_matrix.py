@@ -30,8 +30,16 @@ class CountingSandbox(Sandbox):
     def close(self) -> None:
         pass
 
-    def run(self, files: Mapping[str, str | bytes], command: Sequence[str], timeout: float = 10.0, *,
-            stdin: str | None = None, env: Mapping[str, str] | None = None, network: bool = False) -> RunResult:
+    def run(
+        self,
+        files: Mapping[str, str | bytes],
+        command: Sequence[str],
+        timeout: float = 10.0,
+        *,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+        network: bool = False,
+    ) -> RunResult:
         self.runs += 1
         return self.inner.run(files, command, timeout, stdin=stdin, env=env, network=network)
 
@@ -44,8 +52,16 @@ def _outcomes(run: Any) -> list[str]:
 
 
 def test_each_test_gets_its_own_outcome_and_timeout(function_task: FunctionTask, sandbox: Sandbox) -> None:
-    suite = TestSuite((GOOD, "assert score([1], 5) == 6", "assert score([1], 1 / 0) == 1",
-                       "while True:\n    pass", "import os\nos._exit(0)", "assert score([], 5) == 0"))
+    suite = TestSuite(
+        (
+            GOOD,
+            "assert score([1], 5) == 6",
+            "assert score([1], 1 / 0) == 1",
+            "while True:\n    pass",
+            "import os\nos._exit(0)",
+            "assert score([], 5) == 0",
+        )
+    )
     counting = CountingSandbox(sandbox)
     run = run_code_against_tests(counting, function_task, function_task.ground_truth, suite, test_timeout=1.0)
     assert counting.runs == 3  # the ground truth's values (once per suite), the code, the judge
@@ -55,23 +71,24 @@ def test_each_test_gets_its_own_outcome_and_timeout(function_task: FunctionTask,
     assert run.passed == 2 and run.pass_rate == pytest.approx(2 / 6)
 
 
-def test_the_code_under_test_replaces_the_target_for_assert_style_tests(function_task: FunctionTask,
-                                                                         sandbox: Sandbox) -> None:
+def test_the_code_under_test_replaces_the_target_for_assert_style_tests(
+    function_task: FunctionTask, sandbox: Sandbox
+) -> None:
     wrong = function_task.ground_truth.replace("total += clamp(v * SCALE, 0, cap)", "total += 1")
     run = run_code_against_tests(sandbox, function_task, wrong, TestSuite((GOOD, "assert score([1, 2]) == 2")))
     assert _outcomes(run) == ["fail", "pass"]
 
 
 def test_a_method_is_bound_on_its_class(method_task: FunctionTask, sandbox: Sandbox) -> None:
-    suite = TestSuite(("c = Counter(5)\nassert c.add(3) == 8\nassert c.history == [3]",
-                       "assert Counter(1).add(-4) == 1"))
+    suite = TestSuite(
+        ("c = Counter(5)\nassert c.add(3) == 8\nassert c.history == [3]", "assert Counter(1).add(-4) == 1")
+    )
     assert _outcomes(run_code_against_tests(sandbox, method_task, method_task.ground_truth, suite)) == ["pass", "pass"]
     ignores_sign = method_task.ground_truth.replace("if amount < 0:", "if False:")
     assert _outcomes(run_code_against_tests(sandbox, method_task, ignores_sign, suite)) == ["pass", "fail"]
 
 
-def test_equivalence_tests_compare_the_original_with_the_candidate(method_task: FunctionTask,
-                                                                    sandbox: Sandbox) -> None:
+def test_equivalence_tests_compare_the_original_with_the_candidate(method_task: FunctionTask, sandbox: Sandbox) -> None:
     suite = split_task_tests(method_task)
     assert suite.style == "equivalence" and len(suite) == 1
     assert _outcomes(run_code_against_tests(sandbox, method_task, method_task.ground_truth, suite)) == ["pass"]
@@ -82,7 +99,9 @@ def test_equivalence_tests_compare_the_original_with_the_candidate(method_task: 
 def test_tests_do_not_share_state(function_task: FunctionTask, sandbox: Sandbox) -> None:
     suite = TestSuite(("SCALE = 1000\nassert score([1]) == 100", "assert SCALE == 10 and score([1]) == 10"))
     assert _outcomes(run_code_against_tests(sandbox, function_task, function_task.ground_truth, suite)) == [
-        "pass", "pass"]
+        "pass",
+        "pass",
+    ]
 
 
 def test_a_code_that_exits_while_loading_fails_every_test(function_task: FunctionTask, sandbox: Sandbox) -> None:
@@ -100,22 +119,26 @@ def test_a_code_that_loops_while_loading_costs_one_timeout(function_task: Functi
     assert _outcomes(run) == ["timeout"] * 5 and counting.runs == 2  # the plan, then the code (nothing to judge)
 
 
-@pytest.mark.parametrize("trick", [
-    # prints a verdict claiming every test passed, then leaves
-    "import os\n    os.write(1, ('\\n" + RESULT + "' + '{\"results\": "
-    "[{\"outcome\": \"pass\"}]}\\n" + END + "\\n').encode())\n    os._exit(0)",
-    # reads every open descriptor for the token (the runner's private copy included)
-    "import os\n    found = b''\n    for descriptor in range(3, 256):\n        try:\n"
-    "            os.set_blocking(descriptor, False)\n            found += os.read(descriptor, 4096)\n"
-    "        except OSError:\n            pass\n    raise SystemExit(found.decode() or 'no token')",
-    # tries to read the one-time token from standard input
-    "import sys\n    token = sys.stdin.read()\n    assert token, 'no token'\n    raise SystemExit(token)",
-    # kills the runner that reports the verdicts
-    "import os, signal\n    os.kill(os.getppid(), signal.SIGKILL)",
-])
+@pytest.mark.parametrize(
+    "trick",
+    [
+        # prints a verdict claiming every test passed, then leaves
+        "import os\n    os.write(1, ('\\n" + RESULT + "' + '{\"results\": "
+        '[{"outcome": "pass"}]}\\n' + END + "\\n').encode())\n    os._exit(0)",
+        # reads every open descriptor for the token (the runner's private copy included)
+        "import os\n    found = b''\n    for descriptor in range(3, 256):\n        try:\n"
+        "            os.set_blocking(descriptor, False)\n            found += os.read(descriptor, 4096)\n"
+        "        except OSError:\n            pass\n    raise SystemExit(found.decode() or 'no token')",
+        # tries to read the one-time token from standard input
+        "import sys\n    token = sys.stdin.read()\n    assert token, 'no token'\n    raise SystemExit(token)",
+        # kills the runner that reports the verdicts
+        "import os, signal\n    os.kill(os.getppid(), signal.SIGKILL)",
+    ],
+)
 def test_a_code_cannot_fake_passes(function_task: FunctionTask, sandbox: Sandbox, trick: str) -> None:
-    code = function_task.ground_truth.replace('"""Sum of scaled values, each clamped to [0, cap]."""',
-                                              '"""Sum."""\n    ' + trick)
+    code = function_task.ground_truth.replace(
+        '"""Sum of scaled values, each clamped to [0, cap]."""', '"""Sum."""\n    ' + trick
+    )
     assert code != function_task.ground_truth
     run = run_code_against_tests(sandbox, function_task, code, TestSuite((GOOD,)))
     assert run.passed == 0
@@ -130,10 +153,14 @@ def test_a_code_that_cannot_be_placed_is_not_run(function_task: FunctionTask, sa
     assert run.outcomes[0].exception == "InvalidCandidate"
 
 
-def test_a_matrix_costs_one_sandbox_run_per_code_and_one_to_judge(function_task: FunctionTask,
-                                                                   sandbox: Sandbox) -> None:
-    codes = [function_task.ground_truth, function_task.ground_truth.replace("v < 0", "v < 1"),
-             "def score(values, cap=100):\n    return None\n"]
+def test_a_matrix_costs_one_sandbox_run_per_code_and_one_to_judge(
+    function_task: FunctionTask, sandbox: Sandbox
+) -> None:
+    codes = [
+        function_task.ground_truth,
+        function_task.ground_truth.replace("v < 0", "v < 1"),
+        "def score(values, cap=100):\n    return None\n",
+    ]
     suite = TestSuite((GOOD, "assert score([0.5, 2]) == 25", "assert score([]) is not None"))
     counting = CountingSandbox(sandbox)
     matrix = execution_matrix(counting, function_task, codes, suite)
@@ -157,8 +184,6 @@ def test_a_verdict_counts_only_with_the_token_on_the_last_line() -> None:
     assert outcomes(line, "abc", 3) == ["error"] * 3
     assert outcomes(RESULT + '{"results": [{"outcome": "won"}]}\n' + END + "abc", "abc", 1) == ["error"]
     assert outcomes("", "abc", 2, returncode=-9, timed_out=True) == ["timeout"] * 2
-
-
 
 
 ALWAYS_EQUAL = '''\
@@ -196,8 +221,9 @@ def score(values, cap=100):
 
 
 @pytest.mark.parametrize("code", [ALWAYS_EQUAL, READS_THE_EXPECTED_VALUE, CALLS_THE_ORIGINAL])
-def test_a_split_test_is_judged_outside_the_code_s_process(function_task: FunctionTask, sandbox: Sandbox,
-                                                           code: str) -> None:
+def test_a_split_test_is_judged_outside_the_code_s_process(
+    function_task: FunctionTask, sandbox: Sandbox, code: str
+) -> None:
     equivalence = split_task_tests(function_task)
     assert equivalence.style == "equivalence"
     assert_style = TestSuite((GOOD, "assert score([20], 30) == 30"))
@@ -207,12 +233,14 @@ def test_a_split_test_is_judged_outside_the_code_s_process(function_task: Functi
         assert not any(o.passed for o in run_code_against_tests(sandbox, function_task, code, suite).outcomes)
 
 
-def test_the_plan_splits_by_shape_and_by_the_ground_truth_s_values(function_task: FunctionTask,
-                                                                    sandbox: Sandbox) -> None:
+def test_the_plan_splits_by_shape_and_by_the_ground_truth_s_values(
+    function_task: FunctionTask, sandbox: Sandbox
+) -> None:
     from gym_repost.data.execution import value_plan
 
     plan = value_plan(sandbox, function_task, split_task_tests(function_task))
     assert (plan.outside, plan.inside) == (2, 1)  # the loop runs whole beside the original
-    objects = TestSuite(("assert type(score([1])).__name__ == 'int'",
-                         "import math\nassert score([1]) == math.floor(10)"))
+    objects = TestSuite(
+        ("assert type(score([1])).__name__ == 'int'", "import math\nassert score([1]) == math.floor(10)")
+    )
     assert value_plan(sandbox, function_task, objects).outside == 2

@@ -38,18 +38,21 @@ ROOT = Path(__file__).resolve().parents[2]
 FAST = {"timeout": 5.0, "backoff_initial": 0.05, "backoff_max": 0.2}
 
 ZERO = "def apply_discount(price, percent, currency=DEFAULT_CURRENCY):\n    return Decimal(0)\n"
-NO_CAP = ("def apply_discount(price, percent, currency=DEFAULT_CURRENCY):\n"
-          "    pct = Decimal(str(percent))\n"
-          "    if price < 0:\n"
-          '        raise PricingError(f"negative price: {price}")\n'
-          "    return quantize(price * (Decimal(100) - pct) / Decimal(100), currency)\n")
+NO_CAP = (
+    "def apply_discount(price, percent, currency=DEFAULT_CURRENCY):\n"
+    "    pct = Decimal(str(percent))\n"
+    "    if price < 0:\n"
+    '        raise PricingError(f"negative price: {price}")\n'
+    "    return quantize(price * (Decimal(100) - pct) / Decimal(100), currency)\n"
+)
 UNCHANGED = "def apply_discount(price, percent, currency=DEFAULT_CURRENCY):\n    return price\n"
 NO_CODE = "I would rather not write this function."
 
 WRONG_A = "def score(values, cap=100):\n    return sum(values)\n"
 WRONG_B = "def score(values, cap=100):\n    return 0\n"
-FIX_SCORE = ("def score(values, cap=100):\n"
-             "    return math.floor(sum(clamp(v * SCALE, 0, cap) for v in values if v >= 0))\n")
+FIX_SCORE = (
+    "def score(values, cap=100):\n    return math.floor(sum(clamp(v * SCALE, 0, cap) for v in values if v >= 0))\n"
+)
 
 
 def block(code: str) -> str:
@@ -89,8 +92,14 @@ def discount() -> FunctionTask:
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gym_repost.cli", "data", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=300, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "gym_repost.cli", "data", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def row(stdout: str, name: str) -> str:
@@ -105,7 +114,7 @@ def _flat(text: str) -> str:
 
 # --------------------------------------------------------------------------- DSTC
 
-DSTC_TESTS = '''Tests:
+DSTC_TESTS = """Tests:
 ```python
 from decimal import Decimal
 assert apply_discount(Decimal("19.99"), 15) == Decimal("16.99")
@@ -115,7 +124,7 @@ assert Decimal("1") == Decimal("1.0")
 assert apply_discount(Decimal("10.00"), 0) == Decimal("9.00")
 assert apply_discount(Decimal("10.00"), 0) == Decimal("10.00")
 assert apply_discount(Decimal("5.00"), 10) == Decimal("4.50")
-```'''
+```"""
 IMPORT = "from decimal import Decimal\n"
 T0 = IMPORT + "assert apply_discount(Decimal('19.99'), 15) == Decimal('16.99')"
 T1 = IMPORT + "assert apply_discount(Decimal('100'), 95) == Decimal('20.00')"
@@ -124,15 +133,33 @@ T3 = IMPORT + "assert apply_discount(Decimal('10.00'), 0) == Decimal('10.00')"
 
 
 def test_dstc_with_an_llm_sampler_retries_faults_and_selects_by_hand(
-        server: ScriptedLLMServer, discount: FunctionTask, tmp_path: Path, load_jsonl: Any) -> None:
+    server: ScriptedLLMServer, discount: FunctionTask, tmp_path: Path, load_jsonl: Any
+) -> None:
     save_tasks([discount], tmp_path / "demo.jsonl")
     model = Model(code=[block(ZERO), block(discount.ground_truth), NO_CODE, block(NO_CAP)], tests=[DSTC_TESTS])
     server.responder = model
     server.push(Fault.rate_limit(0.1), Fault.server_error(500))  # the first request is retried twice
     out = tmp_path / "out"
-    args = ("dstc", str(tmp_path / "demo.jsonl"), "-o", str(out / "dpo.jsonl"), "--kto", str(out / "kto.jsonl"),
-            "--matrices", str(out / "matrices.jsonl"), "--sampler", "llm:openai-compatible/scripted-coder",
-            "--base-url", server.openai_base_url, "--temperature", "0.7", "-j", "4", "-w", "1")
+    args = (
+        "dstc",
+        str(tmp_path / "demo.jsonl"),
+        "-o",
+        str(out / "dpo.jsonl"),
+        "--kto",
+        str(out / "kto.jsonl"),
+        "--matrices",
+        str(out / "matrices.jsonl"),
+        "--sampler",
+        "llm:openai-compatible/scripted-coder",
+        "--base-url",
+        server.openai_base_url,
+        "--temperature",
+        "0.7",
+        "-j",
+        "4",
+        "-w",
+        "1",
+    )
     result = cli(*args)
     assert result.returncode == 0, result.stderr
 
@@ -184,7 +211,7 @@ def test_dstc_with_an_llm_sampler_retries_faults_and_selects_by_hand(
 
 # --------------------------------------------------------------------------- AceCoder
 
-ACECODER_TESTS = '''```python
+ACECODER_TESTS = """```python
 from decimal import Decimal
 
 assert apply_discount(Decimal("19.99"), 15) == Decimal("16.99")
@@ -194,21 +221,42 @@ assert apply_discount(Decimal("80.00"), "12.5") == Decimal("70.00")
 assert apply_discount(Decimal("1234"), 10, "JPY") == Decimal("1111")
 assert apply_discount(Decimal("59.90"), 20.5, "USD") == Decimal("47.62")
 assert apply_discount(Decimal("10.00"), 0) == Decimal("9.00")
-```'''
+```"""
 
 
 def test_acecoder_with_llm_tests_and_llm_programs_in_the_anthropic_format(
-        server: ScriptedLLMServer, discount: FunctionTask, tmp_path: Path, load_jsonl: Any) -> None:
+    server: ScriptedLLMServer, discount: FunctionTask, tmp_path: Path, load_jsonl: Any
+) -> None:
     save_tasks([discount], tmp_path / "demo.jsonl")
-    commented = discount.ground_truth.replace("    pct = Decimal(str(percent))",
-                                              "    pct = Decimal(str(percent))  # as text: no float noise")
-    server.responder = model = Model(tests=[ACECODER_TESTS], code=[
-        block(discount.ground_truth), block(commented), block(NO_CAP), block(UNCHANGED), NO_CODE])
+    commented = discount.ground_truth.replace(
+        "    pct = Decimal(str(percent))", "    pct = Decimal(str(percent))  # as text: no float noise"
+    )
+    server.responder = model = Model(
+        tests=[ACECODER_TESTS],
+        code=[block(discount.ground_truth), block(commented), block(NO_CAP), block(UNCHANGED), NO_CODE],
+    )
     spec = "llm:anthropic/claude-scripted"
-    result = cli("acecoder", str(tmp_path / "demo.jsonl"), "-o", str(tmp_path / "pairs.jsonl"),
-                 "--tests-output", str(tmp_path / "tests.jsonl"), "--test-sampler", spec, "--sampler", spec,
-                 "--base-url", server.anthropic_base_url, "--tests", "7", "--samples", "5", "-w", "1",
-                 env={"ANTHROPIC_API_KEY": "sk-test-anthropic"})
+    result = cli(
+        "acecoder",
+        str(tmp_path / "demo.jsonl"),
+        "-o",
+        str(tmp_path / "pairs.jsonl"),
+        "--tests-output",
+        str(tmp_path / "tests.jsonl"),
+        "--test-sampler",
+        spec,
+        "--sampler",
+        spec,
+        "--base-url",
+        server.anthropic_base_url,
+        "--tests",
+        "7",
+        "--samples",
+        "5",
+        "-w",
+        "1",
+        env={"ANTHROPIC_API_KEY": "sk-test-anthropic"},
+    )
     assert result.returncode == 0, result.stderr
 
     # The proxy (the ground truth) fails the last test (9.00): 6 of 7 are kept. The
@@ -224,7 +272,8 @@ def test_acecoder_with_llm_tests_and_llm_programs_in_the_anthropic_format(
     pairs = load_jsonl(tmp_path / "pairs.jsonl")
     assert [(p["chosen"], p["rejected"]) for p in pairs] == [
         (code_response(discount.ground_truth), code_response(UNCHANGED)),
-        (code_response(NO_CAP), code_response(UNCHANGED))]
+        (code_response(NO_CAP), code_response(UNCHANGED)),
+    ]
     assert pairs["chosen_pass_rate"] == pytest.approx([1.0, 5 / 6])
     assert pairs["rejected_pass_rate"] == pytest.approx([1 / 6, 1 / 6])
     assert set(pairs["model"]) == {"anthropic/claude-scripted"} and set(pairs["num_tests"]) == {6}
@@ -241,15 +290,18 @@ def test_acecoder_with_llm_tests_and_llm_programs_in_the_anthropic_format(
 
 # --------------------------------------------------------------------------- rejection sampling
 
+
 @pytest.fixture
-def llm_run(tmp_path: Path, function_task: FunctionTask, sandbox: Sandbox,
-            server: ScriptedLLMServer) -> tuple[Path, Model]:
+def llm_run(
+    tmp_path: Path, function_task: FunctionTask, sandbox: Sandbox, server: ScriptedLLMServer
+) -> tuple[Path, Model]:
     """An evaluation run of the LLM policy (n=2) whose two answers both fail."""
     server.responder = model = Model(eval=[block(WRONG_A), block(WRONG_B)])
     save_tasks([function_task], tmp_path / "tasks.jsonl")
     spec = "llm:openai-compatible/scripted-coder"
-    config = RunConfig(tasks=str(tmp_path / "tasks.jsonl"), tasks_digest=tasks_digest([function_task]),
-                       policy=spec, n=2)
+    config = RunConfig(
+        tasks=str(tmp_path / "tasks.jsonl"), tasks_digest=tasks_digest([function_task]), policy=spec, n=2
+    )
     factory = load_policy(spec, base_url=server.openai_base_url, **FAST)
     summary = evaluate([function_task], factory, config, RunDir(tmp_path / "run"), sandbox)
     assert summary["episodes"] == 2 and len(model.seen["eval"]) == 2
@@ -257,7 +309,8 @@ def llm_run(tmp_path: Path, function_task: FunctionTask, sandbox: Sandbox,
 
 
 def test_rejection_debugs_failed_llm_solutions_with_the_runs_own_model(
-        llm_run: tuple[Path, Model], server: ScriptedLLMServer, tmp_path: Path, load_jsonl: Any) -> None:
+    llm_run: tuple[Path, Model], server: ScriptedLLMServer, tmp_path: Path, load_jsonl: Any
+) -> None:
     run, model = llm_run
     model.queues["repair"] = []
 
@@ -290,10 +343,15 @@ def test_rejection_debugs_failed_llm_solutions_with_the_runs_own_model(
 
 # --------------------------------------------------------------------------- the samplers themselves
 
+
 def test_code_and_test_samplers_in_the_library(server: ScriptedLLMServer, function_task: FunctionTask) -> None:
-    server.responder = Model(code=[block(FIX_SCORE), "```\n\n```", "no code at all"], tests=[
-        "```python\nassert score([1]) == 10\nassert score([2]) == 20\n```",
-        "```python\nassert score([2]) == 20\nassert score([]) == 0\nassert score([3]) == 30\n```"])
+    server.responder = Model(
+        code=[block(FIX_SCORE), "```\n\n```", "no code at all"],
+        tests=[
+            "```python\nassert score([1]) == 10\nassert score([2]) == 20\n```",
+            "```python\nassert score([2]) == 20\nassert score([]) == 0\nassert score([3]) == 30\n```",
+        ],
+    )
     code = load_code_sampler("llm:openai-compatible/m", base_url=server.openai_base_url, **FAST)
     tests = load_test_sampler("llm:openai-compatible/m", base_url=server.openai_base_url, **FAST)
     assert isinstance(code, LLMCodeSampler) and isinstance(tests, LLMTestSampler) and code.name == "openai-compatible/m"
@@ -314,8 +372,9 @@ def test_code_and_test_samplers_in_the_library(server: ScriptedLLMServer, functi
         tests.close()
 
 
-def test_specs_settings_and_missing_keys_are_clear_errors(function_task: FunctionTask, sandbox: Sandbox,
-                                                          monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_specs_settings_and_missing_keys_are_clear_errors(
+    function_task: FunctionTask, sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     with pytest.raises(ConfigError, match="needs a model"):
         load_code_sampler("llm:")
     with pytest.raises(ConfigError, match="expected PROVIDER/MODEL"):
@@ -330,8 +389,12 @@ def test_specs_settings_and_missing_keys_are_clear_errors(function_task: Functio
     with pytest.raises(ConfigError, match="applies to llm:PROVIDER/MODEL repair policies"):
         load_repairer("oracle", {}, sandbox, base_url="http://localhost:8000/v1")
     url = "http://127.0.0.1:9/v1"
-    repairer = load_repairer("llm:openai-compatible/m", {"mode": "generate-and-repair", "docstring": "removed",
-                                                         "temperature": 0.2}, sandbox, base_url=url)
+    repairer = load_repairer(
+        "llm:openai-compatible/m",
+        {"mode": "generate-and-repair", "docstring": "removed", "temperature": 0.2},
+        sandbox,
+        base_url=url,
+    )
     assert isinstance(repairer, LLMRepairer) and repairer.client.config.temperature == 0.2
     repairer.close()
     agentic = load_repairer("llm:openai-compatible/m", {"mode": "agentic"}, sandbox, base_url=url)
@@ -339,9 +402,25 @@ def test_specs_settings_and_missing_keys_are_clear_errors(function_task: Functio
 
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
     save_tasks([function_task], tmp_path / "t.jsonl")
-    result = subprocess.run([sys.executable, "-m", "gym_repost.cli", "data", "dstc", str(tmp_path / "t.jsonl"),
-                             "-o", str(tmp_path / "x.jsonl"), "--sampler", "llm:openai/gpt-4o-mini"], cwd=ROOT,
-                            capture_output=True, text=True, timeout=120, env=env)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gym_repost.cli",
+            "data",
+            "dstc",
+            str(tmp_path / "t.jsonl"),
+            "-o",
+            str(tmp_path / "x.jsonl"),
+            "--sampler",
+            "llm:openai/gpt-4o-mini",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
     assert result.returncode == 2 and "set the OPENAI_API_KEY environment variable" in _flat(result.stderr)
     result = cli("acecoder", str(tmp_path / "t.jsonl"), "-o", str(tmp_path / "x.jsonl"), "--base-url", "http://x")
     assert result.returncode == 2 and "apply to llm:PROVIDER/MODEL samplers" in _flat(result.stderr)

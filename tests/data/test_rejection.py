@@ -22,8 +22,9 @@ from gym_repost.task import FunctionTask, save_tasks
 
 ROOT = Path(__file__).resolve().parents[2]
 
-FIX_SCORE = ("def score(values, cap=100):\n"
-             "    return math.floor(sum(clamp(v * SCALE, 0, cap) for v in values if v >= 0))\n")
+FIX_SCORE = (
+    "def score(values, cap=100):\n    return math.floor(sum(clamp(v * SCALE, 0, cap) for v in values if v >= 0))\n"
+)
 
 REPAIR_AGENT = textwrap.dedent('''\
     import json
@@ -74,11 +75,18 @@ def test_passing_solutions_become_sft_records(runs: dict[str, Path]) -> None:
 
 
 def test_failed_solutions_repaired_from_their_report_are_added_when_they_pass(
-        runs: dict[str, Path], sandbox: Sandbox) -> None:
+    runs: dict[str, Path], sandbox: Sandbox
+) -> None:
     _, episodes, tasks = load_run(runs["mutant"])
     repairer = PolicyRepairer(load_policy(f"{runs['agent']}:FixFromReport"), sandbox)
-    records, summary = build_rejection(episodes_by_task(episodes, tasks), sandbox, repairer=repairer,
-                                       ground_truth=True, fmt="prompt-completion", workers=2)
+    records, summary = build_rejection(
+        episodes_by_task(episodes, tasks),
+        sandbox,
+        repairer=repairer,
+        ground_truth=True,
+        fmt="prompt-completion",
+        workers=2,
+    )
     assert (summary.solved_before, summary.solved_after) == (0, 1)
     assert (summary.failed_samples, summary.repair_attempts, summary.repaired) == (4, 4, 2)
     assert summary.repaired_solutions == 1 and summary.ground_truth == 2 and summary.records == 3
@@ -93,12 +101,13 @@ def test_failed_solutions_repaired_from_their_report_are_added_when_they_pass(
         assert entry["report"].startswith(("Tests failed", "Tests raised an error"))
 
 
-def test_a_crashing_repair_policy_is_counted_not_fatal(runs: dict[str, Path], sandbox: Sandbox,
-                                                       tmp_path: Path) -> None:
+def test_a_crashing_repair_policy_is_counted_not_fatal(runs: dict[str, Path], sandbox: Sandbox, tmp_path: Path) -> None:
     agent = tmp_path / "broken.py"
-    agent.write_text("class Broken:\n    def reset(self, task, observation, info, *, seed):\n"
-                     "        raise RuntimeError('model down')\n    def act(self, observation, info):\n"
-                     "        return {}\n")
+    agent.write_text(
+        "class Broken:\n    def reset(self, task, observation, info, *, seed):\n"
+        "        raise RuntimeError('model down')\n    def act(self, observation, info):\n"
+        "        return {}\n"
+    )
     _, episodes, tasks = load_run(runs["mutant"])
     repairer = PolicyRepairer(load_policy(f"{agent}:Broken"), sandbox)
     records, summary = build_rejection(episodes_by_task(episodes, tasks), sandbox, repairer=repairer)
@@ -123,12 +132,14 @@ def test_bad_run_directories_are_clear_errors(runs: dict[str, Path], tmp_path: P
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gym_repost.cli", "data", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "gym_repost.cli", "data", *args], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
 
 
-def test_the_command_line_prints_table_9_and_writes_loadable_sft_data(runs: dict[str, Path], tmp_path: Path,
-                                                                      load_jsonl: Any) -> None:
+def test_the_command_line_prints_table_9_and_writes_loadable_sft_data(
+    runs: dict[str, Path], tmp_path: Path, load_jsonl: Any
+) -> None:
     out = tmp_path / "sft.jsonl"
     result = cli("rejection", str(runs["oracle"]), "-o", str(out), "--format", "prompt-completion")
     assert result.returncode == 0, result.stderr
@@ -137,8 +148,15 @@ def test_the_command_line_prints_table_9_and_writes_loadable_sft_data(runs: dict
     assert len(ds) == 2 and {"prompt", "completion", "task_id", "task_name", "source", "repo"} <= set(ds.column_names)
 
     out = tmp_path / "debugged.jsonl"
-    result = cli("rejection", str(runs["mutant"]), "-o", str(out), "--debug-failures",
-                 "--repair-policy", f"{runs['agent']}:FixFromReport")
+    result = cli(
+        "rejection",
+        str(runs["mutant"]),
+        "-o",
+        str(out),
+        "--debug-failures",
+        "--repair-policy",
+        f"{runs['agent']}:FixFromReport",
+    )
     assert result.returncode == 0, result.stderr
     assert "0/2 (0.0%)" in result.stdout and "1/2 (50.0%)" in result.stdout
     ds = load_jsonl(out)

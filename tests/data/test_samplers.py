@@ -72,13 +72,15 @@ def test_a_perturbed_test_expects_a_wrong_value() -> None:
     assert perturb_test("for i in range(3):\n    assert f(i)", {"f"}) == []
     # equivalence: the side that does not reach the candidate gets the wrong input
     assert perturb_test("assert g(1) == g_new_implementation(1)", {"g_new_implementation"}) == [
-        "assert g(2) == g_new_implementation(1)"]
+        "assert g(2) == g_new_implementation(1)"
+    ]
 
 
 def test_doctest_examples_become_asserts(humaneval_tasks: list[FunctionTask]) -> None:
     assert docstring_tests(humaneval_tasks[0].target) == [
         "assert has_close_elements([1.0, 2.0, 3.0], 0.5) == False",
-        "assert has_close_elements([1.0, 2.8, 3.0, 4.0, 5.0, 2.0], 0.3) == True"]
+        "assert has_close_elements([1.0, 2.8, 3.0, 4.0, 5.0, 2.0], 0.3) == True",
+    ]
 
 
 def test_the_mutant_sampler_is_seeded_and_mixes_right_and_wrong(function_task: FunctionTask) -> None:
@@ -90,8 +92,12 @@ def test_the_mutant_sampler_is_seeded_and_mixes_right_and_wrong(function_task: F
     assert len(codes) == 6 and len(set(codes)) == 6
     assert function_task.ground_truth in codes
     assert "def score(values, cap=100):\n    return None\n" in codes
-    assert MutantCodeSampler(include_ground_truth=False).sample_code(function_task, 6, seed=1).count(
-        function_task.ground_truth) == 0
+    assert (
+        MutantCodeSampler(include_ground_truth=False)
+        .sample_code(function_task, 6, seed=1)
+        .count(function_task.ground_truth)
+        == 0
+    )
     assert len(sampler.sample_code(function_task, 1000, seed=0)) < 1000  # all mutants, no more
 
 
@@ -102,7 +108,8 @@ def test_the_split_sampler_mixes_task_tests_with_perturbed_ones(humaneval_tasks:
     assert suite == sampler.sample_tests(humaneval_tasks[0], 8, seed=3)
     assert len(suite) == 8 and suite.labels.count("perturbed") == 2
     assert set(suite.tests) - set(split_task_tests(humaneval_tasks[0]).tests) == {
-        t for t, label in zip(suite.tests, suite.labels, strict=True) if label == "perturbed"}
+        t for t, label in zip(suite.tests, suite.labels, strict=True) if label == "perturbed"
+    }
     small = sampler.sample_tests(humaneval_tasks[2], 20, seed=0)  # 3 task tests, 3 perturbed copies
     assert len(small) == 6 and small.labels.count("perturbed") == 3
     with pytest.raises(ConfigError):
@@ -139,19 +146,24 @@ def test_samplers_are_picked_by_spec_and_other_kinds_can_register(function_task:
 
 
 def test_a_model_reply_is_parsed_into_assert_tests(function_task: FunctionTask) -> None:
-    reply = ("Here are tests:\n```python\nimport math\nassert score([1, 2]) == 30\nassert True\n"
-             "print('hi')\nassert math.floor(score([0.25])) == 2\nassert other(1) == 2\n"
-             "assert score([1, 2]) == 30\n```")
+    reply = (
+        "Here are tests:\n```python\nimport math\nassert score([1, 2]) == 30\nassert True\n"
+        "print('hi')\nassert math.floor(score([0.25])) == 2\nassert other(1) == 2\n"
+        "assert score([1, 2]) == 30\n```"
+    )
     assert parse_test_reply(reply, function_task.target) == [
-        "import math\nassert score([1, 2]) == 30", "import math\nassert math.floor(score([0.25])) == 2"]
+        "import math\nassert score([1, 2]) == 30",
+        "import math\nassert math.floor(score([0.25])) == 2",
+    ]
     broken = "assert score([1]) == 10\nassert score([ == 3\nassert score([2]) == 20"
     assert parse_test_reply(broken, function_task.target) == ["assert score([1]) == 10", "assert score([2]) == 20"]
     prompt = propose_tests_prompt(function_task, 20)
     assert "write 20 test cases" in prompt and "`score`" in prompt and "# Body removed" in prompt
 
 
-def test_no_shipped_task_prompt_shows_the_ground_truth(humaneval_tasks: list[FunctionTask],
-                                                       repost_eval_tasks: list[FunctionTask]) -> None:
+def test_no_shipped_task_prompt_shows_the_ground_truth(
+    humaneval_tasks: list[FunctionTask], repost_eval_tasks: list[FunctionTask]
+) -> None:
     tasks = [*humaneval_tasks, *load_tasks(ROOT / "tasks" / "demo.jsonl"), *repost_eval_tasks]
     demo = [t for t in tasks if t.name == "demo/pricing.apply_discount"][0]
     for task in tasks:  # neither the published context nor the prompt holds the answer
@@ -172,8 +184,10 @@ def test_sft_records_in_both_formats(function_task: FunctionTask) -> None:
 
 
 def test_importing_the_data_package_pulls_in_no_heavy_dependency() -> None:
-    code = ("import sys, gym_repost, gym_repost.data.dstc, gym_repost.data.acecoder, gym_repost.data.rejection, "
-            "gym_repost.data.samplers\n"
-            "print(sorted(m for m in ('docker', 'openai', 'anthropic', 'ray', 'datasets') if m in sys.modules))")
+    code = (
+        "import sys, gym_repost, gym_repost.data.dstc, gym_repost.data.acecoder, gym_repost.data.rejection, "
+        "gym_repost.data.samplers\n"
+        "print(sorted(m for m in ('docker', 'openai', 'anthropic', 'ray', 'datasets') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"

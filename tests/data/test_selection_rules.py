@@ -32,10 +32,7 @@ def test_minimax_when_every_code_fails_every_test_has_no_chosen_pair() -> None:
 
 
 def test_minimax_picks_the_demanding_test_of_the_best_code_and_the_lenient_failing_test() -> None:
-    matrix = [[1, 0, 1, 1],
-              [1, 1, 1, 1],
-              [0, 0, 1, 0],
-              [1, 0, 1, 0]]
+    matrix = [[1, 0, 1, 1], [1, 1, 1, 1], [0, 0, 1, 0], [1, 0, 1, 0]]
     # code passes: 3, 4, 1, 2 -> chosen code 1; test passes: 3, 1, 4, 2.
     # tests passed by code 1: all -> fewest passes: test 1 (1 code).
     # tests failed by some code: 0 (3), 1 (1), 3 (2) -> most passes: test 0.
@@ -44,9 +41,7 @@ def test_minimax_picks_the_demanding_test_of_the_best_code_and_the_lenient_faili
 
 
 def test_minimax_breaks_every_tie_by_the_lowest_index() -> None:
-    matrix = [[1, 1, 0],
-              [1, 0, 0],
-              [0, 1, 1]]
+    matrix = [[1, 1, 0], [1, 0, 0], [0, 1, 1]]
     # code passes 2, 1, 2 -> codes 0 and 2 tie -> 0. Code 0 passes tests 0 and 1, each
     # passed by 2 codes -> test 0. Test passes 2, 2, 1, all below 3 -> tests 0 and 1
     # tie -> 0. Codes failing test 0: code 2 only.
@@ -56,10 +51,7 @@ def test_minimax_breaks_every_tie_by_the_lowest_index() -> None:
 
 
 def test_minimax_among_codes_failing_the_rejected_test_takes_the_weakest() -> None:
-    matrix = [[1, 1, 1, 0],
-              [0, 1, 0, 1],
-              [0, 1, 0, 0],
-              [1, 1, 1, 1]]
+    matrix = [[1, 1, 1, 0], [0, 1, 0, 1], [0, 1, 0, 0], [1, 1, 1, 1]]
     # code passes 3, 2, 1, 4 -> code 3; its tests: passes per test 2, 4, 2, 2 -> test 0
     # (tie of 0, 2 and 3). Tests failed by some code: 0, 2, 3 (2 passes each) -> test 0.
     # Codes failing test 0: 1 (2 passes) and 2 (1 pass) -> code 2.
@@ -143,6 +135,10 @@ def test_pass_rates_outside_0_1_are_rejected(rates: list[float]) -> None:
 
 
 def test_programs_equal_up_to_formatting_and_comments_are_deduplicated() -> None:
-    codes = ["def f(x):\n    return x + 1\n", "def f(x):\n  return x+1  # same\n", "def f(x):\n    return x + 2\n",
-             "def f(x: oops"]
+    codes = [
+        "def f(x):\n    return x + 1\n",
+        "def f(x):\n  return x+1  # same\n",
+        "def f(x):\n    return x + 2\n",
+        "def f(x: oops",
+    ]
     assert dedupe_codes(codes) == [codes[0], codes[2], codes[3]]

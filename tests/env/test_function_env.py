@@ -37,8 +37,7 @@ def test_reset_gives_the_statement_and_budgets(function_task: FunctionTask, sand
     assert env.observation_space.contains(obs)
 
 
-def test_passing_submission_terminates_with_reward_one(function_task: FunctionTask,
-                                                       sandbox: Sandbox) -> None:
+def test_passing_submission_terminates_with_reward_one(function_task: FunctionTask, sandbox: Sandbox) -> None:
     env = gym.make("gym_repost/Function-v0", task=function_task, sandbox=sandbox)
     env.reset(seed=0)
     obs, reward, terminated, truncated, info = env.step(_write(function_task.ground_truth))
@@ -48,8 +47,7 @@ def test_passing_submission_terminates_with_reward_one(function_task: FunctionTa
     assert info["solved"] and info["test_report"]["passed"] and "accepted" in obs
 
 
-def test_self_repair_continues_until_submissions_are_spent(method_task: FunctionTask,
-                                                           sandbox: Sandbox) -> None:
+def test_self_repair_continues_until_submissions_are_spent(method_task: FunctionTask, sandbox: Sandbox) -> None:
     env = gym.make("gym_repost/Function-v0", task=method_task, sandbox=sandbox, max_submissions=2)
     env.reset(seed=0)
     env.step(_write("def add(self, amount):\n    return self.value\n"))
@@ -61,8 +59,7 @@ def test_self_repair_continues_until_submissions_are_spent(method_task: Function
     assert (reward, terminated, info["submissions"]) == (1.0, True, 2)
 
 
-def test_budget_of_submissions_ends_the_episode_unsolved(function_task: FunctionTask,
-                                                         sandbox: Sandbox) -> None:
+def test_budget_of_submissions_ends_the_episode_unsolved(function_task: FunctionTask, sandbox: Sandbox) -> None:
     env = gym.make("gym_repost/Function-v0", task=function_task, sandbox=sandbox, max_submissions=1)
     env.reset(seed=0)
     env.step(_write(WRONG))
@@ -80,11 +77,20 @@ def test_step_budget_truncates(function_task: FunctionTask, sandbox: Sandbox) ->
     assert (terminated, truncated) == (False, True)
 
 
-@pytest.mark.parametrize("action", [
-    "}", {"tool": "rm", "args": {}}, {"tool": "read_file", "args": {"path": "../../etc/passwd"}},
-    {"tool": "write_code", "args": {"code": "x" * 300_000}}, {"tool": "write_code", "args": {"code": "\udc80"}},
-    {"tool": "read_file", "args": {"path": 1}}, 12, None, {"tool": "submit", "args": {"now": True}},
-])
+@pytest.mark.parametrize(
+    "action",
+    [
+        "}",
+        {"tool": "rm", "args": {}},
+        {"tool": "read_file", "args": {"path": "../../etc/passwd"}},
+        {"tool": "write_code", "args": {"code": "x" * 300_000}},
+        {"tool": "write_code", "args": {"code": "\udc80"}},
+        {"tool": "read_file", "args": {"path": 1}},
+        12,
+        None,
+        {"tool": "submit", "args": {"now": True}},
+    ],
+)
 def test_agent_mistakes_are_observations(function_task: FunctionTask, sandbox: Sandbox, action) -> None:
     env = gym.make("gym_repost/Function-v0", task=function_task, sandbox=sandbox)
     env.reset(seed=0)
@@ -98,9 +104,9 @@ def test_shaped_reward_credits_code_that_runs(function_task: FunctionTask, sandb
     env = FunctionEnv(function_task, sandbox=sandbox, reward="shaped", max_submissions=3)
     env.reset(seed=0)
     env.step(_write(WRONG))
-    assert env.step(SUBMIT)[1] == 0.1          # ran, failed an assertion
+    assert env.step(SUBMIT)[1] == 0.1  # ran, failed an assertion
     env.step(_write("def score(values, cap=100):\n    return values[99]\n"))
-    assert env.step(SUBMIT)[1] == 0.0          # crashed
+    assert env.step(SUBMIT)[1] == 0.0  # crashed
 
 
 def test_seeded_episodes_are_reproducible(function_task: FunctionTask, sandbox: Sandbox) -> None:

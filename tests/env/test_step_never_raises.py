@@ -88,8 +88,11 @@ HOSTILE: list[tuple[str, Any, str]] = [
     ("None", None, "must be an object"),
     ("an int", 12345, "must be an object"),
     ("NaN", float("nan"), "not a JSON number"),
-    ("inf argument", {"tool": "read_file", "args": {"path": "tiny/score.py", "start": float("inf")}},
-     "not a JSON number"),
+    (
+        "inf argument",
+        {"tool": "read_file", "args": {"path": "tiny/score.py", "start": float("inf")}},
+        "not a JSON number",
+    ),
     ("NaN in JSON text", '{"tool": "read_file", "args": {"path": "x", "start": NaN}}', "not a JSON number"),
     ("huge integer text", '{"tool": "read_file", "args": {"start": ' + "9" * 5000 + "}}", "not valid JSON"),
     ("huge integer", {"tool": "read_file", "args": {"path": "tiny/score.py", "start": 10**40}}, "out of range"),
@@ -108,10 +111,12 @@ HOSTILE: list[tuple[str, Any, str]] = [
     ("str subclass that raises", {"tool": EvilStr("no_such_tool")}, "unknown tool 'no_such_tool'"),
     ("dict subclass that raises", EvilDict({"tool": "no_such_tool"}), "unknown tool"),
     ("list subclass as args", {"tool": "list_files", "args": EvilList([1])}, '"args" must be an object'),
-    ("int subclass that raises", {"tool": "read_file", "args": {"path": "x", "start": EvilInt(10**30)}},
-     "out of range"),
-    ("lone surrogate code", {"tool": "write_code", "args": {"code": "def score():\n    '\ud800'"}},
-     "not valid UTF-8"),
+    (
+        "int subclass that raises",
+        {"tool": "read_file", "args": {"path": "x", "start": EvilInt(10**30)}},
+        "out of range",
+    ),
+    ("lone surrogate code", {"tool": "write_code", "args": {"code": "def score():\n    '\ud800'"}}, "not valid UTF-8"),
     ("path outside the repository", {"tool": "read_file", "args": {"path": "../../etc/passwd"}}, "outside"),
     ("deep unary code", {"tool": "write_code", "args": {"code": DEEP_UNARY}}, "nested too deeply"),
     ("submit before writing", {"tool": "submit", "args": {}}, "no code yet"),
@@ -128,8 +133,9 @@ def _assert_step(result: Any) -> tuple[str, float, bool, bool, dict[str, Any]]:
 
 
 @pytest.mark.parametrize(("label", "action", "message"), HOSTILE, ids=[h[0] for h in HOSTILE])
-def test_hostile_action_is_an_error_observation(function_task: FunctionTask, sandbox: Sandbox,
-                                                label: str, action: Any, message: str) -> None:
+def test_hostile_action_is_an_error_observation(
+    function_task: FunctionTask, sandbox: Sandbox, label: str, action: Any, message: str
+) -> None:
     env = FunctionEnv(function_task, sandbox=sandbox, max_steps=5)
     env.reset(seed=0)
     obs, reward, terminated, truncated, info = _assert_step(env.step(action))
@@ -139,18 +145,24 @@ def test_hostile_action_is_an_error_observation(function_task: FunctionTask, san
     assert "tiny/score.py" in obs  # the episode goes on
 
 
-def test_hostile_subclasses_holding_a_valid_call_are_copied_not_called(function_task: FunctionTask,
-                                                                       sandbox: Sandbox) -> None:
+def test_hostile_subclasses_holding_a_valid_call_are_copied_not_called(
+    function_task: FunctionTask, sandbox: Sandbox
+) -> None:
     env = FunctionEnv(function_task, sandbox=sandbox)
     env.reset(seed=0)
-    action = EvilDict({EvilKey("tool"): EvilStr("read_file"),
-                       "args": EvilDict({"path": EvilStr("tiny/score.py"), "start": EvilInt(2)})})
+    action = EvilDict(
+        {
+            EvilKey("tool"): EvilStr("read_file"),
+            "args": EvilDict({"path": EvilStr("tiny/score.py"), "start": EvilInt(2)}),
+        }
+    )
     obs, reward, _, _, info = _assert_step(env.step(action))
     assert info["ok"] and obs.startswith("tiny/score.py:\n    2  ")
 
 
-def test_code_deep_enough_to_break_the_host_walkers_is_an_observation(function_task: FunctionTask,
-                                                                      sandbox: Sandbox) -> None:
+def test_code_deep_enough_to_break_the_host_walkers_is_an_observation(
+    function_task: FunctionTask, sandbox: Sandbox
+) -> None:
     env = FunctionEnv(function_task, sandbox=sandbox)
     env.reset(seed=0)
     for depth in (990, 2000, 2900, 3500):
@@ -159,8 +171,10 @@ def test_code_deep_enough_to_break_the_host_walkers_is_an_observation(function_t
         assert reward == 0.0 and (obs.startswith("Code saved") or obs.startswith("Error: ")), obs[:200]
 
 
-def test_deep_unary_test_file_is_reported_not_raised(tiny_testfile_task: TestFileTask,  # noqa: F811
-                                                     sandbox: Sandbox) -> None:
+def test_deep_unary_test_file_is_reported_not_raised(
+    tiny_testfile_task: TestFileTask,  # noqa: F811
+    sandbox: Sandbox,
+) -> None:
     env = TestFileEnv(tiny_testfile_task, sandbox=sandbox)
     env.reset(seed=0)
     code = "def test_x():\n    assert " + "-" * 100_000 + "1\n"
@@ -172,20 +186,26 @@ def test_deep_unary_test_file_is_reported_not_raised(tiny_testfile_task: TestFil
 
 def _forging(payload: str) -> str:
     """A candidate that writes ``payload`` as the harness's report in a result line and exits."""
-    return ("def score(values, cap=100):\n    import os, sys\n"
-            f"    sys.stdout.write('\\n' + {RESULT!r} + '{{\"report\": ' + {payload} + '}}\\n')\n"
-            "    sys.stdout.flush()\n    os._exit(3)\n")
+    return (
+        "def score(values, cap=100):\n    import os, sys\n"
+        f"    sys.stdout.write('\\n' + {RESULT!r} + '{{\"report\": ' + {payload} + '}}\\n')\n"
+        "    sys.stdout.flush()\n    os._exit(3)\n"
+    )
 
 
-@pytest.mark.parametrize(("payload", "expected"), [
-    ("'[' * 100000 + ']' * 100000", "EarlyExit"),
-    ("'{\"status\": \"error\", \"frames\": [{\"file\": 1}]}'", "MalformedReport"),
-    ("'{\"status\": \"failed\", \"assertion\": [1, 2], \"exception\": \"X\"}'", "MalformedReport"),
-    ("'{\"status\": \"failed\", \"frames\": 7, \"exception\": [\"X\"]}'", "MalformedReport"),
-    ("'{\"status\": \"error\", \"frames\": \"abc\", \"exception\": \"E\"}'", "MalformedReport"),
-])
-def test_output_mimicking_a_report_is_a_failed_run(function_task: FunctionTask, sandbox: Sandbox,
-                                                   payload: str, expected: str) -> None:
+@pytest.mark.parametrize(
+    ("payload", "expected"),
+    [
+        ("'[' * 100000 + ']' * 100000", "EarlyExit"),
+        ('\'{"status": "error", "frames": [{"file": 1}]}\'', "MalformedReport"),
+        ('\'{"status": "failed", "assertion": [1, 2], "exception": "X"}\'', "MalformedReport"),
+        ('\'{"status": "failed", "frames": 7, "exception": ["X"]}\'', "MalformedReport"),
+        ('\'{"status": "error", "frames": "abc", "exception": "E"}\'', "MalformedReport"),
+    ],
+)
+def test_output_mimicking_a_report_is_a_failed_run(
+    function_task: FunctionTask, sandbox: Sandbox, payload: str, expected: str
+) -> None:
     env = FunctionEnv(function_task, sandbox=sandbox, max_submissions=2)
     env.reset(seed=0)
     obs, *_ = _assert_step(env.step({"tool": "write_code", "args": {"code": _forging(payload)}}))
@@ -198,16 +218,22 @@ def test_output_mimicking_a_report_is_a_failed_run(function_task: FunctionTask, 
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8) | st.integers(), inner,
-                                                                  max_size=4),
-    max_leaves=20)
-tool_names = st.sampled_from(["list_files", "read_file", "search", "write_code", "run_tests", "submit",
-                              "write_tests", ""]) | st.text(max_size=10)
-arguments = st.dictionaries(st.sampled_from(["path", "start", "end", "pattern", "code"]) | st.text(max_size=6),
-                            json_values, max_size=4)
-actions = (st.fixed_dictionaries({"tool": tool_names | json_values}, optional={"args": arguments | json_values})
-           | st.fixed_dictionaries({"name": tool_names, "arguments": arguments.map(json.dumps) | st.text()})
-           | json_values | st.text() | st.binary(max_size=64))
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8) | st.integers(), inner, max_size=4),
+    max_leaves=20,
+)
+tool_names = st.sampled_from(
+    ["list_files", "read_file", "search", "write_code", "run_tests", "submit", "write_tests", ""]
+) | st.text(max_size=10)
+arguments = st.dictionaries(
+    st.sampled_from(["path", "start", "end", "pattern", "code"]) | st.text(max_size=6), json_values, max_size=4
+)
+actions = (
+    st.fixed_dictionaries({"tool": tool_names | json_values}, optional={"args": arguments | json_values})
+    | st.fixed_dictionaries({"name": tool_names, "arguments": arguments.map(json.dumps) | st.text()})
+    | json_values
+    | st.text()
+    | st.binary(max_size=64)
+)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -221,8 +247,7 @@ def test_fuzzed_json_like_actions_never_raise(function_task: FunctionTask, sandb
 
 
 def test_check_env_still_passes(function_task: FunctionTask, sandbox: Sandbox) -> None:
-    check_env(gym.make("gym_repost/Function-v0", task=function_task, sandbox=sandbox).unwrapped,
-              skip_render_check=True)
+    check_env(gym.make("gym_repost/Function-v0", task=function_task, sandbox=sandbox).unwrapped, skip_render_check=True)
 
 
 class BrokenSandbox(Sandbox):
@@ -236,8 +261,16 @@ class BrokenSandbox(Sandbox):
     def close(self) -> None:
         pass
 
-    def run(self, files: Mapping[str, str | bytes], command: Sequence[str], timeout: float = 10.0, *,
-            stdin: str | None = None, env: Mapping[str, str] | None = None, network: bool = False) -> RunResult:
+    def run(
+        self,
+        files: Mapping[str, str | bytes],
+        command: Sequence[str],
+        timeout: float = 10.0,
+        *,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+        network: bool = False,
+    ) -> RunResult:
         raise SandboxError("sandbox worker 4242 died")
 
 
@@ -274,8 +307,9 @@ def test_the_runner_records_a_sandbox_failure_as_an_infrastructure_error(functio
     assert episode.status == "infra_error" and "sandbox worker 4242 died" in episode.infra_error
 
 
-def test_catastrophic_regex_on_a_big_file_returns_promptly(function_task: FunctionTask, sandbox: Sandbox,
-                                                           tmp_path: Path) -> None:
+def test_catastrophic_regex_on_a_big_file_returns_promptly(
+    function_task: FunctionTask, sandbox: Sandbox, tmp_path: Path
+) -> None:
     task = function_task.model_copy(deep=True)
     task.repository.files["big.txt"] = ("a" * 79 + "\n") * 100_000
     env = FunctionEnv(task, sandbox=sandbox)
@@ -293,23 +327,32 @@ class _HostileThenSolves:
     """Sends hostile actions, then writes the ground truth and submits."""
 
     def reset(self, task: Any, observation: str, info: dict[str, Any], *, seed: int) -> None:
-        self.actions: list[Any] = [object(), {"tool": "read_file", "args": {"path": "\ud800"}}, _deep_list(50),
-                                   EvilDict({"tool": "list_files"}), b"\xff", "[" * 10_000,
-                                   {"tool": "write_code", "args": {"code": SOLUTIONS[task.id]}},
-                                   {"tool": "submit"}]
+        self.actions: list[Any] = [
+            object(),
+            {"tool": "read_file", "args": {"path": "\ud800"}},
+            _deep_list(50),
+            EvilDict({"tool": "list_files"}),
+            b"\xff",
+            "[" * 10_000,
+            {"tool": "write_code", "args": {"code": SOLUTIONS[task.id]}},
+            {"tool": "submit"},
+        ]
 
     def act(self, observation: str, info: dict[str, Any]) -> Any:
         return self.actions.pop(0)
 
 
-def test_the_runner_records_hostile_actions_and_scores_the_episode(function_task: FunctionTask, sandbox: Sandbox,
-                                                                   tmp_path: Path) -> None:
+def test_the_runner_records_hostile_actions_and_scores_the_episode(
+    function_task: FunctionTask, sandbox: Sandbox, tmp_path: Path
+) -> None:
     SOLUTIONS[function_task.id] = function_task.ground_truth
     config = RunConfig(tasks="mem", tasks_digest=tasks_digest([function_task]), policy="hostile", max_steps=10)
     summary = evaluate([function_task], _HostileThenSolves, config, RunDir(tmp_path), sandbox)
     assert summary["pass@1"] == 1.0 and summary["infra_errors"] == 0
     steps = json.loads((tmp_path / "trajectories.jsonl").read_text(encoding="utf-8"))["steps"]
     assert [s["ok"] for s in steps] == [False, False, False, True, False, False, True, True]
-    assert steps[0]["action"] == {"unrecordable_action": "object: a value of type object is not JSON "
-                                                         "(object, array, string, number, true, false or null)"}
+    assert steps[0]["action"] == {
+        "unrecordable_action": "object: a value of type object is not JSON "
+        "(object, array, string, number, true, false or null)"
+    }
     assert steps[3]["action"] == {"tool": "list_files"} and steps[5]["action"] == "[" * 10_000

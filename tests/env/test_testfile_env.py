@@ -47,8 +47,10 @@ def test_the_ground_truth_file_is_hidden(tiny_testfile_task: TestFileTask, sandb
     assert obs.startswith("Error: no such file")
 
 
-def test_ground_truth_submission_earns_the_full_reward(tiny_testfile_task: TestFileTask,  # noqa: F811
-                                                      sandbox: Sandbox) -> None:
+def test_ground_truth_submission_earns_the_full_reward(
+    tiny_testfile_task: TestFileTask,  # noqa: F811
+    sandbox: Sandbox,
+) -> None:
     env = TestFileEnv(tiny_testfile_task, sandbox=sandbox)
     env.reset(seed=0)
     obs, reward, terminated, truncated, info = env.step(_write(GROUND_TRUTH))
@@ -77,8 +79,10 @@ def test_repair_rewards_only_the_improvement(tiny_testfile_task: TestFileTask, s
     assert terminated and first + again + last == pytest.approx(1.0) and info["submissions"] == 3
 
 
-def test_run_tests_reports_failures_and_costs_no_submission(tiny_testfile_task: TestFileTask,  # noqa: F811
-                                                            sandbox: Sandbox) -> None:
+def test_run_tests_reports_failures_and_costs_no_submission(
+    tiny_testfile_task: TestFileTask,  # noqa: F811
+    sandbox: Sandbox,
+) -> None:
     env = TestFileEnv(tiny_testfile_task, sandbox=sandbox)
     env.reset(seed=0)
     obs, *_ = env.step({"tool": "run_tests", "args": {}})
@@ -91,16 +95,22 @@ def test_run_tests_reports_failures_and_costs_no_submission(tiny_testfile_task: 
     assert info["test_report"]["status"] == "failed"
 
 
-def test_bad_files_are_observations_not_exceptions(tiny_testfile_task: TestFileTask,  # noqa: F811
-                                                   sandbox: Sandbox) -> None:
+def test_bad_files_are_observations_not_exceptions(
+    tiny_testfile_task: TestFileTask,  # noqa: F811
+    sandbox: Sandbox,
+) -> None:
     env = TestFileEnv(tiny_testfile_task, sandbox=sandbox, max_submissions=2)
     env.reset(seed=0)
     obs, *_ = env.step(_write("def test_x(:\n"))
     assert "does not parse" in obs
     obs, reward, terminated, _, info = env.step(SUBMIT)
     assert reward == 0.0 and not terminated and "could not be run" in obs
-    for action in ["nonsense", {"tool": "write_code", "args": {"code": "x"}}, {"tool": "write_tests"},
-                   {"tool": "read_file", "args": {"path": "../etc/passwd"}}]:
+    for action in [
+        "nonsense",
+        {"tool": "write_code", "args": {"code": "x"}},
+        {"tool": "write_tests"},
+        {"tool": "read_file", "args": {"path": "../etc/passwd"}},
+    ]:
         obs, reward, terminated, truncated, info = env.step(action)
         assert obs.startswith("Error:") and reward == 0.0 and not info["ok"]
 
@@ -126,8 +136,10 @@ def test_configured_blend_and_threshold(tiny_testfile_task: TestFileTask, sandbo
     assert TestFileEnv(tiny_testfile_task, sandbox=sandbox, reward=RewardConfig()).reward_config.pass_threshold == 0.9
 
 
-def test_assertions_removed_is_a_negative_control(tiny_testfile_task: TestFileTask,  # noqa: F811
-                                                  sandbox: Sandbox) -> None:
+def test_assertions_removed_is_a_negative_control(
+    tiny_testfile_task: TestFileTask,  # noqa: F811
+    sandbox: Sandbox,
+) -> None:
     env = TestFileEnv(tiny_testfile_task, sandbox=sandbox)
     env.reset(seed=0)
     env.step(_write(remove_assertions(GROUND_TRUTH)))
@@ -137,8 +149,10 @@ def test_assertions_removed_is_a_negative_control(tiny_testfile_task: TestFileTa
     assert report["metrics"]["mutation_score"] < 0.3 and reward < 0.7 and not info["solved"]
 
 
-def test_disarmed_ground_truth_is_a_negative_control(tiny_testfile_task: TestFileTask,  # noqa: F811
-                                                     sandbox: Sandbox) -> None:
+def test_disarmed_ground_truth_is_a_negative_control(
+    tiny_testfile_task: TestFileTask,  # noqa: F811
+    sandbox: Sandbox,
+) -> None:
     env = TestFileEnv(tiny_testfile_task, sandbox=sandbox)
     env.reset(seed=0)
     env.step(_write(disarm_tests(GROUND_TRUTH)))
@@ -151,8 +165,7 @@ def test_disarmed_ground_truth_is_a_negative_control(tiny_testfile_task: TestFil
     assert not info["solved"]
 
 
-def test_without_a_sandbox_the_environment_starts_and_closes_its_own(
-        tiny_testfile_task: TestFileTask) -> None:  # noqa: F811
+def test_without_a_sandbox_the_environment_starts_and_closes_its_own(tiny_testfile_task: TestFileTask) -> None:  # noqa: F811
     env = gym.make(TESTFILE_ENV_ID, task=tiny_testfile_task.model_dump(mode="json"))
     env.reset(seed=0)
     env.step(_write(GROUND_TRUTH))

@@ -47,10 +47,17 @@ FLAKY_POLICY = textwrap.dedent("""\
     """)
 
 
-def _episode(task: str, sample: int, status: str, solved_at: int | None = None,
-             submissions: int = 0) -> Episode:
-    return Episode(task_id=task, task_name=task, sample=sample, seed=0, policy="p", status=status,
-                   solved_at=solved_at, submissions=[i == solved_at for i in range(submissions)])
+def _episode(task: str, sample: int, status: str, solved_at: int | None = None, submissions: int = 0) -> Episode:
+    return Episode(
+        task_id=task,
+        task_name=task,
+        sample=sample,
+        seed=0,
+        policy="p",
+        status=status,
+        solved_at=solved_at,
+        submissions=[i == solved_at for i in range(submissions)],
+    )
 
 
 # ------------------------------------------------------------------ the maths, by hand
@@ -128,14 +135,32 @@ def demo_tasks(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_cli_eval_shows_both_figures_and_warns_above_five_percent(
-        tmp_path: Path, demo_tasks: tuple[Path, Path]) -> None:
+    tmp_path: Path, demo_tasks: tuple[Path, Path]
+) -> None:
     tasks, solutions = demo_tasks
     run = tmp_path / "run"
     result = subprocess.run(
-        [sys.executable, "-m", "gym_repost.cli", "eval", str(tasks), "--policy", f"{tmp_path / 'flaky.py'}:Flaky",
-         "--policy-arg", f"solutions={solutions}", "--policy-arg",
-         'broken=["demo/money.parse_money/1", "demo/coupons.parse_coupon/0", "demo/coupons.parse_coupon/1"]',
-         "-n", "2", "-o", str(run)], capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "gym_repost.cli",
+            "eval",
+            str(tasks),
+            "--policy",
+            f"{tmp_path / 'flaky.py'}:Flaky",
+            "--policy-arg",
+            f"solutions={solutions}",
+            "--policy-arg",
+            'broken=["demo/money.parse_money/1", "demo/coupons.parse_coupon/0", "demo/coupons.parse_coupon/1"]',
+            "-n",
+            "2",
+            "-o",
+            str(run),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr
     summary = json.loads((run / "summary.json").read_text())
     # scored: apply_discount 2/2, parse_money 1/1 -> 1.0; parse_coupon has no scored episode
@@ -152,21 +177,30 @@ def test_cli_eval_shows_both_figures_and_warns_above_five_percent(
     assert len(scored) == len(infra) == 2  # pass@k and self-repair tables
     assert "100.0%" in scored[0] and "50.0%" in infra[0] and "66.7%" in infra[0]
 
-    report = subprocess.run([sys.executable, "-m", "gym_repost.cli", "report", str(run)],
-                            capture_output=True, text=True, timeout=600)
+    report = subprocess.run(
+        [sys.executable, "-m", "gym_repost.cli", "report", str(run)], capture_output=True, text=True, timeout=600
+    )
     assert report.returncode == 0 and "WARNING: 3 of 6 episodes" in report.stdout
     page = (run / "report.html").read_text()
     assert "role='alert'" in page and "infra = fail" in page
 
 
 def test_a_run_below_five_percent_has_no_warning(
-        tmp_path: Path, demo_tasks: tuple[Path, Path], sandbox: Sandbox) -> None:
+    tmp_path: Path, demo_tasks: tuple[Path, Path], sandbox: Sandbox
+) -> None:
     tasks_file, solutions = demo_tasks
     tasks = list(load_tasks(tasks_file))
-    factory = load_policy(f"{tmp_path / 'flaky.py'}:Flaky", solutions=str(solutions),
-                          broken=["demo/money.parse_money/3"])
-    config = RunConfig(tasks=str(tasks_file), tasks_digest=tasks_digest(tasks), policy=factory.spec,
-                       policy_options=factory.options, n=7, workers=2)
+    factory = load_policy(
+        f"{tmp_path / 'flaky.py'}:Flaky", solutions=str(solutions), broken=["demo/money.parse_money/3"]
+    )
+    config = RunConfig(
+        tasks=str(tasks_file),
+        tasks_digest=tasks_digest(tasks),
+        policy=factory.spec,
+        policy_options=factory.options,
+        n=7,
+        workers=2,
+    )
     summary = evaluate(tasks, factory, config, RunDir(tmp_path / "run"), sandbox)
     # 1 of 21 episodes (4.8%): reported, not warned about
     assert summary["infra_errors"] == 1 and summary["infra_error_share"] == pytest.approx(1 / 21)

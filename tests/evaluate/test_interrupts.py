@@ -68,11 +68,30 @@ class Run:
     def __init__(self, tmp: Path, mode: str) -> None:
         self.tmp, self.dir = tmp, tmp / "run"
         self.armed, self.marker = tmp / "armed", tmp / "hanging"
-        self.cmd = [sys.executable, "-m", "gym_repost.cli", "eval", str(tmp / "tasks.jsonl"),
-                    "--policy", f"{tmp / 'hang.py'}:Hang", "-n", "3", "--workers", "2",
-                    "--max-steps", "1000", "-o", str(self.dir)]
-        for key, value in (("solutions", tmp / "solutions.json"), ("hang", HANG), ("armed", self.armed),
-                           ("marker", self.marker), ("mode", mode)):
+        self.cmd = [
+            sys.executable,
+            "-m",
+            "gym_repost.cli",
+            "eval",
+            str(tmp / "tasks.jsonl"),
+            "--policy",
+            f"{tmp / 'hang.py'}:Hang",
+            "-n",
+            "3",
+            "--workers",
+            "2",
+            "--max-steps",
+            "1000",
+            "-o",
+            str(self.dir),
+        ]
+        for key, value in (
+            ("solutions", tmp / "solutions.json"),
+            ("hang", HANG),
+            ("armed", self.armed),
+            ("marker", self.marker),
+            ("mode", mode),
+        ):
             self.cmd += ["--policy-arg", f"{key}={value}"]
 
     def start(self) -> subprocess.Popen[str]:
@@ -80,8 +99,9 @@ class Run:
         other five episodes are on disk."""
         self.armed.touch()
         self.marker.unlink(missing_ok=True)
-        proc = subprocess.Popen(self.cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            self.cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        )
         deadline = time.monotonic() + 300
         while not (self.marker.exists() and len(self.episodes()) == 5):
             assert proc.poll() is None, proc.communicate()
@@ -130,8 +150,11 @@ def _workers_of(pid: int) -> list[int]:
             state = Path(f"/proc/{name}/stat").read_bytes().rsplit(b")", 1)[1].split()[0]
         except OSError:
             continue
-        if protocol.MARKER.encode() in args and any(a.startswith(f"--host={pid}:".encode()) for a in args) \
-                and state != b"Z":
+        if (
+            protocol.MARKER.encode() in args
+            and any(a.startswith(f"--host={pid}:".encode()) for a in args)
+            and state != b"Z"
+        ):
             found.append(int(name))
     return found
 
@@ -163,10 +186,13 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())  # rich wraps long messages
 
 
-@pytest.mark.parametrize(("signum", "code", "mode"), [
-    (signal.SIGINT, 130, "sandbox"), (signal.SIGTERM, 143, "sandbox"), (signal.SIGTERM, 143, "sleep")])
+@pytest.mark.parametrize(
+    ("signum", "code", "mode"),
+    [(signal.SIGINT, 130, "sandbox"), (signal.SIGTERM, 143, "sandbox"), (signal.SIGTERM, 143, "sleep")],
+)
 def test_a_signal_stops_eval_promptly_and_a_rerun_completes_without_duplicates(
-        demo: Path, killed: list[subprocess.Popen[str]], signum: int, code: int, mode: str) -> None:
+    demo: Path, killed: list[subprocess.Popen[str]], signum: int, code: int, mode: str
+) -> None:
     run = Run(demo, mode)
     proc = run.start()
     killed.append(proc)
@@ -206,7 +232,8 @@ def test_a_signal_stops_eval_promptly_and_a_rerun_completes_without_duplicates(
 
 
 def test_a_second_eval_into_the_same_run_dir_is_refused_with_the_holders_pid(
-        demo: Path, killed: list[subprocess.Popen[str]]) -> None:
+    demo: Path, killed: list[subprocess.Popen[str]]
+) -> None:
     run = Run(demo, "sleep")
     proc = run.start()
     killed.append(proc)
@@ -251,8 +278,7 @@ HOLD_LOCK = textwrap.dedent("""\
 
 
 def test_run_dir_writer_lock(tmp_path: Path) -> None:
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(tmp_path)], stdout=subprocess.PIPE,
-                              text=True)
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(tmp_path)], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
         with pytest.raises(RunDirBusyError, match=f"pid {holder.pid} on "):

@@ -25,48 +25,61 @@ def _config(tasks, policy: str = "oracle", **kw) -> RunConfig:
     return RunConfig(tasks="mem", tasks_digest=tasks_digest(tasks), policy=policy, **kw)
 
 
-def test_oracle_passes_and_mutant_fails(tmp_path: Path, function_task: FunctionTask,
-                                        method_task: FunctionTask, sandbox: Sandbox) -> None:
+def test_oracle_passes_and_mutant_fails(
+    tmp_path: Path, function_task: FunctionTask, method_task: FunctionTask, sandbox: Sandbox
+) -> None:
     tasks = [function_task, method_task]
-    summary = evaluate(tasks, load_policy("oracle"), _config(tasks, n=2, workers=2),
-                       RunDir(tmp_path / "oracle"), sandbox)
+    summary = evaluate(
+        tasks, load_policy("oracle"), _config(tasks, n=2, workers=2), RunDir(tmp_path / "oracle"), sandbox
+    )
     assert summary["pass@1"] == 1.0 and summary["pass@2"] == 1.0 and summary["episodes"] == 4
-    summary = evaluate(tasks, load_policy("mutant"), _config(tasks, "mutant", repairs=2),
-                       RunDir(tmp_path / "mutant"), sandbox)
+    summary = evaluate(
+        tasks, load_policy("mutant"), _config(tasks, "mutant", repairs=2), RunDir(tmp_path / "mutant"), sandbox
+    )
     assert summary["pass@1"] == 0.0 and summary["self_repair"] == {"0": 0.0, "1": 0.0, "2": 0.0}
     episodes = RunDir(tmp_path / "mutant").episodes()
     assert all(e.submissions == [False, False, False] for e in episodes)
     assert (tmp_path / "mutant" / "summary.json").exists()
 
 
-def test_example_agent_repairs_after_a_failing_test_run(tmp_path: Path, function_task: FunctionTask,
-                                                        sandbox: Sandbox) -> None:
+def test_example_agent_repairs_after_a_failing_test_run(
+    tmp_path: Path, function_task: FunctionTask, sandbox: Sandbox
+) -> None:
     factory = load_policy("agents/my_agent.py:MyAgent")
-    summary = evaluate([function_task], factory, _config([function_task], factory.spec),
-                       RunDir(tmp_path), sandbox)
+    summary = evaluate([function_task], factory, _config([function_task], factory.spec), RunDir(tmp_path), sandbox)
     assert summary["pass@1"] == 0.0 and summary["infra_errors"] == 0  # its stand-in model only guesses
     steps = json.loads((tmp_path / "trajectories.jsonl").read_text().splitlines()[0])["steps"]
-    assert [s["tool"] for s in steps] == ["list_files", "read_file", "write_code", "run_tests",
-                                          "write_code", "run_tests", "submit"]
+    assert [s["tool"] for s in steps] == [
+        "list_files",
+        "read_file",
+        "write_code",
+        "run_tests",
+        "write_code",
+        "run_tests",
+        "submit",
+    ]
     assert all(s["ok"] for s in steps)
 
 
 def test_policy_crashes_are_infrastructure_errors_and_are_retried(
-        tmp_path: Path, function_task: FunctionTask, sandbox: Sandbox) -> None:
+    tmp_path: Path, function_task: FunctionTask, sandbox: Sandbox
+) -> None:
     agent = tmp_path / "flaky.py"
-    agent.write_text(textwrap.dedent(f"""\
+    agent.write_text(
+        textwrap.dedent(f"""\
         import os
         ANSWER = {function_task.ground_truth!r}
         class Flaky:
             def reset(self, task, observation, info, *, seed):
                 pass
             def act(self, observation, info):
-                if not os.path.exists({str(tmp_path / 'healed')!r}):
+                if not os.path.exists({str(tmp_path / "healed")!r}):
                     raise RuntimeError("model endpoint down")
                 if info["code_written"]:
                     return {{"tool": "submit"}}
                 return {{"tool": "write_code", "args": {{"code": ANSWER}}}}
-        """))
+        """)
+    )
     factory = load_policy(f"{agent}:Flaky")
     config = _config([function_task], factory.spec)
     summary = evaluate([function_task], factory, config, RunDir(tmp_path / "run"), sandbox)
@@ -78,15 +91,13 @@ def test_policy_crashes_are_infrastructure_errors_and_are_retried(
     assert summary["infra_errors"] == 0 and summary["pass@1"] == 1.0
 
 
-def test_a_run_directory_refuses_other_settings(tmp_path: Path, function_task: FunctionTask,
-                                                sandbox: Sandbox) -> None:
+def test_a_run_directory_refuses_other_settings(tmp_path: Path, function_task: FunctionTask, sandbox: Sandbox) -> None:
     evaluate([function_task], load_policy("oracle"), _config([function_task]), RunDir(tmp_path), sandbox)
     with pytest.raises(RunDirError, match="n: 1 there, 2 now"):
         RunDir(tmp_path).prepare(_config([function_task], n=2))
 
 
-def test_partial_last_line_is_dropped_on_resume(tmp_path: Path, function_task: FunctionTask,
-                                                sandbox: Sandbox) -> None:
+def test_partial_last_line_is_dropped_on_resume(tmp_path: Path, function_task: FunctionTask, sandbox: Sandbox) -> None:
     config = _config([function_task], n=2)
     evaluate([function_task], load_policy("oracle"), config, RunDir(tmp_path), sandbox)
     lines = (tmp_path / "episodes.jsonl").read_text().splitlines()
@@ -112,16 +123,29 @@ SLOW_AGENT = textwrap.dedent("""\
 
 
 def test_resume_after_kill_loses_nothing_and_duplicates_nothing(
-        tmp_path: Path, function_task: FunctionTask, method_task: FunctionTask) -> None:
+    tmp_path: Path, function_task: FunctionTask, method_task: FunctionTask
+) -> None:
     tasks_file = tmp_path / "tasks.jsonl"
     save_tasks([function_task, method_task], tasks_file)
     answers = {t.name: t.ground_truth for t in (function_task, method_task)}  # the test knows them; agents do not
     (tmp_path / "slow.py").write_text(SLOW_AGENT.format(answers=answers))
     run = tmp_path / "run"
-    cmd = [sys.executable, "-m", "gym_repost.cli", "eval", str(tasks_file), "--policy",
-           f"{tmp_path / 'slow.py'}:Slow", "-n", "6", "--workers", "2", "-o", str(run)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "gym_repost.cli",
+        "eval",
+        str(tasks_file),
+        "--policy",
+        f"{tmp_path / 'slow.py'}:Slow",
+        "-n",
+        "6",
+        "--workers",
+        "2",
+        "-o",
+        str(run),
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.time() + 60
     while time.time() < deadline:
         done = run / "episodes.jsonl"

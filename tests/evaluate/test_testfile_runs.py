@@ -20,8 +20,11 @@ def _config(tasks: list, policy: str, **kw: object) -> RunConfig:
 
 
 def test_oracle_passes_and_mutant_fails_on_a_mixed_task_set(
-        tmp_path: Path, tiny_testfile_task: TestFileTask, function_task: FunctionTask,  # noqa: F811
-        sandbox: Sandbox) -> None:
+    tmp_path: Path,
+    tiny_testfile_task: TestFileTask,  # noqa: F811
+    function_task: FunctionTask,
+    sandbox: Sandbox,
+) -> None:
     tasks = [tiny_testfile_task, function_task]
     summary = evaluate(tasks, load_policy("oracle"), _config(tasks, "oracle"), RunDir(tmp_path / "o"), sandbox)
     assert summary["pass@1"] == 1.0 and summary["infra_errors"] == 0
@@ -29,20 +32,34 @@ def test_oracle_passes_and_mutant_fails_on_a_mixed_task_set(
     assert episode.reward == pytest.approx(1.0) and episode.code == tiny_testfile_task.ground_truth
     assert episode.final_report is not None and episode.final_report["status"] == "passed"
 
-    summary = evaluate(tasks, load_policy("mutant"), _config(tasks, "mutant", repairs=1),
-                       RunDir(tmp_path / "m"), sandbox)
+    summary = evaluate(
+        tasks, load_policy("mutant"), _config(tasks, "mutant", repairs=1), RunDir(tmp_path / "m"), sandbox
+    )
     assert summary["pass@1"] == 0.0 and summary["self_repair"] == {"0": 0.0, "1": 0.0}
     episode = next(e for e in RunDir(tmp_path / "m").episodes() if e.task_id == tiny_testfile_task.id)
     assert episode.submissions == [False, False] and 0.0 < episode.reward < 0.9
 
 
-def test_scripted_policy_writes_tests(tmp_path: Path, tiny_testfile_task: TestFileTask,  # noqa: F811
-                                      sandbox: Sandbox) -> None:
+def test_scripted_policy_writes_tests(
+    tmp_path: Path,
+    tiny_testfile_task: TestFileTask,  # noqa: F811
+    sandbox: Sandbox,
+) -> None:
     weak = "from tinypkg.core import clamp\n\n\ndef test_clamp():\n    assert clamp(5) == 5\n"
     script = tmp_path / "script.jsonl"
-    script.write_text(json.dumps({"task": "*", "actions": [
-        {"tool": "read_file", "args": {"path": "tinypkg/core.py"}},
-        {"tool": "write_tests", "args": {"code": weak}}, {"tool": "run_tests", "args": {}}]}) + "\n")
+    script.write_text(
+        json.dumps(
+            {
+                "task": "*",
+                "actions": [
+                    {"tool": "read_file", "args": {"path": "tinypkg/core.py"}},
+                    {"tool": "write_tests", "args": {"code": weak}},
+                    {"tool": "run_tests", "args": {}},
+                ],
+            }
+        )
+        + "\n"
+    )
     tasks = [tiny_testfile_task]
     factory = load_policy(f"scripted:{script}")
     summary = evaluate(tasks, factory, _config(tasks, factory.spec), RunDir(tmp_path / "s"), sandbox)

@@ -38,8 +38,7 @@ def test_a_method_wrapped_in_its_class_is_unwrapped(method_task: FunctionTask) -
     assert prepare_candidate(code, method_task.target).startswith("def add(self, amount):")
 
 
-def test_recursion_stays_inside_the_candidate(function_task: FunctionTask,
-                                              method_task: FunctionTask) -> None:
+def test_recursion_stays_inside_the_candidate(function_task: FunctionTask, method_task: FunctionTask) -> None:
     out = assemble(function_task, "def score(values, cap=100):\n    return score(values[1:]) if values else 0\n")
     assert "return score_new_implementation(values[1:])" in out.script
     out = assemble(method_task, "def add(self, amount):\n    return self.add(amount) + len([])\n")
@@ -59,12 +58,15 @@ def test_markdown_fences_and_indentation_are_tolerated(function_task: FunctionTa
     assert extract_code_block("no code here") is None
 
 
-@pytest.mark.parametrize(("code", "message"), [
-    ("def score(values:\n", "does not parse"),
-    ("def other():\n    return 1\n", "must define the function `def score(...)`"),
-    ("x" * 300_000, "limit"),
-    (42, "must be a string"),
-])
+@pytest.mark.parametrize(
+    ("code", "message"),
+    [
+        ("def score(values:\n", "does not parse"),
+        ("def other():\n    return 1\n", "must define the function `def score(...)`"),
+        ("x" * 300_000, "limit"),
+        (42, "must be a string"),
+    ],
+)
 def test_unusable_candidates_are_explained(function_task: FunctionTask, code, message: str) -> None:
     with pytest.raises(CandidateError, match=re.escape(message)):
         assemble(function_task, code)

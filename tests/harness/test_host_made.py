@@ -34,20 +34,19 @@ def _with_body(task: FunctionTask, body: str) -> str:
     return header + body
 
 
-def test_a_batch_gives_each_mutant_the_verdict_of_its_own_run(sandbox: Sandbox,
-                                                              function_task: FunctionTask) -> None:
+def test_a_batch_gives_each_mutant_the_verdict_of_its_own_run(sandbox: Sandbox, function_task: FunctionTask) -> None:
     demo = [t for t in load_tasks(ROOT / "tasks" / "demo.jsonl") if isinstance(t, FunctionTask)][:4]
     for task in [function_task, *demo]:
-        codes = [do_nothing_candidate(task)] + [m.source for m in
-                                                sample_mutants(generate_mutants(task.ground_truth), 6, 0)]
+        codes = [do_nothing_candidate(task)] + [
+            m.source for m in sample_mutants(generate_mutants(task.ground_truth), 6, 0)
+        ]
         batch = run_host_made(sandbox, task, codes)
         alone = [run_function_tests(sandbox, task, code) for code in codes]
         assert [r.passed for r in batch] == [r.passed for r in alone], task.name
         assert [r.status for r in batch] == [r.status for r in alone], task.name
 
 
-def test_hostile_bodies_fail_and_the_loop_is_stopped_by_cpu_time(sandbox: Sandbox,
-                                                                  function_task: FunctionTask) -> None:
+def test_hostile_bodies_fail_and_the_loop_is_stopped_by_cpu_time(sandbox: Sandbox, function_task: FunctionTask) -> None:
     codes = [_with_body(function_task, body) for body in BODIES.values()] + [function_task.ground_truth]
     reports = dict(zip([*BODIES, "ground truth"], run_host_made(sandbox, function_task, codes)))
     assert reports["ground truth"].passed
@@ -60,8 +59,9 @@ def test_hostile_bodies_fail_and_the_loop_is_stopped_by_cpu_time(sandbox: Sandbo
     assert reports["raises"].status in ("failed", "error")
 
 
-def test_a_batch_whose_output_overflows_goes_on_in_another(sandbox: Sandbox, function_task: FunctionTask,
-                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_batch_whose_output_overflows_goes_on_in_another(
+    sandbox: Sandbox, function_task: FunctionTask, monkeypatch: pytest.MonkeyPatch
+) -> None:
     runs: list[int] = []
     original = harness._batch_run
 
@@ -78,7 +78,8 @@ def test_a_batch_whose_output_overflows_goes_on_in_another(sandbox: Sandbox, fun
 
 
 def test_a_candidate_that_does_not_assemble_is_invalid_and_the_rest_still_run(
-        sandbox: Sandbox, function_task: FunctionTask) -> None:
+    sandbox: Sandbox, function_task: FunctionTask
+) -> None:
     reports = run_host_made(sandbox, function_task, ["def score(:\n", function_task.ground_truth])
     assert reports[0].status == "invalid"
     assert reports[1].passed

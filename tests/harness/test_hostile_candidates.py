@@ -25,16 +25,16 @@ HOSTILE = {
     "memory": ("x = bytearray(20 * 1024 ** 3)\n    return len(x)", {"error"}),
     "fork bomb": ("import os\n    while True:\n        os.fork()", {"error", "timeout"}),
     "output flood": ("import sys\n    while True:\n        sys.stdout.write('x' * 65536)", {"error", "timeout"}),
-    "network": ("import socket\n    socket.create_connection(('1.1.1.1', 80), timeout=3)\n    return 0",
-                {"error"}),
+    "network": ("import socket\n    socket.create_connection(('1.1.1.1', 80), timeout=3)\n    return 0", {"error"}),
     "write /etc": ("open('/etc/gym-repost-hostile', 'w').write('x')\n    return 0", {"error"}),
     # /tmp inside the sandbox is a throwaway tmpfs: the write succeeds there, never on the host
     "write /tmp": (f"open({str(HOST_FILE)!r}, 'w').write('x')\n    return 0", {"failed"}),
-    "orphan": ("import os, time\n    if os.fork() == 0:\n        os.setsid()\n        time.sleep(600)\n"
-               "    return None", {"failed"}),
+    "orphan": (
+        "import os, time\n    if os.fork() == 0:\n        os.setsid()\n        time.sleep(600)\n    return None",
+        {"failed"},
+    ),
     "exit 0": ("import os\n    os._exit(0)", {"error"}),
-    "kill parent": ("import os, signal\n    os.kill(os.getppid(), signal.SIGKILL)\n    return 0",
-                    {"error", "failed"}),
+    "kill parent": ("import os, signal\n    os.kill(os.getppid(), signal.SIGKILL)\n    return 0", {"error", "failed"}),
 }
 
 
@@ -47,7 +47,8 @@ def one_worker() -> Iterator[tuple[Sandbox, int]]:
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_hostile_candidate_gets_a_verdict_and_leaves_nothing(
-        name: str, one_worker: tuple[Sandbox, int], function_task: FunctionTask) -> None:
+    name: str, one_worker: tuple[Sandbox, int], function_task: FunctionTask
+) -> None:
     sandbox, uid = one_worker
     body, statuses = HOSTILE[name]
     task = function_task.model_copy(deep=True)

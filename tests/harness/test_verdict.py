@@ -75,7 +75,7 @@ def test_arguments_changed_by_the_call_are_compared(sandbox: Sandbox) -> None:
     assert reference_for(sandbox, task).mode == "inputs"
     # returns the right count but leaves the list as it was: the tests (which compare only
     # the return values) would accept it; the record does not
-    lazy = ("def normalise(items):\n    return len(items) - len(set(items))\n")
+    lazy = "def normalise(items):\n    return len(items) - len(set(items))\n"
     report = run_function_tests(sandbox, task, lazy)
     assert not report.passed and "arguments (or object) after the call" in report.message
     assert not run_function_tests(sandbox, task, do_nothing_candidate(task)).passed
@@ -90,9 +90,15 @@ def test_the_verdict_never_shows_the_expected_value(sandbox: Sandbox, function_t
 
 def test_hostile_record_lines_are_no_record() -> None:
     line = "\n@@gym-repost@@result "
-    for body in ["[" * 100_000, '{"calls": [{"a": 1}], "overflow": 0, "completed": true, "inputs": null}',
-                 '{"calls": "x", "overflow": 0, "completed": true}', "null", '{"calls": []}',
-                 '{"calls": [], "overflow": 0, "completed": true, "inputs": [1]}', "x" * 9_000_000]:
+    for body in [
+        "[" * 100_000,
+        '{"calls": [{"a": 1}], "overflow": 0, "completed": true, "inputs": null}',
+        '{"calls": "x", "overflow": 0, "completed": true}',
+        "null",
+        '{"calls": []}',
+        '{"calls": [], "overflow": 0, "completed": true, "inputs": [1]}',
+        "x" * 9_000_000,
+    ]:
         run = read_program_output(RunResult(1, line + body + "\n", ""), "tok", max_chars=MAX_RECORD_CHARS)
         assert parse_record(run.payload) is None
     body = '{"calls": [{"a": "1"}], "overflow": 0, "completed": true, "inputs": null}'
@@ -105,8 +111,9 @@ def test_merging_two_runs_masks_what_differs() -> None:
     second = Record([{"a": "1", "r": "2"}, {"a": "3", "r": "5"}], 0, True, None)
     calls, notes = merge_runs(first, second)
     assert calls == [{"a": "1", "r": "2"}, {"a": "3", "r": "*"}] and notes == ["call 2: return value"]
-    reference = Reference(passed=True, report=TestReport(passed=True, status="passed"), calls=calls,
-                          nondeterministic=notes)
+    reference = Reference(
+        passed=True, report=TestReport(passed=True, status="passed"), calls=calls, nondeterministic=notes
+    )
     assert compare(reference, Record([{"a": "1", "r": "2"}, {"a": "3", "r": "anything"}], 0, True, None)) is None
     assert "call 1" in (compare(reference, Record([{"a": "1", "r": "9"}, {"a": "3"}], 0, True, None)) or "")
     assert "called your function 1 time" in (compare(reference, Record([{"a": "1", "r": "2"}], 0, True, None)) or "")

@@ -54,8 +54,10 @@ def test_a_text_answer_with_its_usage(api: str, server: ScriptedLLMServer) -> No
         assert "sk-test-anthropic" in json.dumps(sent.headers)
     else:
         assert sent.api == "openai" and sent.path == "/v1/chat/completions"
-        assert sent.body["messages"] == [{"role": "system", "content": "You are terse."},
-                                         {"role": "user", "content": "Say hello."}]
+        assert sent.body["messages"] == [
+            {"role": "system", "content": "You are terse."},
+            {"role": "user", "content": "Say hello."},
+        ]
         tokens = "max_completion_tokens" if api == "openai" else "max_tokens"
         assert sent.body[tokens] == 64 and sent.body["temperature"] == 0.5 and sent.body["seed"] == 3
         assert sent.headers["authorization"] == "Bearer sk-test-openai"
@@ -63,17 +65,28 @@ def test_a_text_answer_with_its_usage(api: str, server: ScriptedLLMServer) -> No
 
 @pytest.mark.parametrize("api", APIS)
 def test_native_tool_calls_and_their_results_in_each_wire_format(api: str, server: ScriptedLLMServer) -> None:
-    server.push(Reply(text="Let me look.", tool_calls=(
-        Reply.calling("read_file", {"path": "a.py"}).tool_calls[0],
-        Reply.calling("run_tests").tool_calls[0])), Reply("done"))
+    server.push(
+        Reply(
+            text="Let me look.",
+            tool_calls=(
+                Reply.calling("read_file", {"path": "a.py"}).tool_calls[0],
+                Reply.calling("run_tests").tool_calls[0],
+            ),
+        ),
+        Reply("done"),
+    )
     with client_for(api, server) as client:
         first = client.complete(conversation(), FUNCTION_TOOLS)
         assert first.text == "Let me look."
-        assert [(c.name, c.parsed_arguments()) for c in first.tool_calls] == [("read_file", {"path": "a.py"}),
-                                                                              ("run_tests", {})]
-        history = conversation() + [first.message(),
-                                    Message.tool_result(first.tool_calls[0].id, "1  x = 1"),
-                                    Message.tool_result(first.tool_calls[1].id, "Error: no code", is_error=True)]
+        assert [(c.name, c.parsed_arguments()) for c in first.tool_calls] == [
+            ("read_file", {"path": "a.py"}),
+            ("run_tests", {}),
+        ]
+        history = conversation() + [
+            first.message(),
+            Message.tool_result(first.tool_calls[0].id, "1  x = 1"),
+            Message.tool_result(first.tool_calls[1].id, "Error: no code", is_error=True),
+        ]
         assert client.complete(history, FUNCTION_TOOLS).text == "done"
     tools, messages = server.requests[1].body["tools"], server.requests[1].messages
     assert len(tools) == len(FUNCTION_TOOLS)
@@ -133,8 +146,10 @@ def test_each_fault_is_retried(api: str, fault: str, server: ScriptedLLMServer) 
 def test_giving_up_raises_an_infrastructure_error(api: str, server: ScriptedLLMServer) -> None:
     server.push(*[Fault.server_error(503)] * 3)
     ledger = Ledger()
-    with client_for(api, server, max_retries=2) as client, \
-            pytest.raises(LLMError, match="gave up after 3 attempts") as caught:
+    with (
+        client_for(api, server, max_retries=2) as client,
+        pytest.raises(LLMError, match="gave up after 3 attempts") as caught,
+    ):
         client.complete(conversation(), ledger=ledger)
     assert isinstance(caught.value, InfrastructureError) and caught.value.transient and caught.value.attempts == 3
     assert len(server.requests) == 3 and ledger.totals().failures == 1 and ledger.totals().calls == 0
@@ -143,8 +158,10 @@ def test_giving_up_raises_an_infrastructure_error(api: str, server: ScriptedLLMS
 def test_the_total_retry_time_is_bounded(server: ScriptedLLMServer) -> None:
     server.push(*[Fault.rate_limit(retry_after=0.3)] * 50)
     started = time.monotonic()
-    with client_for("openai-compatible", server, max_retries=100, max_total_retry_seconds=1.0) as client, \
-            pytest.raises(LLMError, match="gave up"):
+    with (
+        client_for("openai-compatible", server, max_retries=100, max_total_retry_seconds=1.0) as client,
+        pytest.raises(LLMError, match="gave up"),
+    ):
         client.complete(conversation())
     assert time.monotonic() - started < 2.0
     assert 2 <= len(server.requests) <= 6
@@ -183,8 +200,12 @@ def test_a_rerun_is_served_from_the_cache(api: str, server: ScriptedLLMServer, t
 
 
 def test_accounting_per_ledger_and_the_exchange_log(server: ScriptedLLMServer, tmp_path: Path) -> None:
-    server.push(Reply("a", input_tokens=10, output_tokens=1), Reply("b", input_tokens=20, output_tokens=2),
-                Fault.server_error(), Reply("c", input_tokens=30, output_tokens=3))
+    server.push(
+        Reply("a", input_tokens=10, output_tokens=1),
+        Reply("b", input_tokens=20, output_tokens=2),
+        Fault.server_error(),
+        Reply("c", input_tokens=30, output_tokens=3),
+    )
     log = tmp_path / "exchanges.jsonl"
     episode, build = Ledger(), Ledger(keep_exchanges=True)
     with client_for("openai-compatible", server, log_file=log, input_price=0.5, output_price=4.0) as client:
@@ -192,8 +213,15 @@ def test_accounting_per_ledger_and_the_exchange_log(server: ScriptedLLMServer, t
         client.complete(conversation() + [Message("assistant", "a"), Message.user("more")], ledger=build)
         client.complete(conversation(), seed=9, ledger=build)
         lifetime = client.ledger.totals()
-    assert episode.to_dict() == {"llm_calls": 1, "cache_hits": 0, "llm_failures": 0, "retries": 0,
-                                 "input_tokens": 10, "output_tokens": 1, "cost_usd": pytest.approx(9e-6)}
+    assert episode.to_dict() == {
+        "llm_calls": 1,
+        "cache_hits": 0,
+        "llm_failures": 0,
+        "retries": 0,
+        "input_tokens": 10,
+        "output_tokens": 1,
+        "cost_usd": pytest.approx(9e-6),
+    }
     assert build.totals().usage.input_tokens == 50 and build.totals().retries == 1
     assert [e.response.text for e in build.exchanges] == ["b", "c"]
     assert lifetime.calls == 3 and lifetime.usage.output_tokens == 6
@@ -227,8 +255,7 @@ def test_concurrency_is_limited_per_configuration(server: ScriptedLLMServer) -> 
     assert len(server.requests) == 6 and state["peak"] == 2
 
 
-def test_missing_keys_and_base_urls_say_what_to_set(monkeypatch: pytest.MonkeyPatch,
-                                                    server: ScriptedLLMServer) -> None:
+def test_missing_keys_and_base_urls_say_what_to_set(monkeypatch: pytest.MonkeyPatch, server: ScriptedLLMServer) -> None:
     monkeypatch.delenv("OPENAI_API_KEY")
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     with pytest.raises(ConfigError, match="set the OPENAI_API_KEY environment variable"):
@@ -268,20 +295,28 @@ def test_a_missing_sdk_names_the_extra_to_install() -> None:
             f"os.environ['ANTHROPIC_API_KEY'] = 'k'\n"
             f"from gym_repost.llm import llm_config\n"
             f"try:\n    llm_config({spec!r}).build()\n"
-            f"except ImportError as e:\n    print(type(e).__name__, e)")
-        assert 'MissingExtraError' in result.stdout and f'pip install "gym-repost[{sdk}]"' in result.stdout, result
+            f"except ImportError as e:\n    print(type(e).__name__, e)"
+        )
+        assert "MissingExtraError" in result.stdout and f'pip install "gym-repost[{sdk}]"' in result.stdout, result
 
 
 def test_importing_the_package_imports_no_sdk() -> None:
-    result = run_python("import sys, gym_repost, gym_repost.llm, gym_repost.policy.llm\n"
-                        "import gym_repost.llm.scripted_server\n"
-                        "print(sorted(m for m in ('openai', 'anthropic') if m in sys.modules))")
+    result = run_python(
+        "import sys, gym_repost, gym_repost.llm, gym_repost.policy.llm\n"
+        "import gym_repost.llm.scripted_server\n"
+        "print(sorted(m for m in ('openai', 'anthropic') if m in sys.modules))"
+    )
     assert result.stdout.strip() == "[]", result.stderr
 
 
 def test_the_script_file_format(tmp_path: Path) -> None:
-    lines = ['{"text": "hi"}', '{"tool_calls": [{"name": "submit"}]}', '{"fault": "rate_limit", "retry_after": 0.2}',
-             '', '{"tool_calls": [{"name": "write_code", "arguments": "{\\"code\\": "}]}']
+    lines = [
+        '{"text": "hi"}',
+        '{"tool_calls": [{"name": "submit"}]}',
+        '{"fault": "rate_limit", "retry_after": 0.2}',
+        "",
+        '{"tool_calls": [{"name": "write_code", "arguments": "{\\"code\\": "}]}',
+    ]
     items = read_script(lines)
     assert items[0] == Reply("hi") and items[1].tool_calls[0].name == "submit"
     assert items[2] == Fault("rate_limit", retry_after=0.2) and items[3].tool_calls[0].arguments == '{"code": '

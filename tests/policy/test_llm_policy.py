@@ -33,8 +33,15 @@ def block(code: str, before: str = "Here it is.") -> str:
     return f"{before}\n```python\n{code}```\n"
 
 
-def play(server: ScriptedLLMServer, task: FunctionTask, sandbox: Sandbox, *, api: str = "openai-compatible",
-         repairs: int = 0, **options: Any) -> tuple[Episode, list[dict[str, Any]]]:
+def play(
+    server: ScriptedLLMServer,
+    task: FunctionTask,
+    sandbox: Sandbox,
+    *,
+    api: str = "openai-compatible",
+    repairs: int = 0,
+    **options: Any,
+) -> tuple[Episode, list[dict[str, Any]]]:
     url = server.anthropic_base_url if api == "anthropic" else server.openai_base_url
     spec = f"llm:{api}/test-model"
     settings = {"base_url": url, "timeout": 2.0, "backoff_initial": 0.05, "backoff_max": 0.2, **options}
@@ -44,12 +51,16 @@ def play(server: ScriptedLLMServer, task: FunctionTask, sandbox: Sandbox, *, api
 
 
 @pytest.mark.parametrize("api", ["openai-compatible", "anthropic"])
-def test_an_agentic_episode_reads_writes_tests_and_submits(api: str, server: ScriptedLLMServer,
-                                                           function_task: FunctionTask, sandbox: Sandbox) -> None:
+def test_an_agentic_episode_reads_writes_tests_and_submits(
+    api: str, server: ScriptedLLMServer, function_task: FunctionTask, sandbox: Sandbox
+) -> None:
     write = Reply.calling("write_code", {"code": function_task.ground_truth}).tool_calls[0]
     test = Reply.calling("run_tests").tool_calls[0]
-    server.push(Reply.calling("read_file", {"path": "tiny/util.py"}, text="Let me read the helper."),
-                Reply(text="Now the code.", tool_calls=(write, test)), Reply.calling("submit"))
+    server.push(
+        Reply.calling("read_file", {"path": "tiny/util.py"}, text="Let me read the helper."),
+        Reply(text="Now the code.", tool_calls=(write, test)),
+        Reply.calling("submit"),
+    )
     episode, trajectory = play(server, function_task, sandbox, api=api, mode="agentic")
     assert episode.status == "passed" and episode.reward == 1.0 and episode.submissions == [True]
     assert [s["tool"] for s in trajectory] == ["read_file", "write_code", "run_tests", "submit"]
@@ -61,14 +72,23 @@ def test_an_agentic_episode_reads_writes_tests_and_submits(api: str, server: Scr
 
 
 @pytest.mark.parametrize("api", ["openai-compatible", "anthropic"])
-def test_agentic_mistakes_are_observations_in_the_trajectory(api: str, server: ScriptedLLMServer,
-                                                             function_task: FunctionTask, sandbox: Sandbox) -> None:
-    server.push(Reply.calling("write_code", '{"code": "def score('), Reply("Hmm, let me think."),
-                Reply.calling("write_code", {"code": function_task.ground_truth}), Reply.calling("submit"))
+def test_agentic_mistakes_are_observations_in_the_trajectory(
+    api: str, server: ScriptedLLMServer, function_task: FunctionTask, sandbox: Sandbox
+) -> None:
+    server.push(
+        Reply.calling("write_code", '{"code": "def score('),
+        Reply("Hmm, let me think."),
+        Reply.calling("write_code", {"code": function_task.ground_truth}),
+        Reply.calling("submit"),
+    )
     episode, trajectory = play(server, function_task, sandbox, api=api, mode="agentic")
     assert episode.status == "passed"
-    assert [(s["tool"], s["ok"]) for s in trajectory] == [(None, False), (None, False),
-                                                          ("write_code", True), ("submit", True)]
+    assert [(s["tool"], s["ok"]) for s in trajectory] == [
+        (None, False),
+        (None, False),
+        ("write_code", True),
+        ("submit", True),
+    ]
     assert trajectory[0]["action"] == {"tool": "write_code", "args": '{"code": "def score('}
     assert "not valid JSON" in trajectory[0]["observation"] and trajectory[1]["action"] == "Hmm, let me think."
     assert episode.stats["malformed_tool_calls"] == 1 and episode.stats["replies_without_tool_call"] == 1
@@ -76,8 +96,9 @@ def test_agentic_mistakes_are_observations_in_the_trajectory(api: str, server: S
     assert "Your reply called no tool" in server.requests[2].last_text()
 
 
-def test_agentic_text_mode_reads_json_tool_calls(server: ScriptedLLMServer, function_task: FunctionTask,
-                                                 sandbox: Sandbox) -> None:
+def test_agentic_text_mode_reads_json_tool_calls(
+    server: ScriptedLLMServer, function_task: FunctionTask, sandbox: Sandbox
+) -> None:
     action = json.dumps({"tool": "write_code", "args": {"code": function_task.ground_truth}})
     server.push(Reply(f"I will write it.\n```json\n{action}\n```"), Reply('{"tool": "submit", "args": {}}'))
     episode, _ = play(server, function_task, sandbox, mode="agentic", tool_calling="text")
@@ -86,8 +107,9 @@ def test_agentic_text_mode_reads_json_tool_calls(server: ScriptedLLMServer, func
 
 
 @pytest.mark.parametrize("api", ["openai-compatible", "anthropic"])
-def test_generate_and_repair_sends_the_failure_back(api: str, server: ScriptedLLMServer,
-                                                    function_task: FunctionTask, sandbox: Sandbox) -> None:
+def test_generate_and_repair_sends_the_failure_back(
+    api: str, server: ScriptedLLMServer, function_task: FunctionTask, sandbox: Sandbox
+) -> None:
     server.push(Reply(block(WRONG)), Reply(block(function_task.ground_truth, "Fixed.")))
     episode, trajectory = play(server, function_task, sandbox, api=api, repairs=1)
     assert episode.status == "passed" and episode.submissions == [False, True] and episode.solved_at == 1
@@ -102,27 +124,35 @@ def test_generate_and_repair_sends_the_failure_back(api: str, server: ScriptedLL
     assert episode.stats["model_answers"] == 2 and episode.stats["llm_calls"] == 2
 
 
-def test_the_repair_budget_is_the_runs(server: ScriptedLLMServer, function_task: FunctionTask,
-                                       sandbox: Sandbox) -> None:
+def test_the_repair_budget_is_the_runs(
+    server: ScriptedLLMServer, function_task: FunctionTask, sandbox: Sandbox
+) -> None:
     server.push(Reply(block(WRONG)), Reply(block(WRONG)))
     episode, _ = play(server, function_task, sandbox, repairs=1)
     assert episode.status == "failed" and episode.submissions == [False, False] and len(server.requests) == 2
 
 
-def test_an_answer_without_code_uses_up_its_submission(server: ScriptedLLMServer, function_task: FunctionTask,
-                                                       sandbox: Sandbox) -> None:
+def test_an_answer_without_code_uses_up_its_submission(
+    server: ScriptedLLMServer, function_task: FunctionTask, sandbox: Sandbox
+) -> None:
     server.push(Reply("You should sum the scaled values."), Reply(block(function_task.ground_truth)))
     episode, trajectory = play(server, function_task, sandbox, repairs=1)
     assert episode.status == "passed" and episode.submissions == [False, True]
-    assert [(s["tool"], s["ok"]) for s in trajectory] == [("write_code", False), ("write_code", True),
-                                                          ("submit", True), ("write_code", True), ("submit", True)]
+    assert [(s["tool"], s["ok"]) for s in trajectory] == [
+        ("write_code", False),
+        ("write_code", True),
+        ("submit", True),
+        ("write_code", True),
+        ("submit", True),
+    ]
     assert "NotImplementedError" in trajectory[2]["observation"]
     assert "contains no ```python code block" in server.requests[1].last_text()
     assert episode.stats["invalid_answers"] == 1
 
 
-def test_docstring_removed_and_generated(server: ScriptedLLMServer, function_task: FunctionTask,
-                                         sandbox: Sandbox) -> None:
+def test_docstring_removed_and_generated(
+    server: ScriptedLLMServer, function_task: FunctionTask, sandbox: Sandbox
+) -> None:
     server.push(Reply(block(function_task.ground_truth)))
     play(server, function_task, sandbox, docstring="removed")
     assert "Sum of scaled values" not in server.requests[0].text()
@@ -137,18 +167,26 @@ def test_docstring_removed_and_generated(server: ScriptedLLMServer, function_tas
     assert episode.stats["llm_calls"] == 2
 
 
-def test_faults_are_retried_and_never_scored(server: ScriptedLLMServer, function_task: FunctionTask,
-                                             sandbox: Sandbox) -> None:
-    server.push(Fault.rate_limit(0.1), Fault.server_error(), Fault.empty(), Reply(block(WRONG)),
-                Fault.hang(10), Fault.reset(), Reply(block(function_task.ground_truth)))
+def test_faults_are_retried_and_never_scored(
+    server: ScriptedLLMServer, function_task: FunctionTask, sandbox: Sandbox
+) -> None:
+    server.push(
+        Fault.rate_limit(0.1),
+        Fault.server_error(),
+        Fault.empty(),
+        Reply(block(WRONG)),
+        Fault.hang(10),
+        Fault.reset(),
+        Reply(block(function_task.ground_truth)),
+    )
     episode, _ = play(server, function_task, sandbox, repairs=1, timeout=0.5)
     assert episode.status == "passed" and episode.submissions == [False, True]
     assert episode.stats["retries"] == 5 and episode.stats["llm_calls"] == 2
 
 
-def test_an_endpoint_that_keeps_failing_is_an_infrastructure_error(server: ScriptedLLMServer,
-                                                                   function_task: FunctionTask,
-                                                                   sandbox: Sandbox) -> None:
+def test_an_endpoint_that_keeps_failing_is_an_infrastructure_error(
+    server: ScriptedLLMServer, function_task: FunctionTask, sandbox: Sandbox
+) -> None:
     server.push(Fault.server_error(), Fault.server_error())
     episode, _ = play(server, function_task, sandbox, max_retries=1)
     assert episode.status == "infra_error" and "LLMError" in episode.infra_error
@@ -174,9 +212,11 @@ def test_llm_specs_and_options_fail_at_load_time(monkeypatch: pytest.MonkeyPatch
 
 # --------------------------------------------------------------------------- the CLI
 
+
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gym_repost.cli", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "gym_repost.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
 
 
 class TaskModel:
@@ -213,9 +253,22 @@ def test_eval_through_the_cli_gives_the_self_repair_table(tmp_path: Path, server
     save_tasks(tasks, tmp_path / "tasks.jsonl")
     model = TaskModel(tasks, fail_first={"demo/inventory.Inventory.reserve"})
     server.responder = model
-    args = ["eval", str(tmp_path / "tasks.jsonl"), "--policy", "llm:openai-compatible/test", "--base-url",
-            server.openai_base_url, "--repairs", "1", "--workers", "2", "--policy-arg", "timeout=1",
-            "--policy-arg", "backoff_initial=0.05"]
+    args = [
+        "eval",
+        str(tmp_path / "tasks.jsonl"),
+        "--policy",
+        "llm:openai-compatible/test",
+        "--base-url",
+        server.openai_base_url,
+        "--repairs",
+        "1",
+        "--workers",
+        "2",
+        "--policy-arg",
+        "timeout=1",
+        "--policy-arg",
+        "backoff_initial=0.05",
+    ]
     result = cli(*args, "-o", str(tmp_path / "run"))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "self-repair" in result.stdout and "r=0" in result.stdout and "r=1" in result.stdout

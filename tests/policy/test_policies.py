@@ -48,7 +48,8 @@ def test_loading_from_a_file_path(tmp_path: Path) -> None:
         "class A:\n    def __init__(self, k=1):\n        self.k = k\n"
         "    def reset(self, task, observation, info, *, seed): pass\n"
         "    def act(self, observation, info): return {'tool': 'submit'}\n"
-        "class NotAPolicy:\n    pass\n")
+        "class NotAPolicy:\n    pass\n"
+    )
     assert load_policy(f"{tmp_path}/agent.py:A", k=5)().k == 5
     with pytest.raises(ConfigError, match="lacks reset, act"):
         load_policy(f"{tmp_path}/agent.py:NotAPolicy")

@@ -80,9 +80,9 @@ def body_windows(task: Task) -> list[str]:
         span = find_function(source, task.target.name)
         assert span is not None, task.name
         body = span.node.body[1:] if span.docstring is not None and len(span.node.body) > 1 else span.node.body
-        source = "\n".join(source.split("\n")[body[0].lineno - 1:])
+        source = "\n".join(source.split("\n")[body[0].lineno - 1 :])
     lines = _lines(source)
-    return ["\n".join(lines[i: i + 3]) for i in range(max(1, len(lines) - 2))]
+    return ["\n".join(lines[i : i + 3]) for i in range(max(1, len(lines) - 2))]
 
 
 def assert_no_answers(task: Task, view: TaskView) -> None:
@@ -103,8 +103,11 @@ def assert_no_answers(task: Task, view: TaskView) -> None:
 
 @pytest.mark.parametrize("source", ["demo", "humaneval", "testfile"])
 def test_a_view_holds_no_ground_truth_script_or_tests(source: str, humaneval_tasks: list[FunctionTask]) -> None:
-    tasks: list[Task] = {"demo": lambda: list(load_tasks(DEMO)), "humaneval": lambda: list(humaneval_tasks),
-                         "testfile": lambda: [make_testfile_task()]}[source]()
+    tasks: list[Task] = {
+        "demo": lambda: list(load_tasks(DEMO)),
+        "humaneval": lambda: list(humaneval_tasks),
+        "testfile": lambda: [make_testfile_task()],
+    }[source]()
     assert tasks
     for task in tasks:
         view = view_of(task)
@@ -129,14 +132,17 @@ def test_hidden_fields_never_reach_the_view(function_task: FunctionTask) -> None
     assert not issubclass(TaskView, (FunctionTask, TestFileTask))
 
 
-def test_a_view_shows_the_target_statement_and_budgets(function_task: FunctionTask, method_task: FunctionTask
-                                                       ) -> None:
+def test_a_view_shows_the_target_statement_and_budgets(function_task: FunctionTask, method_task: FunctionTask) -> None:
     view = view_of(method_task)
     target = method_task.target
     assert view.kind == "function" and view.id == method_task.id and view.name == method_task.name
     assert view.target is not None and view.test_file is None
     assert (view.target.name, view.target.qualname, view.target.class_name, view.target.signature) == (
-        target.name, target.qualname, target.class_name, target.signature)
+        target.name,
+        target.qualname,
+        target.class_name,
+        target.signature,
+    )
     assert view.target.docstring == target.docstring and view.target.kind == "method"
     assert view.statement == "the statement" and view.repo == method_task.provenance.repo
     assert (view.budgets.max_steps, view.budgets.max_submissions) == (7, 3)
@@ -150,7 +156,10 @@ def test_a_view_shows_the_target_statement_and_budgets(function_task: FunctionTa
     tview = view_of(testfile)
     assert tview.kind == "testfile" and tview.target is None and tview.test_file is not None
     assert (tview.test_file.focal_file, tview.test_file.focal_module, tview.test_file.test_path) == (
-        "tinypkg/core.py", "tinypkg.core", "tests/test_core.py")
+        "tinypkg/core.py",
+        "tinypkg.core",
+        "tests/test_core.py",
+    )
     assert tview.budgets.test_timeout == testfile.evaluation.test_timeout
     assert "tests/test_core.py" not in tview.repository.files
 
@@ -172,8 +181,9 @@ class Recorder:
 """
 
 
-def test_a_user_policy_gets_a_task_view_and_not_the_ground_truth(tmp_path: Path, function_task: FunctionTask,
-                                                                 sandbox: Sandbox) -> None:
+def test_a_user_policy_gets_a_task_view_and_not_the_ground_truth(
+    tmp_path: Path, function_task: FunctionTask, sandbox: Sandbox
+) -> None:
     (tmp_path / "recorder.py").write_text(RECORDING_AGENT)
     out = tmp_path / "seen.json"
     factory = load_policy(f"{tmp_path / 'recorder.py'}:Recorder", out=str(out))
@@ -228,22 +238,26 @@ def test_the_shipped_controls_are_handed_the_ground_truth(function_task: Functio
 
 def _play_llm(server: ScriptedLLMServer, task: FunctionTask, sandbox: Sandbox, **options: Any) -> None:
     spec = "llm:openai-compatible/test-model"
-    factory = load_policy(spec, base_url=server.openai_base_url, timeout=2.0, backoff_initial=0.05,
-                          backoff_max=0.2, **options)
+    factory = load_policy(
+        spec, base_url=server.openai_base_url, timeout=2.0, backoff_initial=0.05, backoff_max=0.2, **options
+    )
     config = RunConfig(tasks="mem", tasks_digest=tasks_digest([task]), policy=spec)
     episode, _ = run_episode(task, 0, factory, sandbox, config)
     assert episode.status in ("passed", "failed"), episode.infra_error
 
 
 @pytest.mark.usefixtures("llm_keys")
-def test_llm_prompts_are_built_from_the_view(server: ScriptedLLMServer, function_task: FunctionTask,
-                                             sandbox: Sandbox) -> None:
+def test_llm_prompts_are_built_from_the_view(
+    server: ScriptedLLMServer, function_task: FunctionTask, sandbox: Sandbox
+) -> None:
     answer = Reply("```python\ndef score(values, cap=100):\n    return 0\n```\n")
     server.push(answer)
     _play_llm(server, function_task, sandbox)
-    server.push(Reply.calling("read_file", {"path": "tiny/score.py"}),
-                Reply.calling("write_code", {"code": "def score(values, cap=100):\n    return 0\n"}),
-                Reply.calling("submit"))
+    server.push(
+        Reply.calling("read_file", {"path": "tiny/score.py"}),
+        Reply.calling("write_code", {"code": "def score(values, cap=100):\n    return 0\n"}),
+        Reply.calling("submit"),
+    )
     _play_llm(server, function_task, sandbox, mode="agentic")
     server.push(Reply("Sums scaled values."), answer)
     _play_llm(server, function_task, sandbox, docstring="generated")
@@ -258,8 +272,9 @@ def test_llm_prompts_are_built_from_the_view(server: ScriptedLLMServer, function
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gym_repost.cli", *args], cwd=ROOT, capture_output=True,
-                          text=True, timeout=1200)
+    return subprocess.run(
+        [sys.executable, "-m", "gym_repost.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=1200
+    )
 
 
 @pytest.mark.slow
@@ -277,8 +292,18 @@ def test_oracle_and_mutant_controls_on_the_demo_tasks(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_the_example_agent_runs_as_the_readme_says(tmp_path: Path) -> None:
     run = tmp_path / "mine"
-    result = cli("eval", "tasks/demo.jsonl", "--policy", "agents/my_agent.py:MyAgent", "--repairs", "1",
-                 "--workers", "2", "-o", str(run))
+    result = cli(
+        "eval",
+        "tasks/demo.jsonl",
+        "--policy",
+        "agents/my_agent.py:MyAgent",
+        "--repairs",
+        "1",
+        "--workers",
+        "2",
+        "-o",
+        str(run),
+    )
     assert result.returncode == 0, result.stderr
     summary = json.loads((run / "summary.json").read_text())
     assert summary["episodes"] == 15 and summary["infra_errors"] == 0

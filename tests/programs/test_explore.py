@@ -16,7 +16,7 @@ from tests.construct.test_testgen import script
 
 # never complete (no input has fewer than no words), so the search ends on its budget of
 # runs or a stall, and its mutants make the selection spend its own
-CLASSIFY = '''
+CLASSIFY = """
 def classify(text, limit=3):
     words = text.split()
     if not words:
@@ -34,17 +34,17 @@ def classify(text, limit=3):
         elif len(word) > 5:
             total += 2
     return total
-'''
+"""
 
 # a negative n never ends: the per-call timer (CPU time) must stop it the same way under load
-COUNTDOWN = '''
+COUNTDOWN = """
 def countdown(n, step=1):
     steps = 0
     while n != 0:
         n -= step
         steps += 1
     return steps
-'''
+"""
 
 
 def search(sandbox: Sandbox, module: str, qualname: str, **options: Any) -> dict[str, Any]:
@@ -63,12 +63,16 @@ def kept(found: dict[str, Any]) -> tuple[Any, ...]:
     return found["inputs"], stats, found["branch_coverage"]
 
 
-@pytest.mark.parametrize(("module", "qualname", "options"), [
-    (CLASSIFY, "classify", {"executions": 600}),
-    (COUNTDOWN, "countdown", {"executions": 300, "call_timeout": 0.1}),
-])
-def test_the_same_seed_keeps_the_same_inputs_quiet_and_busy(sandbox: Sandbox, module: str, qualname: str,
-                                                            options: dict[str, Any]) -> None:
+@pytest.mark.parametrize(
+    ("module", "qualname", "options"),
+    [
+        (CLASSIFY, "classify", {"executions": 600}),
+        (COUNTDOWN, "countdown", {"executions": 300, "call_timeout": 0.1}),
+    ],
+)
+def test_the_same_seed_keeps_the_same_inputs_quiet_and_busy(
+    sandbox: Sandbox, module: str, qualname: str, options: dict[str, Any]
+) -> None:
     first = search(sandbox, module, qualname, seed=3, **options)
     again = search(sandbox, module, qualname, seed=3, **options)
     with busy_machine(4):
@@ -78,21 +82,22 @@ def test_the_same_seed_keeps_the_same_inputs_quiet_and_busy(sandbox: Sandbox, mo
     assert "wall_clock_limit" not in busy["stats"] and busy["stats"]["wall_timeouts"] == 0
     assert len(first["inputs"]) >= 3
     if qualname == "countdown":
-        assert stats["timeouts"] > 0          # the endless calls were stopped by CPU time
+        assert stats["timeouts"] > 0  # the endless calls were stopped by CPU time
     else:
         assert stats["search_stop"] in ("stalled", "executions")
         assert stats["mutants"] > 0 and stats["mutant_executions"] > 0
 
 
 def test_a_different_seed_is_a_different_search(sandbox: Sandbox) -> None:
-    assert kept(search(sandbox, CLASSIFY, "classify", seed=1, executions=600)) != \
-        kept(search(sandbox, CLASSIFY, "classify", seed=2, executions=600))
+    assert kept(search(sandbox, CLASSIFY, "classify", seed=1, executions=600)) != kept(
+        search(sandbox, CLASSIFY, "classify", seed=2, executions=600)
+    )
 
 
 def test_the_budget_of_runs_bounds_the_search(sandbox: Sandbox) -> None:
     small = search(sandbox, CLASSIFY, "classify", executions=40)["stats"]
     assert small["search_stop"] == "executions" and small["search_executions"] <= 40 + 1
-    assert small["mutant_executions"] <= 40 + 5    # the last input taken is checked for stability
+    assert small["mutant_executions"] <= 40 + 5  # the last input taken is checked for stability
 
 
 def test_the_wall_clock_safety_limit_is_reported(sandbox: Sandbox) -> None:
@@ -102,8 +107,9 @@ def test_the_wall_clock_safety_limit_is_reported(sandbox: Sandbox) -> None:
     assert notes and notes[0].startswith("wall-clock safety limit: it stopped the search during search")
 
 
-def test_test_generation_reports_a_search_the_wall_clock_cut_short(sandbox: Sandbox,
-                                                                   caplog: pytest.LogCaptureFixture) -> None:
+def test_test_generation_reports_a_search_the_wall_clock_cut_short(
+    sandbox: Sandbox, caplog: pytest.LogCaptureFixture
+) -> None:
     with caplog.at_level(logging.WARNING, logger="gym_repost.construct.testgen.explore"):
         result = generate_tests(sandbox, script(CLASSIFY, "classify"), wall_limit=0.0)
     said = result.detail if isinstance(result, Drop) else " ".join(result.safety_limits)

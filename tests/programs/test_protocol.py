@@ -44,29 +44,31 @@ def output(stdout: str, token: str | None = "tok", returncode: int = 0, **limits
 
 
 def test_a_completed_run_gives_the_result_right_before_the_token() -> None:
-    run = output(f"noise\n{RESULT}{{\"a\": [1, 2]}}\n{END}tok\n")
+    run = output(f'noise\n{RESULT}{{"a": [1, 2]}}\n{END}tok\n')
     assert run.completed and run.problem is None and run.payload == {"a": [1, 2]}
 
 
-@pytest.mark.parametrize(("stdout", "completed", "payload", "problem"), [
-    ("", False, None, "no result line"),
-    (f"{RESULT}{{}}\n", False, {}, "completion token is missing"),
-    (f"{RESULT}{{}}\n{END}other\n", False, {}, "completion token is missing"),
-    (f"{RESULT}{{}}\n{END}tok\nlater\n", False, {}, "completion token is missing"),
-    (f"{RESULT}{{}}\nforged\n{END}tok\n", True, None, "no result line right before the completion token"),
-    (f"{END}tok\n", True, None, "no result line right before"),
-    (f"x{RESULT}{{}}\n{END}tok\n", True, None, "no result line right before"),
-    (f"{RESULT}" + "[" * 100_000 + "]" * 100_000 + f"\n{END}tok\n", True, None, "nested more than"),
-    (f"{RESULT}[1, 2]\n{END}tok\n", True, None, "an array, not an object"),
-    (f"{RESULT}\"text\"\n{END}tok\n", True, None, "a string, not an object"),
-    (f"{RESULT}null\n{END}tok\n", True, None, "null, not an object"),
-    (f"{RESULT}{{\"n\": NaN}}\n{END}tok\n", True, None, "not a JSON number"),
-    (f"{RESULT}{{\"n\": {2 ** 70}}}\n{END}tok\n", True, None, "out of range"),
-    (f"{RESULT}{{\"a\": 1\n{END}tok\n", True, None, "not valid JSON"),
-    (f"{RESULT_COMPRESSED}not base64!\n{END}tok\n", True, None, "not base64 of zlib data"),
-])
-def test_hostile_output_is_described_not_raised(stdout: str, completed: bool, payload: object,
-                                                problem: str) -> None:
+@pytest.mark.parametrize(
+    ("stdout", "completed", "payload", "problem"),
+    [
+        ("", False, None, "no result line"),
+        (f"{RESULT}{{}}\n", False, {}, "completion token is missing"),
+        (f"{RESULT}{{}}\n{END}other\n", False, {}, "completion token is missing"),
+        (f"{RESULT}{{}}\n{END}tok\nlater\n", False, {}, "completion token is missing"),
+        (f"{RESULT}{{}}\nforged\n{END}tok\n", True, None, "no result line right before the completion token"),
+        (f"{END}tok\n", True, None, "no result line right before"),
+        (f"x{RESULT}{{}}\n{END}tok\n", True, None, "no result line right before"),
+        (f"{RESULT}" + "[" * 100_000 + "]" * 100_000 + f"\n{END}tok\n", True, None, "nested more than"),
+        (f"{RESULT}[1, 2]\n{END}tok\n", True, None, "an array, not an object"),
+        (f'{RESULT}"text"\n{END}tok\n', True, None, "a string, not an object"),
+        (f"{RESULT}null\n{END}tok\n", True, None, "null, not an object"),
+        (f'{RESULT}{{"n": NaN}}\n{END}tok\n', True, None, "not a JSON number"),
+        (f'{RESULT}{{"n": {2**70}}}\n{END}tok\n', True, None, "out of range"),
+        (f'{RESULT}{{"a": 1\n{END}tok\n', True, None, "not valid JSON"),
+        (f"{RESULT_COMPRESSED}not base64!\n{END}tok\n", True, None, "not base64 of zlib data"),
+    ],
+)
+def test_hostile_output_is_described_not_raised(stdout: str, completed: bool, payload: object, problem: str) -> None:
     run = output(stdout)
     assert (run.completed, run.payload) == (completed, payload)
     assert run.problem is not None and problem in run.problem, run.problem
@@ -91,9 +93,9 @@ def test_a_compressed_result_is_read_within_the_limit() -> None:
 
 
 def test_without_a_token_the_last_result_line_counts() -> None:
-    run = output(f"{RESULT}{{\"n\": 1}}\n{RESULT}{{\"n\": 2}}\n", token=None)
+    run = output(f'{RESULT}{{"n": 1}}\n{RESULT}{{"n": 2}}\n', token=None)
     assert run.completed and run.payload == {"n": 2} and run.problem is None
-    late = output(f"{RESULT}{{\"n\": 1}}\nprinted later\n", token=None)
+    late = output(f'{RESULT}{{"n": 1}}\nprinted later\n', token=None)
     assert not late.completed and late.payload == {"n": 1}
     assert late.problem == "the result line is not the last line of output"
 
@@ -106,7 +108,7 @@ def test_an_exit_status_is_named_when_the_token_is_missing() -> None:
 # ---------------------------------------------------------------- the program side, in the sandbox
 
 
-PROBE = textwrap.dedent('''
+PROBE = textwrap.dedent("""
     import os
     import _gym_repost_protocol as protocol
 
@@ -127,14 +129,13 @@ PROBE = textwrap.dedent('''
     token = protocol.read_token()
     protocol.write_result({"size": len(config["blob"]), "stdin_after": after.decode(),
                            "child_found_token": os.WEXITSTATUS(status) == 1, "token": token}, token)
-''')
+""")
 
 
 def test_the_configuration_is_read_exactly_and_the_token_kept_from_children(sandbox: Sandbox) -> None:
     config = {"blob": "é" * 300_000}  # several pipe buffers, multi-byte characters
     files = {program_file("probe"): PROBE, PROTOCOL_NAME: program_source("protocol")}
-    result = sandbox.run(files, ["python3", program_file("probe")], timeout=30,
-                         stdin=program_stdin(config, "s3cret"))
+    result = sandbox.run(files, ["python3", program_file("probe")], timeout=30, stdin=program_stdin(config, "s3cret"))
     run = read_program_output(result, "s3cret")
     assert run.completed and run.problem is None, (run.problem, result.stderr[-500:])
     assert run.payload == {"size": 300_000, "stdin_after": "", "child_found_token": False, "token": "s3cret"}
@@ -156,8 +157,16 @@ class RecordingSandbox(Sandbox):
     def close(self) -> None:
         pass
 
-    def run(self, files: Mapping[str, str | bytes], command: Sequence[str], timeout: float = 10.0, *,
-            stdin: str | None = None, env: Mapping[str, str] | None = None, network: bool = False) -> RunResult:
+    def run(
+        self,
+        files: Mapping[str, str | bytes],
+        command: Sequence[str],
+        timeout: float = 10.0,
+        *,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+        network: bool = False,
+    ) -> RunResult:
         result = self.inner.run(files, command, timeout, stdin=stdin, env=env, network=network)
         self.runs.append((list(command), stdin, result))
         return result
@@ -170,7 +179,7 @@ class RecordingSandbox(Sandbox):
                 continue
             assert stdin is not None
             size, rest = stdin.split("\n", 1)
-            text, token = rest.encode()[: int(size)].decode(), rest.encode()[int(size) + 1:].decode().strip()
+            text, token = rest.encode()[: int(size)].decode(), rest.encode()[int(size) + 1 :].decode().strip()
             out.append((json.loads(text), read_program_output(result, token or None)))
         return out
 
@@ -186,8 +195,13 @@ def assert_round_trips(recorder: RecordingSandbox, name: str, keys: set[str]) ->
 
 def test_harness_round_trip(sandbox: Sandbox, function_task: FunctionTask) -> None:
     recorder = RecordingSandbox(sandbox)
-    task = function_task.model_copy(update={"evaluation": function_task.evaluation.model_copy(
-        update={"timeout": function_task.evaluation.timeout + 0.25})})  # a fresh reference: runs it here
+    task = function_task.model_copy(
+        update={
+            "evaluation": function_task.evaluation.model_copy(
+                update={"timeout": function_task.evaluation.timeout + 0.25}
+            )
+        }
+    )  # a fresh reference: runs it here
     assert run_function_tests(recorder, task, task.ground_truth.replace("\n", "\n\n", 1)).passed
     assert_round_trips(recorder, "harness", {"calls", "overflow", "completed", "inputs", "report"})
 
@@ -215,9 +229,14 @@ def test_testfile_round_trip(sandbox: Sandbox) -> None:
 
 def test_trace_round_trip(sandbox: Sandbox, tmp_path) -> None:  # type: ignore[no-untyped-def]
     recorder = RecordingSandbox(sandbox)
-    repo = repository(tmp_path, {"pkg/__init__.py": "", "pkg/mod.py": "def double(x):\n    return 2 * x\n",
-                                 "tests/test_mod.py": "from pkg.mod import double\n\n\ndef test_double():\n"
-                                                      "    assert double(3) == 6\n"})
+    repo = repository(
+        tmp_path,
+        {
+            "pkg/__init__.py": "",
+            "pkg/mod.py": "def double(x):\n    return 2 * x\n",
+            "tests/test_mod.py": "from pkg.mod import double\n\n\ndef test_double():\n    assert double(3) == 6\n",
+        },
+    )
     target = candidate(repo.files["pkg/mod.py"], "double", "pkg/mod.py")
     result = trace_repository(recorder, repo, [target], timeout=60)
     assert result.tests_run == 1 and result.calls[target.key]

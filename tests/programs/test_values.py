@@ -19,12 +19,31 @@ def _trip(value: object) -> object:
     return values.decode(json.loads(json.dumps(encoded)))
 
 
-@pytest.mark.parametrize("value", [
-    None, True, 0, -(10 ** 40), 1.5, float("inf"), 1 + 2j, "", "é\n", b"\x00\xff", [1, [2, (3,)]],
-    {"a": {1, 2}, (1, 2): frozenset({"x"})}, decimal.Decimal("19.99"), fractions.Fraction(1, 3),
-    datetime.date(2026, 11, 25), datetime.datetime(2026, 11, 25, 14, 0, 1), datetime.timedelta(seconds=3),
-    ValueError, KeyError, collections.OrderedDict,
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        True,
+        0,
+        -(10**40),
+        1.5,
+        float("inf"),
+        1 + 2j,
+        "",
+        "é\n",
+        b"\x00\xff",
+        [1, [2, (3,)]],
+        {"a": {1, 2}, (1, 2): frozenset({"x"})},
+        decimal.Decimal("19.99"),
+        fractions.Fraction(1, 3),
+        datetime.date(2026, 11, 25),
+        datetime.datetime(2026, 11, 25, 14, 0, 1),
+        datetime.timedelta(seconds=3),
+        ValueError,
+        KeyError,
+        collections.OrderedDict,
+    ],
+)
 def test_plain_values_survive_the_trip(value: object) -> None:
     back = _trip(value)
     assert back == value and type(back) is type(value)
@@ -56,8 +75,19 @@ class _SneakyTuple(tuple):  # type: ignore[type-arg]
     __hash__ = tuple.__hash__
 
 
-@pytest.mark.parametrize("value", [_Anything(), _SneakyInt(3), _SneakyTuple((1,)), [1, _Anything()],
-                                   {"k": _SneakyInt(1)}, object(), lambda: 1, iter([1])])
+@pytest.mark.parametrize(
+    "value",
+    [
+        _Anything(),
+        _SneakyInt(3),
+        _SneakyTuple((1,)),
+        [1, _Anything()],
+        {"k": _SneakyInt(1)},
+        object(),
+        lambda: 1,
+        iter([1]),
+    ],
+)
 def test_what_could_carry_behaviour_is_not_plain(value: object) -> None:
     assert values.encode(value) is None
 

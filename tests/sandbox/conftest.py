@@ -27,8 +27,9 @@ def packages_dir(tmp_path: Path) -> Path:
 def warm_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSandbox]:
     """A started two-worker warm sandbox shared by the tests of a module."""
     root = tmp_path_factory.mktemp("warm")
-    config = LocalSandboxConfig(workers=2, work_root=str(root),
-                                packages_dir=str(root / "packages"), total_memory_mb=1024)
+    config = LocalSandboxConfig(
+        workers=2, work_root=str(root), packages_dir=str(root / "packages"), total_memory_mb=1024
+    )
     sandbox = LocalSandbox(config)
     with sandbox:
         yield sandbox

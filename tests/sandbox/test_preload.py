@@ -25,10 +25,12 @@ PROBES = {
     "probe_state.py": "import os\nIMPORTED_IN = os.getpid()\nITEMS = []\n",
     # A stdlib thread pool that ran a job at import: a forked child inherits the pool's
     # bookkeeping (an idle worker) but not its thread, so a job submitted there never runs.
-    "probe_pool.py": ("from concurrent.futures import ThreadPoolExecutor\n"
-                      "POOL = ThreadPoolExecutor(max_workers=1)\n"
-                      "assert POOL.submit(lambda: 1).result() == 1\n"
-                      "def work():\n    return POOL.submit(lambda: 'done').result()\n"),
+    "probe_pool.py": (
+        "from concurrent.futures import ThreadPoolExecutor\n"
+        "POOL = ThreadPoolExecutor(max_workers=1)\n"
+        "assert POOL.submit(lambda: 1).result() == 1\n"
+        "def work():\n    return POOL.submit(lambda: 'done').result()\n"
+    ),
     "probe_noisy.py": "print('hello from probe_noisy')\n",
     "probe_env.py": "import os\nos.environ['PROBE_ENV'] = 'set at import'\n",
     "probe_unset.py": "import os\ndel os.environ['LANG']\n",
@@ -44,8 +46,12 @@ def probe_env() -> Iterator[str]:
     venv.chmod(0o755)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
-    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                             check=True, capture_output=True, text=True).stdout.strip()
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     for name, source in PROBES.items():
         Path(purelib, name).write_text(source, encoding="utf-8")
     yield str(python)
@@ -56,10 +62,21 @@ def probe_env() -> Iterator[str]:
 def preloading(probe_env: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSandbox]:
     """One warm worker (every run forks from the same one) preloading every probe."""
     root = tmp_path_factory.mktemp("preload")
-    config = LocalSandboxConfig(python=probe_env, workers=1, work_root=str(root),
-                                packages_dir=str(root / "packages"),
-                                preload=["probe_state", "probe_pool", "probe_noisy", "probe_env", "probe_unset",
-                                         "probe_broken", "probe_missing_module"])
+    config = LocalSandboxConfig(
+        python=probe_env,
+        workers=1,
+        work_root=str(root),
+        packages_dir=str(root / "packages"),
+        preload=[
+            "probe_state",
+            "probe_pool",
+            "probe_noisy",
+            "probe_env",
+            "probe_unset",
+            "probe_broken",
+            "probe_missing_module",
+        ],
+    )
     with LocalSandbox(config) as sandbox:
         yield sandbox
 
@@ -71,9 +88,12 @@ def run(sandbox: LocalSandbox, source: str) -> str:
 
 
 def test_a_preloaded_module_is_used_not_imported_again(preloading: LocalSandbox) -> None:
-    out = run(preloading, "import os, sys\nbefore = sys.modules.get('probe_state')\n"
-                          "import probe_state\n"
-                          "print(before is probe_state, probe_state.IMPORTED_IN != os.getpid())\n")
+    out = run(
+        preloading,
+        "import os, sys\nbefore = sys.modules.get('probe_state')\n"
+        "import probe_state\n"
+        "print(before is probe_state, probe_state.IMPORTED_IN != os.getpid())\n",
+    )
     assert out == "True True\n"
     assert "probe_state" in preloading.describe()["preload"]["loaded"]  # type: ignore[index]
 
@@ -86,8 +106,9 @@ def test_module_state_does_not_leak_between_runs(preloading: LocalSandbox) -> No
 def test_a_module_that_starts_threads_is_not_forked_from(preloading: LocalSandbox) -> None:
     """The pool's thread would be missing in a forked child (its job would never run):
     the module is found unfit, the worker restarted without it, and runs import it."""
-    out = run(preloading, "import sys\nprint('probe_pool' in sys.modules)\n"
-                          "import probe_pool\nprint(probe_pool.work())\n")
+    out = run(
+        preloading, "import sys\nprint('probe_pool' in sys.modules)\nimport probe_pool\nprint(probe_pool.work())\n"
+    )
     assert out == "False\ndone\n"
     unfit = preloading.describe()["preload"]["unfit"]  # type: ignore[index]
     assert "started threads" in unfit["probe_pool"]
@@ -121,8 +142,9 @@ def test_a_module_that_cannot_be_preloaded_is_reported_not_fatal(preloading: Loc
 @pytest.fixture(scope="module")
 def numpy_preloaded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSandbox]:
     root = tmp_path_factory.mktemp("numpy")
-    config = LocalSandboxConfig(workers=1, work_root=str(root), packages_dir=str(root / "packages"),
-                                preload=["numpy", "numpy.random"])  # numpy 2 imports numpy.random lazily
+    config = LocalSandboxConfig(
+        workers=1, work_root=str(root), packages_dir=str(root / "packages"), preload=["numpy", "numpy.random"]
+    )  # numpy 2 imports numpy.random lazily
     with LocalSandbox(config) as sandbox:
         yield sandbox
 
@@ -131,24 +153,31 @@ def test_numpy_is_preloaded_and_its_thread_pools_work_in_runs(numpy_preloaded: L
     """BLAS with its pool sized at import: a matrix product large enough to be split across
     threads completes in the forked run (no pool thread inherited to wait for)."""
     assert numpy_preloaded.describe()["preload"]["loaded"] == ["numpy", "numpy.random"]  # type: ignore[index]
-    out = run(numpy_preloaded, "import sys\npreloaded = 'numpy' in sys.modules\nimport numpy as np\n"
-                               "a = np.ones((400, 400))\nprint(preloaded, float((a @ a).sum()))\n")
-    assert out == f"True {400.0 ** 3}\n"
+    out = run(
+        numpy_preloaded,
+        "import sys\npreloaded = 'numpy' in sys.modules\nimport numpy as np\n"
+        "a = np.ones((400, 400))\nprint(preloaded, float((a @ a).sum()))\n",
+    )
+    assert out == f"True {400.0**3}\n"
 
 
 def test_numpy_global_random_state_is_fresh_in_every_run(numpy_preloaded: LocalSandbox) -> None:
     """numpy seeds its global generator from the OS at import: every run must get its own seed."""
-    draws = {run(numpy_preloaded, "import sys, numpy\nassert 'numpy.random' in sys.modules\n"
-                                  "print(numpy.random.random())\n") for _ in range(3)}
+    draws = {
+        run(numpy_preloaded, "import sys, numpy\nassert 'numpy.random' in sys.modules\nprint(numpy.random.random())\n")
+        for _ in range(3)
+    }
     assert len(draws) == 3
 
 
 def test_a_run_child_forks_with_its_own_numpy_state(numpy_preloaded: LocalSandbox) -> None:
     """Only runs are reseeded: a process a run forks inherits the run's state, as it would
     from a fresh interpreter."""
-    source = ("import os, numpy\nnumpy.random.seed(7)\nr, w = os.pipe()\n"
-              "if os.fork() == 0:\n    os.write(w, repr(numpy.random.random()).encode())\n    os._exit(0)\n"
-              "os.wait()\nprint(os.read(r, 100).decode() == repr(numpy.random.random()))\n")
+    source = (
+        "import os, numpy\nnumpy.random.seed(7)\nr, w = os.pipe()\n"
+        "if os.fork() == 0:\n    os.write(w, repr(numpy.random.random()).encode())\n    os._exit(0)\n"
+        "os.wait()\nprint(os.read(r, 100).decode() == repr(numpy.random.random()))\n"
+    )
     assert run(numpy_preloaded, source) == "True\n"
 
 
@@ -160,13 +189,11 @@ def test_a_cold_sandbox_preloads_nothing(tmp_path: Path) -> None:
     assert preload == {"requested": [], "loaded": [], "failed": {}, "unfit": {}, "environment": {}}
 
 
-
 def test_an_environment_preloads_what_the_tasks_import(tmp_path: Path) -> None:
     definition = tmp_path / "myenv"
     definition.mkdir()
     (definition / "requirements.txt").write_text("numpy\ntorch\n", encoding="utf-8")
-    (definition / "preload.txt").write_text("# slow imports\nnumpy   # 0.3 s\n\ntorch\ntorch.nn\n",
-                                            encoding="utf-8")
+    (definition / "preload.txt").write_text("# slow imports\nnumpy   # 0.3 s\n\ntorch\ntorch.nn\n", encoding="utf-8")
     assert env_preload(str(definition)) == ["numpy", "torch", "torch.nn"]
     assert preload_for(str(definition), ["torch", "requests"]) == ["torch", "torch.nn"]
     assert preload_for(str(tmp_path / "no-such-env"), ["torch"]) == []

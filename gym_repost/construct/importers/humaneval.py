@@ -40,9 +40,11 @@ def evaluation_script(problem: dict[str, Any]) -> str:
     """The evaluation script of one problem (candidate slot after the original)."""
     entry = problem["entry_point"]
     solution = problem["prompt"] + problem["canonical_solution"]
-    return (f"{solution.rstrip()}\n\n\n{problem['test'].strip()}\n\n\n"
-            f"def test_{entry}():\n    check({entry}_new_implementation)\n\n\n"
-            f"if __name__ == \"__main__\":\n    test_{entry}()\n")
+    return (
+        f"{solution.rstrip()}\n\n\n{problem['test'].strip()}\n\n\n"
+        f"def test_{entry}():\n    check({entry}_new_implementation)\n\n\n"
+        f'if __name__ == "__main__":\n    test_{entry}()\n'
+    )
 
 
 def problem_task(problem: dict[str, Any], version: str) -> FunctionTask:
@@ -51,13 +53,25 @@ def problem_task(problem: dict[str, Any], version: str) -> FunctionTask:
     file = f"{slug}.py"
     entry = problem["entry_point"]
     solution = problem["prompt"] + problem["canonical_solution"]
-    provenance = Provenance(source="humaneval", repo="openai/human-eval", version=version,
-                            file=file, qualname=entry, license="MIT", url=_URL)
+    provenance = Provenance(
+        source="humaneval",
+        repo="openai/human-eval",
+        version=version,
+        file=file,
+        qualname=entry,
+        license="MIT",
+        url=_URL,
+    )
     return make_function_task(
-        name=problem["task_id"], provenance=provenance, script=evaluation_script(problem),
+        name=problem["task_id"],
+        provenance=provenance,
+        script=evaluation_script(problem),
         repository=repository_view({file: solution}, file, entry, complete=True),
-        context=f"```python\n## {file}\n{problem['prompt']}```\n", prompt=problem["prompt"],
-        timeout=10.0, standalone=True, metadata={"split": "eval"},
+        context=f"```python\n## {file}\n{problem['prompt']}```\n",
+        prompt=problem["prompt"],
+        timeout=10.0,
+        standalone=True,
+        metadata={"split": "eval"},
     )
 
 

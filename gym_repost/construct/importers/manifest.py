@@ -113,8 +113,7 @@ def load_manifest(path: Path) -> Manifest:
         raise BuildError(f"{path}: field '{field}': {first['msg']}") from None
 
 
-def manifest_task(base: Path, manifest: Manifest, entry: ManifestTask,
-                  files: dict[str, str]) -> FunctionTask:
+def manifest_task(base: Path, manifest: Manifest, entry: ManifestTask, files: dict[str, str]) -> FunctionTask:
     """One manifest entry as a function task.
 
     Raises:
@@ -129,16 +128,26 @@ def manifest_task(base: Path, manifest: Manifest, entry: ManifestTask,
         if not (base / src).is_file():
             raise BuildError(f"file {src} (for {dest}) not found next to the manifest")
         extra[dest] = (base / src).read_text(encoding="utf-8")
-    provenance = Provenance(source=f"manifest:{repo.name}", repo=repo.name, version=repo.version,
-                            file=entry.file, qualname=entry.qualname, license=repo.license,
-                            url=repo.url)
+    provenance = Provenance(
+        source=f"manifest:{repo.name}",
+        repo=repo.name,
+        version=repo.version,
+        file=entry.file,
+        qualname=entry.qualname,
+        license=repo.license,
+        url=repo.url,
+    )
     context_paths = [p for p in entry.context if p != entry.file] + [entry.file]
     return make_function_task(
-        name=entry.name or f"{repo.name}/{entry.qualname}", provenance=provenance,
+        name=entry.name or f"{repo.name}/{entry.qualname}",
+        provenance=provenance,
         script=script_path.read_text(encoding="utf-8"),
         repository=repository_view(files, entry.file, entry.qualname, complete=True),
-        context=render_context(files, context_paths), extra_files=extra,
-        requirements=entry.requirements, timeout=entry.timeout, standalone=entry.standalone,
+        context=render_context(files, context_paths),
+        extra_files=extra,
+        requirements=entry.requirements,
+        timeout=entry.timeout,
+        standalone=entry.standalone,
         local_modules=frozenset(p.split("/")[0].removesuffix(".py") for p in files),
     )
 
@@ -161,4 +170,3 @@ def import_manifest(path: str | Path) -> Iterator[FunctionTask | BuildError]:
             yield manifest_task(base, manifest, entry, files)
         except BuildError as exc:
             yield BuildError(f"{path} task #{number} ({entry.qualname}): {exc}")
-

@@ -65,26 +65,39 @@ def example_task(example: dict[str, Any], prompt: str | None, source: str) -> Fu
     Raises:
         BuildError: the example lacks a field, or its script lacks the target or test.
     """
-    missing = [k for k in ("func_name", "func_path", "eval_script", "orig_context", "idx")
-               if not isinstance(example.get(k), str)]
+    missing = [
+        k
+        for k in ("func_name", "func_path", "eval_script", "orig_context", "idx")
+        if not isinstance(example.get(k), str)
+    ]
     if missing:
         raise BuildError(f"missing or non-string fields: {', '.join(missing)}")
     owner, _, repo = example["repo_name"].partition("___")
     repo_name = f"{owner}/{repo}" if repo else owner
     commit = example.get("commit_id")
     provenance = Provenance(
-        source=source, repo=repo_name, version=commit, file=example["func_path"],
-        qualname=example["func_name"], license=None,
-        url=f"https://github.com/{repo_name}/blob/{commit}/{example['func_path']}" if commit else None)
+        source=source,
+        repo=repo_name,
+        version=commit,
+        file=example["func_path"],
+        qualname=example["func_name"],
+        license=None,
+        url=f"https://github.com/{repo_name}/blob/{commit}/{example['func_path']}" if commit else None,
+    )
     script = example["eval_script"]
     try:
         imports = external_imports(__import__("ast").parse(script))
     except SyntaxError:
         imports = []
     return make_function_task(
-        name=f"repost-eval/{example['idx']}-{example['func_name']}", provenance=provenance,
-        script=script, repository=_repository(example), context=example["orig_context"],
-        prompt=prompt, timeout=30.0, standalone=False,
+        name=f"repost-eval/{example['idx']}-{example['func_name']}",
+        provenance=provenance,
+        script=script,
+        repository=_repository(example),
+        context=example["orig_context"],
+        prompt=prompt,
+        timeout=30.0,
+        standalone=False,
         requirements=[distribution_for(m) for m in imports],
         metadata={"split": "eval", "checks": _checks(example)},
     )

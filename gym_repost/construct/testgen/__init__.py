@@ -13,5 +13,12 @@ from gym_repost.construct.testgen.explore import generate_tests
 from gym_repost.construct.testgen.trace import RecordedCall, TraceResult, trace_repository, trace_with_installs
 from gym_repost.construct.testgen.writer import ChosenInput, write_tests
 
-__all__ = ["RecordedCall", "ChosenInput", "TraceResult", "generate_tests", "trace_repository",
-           "trace_with_installs", "write_tests"]
+__all__ = [
+    "RecordedCall",
+    "ChosenInput",
+    "TraceResult",
+    "generate_tests",
+    "trace_repository",
+    "trace_with_installs",
+    "write_tests",
+]

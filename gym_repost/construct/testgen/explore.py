@@ -55,25 +55,45 @@ SANDBOX_GRACE = 90.0
 import, at most 60 seconds, and the report)."""
 
 
-def run_explorer(sandbox: Sandbox, module: str, config: dict[str, Any], timeout: float,
-                 env: dict[str, str] | None = None) -> dict[str, Any]:
+def run_explorer(
+    sandbox: Sandbox, module: str, config: dict[str, Any], timeout: float, env: dict[str, str] | None = None
+) -> dict[str, Any]:
     """Run the explorer (:mod:`gym_repost.programs.explore`) on ``module`` with ``config``; its JSON report.
 
     A run that ends without a report gives ``{"ok": False, "kind": "crash", ...}``.
     """
-    run = run_program(sandbox, "explore", {MODULE_FILE: module}, {**config, "module_file": MODULE_FILE},
-                      timeout=timeout, token=True, modules=EXPLORER_MODULES, env=env)
+    run = run_program(
+        sandbox,
+        "explore",
+        {MODULE_FILE: module},
+        {**config, "module_file": MODULE_FILE},
+        timeout=timeout,
+        token=True,
+        modules=EXPLORER_MODULES,
+        env=env,
+    )
     if run.completed and run.payload is not None:
         return run.payload
     result = run.result
     why = "timed out" if result.timed_out else f"exit {result.returncode}"
-    return {"ok": False, "kind": "crash",
-            "error": f"the explorer {why} ({run.problem}): {(result.stderr or '')[-300:]}"}
+    return {
+        "ok": False,
+        "kind": "crash",
+        "error": f"the explorer {why} ({run.problem}): {(result.stderr or '')[-300:]}",
+    }
 
 
-def generate_tests(sandbox: Sandbox, script: SandboxedScript, *, seeds: Sequence[RecordedCall] = (),
-                   executions: int = EXECUTIONS, seed: int = 0, min_assertions: int = 3,
-                   max_inputs: int = 12, wall_limit: float = WALL_LIMIT) -> GeneratedTests | Drop:
+def generate_tests(
+    sandbox: Sandbox,
+    script: SandboxedScript,
+    *,
+    seeds: Sequence[RecordedCall] = (),
+    executions: int = EXECUTIONS,
+    seed: int = 0,
+    min_assertions: int = 3,
+    max_inputs: int = 12,
+    wall_limit: float = WALL_LIMIT,
+) -> GeneratedTests | Drop:
     """Equivalence tests for the script's target, or why none could be written.
 
     Args:
@@ -105,8 +125,9 @@ def generate_tests(sandbox: Sandbox, script: SandboxedScript, *, seeds: Sequence
         return _drop(script, "target not in script", f"{target.qualname} is not defined in the sandboxed module")
     if span.is_async:
         return _drop(script, "async target", "coroutines are not supported by the deterministic builder")
-    config = search_config(script, seeds=seeds, executions=executions, seed=seed, max_inputs=max_inputs,
-                           wall_limit=wall_limit)
+    config = search_config(
+        script, seeds=seeds, executions=executions, seed=seed, max_inputs=max_inputs, wall_limit=wall_limit
+    )
     found = run_explorer(sandbox, script.module, config, timeout=search_timeout(config))
     if not found.get("ok"):
         return _failed(script, found)
@@ -115,8 +136,15 @@ def generate_tests(sandbox: Sandbox, script: SandboxedScript, *, seeds: Sequence
     return _with_safety_limits(_finish(sandbox, script, found, inputs, notes, min_assertions), found)
 
 
-def search_config(script: SandboxedScript, *, seeds: Sequence[RecordedCall] = (), executions: int = EXECUTIONS,
-                  seed: int = 0, max_inputs: int = 12, wall_limit: float = WALL_LIMIT) -> dict[str, Any]:
+def search_config(
+    script: SandboxedScript,
+    *,
+    seeds: Sequence[RecordedCall] = (),
+    executions: int = EXECUTIONS,
+    seed: int = 0,
+    max_inputs: int = 12,
+    wall_limit: float = WALL_LIMIT,
+) -> dict[str, Any]:
     """The explorer's configuration for the script's target (see :func:`generate_tests`).
 
     Raises:
@@ -126,12 +154,21 @@ def search_config(script: SandboxedScript, *, seeds: Sequence[RecordedCall] = ()
     span = find_function(script.module, target.qualname)
     if span is None:
         raise BuildError(f"{target.qualname} is not defined in the sandboxed module")
-    return {"qualname": target.qualname, "name": target.name, "class_name": target.class_name,
-            "start_line": span.start, "end_line": span.end, "executions": executions,
-            "mutant_executions": executions, "wall_limit": wall_limit, "seed": seed,
-            "max_inputs": max_inputs, "seeds": [asdict(s) for s in seeds],
-            "mutants": target_mutants(function_source(script.module, span), seed),
-            "may_be_random": "random" in script.module}
+    return {
+        "qualname": target.qualname,
+        "name": target.name,
+        "class_name": target.class_name,
+        "start_line": span.start,
+        "end_line": span.end,
+        "executions": executions,
+        "mutant_executions": executions,
+        "wall_limit": wall_limit,
+        "seed": seed,
+        "max_inputs": max_inputs,
+        "seeds": [asdict(s) for s in seeds],
+        "mutants": target_mutants(function_source(script.module, span), seed),
+        "may_be_random": "random" in script.module,
+    }
 
 
 def search_timeout(config: dict[str, Any]) -> float:
@@ -159,19 +196,26 @@ def may_depend_on_hash_order(module: str, inputs: Sequence[dict[str, Any]]) -> b
             return True
         for node in ast.walk(tree):
             if isinstance(node, (ast.Set, ast.SetComp)) or (
-                    isinstance(node, ast.Name) and node.id in ("set", "frozenset", "hash")):
+                isinstance(node, ast.Name) and node.id in ("set", "frozenset", "hash")
+            ):
                 return True
     return False
 
 
-def _hash_stable(sandbox: Sandbox, script: SandboxedScript, config: dict[str, Any],
-                 found: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+def _hash_stable(
+    sandbox: Sandbox, script: SandboxedScript, config: dict[str, Any], found: dict[str, Any]
+) -> tuple[list[dict[str, Any]], list[str]]:
     """The chosen inputs whose outcome is the same under another PYTHONHASHSEED."""
     inputs = found["inputs"]
     if not inputs or not may_depend_on_hash_order(script.module, inputs):
         return inputs, []
-    replayed = run_explorer(sandbox, script.module, {**config, "replay": True, "inputs": inputs},
-                            timeout=40, env={"PYTHONHASHSEED": REPLAY_HASH_SEED})
+    replayed = run_explorer(
+        sandbox,
+        script.module,
+        {**config, "replay": True, "inputs": inputs},
+        timeout=40,
+        env={"PYTHONHASHSEED": REPLAY_HASH_SEED},
+    )
     if not replayed.get("ok"):
         return inputs, [f"hash-seed replay failed: {replayed.get('error', '')[:200]}"]
     stable = [i for i, fp in zip(inputs, replayed["fingerprints"]) if fp == i["fingerprint"]]
@@ -179,24 +223,37 @@ def _hash_stable(sandbox: Sandbox, script: SandboxedScript, config: dict[str, An
     return stable, ([f"dropped {dropped} input(s) whose outcome depends on the hash seed"] if dropped else [])
 
 
-def _finish(sandbox: Sandbox, script: SandboxedScript, found: dict[str, Any], inputs: list[dict[str, Any]],
-            notes: list[str], min_assertions: int) -> GeneratedTests | Drop:
+def _finish(
+    sandbox: Sandbox,
+    script: SandboxedScript,
+    found: dict[str, Any],
+    inputs: list[dict[str, Any]],
+    notes: list[str],
+    min_assertions: int,
+) -> GeneratedTests | Drop:
     stats = found["stats"]
     if len(inputs) < min_assertions:
         return _too_few(script, found, inputs, notes, min_assertions)
     if not any(i["kind"].startswith("ok:") for i in inputs):
         kinds = sorted({i["kind"].split(":", 1)[1] for i in inputs})
         return _drop(script, "no input returns normally", f"every input raises: {', '.join(kinds)}")
-    items = [ChosenInput(args=i["args"], kwargs=i["kwargs"], instance=i["instance"], origin=i["origin"],
-                       seeded=i["seeded"]) for i in inputs]
+    items = [
+        ChosenInput(args=i["args"], kwargs=i["kwargs"], instance=i["instance"], origin=i["origin"], seeded=i["seeded"])
+        for i in inputs
+    ]
     code = write_tests(script.target.name, found["target_kind"], script.target.class_name, items)
     verdict = verify(sandbox, script, code)
     if verdict is not None:
         return verdict
     notes += _notes(found)
-    return GeneratedTests(code=code, inputs=dict(Counter(i.origin for i in items)), assertions=len(items),
-                          branch_coverage=found["branch_coverage"],
-                          deterministic=not (stats["seeded"] or stats["nondeterministic"]), notes=tuple(notes))
+    return GeneratedTests(
+        code=code,
+        inputs=dict(Counter(i.origin for i in items)),
+        assertions=len(items),
+        branch_coverage=found["branch_coverage"],
+        deterministic=not (stats["seeded"] or stats["nondeterministic"]),
+        notes=tuple(notes),
+    )
 
 
 def wall_clock_notes(found: dict[str, Any]) -> list[str]:
@@ -204,11 +261,15 @@ def wall_clock_notes(found: dict[str, Any]) -> list[str]:
     stats = found.get("stats") or {}
     notes = []
     if stats.get("wall_clock_limit"):
-        notes.append(f"{SAFETY_NOTE}: it stopped the search during {stats['wall_clock_limit']}; "
-                     f"results may differ from an unloaded run")
+        notes.append(
+            f"{SAFETY_NOTE}: it stopped the search during {stats['wall_clock_limit']}; "
+            f"results may differ from an unloaded run"
+        )
     if stats.get("wall_timeouts"):
-        notes.append(f"{SAFETY_NOTE}: {stats['wall_timeouts']} call(s) hit the per-call wall-clock timer "
-                     f"before the CPU-time one; results may differ from an unloaded run")
+        notes.append(
+            f"{SAFETY_NOTE}: {stats['wall_timeouts']} call(s) hit the per-call wall-clock timer "
+            f"before the CPU-time one; results may differ from an unloaded run"
+        )
     return notes
 
 
@@ -229,8 +290,10 @@ def _with_safety_limits(result: GeneratedTests | Drop, found: dict[str, Any]) ->
 
 def _notes(found: dict[str, Any]) -> list[str]:
     stats = found["stats"]
-    notes = [f"searched {stats['executed']} inputs (search stopped: {stats.get('search_stop', '?')}); "
-             f"branch coverage {_percent(found['branch_coverage'])} of {found['branches']} branches"]
+    notes = [
+        f"searched {stats['executed']} inputs (search stopped: {stats.get('search_stop', '?')}); "
+        f"branch coverage {_percent(found['branch_coverage'])} of {found['branches']} branches"
+    ]
 
     if stats["seeded"]:
         notes.append(f"{stats['seeded']} input(s) give stable results only with random seeded: seeded")
@@ -247,18 +310,24 @@ def _percent(value: float | None) -> str:
     return "n/a" if value is None else f"{100 * value:.0f}%"
 
 
-def _too_few(script: SandboxedScript, found: dict[str, Any], inputs: list[dict[str, Any]], notes: list[str],
-             min_assertions: int) -> Drop:
+def _too_few(
+    script: SandboxedScript, found: dict[str, Any], inputs: list[dict[str, Any]], notes: list[str], min_assertions: int
+) -> Drop:
     stats = found["stats"]
     if stats["nondeterministic"] and not inputs:
-        return _drop(script, "non-deterministic",
-                     f"the ground truth gave different results on the same input "
-                     f"({stats['nondeterministic']} inputs), even with random seeded")
+        return _drop(
+            script,
+            "non-deterministic",
+            f"the ground truth gave different results on the same input "
+            f"({stats['nondeterministic']} inputs), even with random seeded",
+        )
     if found["unbuildable"] and not inputs:
         detail = "; ".join(f"{name}: {why}" for name, why in found["unbuildable"].items())
         return _drop(script, "inputs cannot be built", detail)
-    detail = (f"{len(inputs)} usable input(s), {min_assertions} needed; searched {stats['executed']}, "
-              f"{stats['invalid']} unusable")
+    detail = (
+        f"{len(inputs)} usable input(s), {min_assertions} needed; searched {stats['executed']}, "
+        f"{stats['invalid']} unusable"
+    )
     if found["build_errors"]:
         detail += f"; e.g. {found['build_errors'][0]}"
     return _drop(script, "too few inputs", "; ".join([detail, *notes]))
@@ -267,14 +336,14 @@ def _too_few(script: SandboxedScript, found: dict[str, Any], inputs: list[dict[s
 def _failed(script: SandboxedScript, found: dict[str, Any]) -> Drop:
     kind = found.get("kind")
     reason = {"import": "module does not import", "target": "target not in script"}.get(
-        kind or "", "test generation failed")
+        kind or "", "test generation failed"
+    )
     return _drop(script, reason, found.get("error", ""))
 
 
 def _drop(script: SandboxedScript, reason: str, detail: str = "") -> Drop:
     logger.info("%s: %s (%s)", script.target.key, reason, detail[:200])
-    return Drop(file=script.target.file, qualname=script.target.qualname, stage="tests", reason=reason,
-                detail=detail)
+    return Drop(file=script.target.file, qualname=script.target.qualname, stage="tests", reason=reason, detail=detail)
 
 
 def verification_task(script: SandboxedScript, code: str) -> FunctionTask:
@@ -287,8 +356,7 @@ def verification_task(script: SandboxedScript, code: str) -> FunctionTask:
     full = script.module.rstrip("\n") + "\n\n\n" + code
     provenance = Provenance(source="testgen", repo="testgen", file=target.file, qualname=target.qualname)
     view = RepositoryView(files={target.file: script.module}, target_file=target.file, complete=False)
-    return make_function_task(name=f"testgen/{target.qualname}", provenance=provenance, script=full,
-                              repository=view)
+    return make_function_task(name=f"testgen/{target.qualname}", provenance=provenance, script=full, repository=view)
 
 
 def verify(sandbox: Sandbox, script: SandboxedScript, code: str) -> Drop | None:

@@ -105,8 +105,17 @@ def local_modules(repo: SourceRepository) -> set[str]:
 
 def pytest_arguments(repo: SourceRepository, candidates: Sequence[Candidate]) -> list[str]:
     """Command-line arguments of the tracing pytest run."""
-    args = ["-q", "-p", "no:cacheprovider", "-o", "addopts=", "-p", "no:randomly",
-            "--continue-on-collection-errors", *test_files(repo)]
+    args = [
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "addopts=",
+        "-p",
+        "no:randomly",
+        "--continue-on-collection-errors",
+        *test_files(repo),
+    ]
     doctests = doctest_files(repo, candidates)
     if doctests:
         args += ["--doctest-modules", *doctests]
@@ -114,13 +123,28 @@ def pytest_arguments(repo: SourceRepository, candidates: Sequence[Candidate]) ->
 
 
 def _targets(candidates: Sequence[Candidate]) -> list[dict[str, Any]]:
-    return [{"key": c.key, "file": c.file, "lines": sorted({c.start_line, c.def_line}), "name": c.name,
-             "kind": c.kind, "class_name": c.class_name} for c in candidates]
+    return [
+        {
+            "key": c.key,
+            "file": c.file,
+            "lines": sorted({c.start_line, c.def_line}),
+            "name": c.name,
+            "kind": c.kind,
+            "class_name": c.class_name,
+        }
+        for c in candidates
+    ]
 
 
-def trace_repository(sandbox: Sandbox, repo: SourceRepository, candidates: Sequence[Candidate], *,
-                     timeout: float = 300, max_calls_per_target: int = 20,
-                     test_timeout: float = 10.0) -> TraceResult:
+def trace_repository(
+    sandbox: Sandbox,
+    repo: SourceRepository,
+    candidates: Sequence[Candidate],
+    *,
+    timeout: float = 300,
+    max_calls_per_target: int = 20,
+    test_timeout: float = 10.0,
+) -> TraceResult:
     """Run the repository's tests once in the sandbox and record the candidates' calls.
 
     Args:
@@ -136,22 +160,32 @@ def trace_repository(sandbox: Sandbox, repo: SourceRepository, candidates: Seque
     """
     if not candidates or not (test_files(repo) or doctest_files(repo, candidates)):
         return TraceResult(calls={c.key: [] for c in candidates}, errors=["no tests to run"])
-    config = {"targets": _targets(candidates), "max_calls": max_calls_per_target, "test_timeout": test_timeout,
-              "deadline": max(5.0, timeout - 15.0), "sys_path": source_roots(repo),
-              "args": pytest_arguments(repo, candidates)}
+    config = {
+        "targets": _targets(candidates),
+        "max_calls": max_calls_per_target,
+        "test_timeout": test_timeout,
+        "deadline": max(5.0, timeout - 15.0),
+        "sys_path": source_roots(repo),
+        "args": pytest_arguments(repo, candidates),
+    }
     run = run_program(sandbox, "trace", repo.files, config, timeout=timeout, token=True, max_chars=MAX_RESULT_CHARS)
     result = run.result
     traced = _result(run.payload, repo, candidates, result.duration) if run.completed else None
     if traced is None:
         why = "timed out" if result.timed_out else f"exited with {result.returncode}"
         logger.warning("tracing %s %s (%s)", repo.name, why, run.problem or "a malformed result")
-        return TraceResult(calls={c.key: [] for c in candidates}, timed_out=result.timed_out,
-                           errors=[f"the tracer {why}: {(result.stderr or '')[-300:]}"], duration=result.duration)
+        return TraceResult(
+            calls={c.key: [] for c in candidates},
+            timed_out=result.timed_out,
+            errors=[f"the tracer {why}: {(result.stderr or '')[-300:]}"],
+            duration=result.duration,
+        )
     return traced
 
 
-def _result(data: dict[str, Any] | None, repo: SourceRepository, candidates: Sequence[Candidate],
-            duration: float) -> TraceResult | None:
+def _result(
+    data: dict[str, Any] | None, repo: SourceRepository, candidates: Sequence[Candidate], duration: float
+) -> TraceResult | None:
     """The tracer's result; None when it is malformed (the repository's tests share the output)."""
     try:
         return _read_result(data or {}, repo, candidates, duration)
@@ -159,18 +193,38 @@ def _result(data: dict[str, Any] | None, repo: SourceRepository, candidates: Seq
         return None
 
 
-def _read_result(data: dict[str, Any], repo: SourceRepository, candidates: Sequence[Candidate],
-                 duration: float) -> TraceResult:
+def _read_result(
+    data: dict[str, Any], repo: SourceRepository, candidates: Sequence[Candidate], duration: float
+) -> TraceResult:
     local = local_modules(repo)
     missing = [m for m in data["missing"] if m not in local and m not in sys.stdlib_module_names]
-    calls = {c.key: [RecordedCall(args=r["args"], kwargs=r["kwargs"], instance=r["instance"])
-                     for r in data["calls"].get(c.key, [])] for c in candidates}
-    return TraceResult(calls=calls, missing_modules=missing, errors=data["errors"], tests_run=data["tests_run"],
-                       tests_failed=data["tests_failed"], timed_out=data["deadline_hit"], duration=duration)
+    calls = {
+        c.key: [
+            RecordedCall(args=r["args"], kwargs=r["kwargs"], instance=r["instance"])
+            for r in data["calls"].get(c.key, [])
+        ]
+        for c in candidates
+    }
+    return TraceResult(
+        calls=calls,
+        missing_modules=missing,
+        errors=data["errors"],
+        tests_run=data["tests_run"],
+        tests_failed=data["tests_failed"],
+        timed_out=data["deadline_hit"],
+        duration=duration,
+    )
 
 
-def trace_with_installs(sandbox: Sandbox, repo: SourceRepository, candidates: Sequence[Candidate],
-                        install: Callable[[str], bool], *, max_rounds: int = 3, **options: Any) -> TraceResult:
+def trace_with_installs(
+    sandbox: Sandbox,
+    repo: SourceRepository,
+    candidates: Sequence[Candidate],
+    install: Callable[[str], bool],
+    *,
+    max_rounds: int = 3,
+    **options: Any,
+) -> TraceResult:
     """:func:`trace_repository`, installing missing modules and tracing again.
 
     Args:

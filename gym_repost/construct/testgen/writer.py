@@ -45,7 +45,7 @@ def runtime_helpers() -> str:
     text = program_source("runtime")
     tree = parse_python(text)
     first = tree.body[1] if ast.get_docstring(tree) is not None else tree.body[0]
-    return "\n".join(text.split("\n")[first.lineno - 1:]).strip("\n") + "\n"
+    return "\n".join(text.split("\n")[first.lineno - 1 :]).strip("\n") + "\n"
 
 
 def call_arguments(args: str, kwargs: str) -> str:
@@ -89,8 +89,10 @@ def call_sides(name: str, kind: str, class_name: str | None, item: ChosenInput) 
     new = f"{name}_new_implementation"
     if kind == "property":
         instance = item.instance or "None"
-        return (f"{observe}(lambda _gr_self: _gr_self.{name}, {instance})",
-                f"{observe}(lambda _gr_self: _gr_self.{new}, {instance})")
+        return (
+            f"{observe}(lambda _gr_self: _gr_self.{name}, {instance})",
+            f"{observe}(lambda _gr_self: _gr_self.{new}, {instance})",
+        )
     if kind == "method":
         owner = _receiver(item.instance or "None")
         callee, callee_new = f"{owner}.{name}", f"{owner}.{new}"
@@ -121,8 +123,21 @@ def write_tests(name: str, kind: str, class_name: str | None, inputs: Sequence[C
         inputs: one per assertion.
     """
     origins = sorted({i.origin for i in inputs})
-    doc = (f'    """{name} and {name}_new_implementation agree on {len(inputs)} inputs '
-           f'({", ".join(origins)})."""')
+    doc = f'    """{name} and {name}_new_implementation agree on {len(inputs)} inputs ({", ".join(origins)})."""'
     body = [assertion(*call_sides(name, kind, class_name, item)) for item in inputs]
-    return "\n".join([HEADER, "", runtime_helpers(), "", f"def test_{name}():", doc, *body, "", "",
-                      'if __name__ == "__main__":', f"    test_{name}()", ""])
+    return "\n".join(
+        [
+            HEADER,
+            "",
+            runtime_helpers(),
+            "",
+            f"def test_{name}():",
+            doc,
+            *body,
+            "",
+            "",
+            'if __name__ == "__main__":',
+            f"    test_{name}()",
+            "",
+        ]
+    )
