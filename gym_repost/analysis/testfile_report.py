@@ -10,7 +10,7 @@ survived, as diffs. It holds no wall-clock timings, so seeded episodes reproduce
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field
 
@@ -92,18 +92,6 @@ class TestFileReport(BaseModel):
     focal_file: str = ""
     focal_lines: dict[int, str] = Field(default_factory=dict)
     """Source of the missing lines shown in the text (line number -> text)."""
-
-    def brief(self) -> dict[str, Any]:
-        """``passed``, ``status``, ``exception``, ``message``, ``reward`` and the metrics."""
-        return {
-            "passed": self.passed,
-            "status": self.status,
-            "exception": self.exception,
-            "message": self.message,
-            "reward": self.reward,
-            "metrics": self.metrics.model_dump(),
-            "relative": self.relative,
-        }
 
     def to_text(self) -> str:
         """The report as the agent reads it."""

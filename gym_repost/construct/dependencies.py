@@ -496,10 +496,6 @@ class RepositoryIndex:
     _links: dict[tuple[int, str | None], list[_Link]] = field(default_factory=dict, repr=False)
     _resolved: dict[tuple[str, str], Resolution] = field(default_factory=dict, repr=False)
 
-    def is_repository_module(self, name: str) -> bool:
-        """Whether an absolute module name belongs to the repository."""
-        return bool(name) and name.split(".")[0] in self.top_level
-
     def definition_units(self, module: str, name: str) -> list[Unit]:
         """The units of ``module`` binding ``name`` (imports aside) and those mutating it."""
         key = (module, name)

@@ -9,14 +9,12 @@ sees the body, wherever the task's context came from. All functions here are pur
 from __future__ import annotations
 
 import textwrap
-from typing import Literal
 
 from gym_repost.analysis.source import find_function
 from gym_repost.context import parse_context, render_context
 from gym_repost.prompting import render_prompt
 from gym_repost.task_view import TargetView, TaskView
 
-DocstringOption = Literal["original", "removed", "generated"]
 DOCSTRING_OPTIONS: tuple[str, ...] = ("original", "removed", "generated")
 
 
