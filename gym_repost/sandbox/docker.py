@@ -66,7 +66,7 @@ from gym_repost.sandbox.docker_image import (
     image_tag,
     resolve_recipe,
 )
-from gym_repost.sandbox.local import _host_identity, _identity_alive, _UidPool
+from gym_repost.sandbox.identity import UidPool, host_identity, identity_alive
 from gym_repost.sandbox.worker import DEFAULT_PATH, OUTPUT_KILL_FACTOR, Capture
 
 logger = logging.getLogger(__name__)
@@ -180,7 +180,7 @@ chmod -R u+rwX,go+rX,go-w,ug-s "$dst"
 
 def owner_identity() -> str:
     """``<hostname>:<pid>:<start time>`` of this process: the owner label of its containers."""
-    return f"{socket.gethostname()}:{_host_identity()}"
+    return f"{socket.gethostname()}:{host_identity()}"
 
 
 def connect(docker_host: str | None = None, timeout: float = 120.0, pool_size: int = 10) -> Any:
@@ -211,7 +211,7 @@ def connect(docker_host: str | None = None, timeout: float = 120.0, pool_size: i
     return client
 
 
-_UIDS = _UidPool(_UID_RANGE)  # run uids of this process's containers
+_UIDS = UidPool(_UID_RANGE)  # run uids of this process's containers
 
 
 class _ContainerGone(SandboxError):
@@ -1015,7 +1015,7 @@ class ContainerCleanupReport:
 
 def _owner_gone(owner: str) -> bool:
     host, _, identity = owner.partition(":")
-    return host == socket.gethostname() and not _identity_alive(identity)
+    return host == socket.gethostname() and not identity_alive(identity)
 
 
 def cleanup_containers(*, all_owners: bool = False, docker_host: str | None = None) -> ContainerCleanupReport:

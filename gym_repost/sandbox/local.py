@@ -45,7 +45,6 @@ import logging
 import os
 import py_compile
 import queue
-import random
 import select
 import shutil
 import signal
@@ -65,6 +64,7 @@ from gym_repost.sandbox import cgroups
 from gym_repost.sandbox import worker as protocol
 from gym_repost.sandbox.base import RunResult, Sandbox, SandboxLimits, check_relative_path
 from gym_repost.sandbox.config import LocalSandboxConfig
+from gym_repost.sandbox.identity import UidPool, host_identity, identity_alive
 from gym_repost.sandbox.programs import program_file
 
 logger = logging.getLogger(__name__)
@@ -121,51 +121,6 @@ _PIP_ENV = (
 )
 
 
-# ---------------------------------------------------------------- process identity
-
-
-def _start_time(pid: int) -> str | None:
-    """Start time of ``pid`` in clock ticks (tells a live host from a recycled pid)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return handle.read().rsplit(b")", 1)[1].split()[19].decode()
-    except (OSError, IndexError):
-        return None
-
-
-def _host_identity() -> str:
-    pid = os.getpid()
-    return f"{pid}:{_start_time(pid)}"
-
-
-def _identity_alive(identity: str) -> bool:
-    pid, _, start = identity.partition(":")
-    return pid.isdigit() and _start_time(int(pid)) == start
-
-
-class _UidPool:
-    """Unprivileged uids in use, drawn at random from ``uid_range``: one per worker (local
-    backend, so RLIMIT_NPROC is per worker) or per container (docker backend)."""
-
-    def __init__(self, uid_range: tuple[int, int]) -> None:
-        self._range = uid_range
-        self._lock = threading.Lock()
-        self._used: set[int] = set()
-
-    def allocate(self) -> int:
-        with self._lock:
-            while True:
-                uid = random.randint(*self._range)
-                if uid not in self._used:
-                    self._used.add(uid)
-                    return uid
-
-    def release(self, uid: int | None) -> None:
-        if uid is not None:
-            with self._lock:
-                self._used.discard(uid)
-
-
 class _Spawner:
     """Starts worker processes from one long-lived daemon thread.
 
@@ -202,7 +157,7 @@ class _Spawner:
                 future.set_exception(exc)
 
 
-_UIDS = _UidPool(_UID_RANGE)
+_UIDS = UidPool(_UID_RANGE)
 _SPAWNER = _Spawner()
 
 
@@ -592,7 +547,7 @@ class LocalSandbox(Sandbox):
 
     def _probe_cgroups(self) -> None:
         parent = cgroups.parent_at(self.config.cgroup_parent) if self.config.cgroup_parent else cgroups.default_parent()
-        name = f"{DIR_PREFIX}{_host_identity().replace(':', '-')}-probe{os.urandom(3).hex()}"
+        name = f"{DIR_PREFIX}{host_identity().replace(':', '-')}-probe{os.urandom(3).hex()}"
         self._cgroup_note = cgroups.probe(parent, name)
         self._cgroup_parent = parent if self._cgroup_note is None else None
 
@@ -844,7 +799,7 @@ class LocalSandbox(Sandbox):
 
     def _spawn(self, *, network: bool = False, once: bool = False) -> _Worker:
         host_dir = os.path.join(
-            self.work_root, f"{DIR_PREFIX}{_host_identity().replace(':', '-')}-{os.urandom(4).hex()}"
+            self.work_root, f"{DIR_PREFIX}{host_identity().replace(':', '-')}-{os.urandom(4).hex()}"
         )
         os.mkdir(host_dir, 0o711)
         os.chmod(host_dir, 0o711)  # mkdir honours the umask
@@ -860,7 +815,7 @@ class LocalSandbox(Sandbox):
             _BOOTSTRAP,
             WORKER_DIR,
             protocol.MARKER,
-            f"--host={_host_identity()}",
+            f"--host={host_identity()}",
             json.dumps(self._worker_config(host_dir, uid, network, once, cgroup)),
         ]
         try:
@@ -1014,7 +969,7 @@ def _remove_dead_cgroups() -> list[str]:
     removed = []
     for name in sorted(os.listdir(parent.path)) if parent and os.path.isdir(parent.path) else []:
         parts = name[len(DIR_PREFIX) :].split("-")
-        if name.startswith(DIR_PREFIX) and len(parts) == 3 and not _identity_alive(f"{parts[0]}:{parts[1]}"):
+        if name.startswith(DIR_PREFIX) and len(parts) == 3 and not identity_alive(f"{parts[0]}:{parts[1]}"):
             cgroups.remove(os.path.join(parent.path, name), wait=0.0)
             removed.append(os.path.join(parent.path, name))
     return removed
@@ -1030,7 +985,7 @@ def cleanup_leftovers(work_root: str | None = None) -> LeftoverReport:
     Args:
         work_root: where to look for directories; default: the system temp dir.
     """
-    pids = sorted(pid for pid, host in _marked_processes() if not _identity_alive(host))
+    pids = sorted(pid for pid, host in _marked_processes() if not identity_alive(host))
     for pid in pids:
         _signal_group(pid)
         try:
@@ -1044,7 +999,7 @@ def cleanup_leftovers(work_root: str | None = None) -> LeftoverReport:
     removed = []
     for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
         parts = name[len(DIR_PREFIX) :].split("-")
-        if name.startswith(DIR_PREFIX) and len(parts) == 3 and not _identity_alive(f"{parts[0]}:{parts[1]}"):
+        if name.startswith(DIR_PREFIX) and len(parts) == 3 and not identity_alive(f"{parts[0]}:{parts[1]}"):
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
             removed.append(os.path.join(root, name))
     cgroups_removed = _remove_dead_cgroups()

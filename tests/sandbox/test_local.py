@@ -21,6 +21,7 @@ import pytest
 from gym_repost.errors import SandboxError, SandboxUnavailableError
 from gym_repost.sandbox import get_sandbox, isolation, local
 from gym_repost.sandbox.config import LocalSandboxConfig
+from gym_repost.sandbox.identity import start_time
 from gym_repost.sandbox.local import DIR_PREFIX, LocalSandbox, cleanup_leftovers
 from gym_repost.sandbox.worker import MARKER, Capture, plan_command
 
@@ -374,6 +375,7 @@ def test_invalid_arguments_are_rejected(warm_sandbox: LocalSandbox) -> None:
 CRASHING_HOST = """
 import sys, time
 from gym_repost.sandbox.config import LocalSandboxConfig
+from gym_repost.sandbox.identity import start_time
 from gym_repost.sandbox.local import LocalSandbox
 sandbox = LocalSandbox(LocalSandboxConfig(workers=2, work_root=sys.argv[1]))
 sandbox.start()
@@ -404,7 +406,7 @@ def test_cleanup_leftovers_removes_what_a_killed_worker_left(work_root: Path) ->
     dead_host.wait()
     identity = f"{dead_host.pid}:1"
     dead = f"{DIR_PREFIX}{dead_host.pid}-1-abcd0123"
-    live = f"{DIR_PREFIX}{os.getpid()}-{local._start_time(os.getpid())}-live0000"
+    live = f"{DIR_PREFIX}{os.getpid()}-{start_time(os.getpid())}-live0000"
     (work_root / dead / "run-0").mkdir(parents=True)
     (work_root / live).mkdir()
     orphan = subprocess.Popen(
