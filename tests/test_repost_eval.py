@@ -53,7 +53,9 @@ def test_at_least_290_of_296_ground_truths_pass(env_python: str) -> None:
     assert len(results) - len(failed) >= 290, failed
     assert set(failed) <= set(KNOWN_FAILURES) | set(FLAKY), failed
     weak = [r.task_name for r in results if r.accepts_do_nothing]
-    assert 10 <= len(weak) <= 20, weak  # the data's README: ~5% accept a do-nothing candidate
+    # The data's README: ~5% accept a do-nothing candidate when the tests alone decide; the
+    # record also compares what the tests ignore, so fewer do here (9 on 2026-11-25).
+    assert 5 <= len(weak) <= 20, weak
 
 
 def test_preloading_the_environment(env_python: str) -> None:
