@@ -141,6 +141,19 @@ FULL_SCRIPT_NAME = "evaluation_full.py"
 """The script with the original beside the code, for the tests that run whole in the code's process."""
 
 
+def _matrix_config(task: FunctionTask, suite: TestSuite, entries: list[Any], test_timeout: float) -> dict[str, Any]:
+    """The matrix program's configuration (:mod:`gym_repost.programs.matrix`) for ``entries``."""
+    return {
+        "script": SCRIPT_NAME,
+        "name": task.target.name,
+        "class_name": task.target.class_name,
+        "style": suite.style,
+        "tests": entries,
+        "timeout": test_timeout,
+        "preload": imported_modules(task.evaluation.script),
+    }
+
+
 def runner_config(
     task: FunctionTask, code: str, suite: TestSuite, test_timeout: float, plan: ValuePlan | None = None
 ) -> tuple[dict[str, str], dict[str, Any]]:
@@ -164,15 +177,7 @@ def runner_config(
         files[FULL_SCRIPT_NAME] = without_main_block(assemble(task, code, keep_original=True).script)
     if any(s is not None for s in splits):
         files[SCRIPT_NAME] = without_main_block(assemble(task, code).script)
-    config = {
-        "script": SCRIPT_NAME,
-        "name": task.target.name,
-        "class_name": task.target.class_name,
-        "style": suite.style,
-        "tests": entries,
-        "timeout": test_timeout,
-        "preload": imported_modules(task.evaluation.script),
-    }
+    config = _matrix_config(task, suite, entries, test_timeout)
     return files, config
 
 
@@ -360,15 +365,7 @@ def _judge(
         return {}
     entries = [{"test": plan.splits[j].judge, "values": values} for _, j, values in cells]  # type: ignore[union-attr]
     files = {**task.evaluation.files, SCRIPT_NAME: without_main_block(assemble(task, task.ground_truth).script)}
-    config = {
-        "script": SCRIPT_NAME,
-        "name": task.target.name,
-        "class_name": task.target.class_name,
-        "style": suite.style,
-        "tests": entries,
-        "timeout": test_timeout,
-        "preload": imported_modules(task.evaluation.script),
-    }
+    config = _matrix_config(task, suite, entries, test_timeout)
     run = run_program(
         sandbox,
         "matrix",

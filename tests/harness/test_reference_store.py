@@ -103,3 +103,19 @@ def test_an_unreadable_file_is_made_again_and_the_store_can_be_turned_off(
     path.unlink()
     reference_for(sandbox, function_task)
     assert not path.exists()
+
+
+def test_the_code_under_test_cannot_see_the_stored_references(
+    store: Path, sandbox: Sandbox, function_task: FunctionTask
+) -> None:
+    reference_for(sandbox, function_task)
+    (path,) = store.rglob("*.json")
+    probe = "import os, sys\nfor p in sys.argv[1:]:\n    print(p, os.path.exists(p))\n"
+    run = sandbox.run({"probe.py": probe}, ["python3", "probe.py", str(path), str(store)], timeout=20.0)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == [str(path), "False", str(store), "False"]
+    stealer = function_task.ground_truth.replace(
+        '"""Sum of scaled values, each clamped to [0, cap]."""',
+        f'"""Sum."""\n    import glob\n    return len(glob.glob({str(store)!r} + "/*/*.json")) * 1000',
+    )
+    assert not run_function_tests(sandbox, function_task, stealer).passed
