@@ -339,9 +339,7 @@ class RunJob:
         self.kind, self.target, self.args = plan_command(self.argv, self.env, server.warm)
 
 
-def write_files(
-    run_dir: str, files: dict[str, str], bfiles: dict[str, str], programs: Sequence[str] = ()
-) -> None:
+def write_files(run_dir: str, files: dict[str, str], bfiles: dict[str, str], programs: Sequence[str] = ()) -> None:
     """Write the run's files (as the run's user, before the file-size limit applies);
     ``programs``: names of programs written from this worker's copy (see :func:`load_programs`)."""
     items = [(p, c.encode("utf-8", "surrogateescape")) for p, c in files.items()]
