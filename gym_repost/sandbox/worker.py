@@ -512,28 +512,8 @@ def run_in_process(server: Server, job: RunJob) -> NoReturn:
         _use_program_code_on_import()
     extra = [os.path.abspath(p) for p in job.env.get("PYTHONPATH", "").split(":") if p]
     sys.orig_argv = [sys.executable, *job.argv[1:]]
-    os._exit = _exit_telling_pid1  # type: ignore[assignment]
     status = _execute_main(job, extra, server.base_path)
     os._exit(_finalize(status))
-
-
-_REAL_EXIT = os._exit
-
-
-def _exit_telling_pid1(status: int) -> NoReturn:
-    """``os._exit`` in a warm run: tell PID 1 the status first, as :func:`_finalize` does.
-
-    PID 1 can then answer while the kernel tears the process down (programs such as the
-    harness end with ``os._exit``; that teardown was ~1 ms of every run).
-    """
-    if type(status) is int and os.getpid() == _RUN_PID and _is_status_pipe():
-        stamp(3)
-        _ignore_errors(os.write, _STATUS_FD, bytes((status & 0xFF,)))
-    _REAL_EXIT(status)
-
-
-_exit_telling_pid1.__name__ = _exit_telling_pid1.__qualname__ = "_exit"
-_exit_telling_pid1.__doc__ = os._exit.__doc__
 
 
 def _execute_main(job: RunJob, extra: list[str], base: list[str]) -> int:
