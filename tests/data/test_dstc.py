@@ -118,9 +118,7 @@ def test_the_library_run_over_a_task_set_matches_the_per_task_runs(sandbox: Sand
     tasks = [t for t in load_tasks(ROOT / "tasks" / "demo.jsonl") if t.kind == "function"][:3]
     seen: list[DstcResult] = []
     run = dstc.run(tasks, sandbox, samples=4, seed=3, executor=LocalExecutor(2), on_result=seen.append)
-    alone = [
-        run_dstc_task(t, MutantCodeSampler(), SplitAssertTestSampler(), sandbox, samples=4, seed=3) for t in tasks
-    ]
+    alone = [run_dstc_task(t, MutantCodeSampler(), SplitAssertTestSampler(), sandbox, samples=4, seed=3) for t in tasks]
     assert [r.task.id for r in run.results] == [t.id for t in tasks]  # input order, whatever finished first
     assert sorted(r.task.id for r in seen) == sorted(t.id for t in tasks)
     assert run.dpo_records() == [r for res in alone if (r := res.dpo_record()) is not None]
