@@ -32,26 +32,20 @@ from gym_repost.analysis.decoys import Decoy, disguise, generate_decoys
 from gym_repost.analysis.mutation import Mutant, MutationScore, generate_mutants, mutation_score, sample_mutants
 from gym_repost.analysis.parsing import parse_python
 from gym_repost.errors import SandboxError
-from gym_repost.sandbox import programs
 from gym_repost.sandbox.base import Sandbox
-from gym_repost.sandbox.programs import ProgramRun, program_file, run_program
+from gym_repost.sandbox.programs import ProgramRun, run_program
 from gym_repost.task import TestFileTask
 
 logger = logging.getLogger(__name__)
 
-PROGRAM_NAME = program_file("testfile")
-"""File name of the in-sandbox program (:mod:`gym_repost.programs.testfile`) inside the run directory."""
+PROGRAM_MODULES = ("testfile_zygote", "testfile_session", "testfile_replay")
+"""The program's modules (:mod:`gym_repost.programs.testfile` imports them)."""
 _GRACE = 20.0
 _OUTPUT = 1500
 
 RunStatus = Literal["completed", "invalid", "timeout", "crashed", "error"]
 Outcome = Literal["passed", "failed", "error", "timeout", "skipped"]
 MutantStatus = Literal["killed", "survived", "timeout", "uncovered", "unapplied", "not run"]
-
-
-def program_source() -> str:
-    """Text of the in-sandbox program (:mod:`gym_repost.programs.testfile`)."""
-    return programs.program_source("testfile")
 
 
 @dataclass(frozen=True)
@@ -383,7 +377,13 @@ def run_test_file(
     config = _config(task, variants, focal_source, jobs or min(4, os.cpu_count() or 1), sources)
     budget = 2 * spec.timeout + (spec.mutation_timeout if mutants else 0.0) + _GRACE
     run = run_program(
-        sandbox, "testfile", {**task.repository.files, spec.test_path: test_source}, config, timeout=budget, token=True
+        sandbox,
+        "testfile",
+        {**task.repository.files, spec.test_path: test_source},
+        config,
+        modules=PROGRAM_MODULES,
+        timeout=budget,
+        token=True,
     )
     return parse_report(run, mutants, population, variants)
 

@@ -11,7 +11,8 @@ Programs (``gym_repost/programs/{name}.py``, in the run directory ``_gym_repost_
   (host: :mod:`gym_repost.harness`);
 * ``coverage``: line and branch coverage of one function under a task's tests
   (host: :mod:`gym_repost.harness.coverage`);
-* ``testfile``: runs a test file against its focal file: outcomes, coverage, mutants
+* ``testfile``: runs a test file against its focal file: outcomes, coverage, mutants,
+  with its modules ``testfile_zygote``, ``testfile_session`` and ``testfile_replay``
   (host: :mod:`gym_repost.analysis.mutation_runner`);
 * ``matrix``: runs one code against a list of tests, each in a child process
   (host: :mod:`gym_repost.data.execution`);
