@@ -66,8 +66,8 @@ def _build_with_llm(
     log_path: Path,
 ) -> Any:
     """``--builder llm:PROVIDER/MODEL``: the LLM builder over the pipeline; every exchange logged."""
-    from gym_repost.construct.builder import BuilderSettings
-    from gym_repost.construct.llm_builder import LLMBuild, split_builder_args
+    from gym_repost.construct.builder import DeterministicBuilderSettings
+    from gym_repost.construct.llm_builder import LLMBuildSession, split_builder_args
     from gym_repost.llm import llm_config
 
     budgets, llm_settings = split_builder_args(parse_policy_args(builder_args))
@@ -75,13 +75,13 @@ def _build_with_llm(
         llm_settings["base_url"] = base_url
     config = llm_config(spec.removeprefix("llm:"), **llm_settings)
     log_path.unlink(missing_ok=True)
-    with LLMBuild(
+    with LLMBuildSession(
         config,
         budgets,
         log_path=log_path,
-        deterministic=BuilderSettings(test_executions=settings.test_executions, seed=settings.seed),
+        deterministic=DeterministicBuilderSettings(test_executions=settings.test_executions, seed=settings.seed),
     ) as llm:
-        result = _build_from_repository(source, LLMBuild.settings_for(settings), sandbox, options, llm.policy)
+        result = _build_from_repository(source, LLMBuildSession.settings_for(settings), sandbox, options, llm.policy)
         result.llm_usage = llm.usage()
     return result
 

@@ -36,10 +36,10 @@ from gym_repost.construct.licenses import (
     check_license,
     parse_license_policy,
 )
-from gym_repost.construct.model import SourceRepository
 from gym_repost.construct.pypi import fetch_sdist, parse_pypi_spec
 from gym_repost.construct.source_files import SOURCE_FORMS, IngestLimits, collect_files
 from gym_repost.construct.source_metadata import detect_license, read_metadata
+from gym_repost.construct.stages import SourceRepository
 from gym_repost.errors import BuildError
 from gym_repost.sandbox.environments import home as default_cache_dir
 

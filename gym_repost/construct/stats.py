@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from gym_repost.construct.model import Drop
+from gym_repost.construct.stages import Drop
 from gym_repost.task import FunctionTask
 
 

@@ -37,9 +37,9 @@ from dataclasses import dataclass, field
 from gym_repost.analysis.mutation_runner import TestFileRun, run_test_file
 from gym_repost.analysis.packages import distribution_for
 from gym_repost.analysis.parsing import parse_python
-from gym_repost.analysis.test_source import count_assertions, count_tests
+from gym_repost.analysis.pytest_files import count_assertions, count_tests
 from gym_repost.analysis.testfile_scoring import file_runs, metrics_from_run
-from gym_repost.construct.model import Drop, SourceRepository
+from gym_repost.construct.stages import Drop, SourceRepository
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import (
     Provenance,

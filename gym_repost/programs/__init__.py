@@ -15,7 +15,7 @@ Programs (``gym_repost/programs/{name}.py``, in the run directory ``_gym_repost_
   with its modules ``testfile_zygote``, ``testfile_session`` and ``testfile_replay``
   (host: :mod:`gym_repost.analysis.mutation_runner`);
 * ``matrix``: runs one code against a list of tests, each in a child process
-  (host: :mod:`gym_repost.data.execution`);
+  (host: :mod:`gym_repost.data.matrix`);
 * ``trace``: runs a repository's own tests and records the arguments passed to targets
   (host: :mod:`gym_repost.construct.testgen.trace`);
 * ``explore``: searches inputs for one target and chooses a test's inputs, with its

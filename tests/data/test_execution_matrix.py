@@ -10,7 +10,7 @@ import pytest
 
 from gym_repost.data.assertions import split_task_tests
 from gym_repost.data.base import TestSuite
-from gym_repost.data.execution import execution_matrix, parse_runner, run_code_against_tests
+from gym_repost.data.matrix import execution_matrix, parse_runner, run_code_against_tests
 from gym_repost.programs.protocol import END, RESULT
 from gym_repost.sandbox.base import RunResult, Sandbox
 from gym_repost.sandbox.programs import read_program_output
@@ -236,7 +236,7 @@ def test_a_split_test_is_judged_outside_the_code_s_process(
 def test_the_plan_splits_by_shape_and_by_the_ground_truth_s_values(
     function_task: FunctionTask, sandbox: Sandbox
 ) -> None:
-    from gym_repost.data.execution import value_plan
+    from gym_repost.data.matrix import value_plan
 
     plan = value_plan(sandbox, function_task, split_task_tests(function_task))
     assert (plan.outside, plan.inside) == (2, 1)  # the loop runs whole beside the original

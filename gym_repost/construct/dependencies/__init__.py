@@ -3,7 +3,7 @@
 Modules: :mod:`.names` (what code reads and binds), :mod:`.index` (the repository
 parsed into units), :mod:`.resolve` (a name to its unit or import), :mod:`.collect` (the
 units a target reaches), :mod:`.naming` (script-level names, clashes), :mod:`.assemble`
-(order, text, the slice). They may import the analysis layer and ``construct.model`` /
+(order, text, the slice). They may import the analysis layer and ``construct.stages`` /
 ``construct.extract``.
 
 :func:`build_index` parses every module once with :mod:`ast` (never importing it) into

@@ -14,7 +14,7 @@ from gym_repost.construct.dependencies.index import ImportBinding, ModuleInfo, R
 from gym_repost.construct.dependencies.names import FUNCTIONS, STDLIB, target_names
 from gym_repost.construct.dependencies.naming import TYPES, TYPES_BINDING, Naming, natural_name
 from gym_repost.construct.extract import garbage_collector_paused
-from gym_repost.construct.model import Candidate, DependencySlice, Drop, Fragment
+from gym_repost.construct.stages import Candidate, DependencySlice, Drop, Fragment
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from typing import NamedTuple
 from gym_repost.construct.dependencies.index import ImportBinding, RepositoryIndex, Unit
 from gym_repost.construct.dependencies.names import CodeNames, Reference
 from gym_repost.construct.dependencies.resolve import resolve_name, resolve_reference
-from gym_repost.construct.model import Candidate
+from gym_repost.construct.stages import Candidate
 from gym_repost.errors import BuildError
 
 # ("def", module, name) | ("ext", local, module, attr) | ("ns", local, module) | ("builtin", name)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from gym_repost.analysis.parsing import parse_python
 from gym_repost.construct.extract import ast_error, garbage_collector_paused, module_name
-from gym_repost.construct.model import SourceRepository
+from gym_repost.construct.stages import SourceRepository
 
 if TYPE_CHECKING:
     from gym_repost.construct.dependencies.collect import Link
