@@ -26,7 +26,7 @@ import logging
 import os
 import random
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 from gym_repost.analysis.decoys import Decoy, disguise, generate_decoys
 from gym_repost.analysis.mutation import Mutant, MutationScore, generate_mutants, mutation_score, sample_mutants
@@ -440,18 +440,24 @@ def _run_from_report(
 ) -> TestFileRun:
     status = data.get("status")
     outcomes = _variant_outcomes(_list(data.get("mutants")), variants)
-    calls = data.get("calls") if isinstance(data.get("calls"), dict) else {}
-    calibration = data.get("calibration") if isinstance(data.get("calibration"), dict) else {}
+    calls: dict[str, Any] = data["calls"] if isinstance(data.get("calls"), dict) else {}
+    calibration: dict[str, Any] = data["calibration"] if isinstance(data.get("calibration"), dict) else {}
     return TestFileRun(
-        status=status if status in get_args(RunStatus) else "crashed",
+        status=cast(RunStatus, status) if status in get_args(RunStatus) else "crashed",
         message=str(data.get("message") or ""),
         tests=[_record(t, TestOutcome) for t in _list(data.get("tests"))],
         collection_errors=[_record(e, CollectionError) for e in _list(data.get("collection_errors"))],
         running=_text_or_none(data.get("running")),
         **_coverage_fields(data.get("coverage")),
-        mutants=[outcomes.get(id(m)) or MutantOutcome(m, "not run") for m in mutants],
+        mutants=[
+            o if isinstance(o := outcomes.get(id(m)), MutantOutcome) else MutantOutcome(m, "not run") for m in mutants
+        ],
         population=population,
-        decoys=[outcomes.get(id(v)) or DecoyOutcome(v, "not run") for v in variants if isinstance(v, Decoy)],
+        decoys=[
+            o if isinstance(o := outcomes.get(id(v)), DecoyOutcome) else DecoyOutcome(v, "not run")
+            for v in variants
+            if isinstance(v, Decoy)
+        ],
         mutation_status=str(data.get("mutation_status", "not run")),
         mutation_message=str(data.get("mutation_message", "")),
         calibration_failed=[str(n) for n in _list(calibration.get("failed"))],
@@ -531,11 +537,8 @@ def _variant_outcomes(reported: list[Any], variants: list[Variant]) -> dict[int,
         status = r.get("status", "killed") if r is not None else "not run"
         if r is None or status not in get_args(MutantStatus):
             continue
-        cls = DecoyOutcome if isinstance(variant, Decoy) else MutantOutcome
-        out[id(variant)] = cls(
-            variant,
-            status,
-            _text_or_none(r.get("killed_by")),  # type: ignore[arg-type]
-            _text_or_none(r.get("detail")),
+        found = cast(MutantStatus, status), _text_or_none(r.get("killed_by")), _text_or_none(r.get("detail"))
+        out[id(variant)] = (
+            DecoyOutcome(variant, *found) if isinstance(variant, Decoy) else MutantOutcome(variant, *found)
         )
     return out

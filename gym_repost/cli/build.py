@@ -29,7 +29,8 @@ def _is_import_source(source: str) -> bool:
 def _import_tasks(source: str) -> tuple[list[Any], list[Any]]:
     from gym_repost.construct.sources import import_source
 
-    tasks, dropped = [], []
+    tasks: list[Any] = []
+    dropped: list[Any] = []
     with progress_bar() as progress:
         bar = progress.add_task(f"importing {source}", total=None)
         for item in import_source(source):
@@ -234,7 +235,7 @@ def build(
     from gym_repost.construct.pipeline import BuildSettings
 
     settings = BuildSettings(
-        split=split,
+        split=split,  # type: ignore[arg-type]  # checked above: train or eval
         max_candidates=max_candidates,
         seed=seed,
         licenses=licenses,

@@ -61,7 +61,7 @@ try:
     from .testfile_session import LOG_NAME, session_main
     from .testfile_zygote import decode_event, kill_group, zygote_main
 except ImportError:  # in the sandbox, beside the protocol module
-    import _gym_repost_protocol as protocol  # type: ignore[no-redef]
+    import _gym_repost_protocol as protocol  # type: ignore[no-redef,import-not-found]
     from _gym_repost_testfile_session import LOG_NAME, session_main  # type: ignore[no-redef,import-not-found]
     from _gym_repost_testfile_zygote import decode_event, kill_group, zygote_main  # type: ignore[no-redef,import-not-found]
 

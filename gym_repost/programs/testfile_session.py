@@ -14,7 +14,7 @@ try:
     from . import protocol
     from .testfile_replay import GENERATOR_FLAGS, MESSAGE_CHARS
 except ImportError:  # in the sandbox, beside the protocol module
-    import _gym_repost_protocol as protocol  # type: ignore[no-redef]
+    import _gym_repost_protocol as protocol  # type: ignore[no-redef,import-not-found]
     from _gym_repost_testfile_replay import GENERATOR_FLAGS, MESSAGE_CHARS  # type: ignore[no-redef,import-not-found]
 
 LOG_NAME = ".gym_repost_session.log"

@@ -17,7 +17,7 @@ try:
     from .testfile_replay import MESSAGE_CHARS, replayer_main
     from .testfile_session import INI_NAME, longrepr_text, summary_line
 except ImportError:  # in the sandbox, beside the protocol module
-    import _gym_repost_protocol as protocol  # type: ignore[no-redef]
+    import _gym_repost_protocol as protocol  # type: ignore[no-redef,import-not-found]
     from _gym_repost_testfile_replay import MESSAGE_CHARS, replayer_main  # type: ignore[no-redef,import-not-found]
     from _gym_repost_testfile_session import INI_NAME, longrepr_text, summary_line  # type: ignore[no-redef,import-not-found]
 
