@@ -15,33 +15,7 @@ from gym_repost.programs.protocol import END, RESULT
 from gym_repost.sandbox.base import RunResult, Sandbox
 from gym_repost.sandbox.programs import read_program_output
 from gym_repost.task import FunctionTask
-
-
-class CountingSandbox(Sandbox):
-    """The real sandbox, counting its runs."""
-
-    def __init__(self, inner: Sandbox) -> None:
-        self.inner = inner
-        self.runs = 0
-
-    def start(self) -> None:
-        self.inner.start()
-
-    def close(self) -> None:
-        pass
-
-    def run(
-        self,
-        files: Mapping[str, str | bytes],
-        command: Sequence[str],
-        timeout: float = 10.0,
-        *,
-        stdin: str | None = None,
-        env: Mapping[str, str] | None = None,
-        network: bool = False,
-    ) -> RunResult:
-        self.runs += 1
-        return self.inner.run(files, command, timeout, stdin=stdin, env=env, network=network)
+from sandboxes import CountingSandbox
 
 
 GOOD = "assert score([1, 2, 3], 100) == 60"
