@@ -3,10 +3,10 @@ outcome and timeout, and no way for the code to claim passes it did not earn."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
+from sandboxes import CountingSandbox
 
 from gym_repost.data.assertions import split_task_tests
 from gym_repost.data.base import TestSuite
@@ -15,8 +15,6 @@ from gym_repost.programs.protocol import END, RESULT
 from gym_repost.sandbox.base import RunResult, Sandbox
 from gym_repost.sandbox.programs import read_program_output
 from gym_repost.task import FunctionTask
-from sandboxes import CountingSandbox
-
 
 GOOD = "assert score([1, 2, 3], 100) == 60"
 

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
+from sandboxes import CountingSandbox
 
 import gym_repost.harness as harness
 from gym_repost.harness import reference_for, reference_store, run_function_tests
 from gym_repost.harness.verdict import ReferenceCache
-from gym_repost.sandbox.base import RunResult, Sandbox
+from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask
-from sandboxes import CountingSandbox
 
 
 @pytest.fixture

@@ -6,12 +6,12 @@ from typing import Literal
 
 import pytest
 from pydantic import BaseModel
+from sandboxes import CountingSandbox
 
 from gym_repost.errors import ConfigError
 from gym_repost.sandbox import get_sandbox
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.sandbox.config import register_backend
-from sandboxes import CountingSandbox
 
 
 class CountingLocalConfig(BaseModel):
