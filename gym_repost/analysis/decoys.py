@@ -1,6 +1,6 @@
 """Decoys: rewrites of a focal file that change its text but not its behaviour.
 
-The mutation run of a test-file task (:mod:`gym_repost.analysis.mutation_runner`) runs
+The mutation run of a test-file task (:mod:`gym_repost.harness.testfile`) runs
 the decoys among the mutants, in the same form and a shuffled order; only the host knows
 which variant is which. A test that fails on a decoy detects a change of the code, not of
 its behaviour (comparing the focal file with its original text, hash, AST or bytecode),

@@ -8,7 +8,7 @@ lines over a library function.
 * :mod:`~gym_repost.cli.sandbox`: ``sandbox check|cleanup|build-image`` and ``env install``;
 * :mod:`~gym_repost.cli.common`: consoles, errors, progress, task loading, sandboxes.
 
-The CLI may import every other part of the package; nothing imports the CLI.
+May import: any part of gym_repost; nothing imports it.
 """
 
 from __future__ import annotations

@@ -12,6 +12,8 @@
   :mod:`gym_repost.data.matrix`: execution matrices, one sandboxed process per code.
 
 Output is JSON Lines that ``datasets.load_dataset("json", ...)`` and TRL's trainers read.
+
+May import: analysis, context, env, errors, evaluate, executor, harness, llm, policy, prompting, sandbox, task.
 """
 
 from gym_repost.data.base import CodeSampler, Repairer, TestSampler, TestSuite

@@ -11,8 +11,8 @@ from testfile_tasks import GROUND_TRUTH, tiny_testfile_task  # noqa: F401 - a fi
 
 import gym_repost  # noqa: F401 - registers the environments
 from gym_repost.analysis.pytest_files import disarm_tests, remove_assertions
-from gym_repost.analysis.testfile_scoring import RewardConfig
 from gym_repost.env import TESTFILE_ENV_ID, TestFileEnv
+from gym_repost.harness.testfile_scoring import RewardConfig
 from gym_repost.sandbox import Sandbox
 from gym_repost.task import TestFileTask
 

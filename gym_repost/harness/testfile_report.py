@@ -14,8 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from gym_repost.analysis.mutation_runner import TestFileRun, run_test_file
-from gym_repost.analysis.testfile_scoring import (
+from gym_repost.harness.testfile import TestFileRun, run_test_file
+from gym_repost.harness.testfile_scoring import (
     METRICS,
     RewardConfig,
     blend,
