@@ -959,8 +959,10 @@ def _gone(pid: int) -> bool:
 def _remove_dead_cgroups() -> list[str]:
     """Worker cgroups (named like worker directories) whose host died."""
     parent = cgroups.default_parent()
+    if parent is None or not os.path.isdir(parent.path):
+        return []
     removed = []
-    for name in sorted(os.listdir(parent.path)) if parent and os.path.isdir(parent.path) else []:
+    for name in sorted(os.listdir(parent.path)):
         parts = name[len(DIR_PREFIX) :].split("-")
         if name.startswith(DIR_PREFIX) and len(parts) == 3 and not identity_alive(f"{parts[0]}:{parts[1]}"):
             cgroups.remove(os.path.join(parent.path, name), wait=0.0)
