@@ -171,6 +171,13 @@ def trace_seeds(
             break
         result = trace_repository(sandbox, repo, candidates)
     notes.extend(f"tracing: {e}" for e in result.errors[:5])
+    if result.wall_stops:
+        note = (
+            f"tracing: {SAFETY_NOTE}: {result.wall_stops} test(s) stopped by the wall clock rather than "
+            f"by their CPU-time limit; inputs they would have given are missing"
+        )
+        logger.warning("%s: %s", repo.name, note)
+        notes.append(note)
     if result.timed_out:
         note = (
             f"tracing: {SAFETY_NOTE}: the repository's tests were stopped after {result.tests_run} "
