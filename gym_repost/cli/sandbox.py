@@ -64,7 +64,7 @@ def _cleanup_containers(all_containers: bool) -> None:
     from gym_repost.errors import MissingExtraError, SandboxUnavailableError
 
     try:
-        from gym_repost.sandbox.docker import cleanup_containers
+        from gym_repost.sandbox.docker_containers import cleanup_containers
 
         containers = cleanup_containers(all_owners=all_containers)
     except (MissingExtraError, SandboxUnavailableError) as exc:
@@ -90,7 +90,7 @@ def sandbox_build_image(
     docker_host: Optional[str] = typer.Option(None, help="Docker daemon URL (default: DOCKER_HOST)."),
 ) -> None:
     """Build the docker sandbox's image locally (debootstrap, then pip); reused when current."""
-    from gym_repost.sandbox.docker import connect
+    from gym_repost.sandbox.docker_containers import connect
     from gym_repost.sandbox.docker_image import build_image, resolve_recipe
 
     recipe = resolve_recipe(env)
