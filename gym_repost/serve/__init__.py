@@ -1,0 +1,80 @@
+"""Environments over the network: ``gym-repost serve``, speaking OpenEnv's protocol.
+
+Owns the server that RL trainers and remote agents drive tasks through: openenv-core's
+server (``openenv.core.env_server``) on uvicorn, one session per client connection, each
+session an episode of ``gym_repost/Function-v0`` or ``gym_repost/TestFile-v0`` on a sandbox
+the whole server shares; idle timeouts, the session limit, the access token, shutdown.
+OpenEnv's own clients (``GenericEnvClient``, its ``.sync()`` wrapper) talk to it unchanged.
+
+The contract (the README's "Serving environments" shows it in use):
+
+* ``reset(task_id=ID_OR_NAME, seed=S)`` starts an episode on that task; without
+  ``task_id`` a task is drawn with ``seed``. Its ``info`` also holds ``task_view``.
+* ``step({"tool": NAME, "args": {...}})`` is the same action as ``env.step`` in-process.
+* The observation is ``{"text": ..., "info": {...}, "terminated": ..., "truncated": ...}``;
+  the result's ``reward`` and ``done`` (terminated or truncated) are the environment's.
+
+Nothing a client receives holds a task's ground truth, evaluation script or tests:
+observations come from the environment, the task from its
+:class:`~gym_repost.task_view.TaskView`.
+
+Layering: a product layer beside ``evaluate``; imports the environments (``env``), the
+task and its view, the sandbox interface and the errors. openenv-core, FastAPI and uvicorn
+(the ``serve`` extra) are imported only when a server is built, so ``import gym_repost``
+stays light; without them :func:`require_serve_extra` raises an error naming
+``pip install "gym-repost[serve]"``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+from typing import Any
+
+from gym_repost.errors import MissingExtraError
+from gym_repost.sandbox.base import Sandbox
+from gym_repost.serve.config import ServeConfig, read_token
+from gym_repost.task import Task
+
+
+def require_serve_extra() -> None:
+    """Import what a server needs, or raise an error naming the extra to install.
+
+    Raises:
+        MissingExtraError: openenv-core, FastAPI or uvicorn is missing.
+    """
+    for module, package in (("openenv.core.env_server", "openenv-core"), ("fastapi", "fastapi"), ("uvicorn", "uvicorn")):
+        try:
+            __import__(module)
+        except ImportError:
+            raise MissingExtraError(package, "serve", "Serving environments (gym-repost serve)") from None
+
+
+def create_app(tasks: Sequence[Task], sandbox: Sandbox, config: ServeConfig) -> Any:
+    """The ASGI application (see :func:`gym_repost.serve.app.create_app`)."""
+    require_serve_extra()
+    from gym_repost.serve.app import create_app as build
+
+    return build(tasks, sandbox, config)
+
+
+def serve(
+    tasks: Sequence[Task], sandbox: Sandbox, config: ServeConfig, *, on_ready: Callable[[str], None] | None = None
+) -> None:
+    """Serve until SIGINT or SIGTERM (see :func:`gym_repost.serve.server.serve`)."""
+    require_serve_extra()
+    from gym_repost.serve.server import serve as run
+
+    run(tasks, sandbox, config, on_ready=on_ready)
+
+
+def running(tasks: Sequence[Task], sandbox: Sandbox, config: ServeConfig) -> AbstractContextManager[str]:
+    """Serve from a thread for a ``with`` block that gets the URL (see
+    :func:`gym_repost.serve.server.running`)."""
+    require_serve_extra()
+    from gym_repost.serve.server import running as run
+
+    return run(tasks, sandbox, config)
+
+
+__all__ = ["ServeConfig", "create_app", "read_token", "require_serve_extra", "running", "serve"]

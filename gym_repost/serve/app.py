@@ -1,0 +1,212 @@
+"""The ASGI application: openenv-core's server over :class:`SessionEnvironment`.
+
+openenv-core's ``HTTPEnvServer`` owns the protocol (the ``/ws`` WebSocket that OpenEnv's
+clients speak, ``/health``, ``/schema``, ``/metadata``), one environment and one thread per
+session, and the session limit. It is registered in its *production* mode, so the
+stateless ``POST /reset`` and ``POST /step`` (a fresh environment per request, useless for
+multi-step episodes) are not offered. :class:`SessionServer` adds what serving coding
+tasks needs:
+
+* an idle session is one whose client has sent nothing for ``session_timeout`` seconds
+  *and* that runs no step (a long test run is not idleness); it is closed, which frees its
+  place under ``max_sessions``, and its client's next message gets an error saying so;
+* going over ``max_sessions`` is refused with an error naming the limit;
+* on shutdown every session is closed.
+
+:class:`Gate` refuses any request without the token (HTTP 401; a WebSocket handshake
+is refused the same way), compared in constant time. ``GET /tasks`` lists the
+served tasks' ids, names and kinds.
+
+The idle reaper and the capacity error override methods of ``HTTPEnvServer`` that are
+not public (``_create_session``, ``_run_in_session_executor``, ``_reap_idle_sessions``);
+``pyproject.toml`` pins openenv-core below 0.4 for that reason, and the tests in
+``tests/serve`` exercise each of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import functools
+import hmac
+import json
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from fastapi import FastAPI, WebSocketDisconnect
+from openenv.core.env_server.exceptions import SessionCapacityError
+from openenv.core.env_server.http_server import HTTPEnvServer
+from openenv.core.env_server.types import ConcurrencyConfig, ServerMode
+
+from gym_repost.sandbox.base import Sandbox
+from gym_repost.serve.config import ServeConfig
+from gym_repost.serve.environment import SessionEnvironment, TaskCatalog, TaskObservation, ToolCallAction
+from gym_repost.task import Task
+
+logger = logging.getLogger(__name__)
+
+SHUTDOWN_REASON = "the server is shutting down"
+
+
+class SessionServer(HTTPEnvServer):
+    """openenv-core's server with busy-aware idle timeouts and a clearer capacity error."""
+
+    def __init__(self, factory: Callable[[], SessionEnvironment], config: ServeConfig) -> None:
+        super().__init__(
+            factory,
+            ToolCallAction,
+            TaskObservation,
+            concurrency_config=ConcurrencyConfig(
+                max_concurrent_envs=config.max_sessions, session_timeout=config.session_timeout
+            ),
+        )
+        self._busy: Counter[str] = Counter()
+
+    async def _create_session(self) -> tuple[str, Any]:
+        try:
+            return await super()._create_session()
+        except SessionCapacityError as exc:
+            raise SessionCapacityError(
+                exc.active_sessions,
+                exc.max_sessions,
+                message=(
+                    f"the server is full: {exc.active_sessions} of {exc.max_sessions} sessions are open "
+                    "(gym-repost serve --max-sessions); close a session or retry later"
+                ),
+            ) from None
+
+    async def _run_in_session_executor(self, session_id: str, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        self._busy[session_id] += 1
+        self._update_session_activity(session_id)
+        try:
+            return await super()._run_in_session_executor(session_id, func, *args, **kwargs)
+        finally:
+            self._busy[session_id] -= 1
+            if not self._busy[session_id]:
+                del self._busy[session_id]
+            self._update_session_activity(session_id)
+
+    def idle_sessions(self, now: float) -> list[str]:
+        """Sessions idle for longer than the timeout (none running a step)."""
+        timeout = self._session_idle_timeout_s
+        if timeout is None:
+            return []
+        return [
+            sid
+            for sid, info in list(self._session_info.items())
+            if now - info.last_activity_at > timeout and not self._busy.get(sid)
+        ]
+
+    async def _reap_idle_sessions(self) -> None:
+        timeout = self._session_idle_timeout_s
+        if timeout is None:
+            return
+        interval = min(max(timeout / 4, 0.05), 5.0)
+        while True:
+            try:
+                await asyncio.sleep(interval)
+                for sid in self.idle_sessions(time.time()):
+                    if sid in self.idle_sessions(time.time()):  # activity may have come meanwhile
+                        await self.close_session(sid, f"the session was idle for more than {timeout:g} s and was closed")
+            except asyncio.CancelledError:
+                break
+            except Exception:
+                logger.warning("the idle-session reaper failed (it goes on)", exc_info=True)
+
+    async def close_session(self, session_id: str, reason: str) -> None:
+        """Close one session: its client's next message gets ``reason``."""
+        env = self._sessions.get(session_id)
+        if isinstance(env, SessionEnvironment):
+            env.retire(reason)
+        await self._destroy_session(session_id)
+
+    async def close_all(self) -> None:
+        """Close every session (on shutdown)."""
+        for sid in list(self._sessions):
+            await self.close_session(sid, SHUTDOWN_REASON)
+
+
+class Gate:
+    """ASGI middleware in front of the application: the token, and quiet hang-ups.
+
+    With ``token``, every request that does not carry it is refused with 401 (a WebSocket
+    handshake too). Accepted: ``Authorization: Bearer TOKEN``, or HTTP Basic with TOKEN as
+    the password (what a client sends for ``ws://user:TOKEN@host:port``, OpenEnv's
+    clients included). A client that hangs up while its session closes is not an error
+    (openenv-core's handler lets the disconnect escape; it is dropped here, not logged as
+    a crash).
+    """
+
+    def __init__(self, app: Any, token: str | None) -> None:
+        self.app = app
+        self._token = token.encode() if token else None
+
+    def _carried(self, headers: Sequence[tuple[bytes, bytes]]) -> bytes | None:
+        value = next((v for k, v in headers if k.lower() == b"authorization"), b"")
+        scheme, _, credentials = value.strip().partition(b" ")
+        if scheme.lower() == b"bearer":
+            return credentials.strip()
+        if scheme.lower() == b"basic":
+            try:
+                return base64.b64decode(credentials.strip(), validate=True).partition(b":")[2]
+            except (binascii.Error, ValueError):
+                return None
+        return None
+
+    def authorized(self, headers: Sequence[tuple[bytes, bytes]]) -> bool:
+        """Whether the request's headers carry the token (always, without a token)."""
+        if self._token is None:
+            return True
+        carried = self._carried(headers)
+        return carried is not None and hmac.compare_digest(carried, self._token)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        kind = scope["type"]
+        if kind in ("http", "websocket") and not self.authorized(scope.get("headers", [])):
+            await _refuse(scope, send)
+            return
+        try:
+            await self.app(scope, receive, send)
+        except WebSocketDisconnect:
+            if kind != "websocket":
+                raise
+
+
+async def _refuse(scope: dict[str, Any], send: Any) -> None:
+    body = json.dumps(
+        {"detail": "missing or wrong token: send Authorization: Bearer TOKEN (or use http://user:TOKEN@host:port)"}
+    ).encode()
+    headers = [(b"content-type", b"application/json"), (b"www-authenticate", b'Bearer realm="gym-repost"')]
+    if scope["type"] == "http":
+        prefix = "http.response"
+    elif "websocket.http.response" in scope.get("extensions", {}):
+        prefix = "websocket.http.response"
+    else:
+        await send({"type": "websocket.close", "code": 1008, "reason": "missing or wrong token"})
+        return
+    await send({"type": f"{prefix}.start", "status": 401, "headers": headers})
+    await send({"type": f"{prefix}.body", "body": body})
+
+
+def create_app(tasks: Sequence[Task], sandbox: Sandbox, config: ServeConfig) -> Any:
+    """The ASGI application serving ``tasks`` on ``sandbox`` (started; not closed here).
+
+    Returns the FastAPI application wrapped in :class:`Gate` (its ``app``; there,
+    ``app.state.sessions`` is the :class:`SessionServer`).
+    """
+    catalog = TaskCatalog(tasks)
+    server = SessionServer(functools.partial(SessionEnvironment, catalog, sandbox, config), config)
+    app = FastAPI(title="gym-repost", description="Coding tasks as environments, over OpenEnv's protocol.")
+    server.register_routes(app, mode=ServerMode.PRODUCTION)
+    app.router.on_shutdown.append(server.close_all)
+    app.state.sessions = server
+
+    @app.get("/tasks", tags=["Environment Info"], summary="The served tasks: id, name, kind")
+    def list_tasks() -> dict[str, list[dict[str, str]]]:
+        return {"tasks": catalog.listing()}
+
+    return Gate(app, config.token)
