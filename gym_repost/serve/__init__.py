@@ -27,6 +27,8 @@ stays light; without them :func:`require_serve_extra` raises an error naming
 
 from __future__ import annotations
 
+import importlib
+import sys
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import Any
@@ -37,17 +39,42 @@ from gym_repost.serve.config import ServeConfig, read_token
 from gym_repost.task import Task
 
 
-def require_serve_extra() -> None:
-    """Import what a server needs, or raise an error naming the extra to install.
+def load_openenv() -> Any:
+    """Import openenv-core and return ``openenv.core`` (``GenericEnvClient`` and the server).
+
+    openenv-core's package imports its optional Gradio web interface, which takes seconds
+    of CPU and is never used here; it is left out (``openenv.core`` handles its absence),
+    unless Gradio is already imported.
 
     Raises:
         MissingExtraError: openenv-core, FastAPI or uvicorn is missing.
     """
-    for module, package in (("openenv.core.env_server", "openenv-core"), ("fastapi", "fastapi"), ("uvicorn", "uvicorn")):
+    if "openenv.core.env_server.http_server" not in sys.modules:
+        block = "gradio" not in sys.modules
+        if block:
+            sys.modules["gradio"] = None  # type: ignore[assignment]  # import gradio -> ModuleNotFoundError
         try:
-            __import__(module)
-        except ImportError:
-            raise MissingExtraError(package, "serve", "Serving environments (gym-repost serve)") from None
+            for module, package in _NEEDED:
+                try:
+                    importlib.import_module(module)
+                except ImportError:
+                    raise MissingExtraError(package, "serve", "Serving environments (gym-repost serve)") from None
+        finally:
+            if block:
+                del sys.modules["gradio"]
+    return importlib.import_module("openenv.core")
+
+
+_NEEDED = (("fastapi", "fastapi"), ("uvicorn", "uvicorn"), ("openenv.core.env_server.http_server", "openenv-core"))
+
+
+def require_serve_extra() -> None:
+    """Check that the ``serve`` extra is installed (and import it).
+
+    Raises:
+        MissingExtraError: it is not; the message names ``pip install "gym-repost[serve]"``.
+    """
+    load_openenv()
 
 
 def create_app(tasks: Sequence[Task], sandbox: Sandbox, config: ServeConfig) -> Any:
@@ -77,4 +104,4 @@ def running(tasks: Sequence[Task], sandbox: Sandbox, config: ServeConfig) -> Abs
     return run(tasks, sandbox, config)
 
 
-__all__ = ["ServeConfig", "create_app", "read_token", "require_serve_extra", "running", "serve"]
+__all__ = ["ServeConfig", "create_app", "load_openenv", "read_token", "require_serve_extra", "running", "serve"]

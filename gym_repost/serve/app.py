@@ -13,9 +13,9 @@ tasks needs:
 * going over ``max_sessions`` is refused with an error naming the limit;
 * on shutdown every session is closed.
 
-:class:`Gate` refuses any request without the token (HTTP 401; a WebSocket handshake
-is refused the same way), compared in constant time. ``GET /tasks`` lists the
-served tasks' ids, names and kinds.
+``GET /tasks`` lists the served tasks' ids, names and kinds. In front of it all,
+:class:`~gym_repost.serve.gate.Gate` checks the token and keeps malformed frames from
+ending a session.
 
 The idle reaper and the capacity error override methods of ``HTTPEnvServer`` that are
 not public (``_create_session``, ``_run_in_session_executor``, ``_reap_idle_sessions``);
@@ -26,24 +26,21 @@ not public (``_create_session``, ``_run_in_session_executor``, ``_reap_idle_sess
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import functools
-import hmac
-import json
 import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from fastapi import FastAPI, WebSocketDisconnect
+from fastapi import FastAPI
 from openenv.core.env_server.exceptions import SessionCapacityError
 from openenv.core.env_server.http_server import HTTPEnvServer
 from openenv.core.env_server.types import ConcurrencyConfig, ServerMode
 
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.serve.config import ServeConfig
+from gym_repost.serve.gate import Gate
 from gym_repost.serve.environment import SessionEnvironment, TaskCatalog, TaskObservation, ToolCallAction
 from gym_repost.task import Task
 
@@ -128,68 +125,6 @@ class SessionServer(HTTPEnvServer):
         """Close every session (on shutdown)."""
         for sid in list(self._sessions):
             await self.close_session(sid, SHUTDOWN_REASON)
-
-
-class Gate:
-    """ASGI middleware in front of the application: the token, and quiet hang-ups.
-
-    With ``token``, every request that does not carry it is refused with 401 (a WebSocket
-    handshake too). Accepted: ``Authorization: Bearer TOKEN``, or HTTP Basic with TOKEN as
-    the password (what a client sends for ``ws://user:TOKEN@host:port``, OpenEnv's
-    clients included). A client that hangs up while its session closes is not an error
-    (openenv-core's handler lets the disconnect escape; it is dropped here, not logged as
-    a crash).
-    """
-
-    def __init__(self, app: Any, token: str | None) -> None:
-        self.app = app
-        self._token = token.encode() if token else None
-
-    def _carried(self, headers: Sequence[tuple[bytes, bytes]]) -> bytes | None:
-        value = next((v for k, v in headers if k.lower() == b"authorization"), b"")
-        scheme, _, credentials = value.strip().partition(b" ")
-        if scheme.lower() == b"bearer":
-            return credentials.strip()
-        if scheme.lower() == b"basic":
-            try:
-                return base64.b64decode(credentials.strip(), validate=True).partition(b":")[2]
-            except (binascii.Error, ValueError):
-                return None
-        return None
-
-    def authorized(self, headers: Sequence[tuple[bytes, bytes]]) -> bool:
-        """Whether the request's headers carry the token (always, without a token)."""
-        if self._token is None:
-            return True
-        carried = self._carried(headers)
-        return carried is not None and hmac.compare_digest(carried, self._token)
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        kind = scope["type"]
-        if kind in ("http", "websocket") and not self.authorized(scope.get("headers", [])):
-            await _refuse(scope, send)
-            return
-        try:
-            await self.app(scope, receive, send)
-        except WebSocketDisconnect:
-            if kind != "websocket":
-                raise
-
-
-async def _refuse(scope: dict[str, Any], send: Any) -> None:
-    body = json.dumps(
-        {"detail": "missing or wrong token: send Authorization: Bearer TOKEN (or use http://user:TOKEN@host:port)"}
-    ).encode()
-    headers = [(b"content-type", b"application/json"), (b"www-authenticate", b'Bearer realm="gym-repost"')]
-    if scope["type"] == "http":
-        prefix = "http.response"
-    elif "websocket.http.response" in scope.get("extensions", {}):
-        prefix = "websocket.http.response"
-    else:
-        await send({"type": "websocket.close", "code": 1008, "reason": "missing or wrong token"})
-        return
-    await send({"type": f"{prefix}.start", "status": 401, "headers": headers})
-    await send({"type": f"{prefix}.body", "body": body})
 
 
 def create_app(tasks: Sequence[Task], sandbox: Sandbox, config: ServeConfig) -> Any:
