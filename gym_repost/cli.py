@@ -1196,7 +1196,7 @@ def serve_command(
     session_timeout: float = typer.Option(600.0, min=0.001, help="Seconds before an idle session is closed."),
     sandbox: str = typer.Option("local", help="Sandbox backend: local | docker."),
     env: Optional[str] = typer.Option(None, help="Installed environment (see `gym-repost env`)."),
-    workers: Optional[int] = typer.Option(None, "--workers", "-w", min=1, help="Sandbox runs at once (default: cores)."),
+    workers: Optional[int] = typer.Option(None, "--workers", "-w", min=1, help="Sandbox runs at once (default: CPUs)."),
     max_steps: int = typer.Option(30, min=1, help="Step budget per episode."),
     repairs: int = typer.Option(0, "--repairs", min=0, help="Repair iterations after a failing submission."),
     token_file: Optional[Path] = typer.Option(None, help="File holding the token every request must carry."),
@@ -1204,9 +1204,9 @@ def serve_command(
     """Serve the tasks as environments over the network (OpenEnv's protocol)."""
     from gym_repost.serve import ServeConfig, read_token, require_serve_extra, serve
 
-    require_serve_extra()
-    tasks = _load(tasks_path)
     token = read_token(token_file) if token_file else None
+    tasks = _load(tasks_path)
+    require_serve_extra()
     config = ServeConfig(
         host=host,
         port=port,
@@ -1216,10 +1216,8 @@ def serve_command(
         max_submissions=repairs + 1,
         token=token,
     )
-    testfile = any(t.kind == "testfile" for t in tasks)
-    options = _sandbox_options(
-        workers or min(max_sessions, os.cpu_count() or 1), None, env, ["pytest", "coverage"] if testfile else None, tasks
-    )
+    preload = ["pytest", "coverage"] if any(t.kind == "testfile" for t in tasks) else None
+    options = _sandbox_options(workers or min(max_sessions, os.cpu_count() or 1), None, env, preload, tasks)
 
     def ready(url: str) -> None:
         auth = ", token required" if token else ""

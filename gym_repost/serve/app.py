@@ -40,8 +40,8 @@ from openenv.core.env_server.types import ConcurrencyConfig, ServerMode
 
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.serve.config import ServeConfig
-from gym_repost.serve.gate import Gate
 from gym_repost.serve.environment import SessionEnvironment, TaskCatalog, TaskObservation, ToolCallAction
+from gym_repost.serve.gate import Gate
 from gym_repost.task import Task
 
 logger = logging.getLogger(__name__)
@@ -76,11 +76,11 @@ class SessionServer(HTTPEnvServer):
                 ),
             ) from None
 
-    async def _run_in_session_executor(self, session_id: str, func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    async def _run_in_session_executor(self, session_id: str, func: Callable[..., Any], *args: Any, **kw: Any) -> Any:
         self._busy[session_id] += 1
         self._update_session_activity(session_id)
         try:
-            return await super()._run_in_session_executor(session_id, func, *args, **kwargs)
+            return await super()._run_in_session_executor(session_id, func, *args, **kw)
         finally:
             self._busy[session_id] -= 1
             if not self._busy[session_id]:
@@ -103,12 +103,13 @@ class SessionServer(HTTPEnvServer):
         if timeout is None:
             return
         interval = min(max(timeout / 4, 0.05), 5.0)
+        reason = f"the session was idle for more than {timeout:g} s and was closed"
         while True:
             try:
                 await asyncio.sleep(interval)
                 for sid in self.idle_sessions(time.time()):
                     if sid in self.idle_sessions(time.time()):  # activity may have come meanwhile
-                        await self.close_session(sid, f"the session was idle for more than {timeout:g} s and was closed")
+                        await self.close_session(sid, reason)
             except asyncio.CancelledError:
                 break
             except Exception:

@@ -27,7 +27,7 @@ NOT_AN_OBJECT = json.dumps(
     {
         "type": "error",
         "data": {
-            "message": 'a message must be a JSON object in a text frame: {"type": "reset" | "step" | ..., "data": {...}}',
+            "message": 'a message must be a JSON object in a text frame: {"type": "reset" | "step", "data": {...}}',
             "code": "VALIDATION_ERROR",
         },
     }

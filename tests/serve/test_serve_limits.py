@@ -76,7 +76,7 @@ def test_session_limit_is_a_clear_error(serve: Any, openenv: Any, demo_tasks: li
     with serve(max_sessions=2) as url:
         first, second = (fresh_episode(openenv, url, task) for _ in range(2))
         third = openenv.GenericEnvClient(base_url=url).sync()
-        with pytest.raises(RuntimeError, match=r"the server is full: 2 of 2 sessions are open \(gym-repost serve --max"):
+        with pytest.raises(RuntimeError, match=r"the server is full: 2 of 2 sessions are open \(gym-repost serve --"):
             third.reset(task_id=task.id)
         third.close()
         first.close()
@@ -130,7 +130,8 @@ def test_malformed_messages_get_errors_and_the_session_goes_on(serve: Any, demo_
             reply = exchange(ws, json.dumps({"type": "step", "data": action}))
             assert reply["type"] == "observation" and reply["data"]["observation"]["text"].startswith("Error:")
             assert reply["data"]["reward"] == 0.0 and reply["data"]["done"] is False
-        deep = '{"type": "step", "data": {"tool": "write_code", "args": {"code": ' + "[" * 100_000 + "]" * 100_000 + "}}}"
+        nested = "[" * 100_000 + "]" * 100_000
+        deep = '{"type": "step", "data": {"tool": "write_code", "args": {"code": ' + nested + "}}}"
         ws.send(deep)  # deeper than any parser allows: an error, or the connection is closed
         try:
             ws.recv(timeout=DEADLINE)
