@@ -49,19 +49,18 @@ def load_openenv() -> Any:
     Raises:
         MissingExtraError: openenv-core, FastAPI or uvicorn is missing.
     """
-    if "openenv.core.env_server.http_server" not in sys.modules:
-        block = "gradio" not in sys.modules
+    block = "gradio" not in sys.modules and "openenv.core" not in sys.modules
+    if block:
+        sys.modules["gradio"] = None  # type: ignore[assignment]  # import gradio -> ModuleNotFoundError
+    try:
+        for module, package in _NEEDED:
+            try:
+                importlib.import_module(module)
+            except ImportError:
+                raise MissingExtraError(package, "serve", "Serving environments (gym-repost serve)") from None
+    finally:
         if block:
-            sys.modules["gradio"] = None  # type: ignore[assignment]  # import gradio -> ModuleNotFoundError
-        try:
-            for module, package in _NEEDED:
-                try:
-                    importlib.import_module(module)
-                except ImportError:
-                    raise MissingExtraError(package, "serve", "Serving environments (gym-repost serve)") from None
-        finally:
-            if block:
-                del sys.modules["gradio"]
+            del sys.modules["gradio"]
     return importlib.import_module("openenv.core")
 
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from gym_repost.errors import ConfigError
-from gym_repost.serve import ServeConfig, read_token, running
+from gym_repost.errors import ConfigError, MissingExtraError
+from gym_repost.serve import ServeConfig, read_token, require_serve_extra, running
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = str(ROOT / "tasks" / "demo.jsonl")
@@ -29,15 +29,21 @@ def cli(*args: str, prelude: str = "") -> subprocess.CompletedProcess[str]:
 def test_missing_extra_names_the_install_command() -> None:
     result = cli("serve", DEMO, prelude="sys.modules['openenv'] = None  # as if openenv-core were not installed")
     assert result.returncode == 2
-    assert 'pip install "gym-repost[serve]"' in result.stderr, result.stderr
+    assert 'pip install "gym-repost[serve]"' in result.stderr, result.stderr  # not eaten as rich markup
     assert "openenv-core" in result.stderr
+
+
+def test_missing_extra_in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "uvicorn", None)
+    with pytest.raises(MissingExtraError, match=r"'uvicorn' package.*pip install \"gym-repost\[serve\]\""):
+        require_serve_extra()
 
 
 def test_token_file_errors(tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.write_text("\n  \n")
-    result = cli("serve", DEMO, "--token-file", str(empty))
-    assert result.returncode == 2 and "the file is empty" in result.stderr, result.stderr
+    with pytest.raises(ConfigError, match="the file is empty"):
+        read_token(empty)
     with pytest.raises(ConfigError, match="cannot read it"):
         read_token(tmp_path / "missing")
     spaced = tmp_path / "spaced"

@@ -75,15 +75,13 @@ def server_process(request: pytest.FixtureRequest) -> Iterator[Any]:
 
 
 def open_sessions(openenv: Any, url: str, tasks: list[Any]) -> list[Any]:
-    """Three clients mid-episode, one of whose code the sandbox has run."""
+    """Three clients mid-episode (code written, not submitted)."""
     clients = []
     for task in tasks[:3]:
         client = openenv.GenericEnvClient(base_url=url, message_timeout_s=STARTUP).sync()
         client.reset(task_id=task.id)
         client.step(write(wrong_body(task)))
         clients.append(client)
-    tested = clients[0].step({"tool": "run_tests", "args": {}})
-    assert tested.observation["info"]["test_report"] is not None
     return clients
 
 
