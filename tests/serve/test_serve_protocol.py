@@ -11,6 +11,7 @@ import urllib.request
 from typing import Any
 
 from serve_helpers import SUBMIT, run, write, wrong_body
+from testfile_tasks import make_testfile_task
 
 from gym_repost.env import make_task_env
 from gym_repost.sandbox import Sandbox
@@ -147,3 +148,18 @@ def test_wrong_resets_and_steps_are_clear_errors(serve: Any, openenv: Any, demo_
         else:
             raise AssertionError("a step before any reset was accepted")
         assert client.reset(task_id=demo_tasks[0].id).observation["info"]["task_id"] == demo_tasks[0].id
+
+
+def test_testfile_task_served(serve: Any, openenv: Any) -> None:
+    """A test-file task is served as TestFile-v0: its view, and write_tests in place of
+    write_code (scoring is the environment's, as for function tasks)."""
+    task = make_testfile_task()
+    with serve(tasks=[task]) as url, openenv.GenericEnvClient(base_url=url).sync() as client:
+        first = client.reset()  # the only task
+        view = first.observation["info"]["task_view"]
+        assert view["kind"] == "testfile" and view["test_file"]["test_path"] == task.evaluation.test_path
+        assert task.evaluation.test_path not in view["repository"]["files"]
+        assert task.ground_truth not in first.observation["text"] + json.dumps(view)
+        assert client.step(write(task.ground_truth)).observation["text"].startswith("Error:")  # no write_code here
+        written = client.step({"tool": "write_tests", "args": {"code": task.ground_truth}})
+        assert written.observation["info"]["code_written"] is True and written.reward == 0.0
