@@ -55,3 +55,23 @@ def test_rollout_groups_with_the_offline_policy(example: Any, serve: Any) -> Non
         assert len(result["rewards"]) == 3 and set(result["rewards"]) <= {0.0, 1.0}
         assert len(set(result["rewards"])) == 1  # the stand-in is deterministic: no advantage
         assert result["advantages"] == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.usefixtures("llm_keys")
+def test_rollout_group_with_an_openai_compatible_model(
+    example: Any, serve: Any, demo_tasks: list[Any], server: Any
+) -> None:
+    """The LLM policy (a scripted OpenAI-compatible server) through the trainer's loop: one
+    generation answers the ground truth, the other a wrong body; GRPO's advantages split."""
+    from gym_repost.llm.scripted_server import Reply
+    from gym_repost.policy import load_policy
+
+    task = demo_tasks[0]
+    server.push(Reply(text=f"```python\n{task.ground_truth}```\n"), Reply(text=f"```python\n{wrong_body(task)}```\n"))
+    policy = load_policy("llm:openai-compatible/test-model", base_url=server.openai_base_url, timeout=5.0)
+    with serve() as url:
+        example.SERVER_URL = url
+        rewards, advantages = example.rollout_group(policy, {"task_id": task.id}, 2)
+    assert sorted(rewards) == [0.0, 1.0]
+    assert sorted(round(a, 2) for a in advantages) == [-1.0, 1.0]
+    assert all(task.ground_truth not in r.text() for r in server.requests)  # the model never saw it
