@@ -321,10 +321,10 @@ class TestFileTask(_Model):
 Task = Union[FunctionTask, TestFileTask]
 """Any task kind."""
 
-_TASK_KINDS: dict[str, type[BaseModel]] = {"function": FunctionTask, "testfile": TestFileTask}
+_TASK_KINDS: dict[str, type[FunctionTask] | type[TestFileTask]] = {"function": FunctionTask, "testfile": TestFileTask}
 
 
-class TaskList(list):  # type: ignore[type-arg]
+class TaskList(list[Any]):
     """A list of tasks read from a file, plus the lines that could not be read.
 
     Attributes:
@@ -376,7 +376,7 @@ def parse_task(data: Any, *, path: str | None = None, line: int | None = None, c
         field = ".".join(str(p) for p in first["loc"]) or None
         more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
         raise TaskFormatError(f"{first['msg']}{more}", path=path, line=line, field=field) from None
-    if check_id and task.id != task.content_hash():  # type: ignore[union-attr]
+    if check_id and task.id != task.content_hash():
         raise TaskFormatError(
             "id does not match the task's content hash: the line was edited after it was built "
             "(rebuild the task set, or re-save it with gym_repost.task.save_tasks)",
@@ -384,7 +384,7 @@ def parse_task(data: Any, *, path: str | None = None, line: int | None = None, c
             line=line,
             field="id",
         )
-    return task  # type: ignore[return-value]
+    return task
 
 
 MAX_TASK_DEPTH = 64

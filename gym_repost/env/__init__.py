@@ -2,6 +2,8 @@
 
 ``gym.make("gym_repost/Function-v0", task=task)`` (or ``"gym_repost/TestFile-v0"`` for a
 test-file task) after ``import gym_repost``.
+
+May import: bounded_json, errors, harness, prompting, sandbox, task, task_view, tools.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ import types
 try:
     from . import protocol
 except ImportError:  # in the sandbox, beside the protocol module
-    import _gym_repost_protocol as protocol  # type: ignore[no-redef]
+    import _gym_repost_protocol as protocol  # type: ignore[no-redef,import-not-found]
 
 MAX_SOURCE = 2000
 MAX_DEPTH = 8

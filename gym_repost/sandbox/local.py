@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
 import importlib.util
 import json
 import logging
@@ -65,7 +66,7 @@ from gym_repost.sandbox import worker as protocol
 from gym_repost.sandbox.base import RunResult, Sandbox, SandboxLimits, check_relative_path
 from gym_repost.sandbox.config import LocalSandboxConfig
 from gym_repost.sandbox.identity import UidPool, host_identity, identity_alive
-from gym_repost.sandbox.programs import program_file
+from gym_repost.sandbox.programs import program_file, program_source
 
 logger = logging.getLogger(__name__)
 
@@ -185,6 +186,8 @@ class _Worker:
         self.uid = uid
         self.generation = generation
         self.info: dict[str, Any] = {}
+        self.programs: dict[str, str] = {}
+        """The programs this worker holds, the same as the host's: run-directory name -> text."""
         self._req_fd = proc.stdin.fileno()
         self._resp_fd = proc.stdout.fileno()
         self._pid1_fd: int | None = None
@@ -216,7 +219,16 @@ class _Worker:
         except (AttributeError, OSError):
             self._pid1_fd = None
         self.info = message
+        self.programs = _held_programs(message.get("programs"))
         return message
+
+    def leave_out_programs(self, request: dict[str, Any]) -> dict[str, Any]:
+        """``request`` without the text of the programs this worker holds (it writes them itself)."""
+        files = request["files"]
+        held = [name for name, text in self.programs.items() if files.get(name) == text]
+        if not held:
+            return request
+        return {**request, "files": {k: v for k, v in files.items() if k not in held}, "programs": held}
 
     def call(self, request: bytes, deadline: float) -> dict[str, Any]:
         """Send one framed request and wait for the reply until ``deadline``."""
@@ -313,6 +325,19 @@ class _Worker:
             pipe.close()
         except OSError:
             pass
+
+
+def _held_programs(digests: object) -> dict[str, str]:
+    """The host's programs whose text a worker holds too (it listed their SHA-256)."""
+    if not isinstance(digests, dict):
+        return {}
+    held = {}
+    for path in _program_paths():
+        name = os.path.basename(path)[:-3]
+        text = program_source(name)
+        if digests.get(program_file(name)) == hashlib.sha256(text.encode("utf-8")).hexdigest():
+            held[program_file(name)] = text
+    return held
 
 
 def _signal_group(pgid: int) -> None:
@@ -665,7 +690,7 @@ class LocalSandbox(Sandbox):
             with self._fresh_worker(network=network, stop_later=True) as worker:
                 reply = worker.call(protocol.encode_message(request), deadline)
         else:
-            reply = self._call_warm_worker(protocol.encode_message(request), deadline)
+            reply = self._call_warm_worker(request, deadline)
         result = _to_result(reply)
         if self.config.profile and isinstance(reply.get("phases"), dict):
             result.extra["phases"] = {
@@ -715,10 +740,10 @@ class LocalSandbox(Sandbox):
                 _merge_tree(source, self.packages_dir)
         return result
 
-    def _call_warm_worker(self, request: bytes, deadline: float) -> dict[str, Any]:
+    def _call_warm_worker(self, request: dict[str, Any], deadline: float) -> dict[str, Any]:
         worker = self._checkout()
         try:
-            reply = worker.call(request, deadline)
+            reply = worker.call(protocol.encode_message(worker.leave_out_programs(request)), deadline)
         except SandboxError:
             self._replace(worker)
             raise

@@ -18,11 +18,11 @@ Nothing a client receives holds a task's ground truth, evaluation script or test
 observations come from the environment, the task from its
 :class:`~gym_repost.task_view.TaskView`.
 
-Layering: a product layer beside ``evaluate``; imports the environments (``env``), the
-task and its view, the sandbox interface and the errors. openenv-core, FastAPI and uvicorn
-(the ``serve`` extra) are imported only when a server is built, so ``import gym_repost``
-stays light; without them :func:`require_serve_extra` raises an error naming
-``pip install "gym-repost[serve]"``.
+openenv-core, FastAPI and uvicorn (the ``serve`` extra) are imported only when a server
+is built, so ``import gym_repost`` stays light; without them :func:`require_serve_extra`
+raises an error naming ``pip install "gym-repost[serve]"``.
+
+May import: env, errors, sandbox, task, task_view.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ import pytest
 
 from gym_repost.analysis.mutation import generate_mutants
 from gym_repost.analysis.source import find_function
-from gym_repost.construct.model import Candidate, Drop, GeneratedTests, SandboxedScript, SourceRepository
+from gym_repost.construct.stages import Candidate, Drop, GeneratedTests, SandboxedScript, SourceRepository
 from gym_repost.construct.testgen import ChosenInput, RecordedCall, generate_tests, trace_repository, write_tests
 from gym_repost.construct.testgen.explore import may_depend_on_hash_order, verification_task
 from gym_repost.construct.testgen.writer import call_arguments, runtime_helpers

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gym_repost.construct.model import Candidate, SourceRepository
+from gym_repost.construct.stages import Candidate, SourceRepository
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.sandbox.programs import run_program
 
