@@ -47,6 +47,8 @@ from gym_repost.task import Task
 logger = logging.getLogger(__name__)
 
 SHUTDOWN_REASON = "the server is shutting down"
+CLOSE_SECONDS = 2.0
+"""How long shutdown waits for the sessions to close."""
 
 
 class SessionServer(HTTPEnvServer):
@@ -123,9 +125,12 @@ class SessionServer(HTTPEnvServer):
         await self._destroy_session(session_id)
 
     async def close_all(self) -> None:
-        """Close every session (on shutdown)."""
-        for sid in list(self._sessions):
-            await self.close_session(sid, SHUTDOWN_REASON)
+        """Close every session (on shutdown), waiting at most :data:`CLOSE_SECONDS`: a
+        session in the middle of a step closes once the step ends, which the caller's
+        closing of the sandbox (killing the runs) hastens."""
+        closing = [asyncio.ensure_future(self.close_session(sid, SHUTDOWN_REASON)) for sid in list(self._sessions)]
+        if closing:
+            await asyncio.wait(closing, timeout=CLOSE_SECONDS)
 
 
 def create_app(tasks: Sequence[Task], sandbox: Sandbox, config: ServeConfig) -> Any:

@@ -19,7 +19,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from starlette.websockets import WebSocketDisconnect
+from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
 
 LINGER_SECONDS = 5.0
 
@@ -40,7 +40,9 @@ class Gate:
     With ``token``, every request that does not carry it is refused with 401, a WebSocket
     handshake too. Accepted: ``Authorization: Bearer TOKEN``, or HTTP Basic with TOKEN as
     the password (what a client sends for ``ws://user:TOKEN@host:port``, OpenEnv's clients
-    included); compared in constant time.
+    included); compared in constant time. A connection that closes while a reply is due
+    (the client left, the server is shutting down), or a session cancelled at shutdown, is
+    not a crash to log.
     """
 
     def __init__(self, app: Any, token: str | None) -> None:
@@ -65,8 +67,12 @@ class Gate:
         channel = _Channel(receive, send)
         try:
             await self.app(scope, channel.receive, channel.send)
-        except WebSocketDisconnect:
-            pass  # the client hung up while its session was being closed: not an error
+        except (WebSocketDisconnect, WebSocketDisconnected):
+            pass  # the connection closed (client gone, server shutting down) while a reply was due
+        except asyncio.CancelledError:
+            # uvicorn cancels the sessions still in a step once its shutdown grace is over;
+            # the session is closed with the others, and uvicorn would log this as a crash
+            pass
 
 
 def _carried_token(headers: Sequence[tuple[bytes, bytes]]) -> bytes | None:

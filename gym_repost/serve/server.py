@@ -17,8 +17,8 @@ from gym_repost.serve.app import create_app
 from gym_repost.serve.config import ServeConfig
 from gym_repost.task import Task
 
-GRACE_SECONDS = 10.0
-"""How long shutdown waits for connections to finish before it closes them."""
+GRACE_SECONDS = 5.0
+"""How long shutdown waits for connections to finish (a step in flight) before it closes them."""
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 from serve_helpers import write, wrong_body
 
 from gym_repost.errors import MissingExtraError, SandboxUnavailableError
+from gym_repost.task import save_tasks
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO = ROOT / "tasks" / "demo.jsonl"
@@ -57,8 +59,8 @@ def server_process(request: pytest.FixtureRequest) -> Iterator[Any]:
     """``start(*options)``: ``gym-repost serve`` on a free port; returns (process, url)."""
     started: list[subprocess.Popen[str]] = []
 
-    def start(*options: str) -> tuple[subprocess.Popen[str], str]:
-        command = [sys.executable, "-m", "gym_repost.cli", "serve", str(DEMO), "--port", "0", *options]
+    def start(*options: str, tasks: Path = DEMO) -> tuple[subprocess.Popen[str], str]:
+        command = [sys.executable, "-m", "gym_repost.cli", "serve", str(tasks), "--port", "0", *options]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         started.append(process)
@@ -92,10 +94,28 @@ def terminate(process: subprocess.Popen[str]) -> tuple[int, str]:
 
 
 def test_sigterm_closes_sessions_and_leaves_no_process(
-    server_process: Any, openenv: Any, demo_tasks: list[Any]
+    server_process: Any, openenv: Any, demo_tasks: list[Any], tmp_path: Path
 ) -> None:
-    process, url = server_process()
-    clients = open_sessions(openenv, url, demo_tasks)
+    """Three sessions mid-episode, one of them in a step whose test run would take a
+    minute: the server still stops promptly (its run is killed with the sandbox)."""
+    slow_task = demo_tasks[0].model_copy(deep=True)
+    slow_task.evaluation.timeout = 120.0
+    save_tasks([slow_task.with_id(), *demo_tasks[1:]], tmp_path / "tasks.jsonl")
+    process, url = server_process(tasks=tmp_path / "tasks.jsonl")
+    clients = open_sessions(openenv, url, [slow_task, *demo_tasks[1:]])
+    sleeper = slow_task.target.signature + "\n    import time\n    time.sleep(100)\n"
+    clients[0].step(write(sleeper))
+    outcome: list[Any] = []
+
+    def run_slow_tests() -> None:
+        try:
+            outcome.append(clients[0].step({"tool": "run_tests", "args": {}}))
+        except Exception as exc:  # the server closed the connection under the step
+            outcome.append(exc)
+
+    in_flight = threading.Thread(target=run_slow_tests)
+    in_flight.start()
+    time.sleep(1.0)  # not a timing assertion: the test holds whether or not the run has started
     below = descendants(process.pid)
     assert below, "the local sandbox's workers should run below the server"
     code, stderr = terminate(process)
@@ -107,6 +127,8 @@ def test_sigterm_closes_sessions_and_leaves_no_process(
     assert not [pid for pid in below if alive(pid)], "sandbox processes outlived the server"
     with pytest.raises(Exception):  # noqa: B017 - the connection is gone: whichever way the client says so
         clients[1].step({"tool": "list_files", "args": {}})
+    in_flight.join(STARTUP)
+    assert len(outcome) == 1 and isinstance(outcome[0], Exception), outcome
     for client in clients:
         try:
             client.close()
