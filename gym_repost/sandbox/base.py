@@ -28,6 +28,7 @@ import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -95,7 +96,7 @@ class Sandbox(abc.ABC):
         # environment kwargs, e.g. in check_env).
         return self
 
-    def __reduce__(self) -> object:
+    def __reduce__(self) -> str | tuple[Any, ...]:
         raise TypeError(
             f"a {type(self).__name__} cannot be sent to another process; give the environment "
             "sandbox_config=... instead and each process starts its own sandbox"

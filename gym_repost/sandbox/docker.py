@@ -41,7 +41,6 @@ import io
 import logging
 import math
 import os
-import queue
 import re
 import secrets
 import select
@@ -67,6 +66,7 @@ from gym_repost.sandbox.docker_image import (
     resolve_recipe,
 )
 from gym_repost.sandbox.identity import UidPool, host_identity, identity_alive
+from gym_repost.sandbox.pool import WarmPool
 from gym_repost.sandbox.worker import DEFAULT_PATH, OUTPUT_KILL_FACTOR, Capture
 
 logger = logging.getLogger(__name__)
@@ -218,7 +218,7 @@ class _ContainerGone(SandboxError):
     """The container was not running when a run tried to start in it."""
 
 
-@dataclass
+@dataclass(eq=False)
 class _Container:
     """One container as the host sees it."""
 
@@ -408,12 +408,8 @@ class DockerSandbox(Sandbox):
         self._client: Any = None
         self._image: str | None = None
         self._info: dict[str, object] = {}
-        self._idle: queue.Queue[_Container | None] = queue.Queue()
-        self._live: dict[str, _Container] = {}
-        self._lock = threading.Lock()
+        self._pool: WarmPool[_Container] = WarmPool()
         self._start_lock = threading.Lock()
-        self._started = False
-        self._generation = 0
         self._owner = os.getpid()
         self._finalizer: weakref.finalize | None = None
 
@@ -435,24 +431,20 @@ class DockerSandbox(Sandbox):
         if os.getpid() != self._owner:
             raise SandboxError("a DockerSandbox cannot be used after fork(); create one in each process")
         with self._start_lock:
-            if self._started:
+            if self._pool.open:
                 return
             client = self._client or connect(self.config.docker_host, pool_size=2 * self.config.workers + 8)
             self._client = client
             self._image = self._ensure_image(client)
             self._ensure_volume(client)
             if self._finalizer is None:
-                self._finalizer = weakref.finalize(
-                    self, _remove_containers, client, self._live, self._lock, self._owner
-                )
-            with self._lock:
-                self._generation += 1
+                self._finalizer = weakref.finalize(self, _remove_containers, client, self._pool, self._owner)
+            self._pool.new_generation()
             self._start_pool()
             self._info = {
                 "docker_version": client.version().get("Version"),
                 "image_id": client.images.get(self._image).short_id,
             }
-            self._started = True
             logger.debug("docker sandbox started: %s", self.describe())
 
     def _start_pool(self) -> None:
@@ -461,32 +453,23 @@ class DockerSandbox(Sandbox):
             futures = [pool.submit(self._create_container, "pool") for _ in range(count)]
         failures = [f.exception() for f in futures if f.exception() is not None]
         if failures:
-            _remove_containers(self._client, self._live, self._lock, self._owner)
+            _remove_containers(self._client, self._pool, self._owner)
             raise SandboxUnavailableError(f"cannot start the sandbox containers: {failures[0]}")
-        for future in futures:
-            self._idle.put(future.result())
+        self._pool.fill(future.result() for future in futures)
 
     def close(self) -> None:
         """Remove every container of this sandbox (idle or busy). Idempotent."""
         if os.getpid() != self._owner:
             return
         with self._start_lock:
-            with self._lock:
-                self._started = False
-                self._generation += 1
-            while True:
-                try:
-                    self._idle.get_nowait()
-                except queue.Empty:
-                    break
+            doomed = self._pool.close()
             if self._client is not None:
-                _remove_containers(self._client, self._live, self._lock, self._owner)
+                _remove_all(self._client, doomed)
                 _remove_labelled(self._client, {SANDBOX_LABEL: self.token})
 
     def container_ids(self) -> list[str]:
         """Ids of this sandbox's live containers (diagnostics and tests)."""
-        with self._lock:
-            return sorted(self._live)
+        return sorted(c.id for c in self._pool.members())
 
     def describe(self) -> dict[str, object]:
         """Backend, image, pool size, limits and interpreter (JSON-able)."""
@@ -587,9 +570,8 @@ class DockerSandbox(Sandbox):
         except docker.errors.DockerException as exc:
             _UIDS.release(uid)
             raise SandboxError(f"cannot create a sandbox container: {exc}") from None
-        entry = _Container(container.id, name, uid, self._generation)
-        with self._lock:
-            self._live[container.id] = entry
+        entry = _Container(container.id, name, uid, self._pool.generation)
+        self._pool.track(entry)
         try:
             container.start()
         except docker.errors.DockerException as exc:
@@ -598,47 +580,23 @@ class DockerSandbox(Sandbox):
         return entry
 
     def _remove(self, container: _Container) -> None:
-        with self._lock:
-            self._live.pop(container.id, None)
+        self._pool.untrack(container)
         _remove_one(self._client, container.id)
         _UIDS.release(container.uid)
 
+    def _make_pool_container(self) -> _Container:
+        return self._create_container("pool")
+
     def _checkout(self) -> _Container:
-        while True:
-            try:
-                container = self._idle.get(timeout=0.5)
-            except queue.Empty:
-                if not self._started:
-                    raise SandboxError("the sandbox was closed") from None
-                continue
-            if container is not None:
-                return container
-            try:
-                return self._create_container("pool")
-            except SandboxError:
-                self._idle.put(None)
-                raise
+        return self._pool.checkout(self._make_pool_container)
 
     def _checkin(self, container: _Container) -> None:
-        if container.generation == self._generation and self._started:
-            self._idle.put(container)
-        else:
-            self._remove(container)
+        self._pool.checkin(container, self._remove)
 
     def _replace(self, container: _Container, fresh: bool = True) -> None:
         """Remove a broken or unclean container; a fresh one takes its place (unless not
         ``fresh``: on Ctrl-C, when everything is about to be closed)."""
-        self._remove(container)
-        if not fresh:
-            self._idle.put(None)  # the slot stays: a later checkout creates the container
-            return
-        if container.generation != self._generation or not self._started:
-            return
-        try:
-            self._idle.put(self._create_container("pool"))
-        except SandboxError as exc:
-            logger.error("cannot start a replacement sandbox container: %s", exc)
-            self._idle.put(None)
+        self._pool.replace(container, self._make_pool_container, self._remove, fresh=fresh)
 
     # ------------------------------------------------------------ running
 
@@ -654,7 +612,7 @@ class DockerSandbox(Sandbox):
     ) -> RunResult:
         """Run ``command`` in a fresh directory holding ``files`` (see :class:`Sandbox`)."""
         spec = self._spec(files, command, timeout, stdin, env)
-        if not self._started:
+        if not self._pool.open:
             self.start()
         if network:
             return self._run_in_fresh_container(spec, role="network")
@@ -976,13 +934,14 @@ def _remove_one(client: Any, container_id: str) -> bool:
         return False
 
 
-def _remove_containers(client: Any, live: dict[str, _Container], lock: threading.Lock, owner: int) -> None:
-    """Remove tracked containers (on close, garbage collection or interpreter exit)."""
+def _remove_containers(client: Any, pool: WarmPool[_Container], owner: int) -> None:
+    """Remove tracked containers (on garbage collection or interpreter exit)."""
     if os.getpid() != owner:  # a forked copy: the containers are the parent's
         return
-    with lock:
-        doomed = list(live.values())
-        live.clear()
+    _remove_all(client, pool.take_all())
+
+
+def _remove_all(client: Any, doomed: list[_Container]) -> None:
     if not doomed:
         return
     try:

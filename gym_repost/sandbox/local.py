@@ -66,6 +66,7 @@ from gym_repost.sandbox import worker as protocol
 from gym_repost.sandbox.base import RunResult, Sandbox, SandboxLimits, check_relative_path
 from gym_repost.sandbox.config import LocalSandboxConfig
 from gym_repost.sandbox.identity import UidPool, host_identity, identity_alive
+from gym_repost.sandbox.pool import WarmPool
 from gym_repost.sandbox.programs import program_file, program_source
 
 logger = logging.getLogger(__name__)
@@ -447,12 +448,8 @@ class LocalSandbox(Sandbox):
 
     def __init__(self, config: LocalSandboxConfig | None = None) -> None:
         self.config = config or LocalSandboxConfig()
-        self._lock = threading.Lock()
         self._start_lock = threading.Lock()
-        self._idle: queue.Queue[_Worker | None] = queue.Queue()
-        self._workers: set[_Worker] = set()
-        self._generation = 0
-        self._started = False
+        self._pool: WarmPool[_Worker] = WarmPool()
         self._info: dict[str, Any] = {}
         self._owner = os.getpid()
         self._cgroup_parent: cgroups.CgroupParent | None = None
@@ -462,7 +459,7 @@ class LocalSandbox(Sandbox):
         # Workers die with the host anyway (death signal); this also removes their
         # directories when a sandbox is dropped unclosed, or at interpreter exit.
         self._finalizer = weakref.finalize(
-            self, _stop_workers, self._workers, self._lock, self._owner, self.config.isolation == "none"
+            self, _stop_workers, self._pool, self._owner, self.config.isolation == "none"
         )
 
     # ------------------------------------------------------------ lifecycle
@@ -496,7 +493,7 @@ class LocalSandbox(Sandbox):
         if os.getpid() != self._owner:
             raise SandboxError("a LocalSandbox cannot be used after fork(); create one in each process")
         with self._start_lock:
-            if self._started:
+            if self._pool.open:
                 return
             _check_platform()
             self._prepare_directories()
@@ -504,15 +501,12 @@ class LocalSandbox(Sandbox):
             if self.config.python is None:  # another interpreter has its own bytecode format
                 _ensure_worker_bytecode()
             count = self.config.workers if self.config.warm else 1
-            with self._lock:
-                self._generation += 1
+            self._pool.new_generation()
             workers = self._start_workers(count)
-            for worker in workers:
-                if self.config.warm:
-                    self._idle.put(worker)
-                else:
+            if not self.config.warm:
+                for worker in workers:
                     self._discard(worker, graceful=True)
-            self._started = True
+            self._pool.fill(workers if self.config.warm else [])
             logger.debug("local sandbox started: %s", self.describe())
 
     def _start_workers(self, count: int) -> list[_Worker]:
@@ -634,20 +628,13 @@ class LocalSandbox(Sandbox):
         if os.getpid() != self._owner:  # a forked copy: the workers are the parent's
             return
         with self._start_lock:
-            with self._lock:
-                self._started = False
-                self._generation += 1
-            while True:
-                try:
-                    self._idle.get_nowait()
-                except queue.Empty:
-                    break
-            _stop_workers(self._workers, self._lock, self._owner, self.config.isolation == "none")
+            graceful = self.config.isolation == "none"
+            for worker in self._pool.close():
+                worker.stop(graceful=graceful)
 
     def worker_pids(self) -> list[int]:
         """Host pids of the live worker processes (diagnostics and tests)."""
-        with self._lock:
-            return sorted(w.proc.pid for w in self._workers if not w.stopped)
+        return sorted(w.proc.pid for w in self._pool.members() if not w.stopped)
 
     def describe(self) -> dict[str, object]:
         """Backend, isolation, warm/cold, limits and interpreter (JSON-able)."""
@@ -683,7 +670,7 @@ class LocalSandbox(Sandbox):
         """Run ``command`` in a fresh directory holding ``files`` (see :class:`Sandbox`)."""
         called = time.monotonic()
         request = _build_request(files, command, timeout, stdin, env)
-        if not self._started or os.getpid() != self._owner:
+        if not self._pool.open or os.getpid() != self._owner:
             self.start()
         deadline = time.monotonic() + timeout + REPLY_GRACE
         if network or not self.config.warm:
@@ -772,54 +759,39 @@ class LocalSandbox(Sandbox):
 
     def _discard_after_stop(self, worker: _Worker) -> None:
         worker.stop(graceful=True)
-        with self._lock:
-            self._workers.discard(worker)
+        self._pool.untrack(worker)
 
     # ------------------------------------------------------------ the pool
 
     def _checkout(self) -> _Worker:
-        while True:
-            try:
-                worker = self._idle.get(timeout=0.5)
-            except queue.Empty:
-                if not self._started:
-                    raise SandboxError("the sandbox was closed") from None
-                continue
-            if worker is None or worker.proc.poll() is not None:  # empty slot, or died idle
-                if worker is not None:
-                    self._discard(worker)
-                worker = self._spawn()
-            try:
-                worker.wait_ready(self.start_timeout)
-            except SandboxError:
-                self._replace(worker)
-                raise
-            if self._note_unfit([worker]):  # seen only now: start one without that module
-                self._discard(worker)
-                self._idle.put(self._spawn())
-                continue
-            return worker
+        return self._pool.checkout(self._spawn, self._ready)
+
+    def _ready(self, worker: _Worker) -> _Worker | None:
+        """A worker taken from its slot, ready to run; None when its slot was refilled
+        instead (a preload module found unfit only now)."""
+        if worker.proc.poll() is not None:  # died while idle
+            self._discard(worker)
+            worker = self._spawn()
+        try:
+            worker.wait_ready(self.start_timeout)
+        except SandboxError:
+            self._replace(worker)
+            raise
+        if self._note_unfit([worker]):  # seen only now: start one without that module
+            self._discard(worker)
+            self._pool.put(self._spawn())
+            return None
+        return worker
 
     def _checkin(self, worker: _Worker) -> None:
-        if worker.generation == self._generation and self._started:
-            self._idle.put(worker)
-        else:
-            self._discard(worker)
+        self._pool.checkin(worker, self._discard)
 
     def _replace(self, worker: _Worker) -> None:
         """Kill a failed worker; put a fresh one (still starting) in its place."""
-        self._discard(worker)
-        if worker.generation != self._generation or not self._started:
-            return
-        try:
-            self._idle.put(self._spawn())
-        except SandboxError as exc:
-            logger.error("cannot start a replacement sandbox worker: %s", exc)
-            self._idle.put(None)
+        self._pool.replace(worker, self._spawn, self._discard)
 
     def _discard(self, worker: _Worker, graceful: bool = False) -> None:
-        with self._lock:
-            self._workers.discard(worker)
+        self._pool.untrack(worker)
         worker.stop(graceful=graceful)
 
     def _spawn(self, *, network: bool = False, once: bool = False) -> _Worker:
@@ -859,9 +831,8 @@ class LocalSandbox(Sandbox):
             if cgroup is not None:
                 cgroups.remove(cgroup)
             raise SandboxUnavailableError(f"cannot start a sandbox worker with {argv[0]}: {exc}") from None
-        worker = _Worker(proc, host_dir, uid, self._generation, cgroup)
-        with self._lock:
-            self._workers.add(worker)
+        worker = _Worker(proc, host_dir, uid, self._pool.generation, cgroup)
+        self._pool.track(worker)
         return worker
 
     def _make_cgroup(self, name: str) -> str | None:
@@ -912,7 +883,7 @@ class LocalSandbox(Sandbox):
         }
 
 
-def _stop_workers(workers: set[_Worker], lock: threading.Lock, owner: int, graceful: bool) -> None:
+def _stop_workers(pool: WarmPool[_Worker], owner: int, graceful: bool) -> None:
     """Stop the workers of a sandbox: on close(), garbage collection or interpreter exit.
 
     Without namespaces (``graceful``) only a worker itself can find what its runs left
@@ -920,10 +891,7 @@ def _stop_workers(workers: set[_Worker], lock: threading.Lock, owner: int, grace
     """
     if os.getpid() != owner:  # a forked copy of the host: the workers are the parent's
         return
-    with lock:
-        doomed = list(workers)
-        workers.clear()
-    for worker in doomed:
+    for worker in pool.take_all():
         worker.stop(graceful=graceful)
 
 
@@ -991,8 +959,10 @@ def _gone(pid: int) -> bool:
 def _remove_dead_cgroups() -> list[str]:
     """Worker cgroups (named like worker directories) whose host died."""
     parent = cgroups.default_parent()
+    if parent is None or not os.path.isdir(parent.path):
+        return []
     removed = []
-    for name in sorted(os.listdir(parent.path)) if parent and os.path.isdir(parent.path) else []:
+    for name in sorted(os.listdir(parent.path)):
         parts = name[len(DIR_PREFIX) :].split("-")
         if name.startswith(DIR_PREFIX) and len(parts) == 3 and not identity_alive(f"{parts[0]}:{parts[1]}"):
             cgroups.remove(os.path.join(parent.path, name), wait=0.0)

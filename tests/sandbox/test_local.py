@@ -669,7 +669,7 @@ def test_programs_the_worker_holds_are_written_from_its_copy(warm_sandbox: Local
     from gym_repost.sandbox.programs import program_files
 
     files = program_files("harness")
-    worker = next(iter(warm_sandbox._workers))
+    worker = warm_sandbox._pool.members()[0]
     request = worker.leave_out_programs({"files": dict(files)})
     assert request["files"] == {} and sorted(request["programs"]) == sorted(files)
     changed = {**files, "_gym_repost_harness.py": files["_gym_repost_harness.py"] + "# changed\n"}
