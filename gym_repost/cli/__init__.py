@@ -6,6 +6,7 @@ lines over a library function.
 * :mod:`~gym_repost.cli.evaluate`: ``eval`` and ``report``;
 * :mod:`~gym_repost.cli.data`: ``data rejection|dstc|acecoder|testgen``;
 * :mod:`~gym_repost.cli.sandbox`: ``sandbox check|cleanup|build-image`` and ``env install``;
+* :mod:`~gym_repost.cli.serve`: ``serve``;
 * :mod:`~gym_repost.cli.common`: consoles, errors, progress, task loading, sandboxes.
 
 May import: any part of gym_repost; nothing imports it.
@@ -20,11 +21,13 @@ import threading
 from importlib import import_module
 from typing import Any
 
+from rich.markup import escape
+
 from gym_repost.cli.app import app
 from gym_repost.cli.common import err_console
 from gym_repost.errors import BuildError, ConfigError, GymRepostError, TaskFormatError
 
-for _group in ("build", "validate", "evaluate", "data", "sandbox"):  # registers the commands, in this order
+for _group in ("build", "validate", "evaluate", "data", "sandbox", "serve"):  # registers the commands, in this order
     import_module(f"gym_repost.cli.{_group}")
 
 _SIGNALS: list[int] = []
@@ -74,7 +77,7 @@ def main() -> None:
         try:
             app()
         except (TaskFormatError, BuildError, ConfigError, GymRepostError) as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
+            err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
             sys.exit(2)
     except KeyboardInterrupt:
         _exit_interrupted()

@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
 
 from gym_repost import bounded_json
+from gym_repost.env import make_task_env
 from gym_repost.env.function_env import FunctionEnv
 from gym_repost.env.testfile_env import TestFileEnv
 from gym_repost.errors import InfrastructureError, PolicyError, UntrustedDataError
@@ -66,9 +67,7 @@ def _act(policy: Any, observation: str, info: dict[str, Any]) -> Any:
 
 def make_env(task: Task, sandbox: Sandbox, config: RunConfig) -> FunctionEnv | TestFileEnv:
     """The environment for the task's kind, with the run's budgets."""
-    if task.kind == "testfile":
-        return TestFileEnv(task, sandbox=sandbox, max_steps=config.max_steps, max_submissions=config.repairs + 1)
-    return FunctionEnv(
+    return make_task_env(
         task, sandbox=sandbox, max_steps=config.max_steps, max_submissions=config.repairs + 1, reward=config.reward
     )
 
