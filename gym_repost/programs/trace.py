@@ -66,7 +66,7 @@ WALL_FACTOR = 6
 """A test's timer counts its CPU time (work, not seconds: the same on a loaded machine);
 the wall clock stops it only at this many times that limit (a test that sleeps or waits),
 a safety limit whose stops are counted and reported."""
-_WALL_STOPS = []
+_WALL_STOPS: list = []
 
 
 def _on_cpu_timer(signum, frame):
