@@ -109,8 +109,11 @@ def _print_summary(summary: dict[str, Any]) -> None:
     figures = figure_rows(summary)
     for name, title in (
         ("pass@k", "[bold]pass@k[/] (unbiased estimator, mean over tasks)"),
-        ("self_repair", "[bold]self-repair[/]: pass rate after r repair iterations"),
+        ("self_repair", "[bold]self-repair[/]: pass rate after r repair iterations (r: failed submissions)"),
+        ("by_test_runs", "[bold]self-repair by test runs[/]: pass rate after r failing test runs (run_tests too)"),
     ):
+        if not figures[name]:
+            continue
         rows = figures[name]
         table = Table("figure", *[label for label, _ in next(iter(rows.values()))], title_justify="left")
         for figure, values in rows.items():

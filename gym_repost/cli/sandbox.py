@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from gym_repost.cli.app import env_app, sandbox_app
@@ -68,7 +69,7 @@ def _cleanup_containers(all_containers: bool) -> None:
 
         containers = cleanup_containers(all_owners=all_containers)
     except (MissingExtraError, SandboxUnavailableError) as exc:
-        console.print(f"docker containers: not checked ({exc})", highlight=False)
+        console.print(f"docker containers: not checked ({escape(str(exc))})", highlight=False)
         return
     console.print(
         f"removed {len(containers.removed)} leftover docker container(s); {len(containers.kept)} of live runs kept"

@@ -52,6 +52,9 @@ class RunConfig(BaseModel):
     workers: int = Field(default=1, ge=1)
     sandbox: str = "local"
     sandbox_options: dict[str, Any] = Field(default_factory=dict)
+    versions: dict[str, str] = Field(default_factory=dict)
+    """gym-repost, Python, Gymnasium and the platform of the run's last session (not part
+    of its identity: a run can be continued after an upgrade); empty in older runs."""
 
     IDENTITY: ClassVar[tuple[str, ...]] = (
         "tasks_digest",
@@ -77,6 +80,9 @@ class Episode(BaseModel):
     policy: str
     status: Literal["passed", "failed", "infra_error"]
     submissions: list[bool] = Field(default_factory=list)
+    test_runs: list[bool] | None = None
+    """Whether each test run passed, ``run_tests`` and submissions in order (None in
+    records written before it was kept)."""
     solved_at: int | None = None
     steps: int = 0
     reward: float = 0.0
@@ -86,11 +92,31 @@ class Episode(BaseModel):
     final_report: dict[str, Any] | None = None
     infra_error: str | None = None
     stats: dict[str, Any] = Field(default_factory=dict)
+    started_at: str | None = None
+    """When the episode started (UTC, ISO 8601); None in older records."""
+    seconds: float | None = None
+    """Wall-clock duration: shown in reports, never scored."""
 
     @property
     def key(self) -> tuple[str, int]:
         """``(task_id, sample)``: what makes an episode unique in a run."""
         return self.task_id, self.sample
+
+
+def software_versions() -> dict[str, str]:
+    """What the run ran on, for its report."""
+    import platform
+
+    import gymnasium
+
+    from gym_repost import __version__
+
+    return {
+        "gym-repost": __version__,
+        "python": platform.python_version(),
+        "gymnasium": gymnasium.__version__,
+        "platform": platform.platform(terse=True),
+    }
 
 
 def _repair_tail(path: Path) -> None:

@@ -44,18 +44,23 @@ counted as failures (``summary["with_infra_errors"]``)."""
 
 
 def figure_rows(summary: dict[str, Any]) -> dict[str, dict[str, list[tuple[str, float | None]]]]:
-    """pass@k and self-repair, each as ``{SCORED: rows, INFRA_FAIL: rows}``.
+    """pass@k and self-repair, each as ``{SCORED: rows, INFRA_FAIL: rows}``, and
+    ``by_test_runs``: self-repair counting every failing test run (``{SCORED: rows}``, or
+    ``{}`` for runs that did not record test runs).
 
     Rows are ``(label, value)``: ``("pass@2", 0.5)``, ``("r=1", 0.25)``. A summary written
     before infrastructure errors were scored has no ``INFRA_FAIL`` rows.
     """
-    out: dict[str, dict[str, list[tuple[str, float | None]]]] = {"pass@k": {}, "self_repair": {}}
+    out: dict[str, dict[str, list[tuple[str, float | None]]]] = {"pass@k": {}, "self_repair": {}, "by_test_runs": {}}
     figures = {SCORED: summary, INFRA_FAIL: summary.get("with_infra_errors")}
     for label, figure in figures.items():
         if figure is None:
             continue
         out["pass@k"][label] = pass_at_k_rows(figure)
         out["self_repair"][label] = [(f"r={r}", v) for r, v in self_repair_rows(figure)]
+    if summary.get("self_repair_by_test_runs"):
+        by_runs = sorted((int(r), v) for r, v in summary["self_repair_by_test_runs"].items())
+        out["by_test_runs"][SCORED] = [(f"r={r}", v) for r, v in by_runs]
     return out
 
 
