@@ -17,7 +17,14 @@ from typing import Any, Optional
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from gym_repost.errors import ConfigError
@@ -51,16 +58,15 @@ def invalid_settings(exc: Any) -> str:
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
-def progress_bar() -> Progress:
-    """A progress display on stderr."""
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=False,
-    )
+def progress_bar(*, passes: bool = False) -> Progress:
+    """A progress display on stderr: the bar, done of total, the time spent and the time
+    left (ETA); with ``passes``, a live count of passed items (the task's ``passed``
+    field). It shows nothing when stderr is not a terminal (a log, a pipe, CI)."""
+    columns: list[Any] = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn()]
+    if passes:
+        columns.append(TextColumn("[green]{task.fields[passed]} passed[/]"))
+    columns += [TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn()]
+    return Progress(*columns, console=err_console, transient=False, disable=not err_console.is_terminal)
 
 
 def load_tasks(tasks_path: Path) -> list[Any]:

@@ -100,7 +100,7 @@ def _play(
         step = {"action": _recordable(action), "observation": obs[:_MAX_OBS_CHARS], "reward": reward}
         step.update(tool=info["tool"], ok=info["ok"], tokens=tokens.since_last())
         if tested:
-            step["test_report"] = _brief(info["test_report"], _STEP_REPORT_KEYS)
+            step["test_report"] = _brief(info["test_report"])
         trajectory.append(step)
         if terminated or truncated:
             outcome.update(
@@ -164,17 +164,15 @@ def run_episode(
     ), trajectory
 
 
-_STEP_REPORT_KEYS = ("passed", "status", "exception", "message", "assertion", "reward")
-"""What a trajectory step keeps of a test report: the failing assertion with both sides'
+_REPORT_KEYS = ("passed", "status", "exception", "message", "assertion", "reward")
+"""What an episode's final report and a trajectory step keep of a test report: the failing assertion with both sides'
 values (function tasks) or the reward (test-file tasks); the observation holds the rest."""
 
 
-def _brief(
-    report: dict[str, Any] | None, keys: Sequence[str] = ("passed", "status", "exception", "message")
-) -> dict[str, Any] | None:
+def _brief(report: dict[str, Any] | None) -> dict[str, Any] | None:
     if report is None:
         return None
-    return {k: report.get(k) for k in keys if k in report}
+    return {k: report.get(k) for k in _REPORT_KEYS if k in report}
 
 
 class _Tokens:
