@@ -153,7 +153,8 @@ def line_chart(title: str, xs: Sequence[str], series: Sequence[Series], *, x_lab
         ]
         if len(points) > 1:
             path = " ".join(f"{x:.1f},{y:.1f}" for x, y, _ in points)
-            out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"/>')
+            width = 2 + 2.5 * (len(series) - 1 - si)  # earlier lines wider: equal series stay visible
+            out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="{width}"/>')
         for x, y, v in points:
             out.append(
                 f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{colour}">'

@@ -14,8 +14,10 @@ from gym_repost.evaluate.records import Episode
 
 
 def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
-    """Sort key that orders numbers by value: ``HumanEval/2`` before ``HumanEval/10``."""
-    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", text) if part)
+    """Sort key that orders numbers by value and letters regardless of case:
+    ``HumanEval/2`` before ``HumanEval/10``, ``orders.iter`` before ``orders.Order``."""
+    parts = re.split(r"(\d+)", text)
+    return (*((0, int(p)) if p.isdigit() else (1, p.casefold()) for p in parts if p), (2, text))
 
 
 def failure_text(report: dict[str, Any] | None, limit: int = 160) -> str:
