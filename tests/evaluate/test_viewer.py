@@ -37,6 +37,13 @@ def _episode(task: str, sample: int, passed: bool, **extra: Any) -> Episode:
     )
 
 
+def _rows(report: Path) -> dict[str, Any]:
+    """The table rows the overview's script draws (``rows.js``)."""
+    text = (report / "rows.js").read_text()
+    assert text.startswith("window.GYM_REPOST_ROWS = ")
+    return json.loads(text.removeprefix("window.GYM_REPOST_ROWS = ").rstrip().rstrip(";"))
+
+
 def _run(path: Path, episodes: list[tuple[Episode, list[dict[str, Any]]]], n: int = 1) -> Path:
     rd = RunDir(path)
     rd.prepare(RunConfig(tasks="t.jsonl", tasks_digest="x", policy="p", n=n, versions={"gym-repost": "9.9"}))
@@ -129,11 +136,14 @@ def test_the_report_shows_trajectories_in_natural_order(tmp_path: Path) -> None:
             ),  # fmt: skip
         ],
     )
-    index = write_report([run], tmp_path / "out")
-    page = index.read_text()
-    assert page.index("HumanEval/2") < page.index("HumanEval/10")
-    assert "AssertionError: assert g() == 1 (left 0, right 1)" in page  # the failure, not "AssertionError:"
-    assert "9.9" in page and "320 in / 35 out" in page
+    page = write_report([run], tmp_path / "out").read_text()
+    rows = _rows(tmp_path / "out")
+    assert [t["task"] for t in rows["tasks"]] == ["HumanEval/2", "HumanEval/10"]
+    assert [e["task"] for e in rows["episodes"]] == ["HumanEval/2", "HumanEval/10"]
+    failure = "AssertionError: assert g() == 1 (left 0, right 1)"  # the failure, not "AssertionError:"
+    assert rows["tasks"][1]["failure"] == rows["episodes"][1]["failure"] == failure
+    assert "9.9" in page and rows["episodes"][0]["tokens"] == "320 in / 35 out"
+    assert rows["tasks"][0]["episodes"] == [{"index": 0, "sample": 0, "status": "passed", "label": "passed"}]
     first = (tmp_path / "out" / "episodes" / "0.html").read_text()  # HumanEval/2 comes first
     assert "HumanEval/2" in first and "assert f(2) == 4" in first
     assert "<th>left side</th><td><code>2</code>" in first and "<th>right side</th><td><code>4</code>" in first

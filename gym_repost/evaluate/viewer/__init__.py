@@ -28,6 +28,7 @@ from gym_repost.evaluate.summary import summarize
 from gym_repost.evaluate.viewer.trajectory import step_views
 
 INDEX = "index.html"
+ROWS = "rows.js"
 ASSETS = ("viewer.css", "viewer.js")
 STATUS_LABELS = {"passed": "passed", "failed": "failed", "infra_error": "infra error"}
 
@@ -166,16 +167,17 @@ def _curve_name(label: str) -> str:
 
 
 def _episode_rows(run: RunView) -> list[dict[str, Any]]:
+    """One row per episode, as ``rows.js`` holds it for the overview's script."""
     rows = []
     for index, e in enumerate(run.episodes):
         rows.append(
             {
                 "index": index,
-                "href": f"episodes/{index}.html",
                 "task": e.task_name,
                 "sample": e.sample,
                 "status": e.status,
-                "status_label": STATUS_LABELS[e.status],
+                "statuses": [e.status],
+                "label": STATUS_LABELS[e.status],
                 "reward": f"{e.reward:.3f}",
                 "submissions": "".join("✓" if s else "✗" for s in e.submissions),
                 "test_runs": "" if e.test_runs is None else "".join("✓" if s else "✗" for s in e.test_runs),
@@ -189,19 +191,32 @@ def _episode_rows(run: RunView) -> list[dict[str, Any]]:
 
 
 def _task_table(run: RunView, episode_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per task, in natural order, with links to its episodes."""
     by_task: dict[str, list[dict[str, Any]]] = {}
     for row in episode_rows:
-        by_task.setdefault(row["task"], []).append(row)
+        by_task.setdefault(row["task"], []).append({k: row[k] for k in ("index", "sample", "status", "label")})
     return [
         {
-            "row": t,
+            "task": t.name,
+            "samples": t.samples,
+            "passed": t.passed,
             "rate": _pct(t.pass_rate),
+            "infra": t.infra_errors,
             "mean": "" if t.mean_submissions_to_pass is None else f"{t.mean_submissions_to_pass:.2f}",
+            "failure": t.last_failure,
             "episodes": by_task.get(t.name, []),
-            "statuses": " ".join(sorted({r["status"] for r in by_task.get(t.name, [])})),
+            "statuses": sorted({e["status"] for e in by_task.get(t.name, [])}),
         }
         for t in task_rows(run.episodes)
     ]
+
+
+def _write_rows(out: Path, tasks: list[dict[str, Any]], episodes: list[dict[str, Any]]) -> None:
+    """``rows.js``: the overview's table rows as data, drawn by its script a page at a time,
+    so that a run of thousands of episodes opens at once (a script file, not JSON: pages
+    opened from disk may not fetch files)."""
+    data = json.dumps({"tasks": tasks, "episodes": episodes}, ensure_ascii=True, separators=(",", ":"))
+    (out / ROWS).write_text(f"window.GYM_REPOST_ROWS = {data};\n", encoding="utf-8")
 
 
 # ---------------------------------------------------------------- writing
@@ -239,6 +254,8 @@ def _write_run(
         shutil.rmtree(out / "episodes", ignore_errors=True)
     (out / "episodes").mkdir(parents=True, exist_ok=True)
     episode_rows = _episode_rows(run)
+    tasks = _task_table(run, episode_rows)
+    _write_rows(out, tasks, episode_rows)
     page = env.get_template("overview.html.j2").render(
         root=root,
         back=back,
@@ -248,8 +265,8 @@ def _write_run(
         versions=(run.config.versions if run.config else {}) or {},
         config_rows=_config_rows(run.config),
         figures=_figures(run.summary),
-        tasks=_task_table(run, episode_rows),
-        episodes=episode_rows,
+        tasks=len(tasks),
+        episodes=len(episode_rows),
         pct=_pct,
     )
     (out / INDEX).write_text(page, encoding="utf-8")

@@ -4,6 +4,7 @@ report, reward and tokens, and the code as a diff against its previous version."
 from __future__ import annotations
 
 import difflib
+import html
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +38,12 @@ class StepView:
     """Which version of the code this step wrote (1, 2, ...), 0 when it wrote none."""
     report: dict[str, Any] | None = None
     tokens: dict[str, int] | None = None
+
+    @property
+    def diff_html(self) -> str:
+        """The diff as escaped HTML, a ``span`` per line (built here, not in the template:
+        thousands of pages of diffs are most of a large report's writing time)."""
+        return "".join(f'<span class="{d.kind}">{html.escape(d.text, quote=False)}</span>' for d in self.diff)
 
 
 def code_diff(before: str, after: str) -> list[DiffLine]:

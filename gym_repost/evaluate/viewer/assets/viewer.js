@@ -1,52 +1,138 @@
-// gym-repost run viewer: filters over the tables of a page (no network, no libraries).
+// gym-repost run viewer: the overview's tables, drawn from rows.js a page at a time, and
+// the filters over them (no network, no libraries). Tables written into the page itself
+// (the comparison's) are filtered by hiding rows.
 (function () {
   "use strict";
+  var PAGE = 200;
+  var DATA = window.GYM_REPOST_ROWS || {};
   var form = document.getElementById("filters");
-  if (!form) { return; }
-  var tables = Array.prototype.slice.call(document.querySelectorAll("table.filterable"));
   var count = document.getElementById("filter-count");
+  var tables = Array.prototype.slice.call(document.querySelectorAll("table.filterable"));
+  var shown = {};  // rows drawn per data table
 
-  function chosenStatuses() {
-    var boxes = form.querySelectorAll('input[name="status"]');
-    var chosen = {};
-    for (var i = 0; i < boxes.length; i++) { if (boxes[i].checked) { chosen[boxes[i].value] = true; } }
-    return boxes.length ? chosen : null;
+  function cell(row, text, className) {
+    var td = row.insertCell(-1);
+    if (className) { td.className = className; }
+    td.textContent = text === null || text === undefined ? "" : String(text);
+    return td;
   }
 
-  function visible(row, statuses, text, onlyDiffering) {
-    if (text && row.getAttribute("data-task").indexOf(text) < 0) { return false; }
-    if (onlyDiffering && row.getAttribute("data-differs") !== "1") { return false; }
-    if (statuses) {
-      var own = (row.getAttribute("data-status") || "").split(" ");
-      for (var i = 0; i < own.length; i++) { if (statuses[own[i]]) { return true; } }
+  function link(parent, href, text, className, title) {
+    var a = document.createElement("a");
+    a.href = href;
+    a.textContent = text;
+    if (className) { a.className = className; }
+    if (title) { a.title = title; }
+    parent.appendChild(a);
+    return a;
+  }
+
+  var DRAW = {
+    tasks: function (row, t) {
+      cell(row, t.task);
+      cell(row, t.samples, "num");
+      cell(row, t.passed, "num");
+      cell(row, t.rate, "num");
+      cell(row, t.infra, "num");
+      cell(row, t.mean, "num");
+      var dots = cell(row, "");
+      t.episodes.forEach(function (e) {
+        link(dots, "episodes/" + e.index + ".html", String(e.sample), "dot " + e.status, "sample " + e.sample + ": " + e.label);
+      });
+      cell(row, t.failure, "failure");
+    },
+    episodes: function (row, e) {
+      link(cell(row, ""), "episodes/" + e.index + ".html", e.task);
+      cell(row, e.sample, "num");
+      var badge = document.createElement("span");
+      badge.className = "badge " + e.status;
+      badge.textContent = e.label;
+      cell(row, "").appendChild(badge);
+      cell(row, e.reward, "num");
+      cell(row, e.submissions, "marks");
+      cell(row, e.test_runs, "marks");
+      cell(row, e.steps, "num");
+      cell(row, e.tokens, "num");
+      cell(row, e.seconds, "num");
+      cell(row, e.failure, "failure");
+    }
+  };
+
+  function filters() {
+    var chosen = null;
+    var text = "";
+    var onlyDiffering = false;
+    if (form) {
+      var boxes = form.querySelectorAll('input[name="status"]');
+      if (boxes.length) {
+        chosen = {};
+        for (var i = 0; i < boxes.length; i++) { if (boxes[i].checked) { chosen[boxes[i].value] = true; } }
+      }
+      var search = form.querySelector('input[name="task"]');
+      text = search ? search.value.trim().toLowerCase() : "";
+      var differs = form.querySelector('input[name="differs"]');
+      onlyDiffering = differs ? differs.checked : false;
+    }
+    return { statuses: chosen, text: text, onlyDiffering: onlyDiffering };
+  }
+
+  function keep(f, task, statuses, differs) {
+    if (f.text && task.toLowerCase().indexOf(f.text) < 0) { return false; }
+    if (f.onlyDiffering && differs !== "1") { return false; }
+    if (f.statuses) {
+      for (var i = 0; i < statuses.length; i++) { if (f.statuses[statuses[i]]) { return true; } }
       return false;
     }
     return true;
   }
 
+  function matching(name, f) {
+    return (DATA[name] || []).filter(function (r) { return keep(f, r.task, r.statuses, "1"); });
+  }
+
+  function drawTable(table, f) {
+    var name = table.getAttribute("data-source");
+    var rows = matching(name, f);
+    var body = table.tBodies[0];
+    body.textContent = "";
+    var limit = Math.min(rows.length, shown[name] || PAGE);
+    for (var i = 0; i < limit; i++) {
+      var tr = body.insertRow(-1);
+      tr.setAttribute("data-task", rows[i].task.toLowerCase());
+      tr.setAttribute("data-status", rows[i].statuses.join(" "));
+      DRAW[name](tr, rows[i]);
+    }
+    var more = document.getElementById(name + "-more");
+    if (more) {
+      more.hidden = limit >= rows.length;
+      more.textContent = "show " + Math.min(PAGE, rows.length - limit) + " more of " + (rows.length - limit);
+    }
+    return table.id + ": " + rows.length + " of " + (DATA[name] || []).length;
+  }
+
+  function filterTable(table, f) {
+    var rows = table.tBodies[0].rows;
+    var visible = 0;
+    for (var i = 0; i < rows.length; i++) {
+      var r = rows[i];
+      var ok = keep(f, r.getAttribute("data-task") || "", (r.getAttribute("data-status") || "").split(" "),
+                    r.getAttribute("data-differs"));
+      r.classList.toggle("hidden", !ok);
+      if (ok) { visible += 1; }
+    }
+    return table.id + ": " + visible + " of " + rows.length;
+  }
+
   function apply() {
-    var statuses = chosenStatuses();
-    var search = form.querySelector('input[name="task"]');
-    var text = search ? search.value.trim().toLowerCase() : "";
-    var differs = form.querySelector('input[name="differs"]');
-    var onlyDiffering = differs ? differs.checked : false;
-    var parts = [];
-    tables.forEach(function (table) {
-      var rows = table.tBodies[0].rows;
-      var shown = 0;
-      for (var i = 0; i < rows.length; i++) {
-        var keep = visible(rows[i], statuses, text, onlyDiffering);
-        rows[i].classList.toggle("hidden", !keep);
-        if (keep) { shown += 1; }
-      }
-      parts.push(table.id + ": " + shown + " of " + rows.length);
-    });
+    var f = filters();
+    var parts = tables.map(function (t) { return t.hasAttribute("data-source") ? drawTable(t, f) : filterTable(t, f); });
     if (count) { count.textContent = "showing " + parts.join(", "); }
   }
 
   // The filters live in the address's fragment (#status=failed,infra_error&task=sort), so a
   // filtered view can be bookmarked or sent as a link.
   function readHash() {
+    if (!form) { return; }
     var params = new URLSearchParams(window.location.hash.slice(1));
     var boxes = form.querySelectorAll('input[name="status"]');
     if (params.has("status")) {
@@ -78,10 +164,18 @@
     }
   }
 
-  function changed() { writeHash(); apply(); }
+  function changed() { shown = {}; writeHash(); apply(); }
 
-  form.addEventListener("input", changed);
-  form.addEventListener("change", changed);
+  Object.keys(DRAW).forEach(function (name) {
+    var more = document.getElementById(name + "-more");
+    if (more) {
+      more.addEventListener("click", function () { shown[name] = (shown[name] || PAGE) + PAGE; apply(); });
+    }
+  });
+  if (form) {
+    form.addEventListener("input", changed);
+    form.addEventListener("change", changed);
+  }
   window.addEventListener("hashchange", function () { readHash(); apply(); });
   readHash();
   apply();
