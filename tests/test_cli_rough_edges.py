@@ -161,3 +161,47 @@ def test_self_repair_counts_test_runs_as_well_as_submissions(tmp_path: Path) -> 
     summary = json.loads((run / "summary.json").read_text())
     assert summary["self_repair"] == {"0": 1.0, "1": 1.0}
     assert summary["self_repair_by_test_runs"] == {"0": 0.0, "1": 1.0, "2": 1.0}
+
+
+def _on_a_terminal(args: list[str]) -> str:
+    """What a command prints when stdout and stderr are a terminal (a pseudo-terminal)."""
+    import pty
+    import threading
+
+    leader, follower = pty.openpty()
+    env = {**os.environ, "COLUMNS": "160", "TERM": "xterm"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gym_repost.cli", *args], cwd=ROOT, stdin=subprocess.DEVNULL,
+        stdout=follower, stderr=follower, env=env,
+    )  # fmt: skip
+    os.close(follower)
+    chunks: list[bytes] = []
+
+    def drain() -> None:
+        while True:
+            try:
+                data = os.read(leader, 65536)
+            except OSError:  # the terminal closed: the command ended
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    assert proc.wait(timeout=600) == 0, b"".join(chunks).decode(errors="replace")[-3000:]
+    reader.join(timeout=30)
+    os.close(leader)
+    return b"".join(chunks).decode(errors="replace")
+
+
+def test_eval_shows_progress_with_an_eta_and_passes_on_a_terminal_only(tmp_path: Path) -> None:
+    """Progress: on a terminal, a bar with done/total, the passes so far and the time left;
+    off a terminal (a pipe, a log, CI), none of it."""
+    args = ["eval", "tasks/demo.jsonl", "--policy", "oracle", "-o"]
+    shown = _on_a_terminal([*args, str(tmp_path / "tty")])
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown)
+    assert "15/15" in plain and "15 passed" in plain and "ETA" in plain
+    quiet = cli(*args, str(tmp_path / "pipe"))
+    assert quiet.returncode == 0, quiet.stderr
+    assert "ETA" not in quiet.stderr and "━" not in quiet.stderr and "passed" not in quiet.stderr

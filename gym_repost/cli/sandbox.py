@@ -14,6 +14,7 @@ from gym_repost.cli.common import (
     console,
     err_console,
     open_sandbox,
+    progress_bar,
 )
 
 
@@ -26,7 +27,8 @@ def sandbox_check(
     from gym_repost.sandbox.conformance import run_conformance
 
     options: dict[str, Any] = {"python": python} if python else {}
-    with open_sandbox(sandbox, options) as sb:
+    with open_sandbox(sandbox, options) as sb, progress_bar() as progress:
+        progress.add_task(f"conformance checks of {sandbox}", total=None)
         results = run_conformance(sb)
     table = Table(title=f"sandbox conformance: {sandbox}")
     for col in ("check", "result", "detail"):
