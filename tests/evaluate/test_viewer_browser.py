@@ -118,3 +118,23 @@ def test_screenshots(report: Path, tmp_path: Path, name: str, page: str) -> None
         reference.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(shot, reference)
     assert reference.is_file(), f"no reference screenshot {reference}: run with GYM_REPOST_UPDATE_SCREENSHOTS=1"
+
+
+def test_a_large_run_draws_200_rows_and_a_comparison_renders(report: Path, tmp_path: Path) -> None:
+    """300 tasks: the overview draws the first 200 task rows and offers the rest; the
+    comparison of that run with the real one renders without console messages."""
+    from benchmarks.viewer import synthetic_run
+    from gym_repost.evaluate.viewer import write_report
+
+    synthetic_run(tmp_path / "big", tasks=300, samples=1)
+    index = write_report([tmp_path / "big"], tmp_path / "big-report")
+    dom, console = chromium("--dump-dom", url=index.as_uri(), tmp=tmp_path)
+    assert console == []
+    assert len(_rows(dom, "tasks")) == 200 and "show 100 more of 100" in dom
+    assert "showing tasks: 300 of 300, episodes: 300 of 300" in dom
+    assert _rows(dom, "tasks")[0].startswith('<tr data-task="synth/0"')  # natural order: 0, 1, 2, ...
+    assert 'data-task="synth/10"' in dom.split('data-task="synth/9"', 1)[1]
+
+    compare = write_report([report.parent, tmp_path / "big"], tmp_path / "compare")
+    dom, console = chromium("--dump-dom", url=compare.as_uri(), tmp=tmp_path)
+    assert console == [] and "showing compare-tasks: 315 of 315" in dom and dom.count("<svg") == 2
