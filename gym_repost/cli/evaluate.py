@@ -112,9 +112,7 @@ def _llm_options(policy: str, base_url: Optional[str], output: Path, options: di
 
 def _print_summary(summary: dict[str, Any]) -> None:
     from gym_repost.evaluate.report import figure_rows
-
-    def pct(v: float | None) -> str:
-        return "n/a" if v is None else f"{100 * v:.1f}%"
+    from gym_repost.evaluate.report import percent as pct
 
     figures = figure_rows(summary)
     for name, title in (

@@ -8,6 +8,8 @@ import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from gym_repost.evaluate.report import percent
+
 PALETTE = ("#3b6fc9", "#d9822b", "#2e9e6a", "#b8455b", "#7d5bb5", "#7a7a7a", "#c2a01d", "#3aa3b5")
 """Series colours, in order (distinguishable, also in grey print)."""
 
@@ -21,10 +23,6 @@ class Series:
 
     name: str
     values: Sequence[float | None]
-
-
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{100 * value:.1f}%"
 
 
 def _text_width(text: str, size: float = _FONT) -> float:
@@ -116,12 +114,12 @@ def bar_chart(title: str, categories: Sequence[str], series: Sequence[Series], *
                 out.append(
                     f'<rect x="{x + 1:.1f}" y="{y:.1f}" width="{bar_w - 2:.1f}" '
                     f'height="{frame.top + frame.height - y:.1f}" fill="{PALETTE[si % 8]}">'
-                    f"<title>{html.escape(s.name)}, {html.escape(category)}: {_pct(value)}</title></rect>"
+                    f"<title>{html.escape(s.name)}, {html.escape(category)}: {percent(value)}</title></rect>"
                 )
             label_y = frame.y(value or 0.0) - 4
             out.append(
                 f'<text x="{x + bar_w / 2:.1f}" y="{label_y:.1f}" text-anchor="middle" '
-                f'font-size="{_FONT - 2}">{_pct(value)}</text>'
+                f'font-size="{_FONT - 2}">{percent(value)}</text>'
             )
         out.append(
             f'<text x="{frame.left + ci * slot + slot / 2:.1f}" y="{frame.top + frame.height + 16:.1f}" '
@@ -158,11 +156,12 @@ def line_chart(title: str, xs: Sequence[str], series: Sequence[Series], *, x_lab
         for x, y, v in points:
             out.append(
                 f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.5" fill="{colour}">'
-                f"<title>{html.escape(s.name)}: {_pct(v)}</title></circle>"
+                f"<title>{html.escape(s.name)}: {percent(v)}</title></circle>"
             )
             if len(series) == 1:
                 out.append(
-                    f'<text x="{x:.1f}" y="{y - 8:.1f}" text-anchor="middle" font-size="{_FONT - 1}">{_pct(v)}</text>'
+                    f'<text x="{x:.1f}" y="{y - 8:.1f}" text-anchor="middle" '
+                    f'font-size="{_FONT - 1}">{percent(v)}</text>'
                 )
     if len(series) > 1:
         out += _legend(series, frame.left + frame.width + 16, frame.top + 8)

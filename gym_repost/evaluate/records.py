@@ -259,6 +259,23 @@ class RunDir:
             latest[ep.key] = ep
         return list(latest.values())
 
+    def trajectories(self) -> dict[tuple[str, int], list[dict[str, Any]]]:
+        """The steps of each recorded episode, by key; for a repeated key the last line
+        wins; an unreadable line is skipped (and logged)."""
+        file = self.path / TRAJECTORIES
+        out: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        if not file.exists():
+            return out
+        with open(file, encoding="utf-8") as fh:
+            for number, line in enumerate(fh, 1):
+                try:
+                    record = json.loads(line)
+                    out[(str(record["task_id"]), int(record["sample"]))] = list(record["steps"])
+                except (ValueError, KeyError, TypeError):
+                    if line.strip():
+                        logger.warning("%s:%d: skipping an unreadable trajectory record", file, number)
+        return out
+
     def finished(self) -> set[tuple[str, int]]:
         """Keys of episodes that need no rerun (infrastructure errors are rerun)."""
         return {ep.key for ep in self.episodes() if ep.status != "infra_error"}

@@ -13,6 +13,11 @@ from typing import Any
 from gym_repost.evaluate.records import Episode
 
 
+def percent(value: float | None) -> str:
+    """A rate as the reports print it: ``42.5%``, or ``n/a``."""
+    return "n/a" if value is None else f"{100 * value:.1f}%"
+
+
 def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
     """Sort key that orders numbers by value and letters regardless of case:
     ``HumanEval/2`` before ``HumanEval/10``, ``orders.iter`` before ``orders.Order``."""

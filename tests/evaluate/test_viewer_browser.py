@@ -57,18 +57,28 @@ def chromium(*args: str, url: str, tmp: Path) -> tuple[str, list[str]]:
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The viewer of a real run: the mutant control on the demo tasks, with repairs."""
+    """The viewer of a real run: the mutant control on the demo tasks, with repairs; and
+    beside it (``../compare``) the comparison of the oracle with it."""
     tmp = tmp_path_factory.mktemp("viewer")
-    run = tmp / "run"
+    run, oracle = tmp / "run", tmp / "oracle"
     for args in (
         ["eval", "tasks/demo.jsonl", "--policy", "mutant", "-n", "2", "--repairs", "2", "-o", str(run)],
         ["report", str(run)],
+        ["eval", "tasks/demo.jsonl", "--policy", "oracle", "-o", str(oracle)],
+        ["report", str(oracle), str(run), "-o", str(tmp / "compare")],
     ):
         result = subprocess.run(
             [sys.executable, "-m", "gym_repost.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=600
         )
         assert result.returncode == 0, result.stderr
     return run / "report"
+
+
+def _missing_files(dom: str, page: Path) -> list[str]:
+    """Local files the page links to or loads that do not exist (Chromium does not log a
+    missing file:// resource to the console)."""
+    targets = re.findall(r'(?:src|href)="([^"#:]+)(?:#[^"]*)?"', dom)
+    return [t for t in targets if not (page.parent / t).resolve().is_file()]
 
 
 def _rows(dom: str, table: str) -> list[str]:
@@ -78,7 +88,7 @@ def _rows(dom: str, table: str) -> list[str]:
 
 def test_the_overview_renders_without_console_messages_and_filters(report: Path, tmp_path: Path) -> None:
     dom, console = chromium("--dump-dom", url=(report / "index.html").as_uri(), tmp=tmp_path)
-    assert console == []
+    assert console == [] and _missing_files(dom, report / "index.html") == []
     assert "showing tasks: 15 of 15, episodes: 30 of 30" in dom  # the script ran
     assert dom.count("<svg") == 2 and "75%" in dom and "pass@2" in dom  # charts with an axis
     names = [re.search(r'data-task="([^"]+)"', row).group(1) for row in _rows(dom, "tasks")]
@@ -98,19 +108,22 @@ def test_the_overview_renders_without_console_messages_and_filters(report: Path,
 def test_a_trajectory_page_renders_actions_diffs_and_reports(report: Path, tmp_path: Path) -> None:
     page = report / "episodes" / "0.html"
     dom, console = chromium("--dump-dom", url=page.as_uri(), tmp=tmp_path)
-    assert console == []
+    assert console == [] and _missing_files(dom, page) == []
     assert dom.count('class="step ') >= 2 and "write_code" in dom and "submit" in dom
     assert 'class="diff"' in dom and 'class="add"' in dom  # the code as a diff
     assert 'class="report failed"' in dom  # a failed submission's report
     assert "../assets/viewer.css" in dom and 'href="../index.html"' in dom
 
 
-@pytest.mark.parametrize(("name", "page"), [("overview", "index.html"), ("episode", "episodes/0.html")])
+@pytest.mark.parametrize(
+    ("name", "page"),
+    [("overview", "index.html"), ("episode", "episodes/0.html"), ("compare", "../../compare/index.html")],
+)
 def test_screenshots(report: Path, tmp_path: Path, name: str, page: str) -> None:
     """A screenshot of each page; the reference copy in the repository is for review, not
     compared pixel by pixel."""
     shot = tmp_path / f"{name}.png"
-    _, console = chromium(f"--screenshot={shot}", url=(report / page).as_uri(), tmp=tmp_path)
+    _, console = chromium(f"--screenshot={shot}", url=(report / page).resolve().as_uri(), tmp=tmp_path)
     assert console == []
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
     reference = SCREENSHOTS / f"{name}.png"

@@ -22,8 +22,8 @@ from typing import Any
 
 from gym_repost.errors import RunDirError
 from gym_repost.evaluate.charts import Series, bar_chart, line_chart
-from gym_repost.evaluate.records import CONFIG, EPISODES, TRAJECTORIES, Episode, RunConfig, RunDir
-from gym_repost.evaluate.report import INFRA_FAIL, SCORED, failure_text, figure_rows, natural_key, task_rows
+from gym_repost.evaluate.records import CONFIG, EPISODES, Episode, RunConfig, RunDir
+from gym_repost.evaluate.report import INFRA_FAIL, SCORED, failure_text, figure_rows, natural_key, percent, task_rows
 from gym_repost.evaluate.summary import summarize
 from gym_repost.evaluate.viewer.trajectory import step_views
 
@@ -67,30 +67,10 @@ def load_run(path: str | Path) -> RunView:
     if config is None and not episodes:
         raise RunDirError(f"{path} is not a run directory (no {CONFIG}, no {EPISODES})")
     episodes.sort(key=lambda e: (natural_key(e.task_name), e.sample))
-    return RunView(Path(path), config, summarize(episodes, config), episodes, _read_trajectories(rd.path))
-
-
-def _read_trajectories(path: Path) -> dict[tuple[str, int], list[dict[str, Any]]]:
-    """Steps per episode key; for a repeated key the last line wins; unreadable lines are skipped."""
-    out: dict[tuple[str, int], list[dict[str, Any]]] = {}
-    file = path / TRAJECTORIES
-    if not file.exists():
-        return out
-    with open(file, encoding="utf-8") as fh:
-        for line in fh:
-            try:
-                record = json.loads(line)
-                out[(record["task_id"], int(record["sample"]))] = list(record["steps"])
-            except (ValueError, KeyError, TypeError):
-                continue
-    return out
+    return RunView(Path(path), config, summarize(episodes, config), episodes, rd.trajectories())
 
 
 # ---------------------------------------------------------------- what pages show
-
-
-def _pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{100 * value:.1f}%"
 
 
 def _when(run: RunView) -> dict[str, str]:
@@ -155,7 +135,7 @@ def _figures(summary: dict[str, Any]) -> dict[str, Any]:
             [Series(_curve_name(label), [dict(r).get(x) for x in xs]) for label, r in curves.items()],
             x_label="r: failed submissions (or failing test runs) before the pass",
         ),
-        "pass_rows": [(k, [_pct(dict(r).get(k)) for r in pass_k.values()]) for k in keys],
+        "pass_rows": [(k, [percent(dict(r).get(k)) for r in pass_k.values()]) for k in keys],
         "pass_labels": list(pass_k),
     }
 
@@ -200,7 +180,7 @@ def _task_table(run: RunView, episode_rows: list[dict[str, Any]]) -> list[dict[s
             "task": t.name,
             "samples": t.samples,
             "passed": t.passed,
-            "rate": _pct(t.pass_rate),
+            "rate": percent(t.pass_rate),
             "infra": t.infra_errors,
             "mean": "" if t.mean_submissions_to_pass is None else f"{t.mean_submissions_to_pass:.2f}",
             "failure": t.last_failure,
@@ -236,6 +216,7 @@ def _environment() -> Any:
     from gym_repost import __version__
 
     env.globals["version"] = __version__
+    env.globals["pct"] = percent
     return env
 
 
@@ -267,7 +248,6 @@ def _write_run(
         figures=_figures(run.summary),
         tasks=len(tasks),
         episodes=len(episode_rows),
-        pct=_pct,
     )
     (out / INDEX).write_text(page, encoding="utf-8")
     on_page()
@@ -318,7 +298,7 @@ def write_report(runs: Sequence[str | Path], output: str | Path, on_progress: Pr
 
     for number, view in enumerate(views, 1):
         _write_run(env, view, out / f"run-{number}", "../", on_page, back="../index.html")
-    page = env.get_template("compare.html.j2").render(root="", back=None, **comparison(views), pct=_pct)
+    page = env.get_template("compare.html.j2").render(root="", back=None, **comparison(views))
     (out / INDEX).write_text(page, encoding="utf-8")
     on_page()
     return out / INDEX
