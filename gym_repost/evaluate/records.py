@@ -2,7 +2,8 @@
 
 Layout of ``RUN_DIR``: ``config.json`` (what the run is), ``episodes.jsonl`` (one line
 per finished episode, appended, flushed and synced), ``trajectories.jsonl`` (the
-actions and observations of each episode), ``summary.json``, ``report.html`` and
+actions and observations of each episode), ``summary.json``, ``report/`` (the viewer,
+:mod:`gym_repost.evaluate.viewer`; ``report.html`` leads there) and
 ``.lock``: one writer per run directory, held with ``flock`` (released by the kernel when
 its holder dies, however it dies) and naming its holder ("pid N on HOST since TIME").
 """
