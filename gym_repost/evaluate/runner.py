@@ -165,8 +165,9 @@ def run_episode(
 
 
 _REPORT_KEYS = ("passed", "status", "exception", "message", "assertion", "reward")
-"""What an episode's final report and a trajectory step keep of a test report: the failing assertion with both sides'
-values (function tasks) or the reward (test-file tasks); the observation holds the rest."""
+"""What an episode's final report and a trajectory step keep of a test report: the failing
+assertion with both sides' values (function tasks) or the reward (test-file tasks); the
+observation holds the rest."""
 
 
 def _brief(report: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -177,11 +178,13 @@ def _brief(report: dict[str, Any] | None) -> dict[str, Any] | None:
 
 class _Tokens:
     """The tokens a policy spent since the last step, from its ``stats()`` (LLM policies
-    count ``input_tokens`` and ``output_tokens``); None for a policy that counts none."""
+    count ``input_tokens`` and ``output_tokens``); None for a policy that counts none. The
+    first step also carries what ``reset`` spent (a generated docstring, say), so the steps
+    add up to the episode's total."""
 
     def __init__(self, policy: Any) -> None:
         self._policy = policy
-        self._last = self._totals()
+        self._last: tuple[int, int] | None = None
 
     def _totals(self) -> tuple[int, int] | None:
         stats = _stats(self._policy)
