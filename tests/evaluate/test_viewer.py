@@ -192,6 +192,7 @@ def test_a_comparison_counts_wins_and_losses_per_task(tmp_path: Path) -> None:
     assert tally is not None and re.findall(r">(\d+)<", tally.group(1)) == ["1", "1", "1", "1"]
     assert (tmp_path / "cmp" / "run-1" / "index.html").is_file() and (tmp_path / "cmp" / "run-2" / "episodes").is_dir()
     assert page.count("<svg") == 2 and 'href="run-2/index.html"' in page
+    assert "not made on the same task set" not in page  # both runs say tasks_digest "x"
 
 
 def _text_boxes(svg: str) -> tuple[float, list[tuple[float, float, str]]]:

@@ -151,3 +151,4 @@ def test_a_large_run_draws_200_rows_and_a_comparison_renders(report: Path, tmp_p
     compare = write_report([report.parent, tmp_path / "big"], tmp_path / "compare")
     dom, console = chromium("--dump-dom", url=compare.as_uri(), tmp=tmp_path)
     assert console == [] and "showing compare-tasks: 315 of 315" in dom and dom.count("<svg") == 2
+    assert "not made on the same task set" in dom

@@ -54,7 +54,9 @@ def comparison(views: Sequence[RunView]) -> dict[str, Any]:
         {verdict: sum(row["verdicts"][i] == verdict for row in tasks) for verdict in ("win", "loss", "tie", "missing")}
         for i in range(len(views) - 1)
     ]
+    digests = {v.config.tasks_digest if v.config else None for v in views}
     return {
+        "same_tasks": len(digests) == 1 and None not in digests,
         "runs": [
             {"label": label, "view": v, "href": f"run-{i}/index.html"}
             for i, (label, v) in enumerate(zip(labels, views), 1)
