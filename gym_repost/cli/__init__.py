@@ -21,11 +21,9 @@ import threading
 from importlib import import_module
 from typing import Any
 
-from rich.markup import escape
-
 from gym_repost.cli.app import app
-from gym_repost.cli.common import err_console
-from gym_repost.errors import BuildError, ConfigError, GymRepostError, TaskFormatError
+from gym_repost.cli.common import err_console, invalid_settings, print_error
+from gym_repost.errors import GymRepostError
 
 for _group in ("build", "validate", "evaluate", "data", "sandbox", "serve"):  # registers the commands, in this order
     import_module(f"gym_repost.cli.{_group}")
@@ -71,13 +69,22 @@ def _exit_interrupted() -> None:
 
 
 def main() -> None:
-    """Entry point of the ``gym-repost`` console script."""
+    """Entry point of the ``gym-repost`` console script.
+
+    The project's own errors and invalid settings (a pydantic ``ValidationError``, say
+    ``--reward foo``) end in one ``error:`` line and exit status 2, not a traceback.
+    """
+    from pydantic import ValidationError
+
     _interrupt_on_signals()
     try:
         try:
             app()
-        except (TaskFormatError, BuildError, ConfigError, GymRepostError) as exc:
-            err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        except GymRepostError as exc:
+            print_error(str(exc))
+            sys.exit(2)
+        except ValidationError as exc:
+            print_error(invalid_settings(exc))
             sys.exit(2)
     except KeyboardInterrupt:
         _exit_interrupted()
