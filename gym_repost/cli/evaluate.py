@@ -71,7 +71,7 @@ def eval_command(
         n=n,
         repairs=repairs,
         max_steps=max_steps,
-        reward=reward,
+        reward=reward,  # type: ignore[arg-type]  # pydantic checks it; main() reports a bad one
         seed=seed,
         workers=workers,
         sandbox=sandbox,

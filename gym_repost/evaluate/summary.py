@@ -31,7 +31,11 @@ def repairs_by_test_runs(scored: Sequence[Episode]) -> dict[str, float] | None:
     recorded = [e for e in scored if e.test_runs is not None]
     if not recorded:
         return None
-    outcomes = [SampleOutcome(e.task_id, e.test_runs.index(True) if True in e.test_runs else None) for e in recorded]
+    outcomes = [
+        SampleOutcome(e.task_id, runs.index(True) if True in runs else None)
+        for e in recorded
+        if (runs := e.test_runs) is not None
+    ]
     longest = max((len(e.test_runs) - 1 for e in recorded if e.test_runs), default=0)
     return {str(r): v for r, v in self_repair_curve(outcomes, longest).items()}
 
