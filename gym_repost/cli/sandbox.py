@@ -49,7 +49,7 @@ def sandbox_cleanup(
     ),
 ) -> None:
     """Remove sandbox processes, directories and containers left behind by a crashed run."""
-    from gym_repost.sandbox.local import cleanup_leftovers
+    from gym_repost.sandbox.leftovers import cleanup_leftovers
 
     report = cleanup_leftovers()
     console.print(

@@ -23,7 +23,9 @@ from gym_repost.errors import SandboxError, SandboxUnavailableError
 from gym_repost.sandbox import get_sandbox, isolation, local
 from gym_repost.sandbox.config import LocalSandboxConfig
 from gym_repost.sandbox.identity import start_time
-from gym_repost.sandbox.local import DIR_PREFIX, LocalSandbox, cleanup_leftovers
+from gym_repost.sandbox.leftovers import cleanup_leftovers
+from gym_repost.sandbox.local import LocalSandbox
+from gym_repost.sandbox.local_worker import DIR_PREFIX
 from gym_repost.sandbox.worker import MARKER, Capture, plan_command
 
 
