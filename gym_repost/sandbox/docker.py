@@ -49,7 +49,15 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from gym_repost.errors import SandboxError, SandboxUnavailableError
-from gym_repost.sandbox.base import RunResult, Sandbox, SandboxLimits
+from gym_repost.sandbox.base import (
+    CA_ENV,
+    INSTALL_TARGET,
+    PROXY_ENV,
+    RunResult,
+    Sandbox,
+    SandboxLimits,
+    pip_install_command,
+)
 from gym_repost.sandbox.config import DockerSandboxConfig
 from gym_repost.sandbox.docker_containers import (
     LABEL,
@@ -87,9 +95,6 @@ KILL_AFTER = 1.0
 HOST_GRACE = 5.0
 """Seconds past timeout + KILL_AFTER after which the host kills the run itself."""
 MAX_TIMEOUT = 7 * 24 * 3600.0
-_INSTALL_TARGET = "_gym_repost_target"
-_PIP_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
-_CA_ENV = ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
 _CA_MOUNT = "/etc/gym-repost-ca.crt"
 
 _REAPER = """\
@@ -159,7 +164,7 @@ fi
 )
 _RESET_SH = "nonce=$1 rc=$2 keep=0\n" + _CLEAN_SH
 _MERGE_SH = f"""set -u
-src={WORKDIR}/{_INSTALL_TARGET} dst={PACKAGES_MOUNT}
+src={WORKDIR}/{INSTALL_TARGET} dst={PACKAGES_MOUNT}
 [ -d "$src" ] || exit 0
 for entry in "$src"/* "$src"/.[!.]*; do
   [ -e "$entry" ] || continue
@@ -427,20 +432,7 @@ class DockerSandbox(Sandbox):
         is read-only to that user); on success root copies the result into the volume
         (plain permissions, no set-id bits). Later runs of every container see it.
         """
-        if isinstance(requirements, str) or not requirements:
-            raise ValueError("requirements must be a non-empty list of pip arguments")
-        argv = [
-            "python",
-            "-m",
-            "pip",
-            "install",
-            "--no-cache-dir",
-            "--no-input",
-            "--disable-pip-version-check",
-            "--target",
-            _INSTALL_TARGET,
-            *requirements,
-        ]
+        argv = pip_install_command(requirements)
         env, binds = _pip_environment()
         spec = self._spec({}, argv, timeout, None, env)
         limits = {
@@ -668,11 +660,11 @@ def _outcome(
 
 def _pip_environment() -> tuple[dict[str, str], dict[str, dict[str, str]]]:
     """pip's settings of this machine for an install run, and the host files they need."""
-    env = {k: v for k, v in os.environ.items() if k.startswith("PIP_") or k in _PIP_ENV}
+    env = {k: v for k, v in os.environ.items() if k.startswith("PIP_") or k in PROXY_ENV}
     binds: dict[str, dict[str, str]] = {}
-    for key in _CA_ENV:
+    for key in CA_ENV:
         env.pop(key, None)
-    ca = next((os.environ[k] for k in _CA_ENV if os.path.isfile(os.environ.get(k, ""))), None)
+    ca = next((os.environ[k] for k in CA_ENV if os.path.isfile(os.environ.get(k, ""))), None)
     if ca:
         binds[os.path.realpath(ca)] = {"bind": _CA_MOUNT, "mode": "ro"}
         env["PIP_CERT"] = _CA_MOUNT

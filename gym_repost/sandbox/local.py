@@ -54,7 +54,7 @@ from typing import Any
 from gym_repost.errors import SandboxError, SandboxUnavailableError
 from gym_repost.sandbox import cgroups
 from gym_repost.sandbox import worker as protocol
-from gym_repost.sandbox.base import RunResult, Sandbox, SandboxLimits
+from gym_repost.sandbox.base import INSTALL_TARGET, PROXY_ENV, RunResult, Sandbox, SandboxLimits, pip_install_command
 from gym_repost.sandbox.config import LocalSandboxConfig
 from gym_repost.sandbox.identity import host_identity
 from gym_repost.sandbox.local_worker import (
@@ -105,19 +105,7 @@ BASE_PACKAGES = ("coverage", "numpy", "pytest")
 """Distributions of the host's own interpreter that runs see by default: those of the
 base evaluation environment (``envs/docker/requirements.txt``), which the harness,
 coverage measurement and test-file tasks use."""
-_INSTALL_TARGET = "_gym_repost_target"
-_PIP_ENV = (
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "NO_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "no_proxy",
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-    "REQUESTS_CA_BUNDLE",
-    "CURL_CA_BUNDLE",
-)
+_PIP_ENV = (*PROXY_ENV, "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
 
 
 # ---------------------------------------------------------------- the backend
@@ -382,20 +370,7 @@ class LocalSandbox(Sandbox):
         the result into the package cache (root-owned, without set-id bits), so the
         sandboxed code never gets write access to the cache itself.
         """
-        if isinstance(requirements, str) or not requirements:
-            raise ValueError("requirements must be a non-empty list of pip arguments")
-        argv = [
-            "python",
-            "-m",
-            "pip",
-            "install",
-            "--no-cache-dir",
-            "--no-input",
-            "--disable-pip-version-check",
-            "--target",
-            _INSTALL_TARGET,
-            *requirements,
-        ]
+        argv = pip_install_command(requirements)
         env = {k: v for k, v in os.environ.items() if k.startswith("PIP_") or k in _PIP_ENV}
         request = build_request({}, argv, timeout, None, env)
         request["keep"] = True
@@ -409,7 +384,7 @@ class LocalSandbox(Sandbox):
             reply = worker.call(protocol.encode_message(request), deadline)
             result = to_result(reply)
             if result.ok:  # the run directory was kept for this
-                source = os.path.join(worker.host_dir, reply["run_dir"], _INSTALL_TARGET)
+                source = os.path.join(worker.host_dir, reply["run_dir"], INSTALL_TARGET)
                 _merge_tree(source, self.packages_dir)
         return result
 
