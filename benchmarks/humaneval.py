@@ -171,9 +171,9 @@ def phase_breakdown(tasks: list[FunctionTask], precompiled: bool = True) -> dict
 
     phases: list[dict[str, float]] = []
     totals: list[float] = []
-    paths = local._program_paths
+    paths = local.program_paths
     if not precompiled:
-        local._program_paths = lambda: []  # type: ignore[assignment]
+        local.program_paths = lambda: []  # type: ignore[assignment]
     try:
         with get_sandbox("local", workers=1, profile=True) as sb:
             run = sb.run
@@ -193,7 +193,7 @@ def phase_breakdown(tasks: list[FunctionTask], precompiled: bool = True) -> dict
                 totals.append(time.perf_counter() - started)
                 time.sleep(0.02)  # think time: the worker's idle work is done by the next run
     finally:
-        local._program_paths = paths  # type: ignore[assignment]
+        local.program_paths = paths  # type: ignore[assignment]
     ms = {name: 1000 * statistics.median([p[b] - p[a] for p in phases]) for name, a, b in PHASES}
     ms["host_verdict"] = 1000 * statistics.median(
         [t - (p["host_returned"] - p["host_called"]) for t, p in zip(totals, phases, strict=True)]

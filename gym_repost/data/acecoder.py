@@ -19,14 +19,19 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from gym_repost.data.base import CodeSampler, TestSampler, TestSuite
-from gym_repost.data.execution import DEFAULT_TEST_TIMEOUT, CodeRun, execution_matrix, run_code_against_tests
+from gym_repost.data.llm_samplers import close_samplers, llm_totals
+from gym_repost.data.matrix import DEFAULT_TEST_TIMEOUT, CodeRun, execution_matrix, run_code_against_tests
 from gym_repost.data.records import code_response, instruction_prompt, normalized_code, task_fields, task_seed
+from gym_repost.data.samplers import load_code_sampler, load_test_sampler
 from gym_repost.errors import DataError
+from gym_repost.executor import Executor, LocalExecutor
+from gym_repost.llm import LedgerTotals
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask
 
@@ -253,3 +258,96 @@ def run_acecoder_task(
         "%s: %d/%d tests kept, %d programs, %d pairs", task.name, len(kept), len(proposed), len(programs), len(pairs)
     )
     return AcecoderQuestion(task, proposed, kept, None, tuple(programs), tuple(pairs), strict)
+
+
+@dataclass(frozen=True)
+class AcecoderRun:
+    """AceCoder over a task set: each question, and the model calls it cost."""
+
+    questions: tuple[AcecoderQuestion, ...]
+    min_tests: int
+    strict: bool
+    llm: tuple[LedgerTotals, Counter[str]] | None = None
+    """Summed ledgers and counts of the LLM samplers; None when no model ran."""
+
+    def pair_records(self) -> list[dict[str, Any]]:
+        """The DPO records of every question."""
+        return [r for q in self.questions for r in q.pair_records()]
+
+    def tests_records(self) -> list[dict[str, Any]]:
+        """Each question with its kept tests."""
+        return [q.tests_record() for q in self.questions]
+
+    def totals(self) -> dict[str, Any]:
+        """Counts over the run: questions kept and dropped, tests, programs, pairs."""
+        kept = [q for q in self.questions if q.dropped is None]
+        removed: dict[str, int] = {}
+        for q in self.questions:
+            for label, count in q.removed_labels().items():
+                removed[label] = removed.get(label, 0) + count
+        return {
+            "questions": len(self.questions),
+            "dropped": len(self.questions) - len(kept),
+            "tests_proposed": sum(len(q.proposed) for q in self.questions),
+            "tests_kept": sum(len(q.tests) for q in self.questions),
+            "removed_by_label": removed,
+            "programs": sum(len(q.programs) for q in kept),
+            "with_pairs": sum(bool(q.pairs) for q in kept),
+            "pairs": sum(len(q.pairs) for q in kept),
+        }
+
+
+def run(
+    tasks: Sequence[FunctionTask],
+    sandbox: Sandbox,
+    *,
+    test_sampler: str = "deterministic",
+    samplers: Sequence[str] = ("deterministic",),
+    proxy: str = "ground-truth",
+    sampler_settings: Mapping[str, Mapping[str, Any]] | None = None,
+    n_tests: int = 20,
+    samples: int = 16,
+    min_tests: int = MIN_TESTS,
+    strict: bool = True,
+    seed: int = 0,
+    test_timeout: float = DEFAULT_TEST_TIMEOUT,
+    executor: Executor | None = None,
+    on_result: Callable[[AcecoderQuestion], None] | None = None,
+) -> AcecoderRun:
+    """AceCoder over ``tasks``. ``test_sampler``, ``samplers`` and ``proxy`` are sampler
+    specs (``proxy="ground-truth"``: the task's ground truth filters the tests);
+    ``sampler_settings`` maps a spec to its settings. Clients are closed at the end.
+
+    Raises:
+        ConfigError: a spec names no sampler.
+        SandboxError: the sandbox failed (an infrastructure error).
+    """
+    settings = sampler_settings or {}
+    code_specs = [*samplers, *([] if proxy == "ground-truth" else [proxy])]
+    loaded: list[Any] = []
+    try:
+        tester = load_test_sampler(test_sampler, **settings.get(test_sampler, {}))
+        loaded.append(tester)
+        loaded += [load_code_sampler(spec, **settings.get(spec, {})) for spec in code_specs]
+        models = loaded[1 : 1 + len(samplers)]
+        proxy_sampler = None if proxy == "ground-truth" else loaded[-1]
+        questions = (executor or LocalExecutor()).map(
+            lambda t: run_acecoder_task(
+                t,
+                tester,
+                models,
+                sandbox,
+                n_tests=n_tests,
+                samples=samples,
+                min_tests=min_tests,
+                strict=strict,
+                proxy=proxy_sampler,
+                seed=seed,
+                test_timeout=test_timeout,
+            ),
+            tasks,
+            on_result,
+        )
+    finally:
+        close_samplers(loaded)
+    return AcecoderRun(tuple(questions), min_tests, strict, llm_totals(loaded))

@@ -2,7 +2,7 @@
 
 For each instruction (task), J code snippets and J tests are sampled and the J x J
 execution matrix is computed (one sandboxed process per code, see
-:mod:`gym_repost.data.execution`). :func:`minimax_select` picks a chosen and a rejected
+:mod:`gym_repost.data.matrix`). :func:`minimax_select` picks a chosen and a rejected
 (code, test) pair; each response is the code, a fixed sentence and the test
 (``prompts/code_and_test.j2``), so the model learns which code agrees with which test.
 
@@ -14,14 +14,19 @@ Records: DPO ``{prompt, chosen, rejected}`` only when all four indices exist; KT
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from gym_repost.data.base import CodeSampler, TestSampler, TestSuite
-from gym_repost.data.execution import DEFAULT_TEST_TIMEOUT, ExecutionMatrix, execution_matrix
+from gym_repost.data.llm_samplers import close_samplers, llm_totals
+from gym_repost.data.matrix import DEFAULT_TEST_TIMEOUT, ExecutionMatrix, execution_matrix
 from gym_repost.data.records import instruction_prompt, task_fields, task_seed
+from gym_repost.data.samplers import load_code_sampler, load_test_sampler
 from gym_repost.errors import DataError
+from gym_repost.executor import Executor, LocalExecutor
+from gym_repost.llm import LedgerTotals
 from gym_repost.prompting import render_prompt
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask
@@ -192,3 +197,83 @@ def run_dstc_task(
     selection = minimax_select(execution.matrix)
     logger.debug("%s: %d codes x %d tests, selection %s", task.name, len(codes), len(suite), selection)
     return DstcResult(task, codes, suite, execution, selection)
+
+
+@dataclass(frozen=True)
+class DstcRun:
+    """DSTC over a task set: each task's result, and the model calls it cost."""
+
+    sampler: str
+    samples: int
+    results: tuple[DstcResult, ...]
+    llm: tuple[LedgerTotals, Counter[str]] | None = None
+    """Summed ledgers and counts of the LLM samplers; None when no model ran."""
+
+    def dpo_records(self) -> list[dict[str, Any]]:
+        """One DPO record per task that has all four indices."""
+        return [r for res in self.results if (r := res.dpo_record()) is not None]
+
+    def kto_records(self) -> list[dict[str, Any]]:
+        """The KTO records of every task."""
+        return [r for res in self.results for r in res.kto_records()]
+
+    def matrix_records(self) -> list[dict[str, Any]]:
+        """Each task's samples, outcomes and selection."""
+        return [res.matrix_record() for res in self.results]
+
+    def totals(self) -> dict[str, Any]:
+        """Counts over the run: tasks with a chosen / rejected pair, records, matrix cells."""
+        cells = {"pass": 0, "fail": 0, "error": 0, "timeout": 0}
+        for res in self.results:
+            for key, value in res.execution.outcome_counts().items():
+                cells[key] += value
+        kto = self.kto_records()
+        return {
+            "tasks": len(self.results),
+            "with_chosen": sum(res.selection.chosen_test is not None for res in self.results),
+            "with_rejected": sum(res.selection.rejected_code is not None for res in self.results),
+            "dpo_records": len(self.dpo_records()),
+            "kto_desirable": sum(r["label"] for r in kto),
+            "kto_undesirable": sum(not r["label"] for r in kto),
+            "cells": cells,
+            "judged_outside": sum(sum(res.execution.judged_outside) for res in self.results),
+            "tests": sum(res.execution.n_tests for res in self.results),
+        }
+
+
+def run(
+    tasks: Sequence[FunctionTask],
+    sandbox: Sandbox,
+    *,
+    sampler: str = "deterministic",
+    sampler_settings: Mapping[str, Any] | None = None,
+    samples: int = 8,
+    seed: int = 0,
+    test_timeout: float = DEFAULT_TEST_TIMEOUT,
+    executor: Executor | None = None,
+    on_result: Callable[[DstcResult], None] | None = None,
+) -> DstcRun:
+    """DSTC over ``tasks``: one sampler spec (``deterministic``, ``llm:PROVIDER/MODEL``,
+    ``KIND:ARG``) samples both codes and tests; its clients are closed at the end.
+
+    Raises:
+        ConfigError: ``sampler`` names no sampler.
+        SandboxError: the sandbox failed (an infrastructure error).
+    """
+    settings = dict(sampler_settings or {})
+    samplers: list[Any] = []
+    try:
+        code_sampler = load_code_sampler(sampler, **settings)
+        samplers.append(code_sampler)
+        test_sampler = load_test_sampler(sampler, **settings)
+        samplers.append(test_sampler)
+        results = (executor or LocalExecutor()).map(
+            lambda t: run_dstc_task(
+                t, code_sampler, test_sampler, sandbox, samples=samples, seed=seed, test_timeout=test_timeout
+            ),
+            tasks,
+            on_result,
+        )
+    finally:
+        close_samplers(samplers)
+    return DstcRun(sampler, samples, tuple(results), llm_totals(samplers))

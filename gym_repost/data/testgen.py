@@ -8,7 +8,7 @@ For each :class:`~gym_repost.task.TestFileTask`:
 3. up to ``max_rounds`` rounds of **guided repair**: each round picks the weakest metric
    relative to the repository's own tests, in Repo-Smith's order (execution errors,
    then failing tests, then coverage, then mutation score;
-   :func:`~gym_repost.analysis.testfile_scoring.weakest_metric`), and prompts for that
+   :func:`~gym_repost.harness.testfile_scoring.weakest_metric`), and prompts for that
    repair with the report's details (the errors, the failing assertions, the lines and
    branches not covered, the surviving mutants as diffs). A repaired file replaces the
    current one when it differs and its reward is not lower; the loop stops early when
@@ -28,15 +28,17 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from gym_repost.analysis.testfile_report import TestFileReport, score_test_file
-from gym_repost.analysis.testfile_scoring import RepairKind, RewardConfig, weakest_metric
+from gym_repost.data.records import task_seed
 from gym_repost.errors import ConfigError
+from gym_repost.executor import Executor, LocalExecutor
 from gym_repost.harness.candidate import extract_code_block
+from gym_repost.harness.testfile_report import TestFileReport, score_test_file
+from gym_repost.harness.testfile_scoring import RepairKind, RewardConfig, weakest_metric
 from gym_repost.llm.base import LLMClient, Message
 from gym_repost.policy.scripted import read_json_objects
 from gym_repost.prompting import render_prompt
@@ -324,6 +326,55 @@ def synthesize_tests(
         result.rounds.append(Round(index, f"repair:{kind}", reply.reasoning, reply.code, report, accepted))
     result.reasoning = _compress(task, generator, result, seed + max_rounds + 1)
     return result
+
+
+def run(
+    tasks: Sequence[TestFileTask],
+    sandbox: Sandbox,
+    *,
+    generator: str,
+    generator_settings: Mapping[str, Any] | None = None,
+    max_rounds: int = 3,
+    seed: int = 0,
+    executor: Executor | None = None,
+    on_result: Callable[[TestGenResult], None] | None = None,
+) -> list[TestGenResult]:
+    """:func:`synthesize_tests` over ``tasks`` with the generator ``generator`` (a spec of
+    :func:`load_generator`), closed at the end; each task's seed is derived from ``seed``.
+
+    Raises:
+        ConfigError: a bad generator spec or setting.
+        SandboxError, LLMError: the infrastructure failed.
+    """
+    model = load_generator(generator, **dict(generator_settings or {}))
+    try:
+        return (executor or LocalExecutor()).map(
+            lambda t: synthesize_tests(t, model, sandbox, max_rounds=max_rounds, seed=task_seed(seed, t.id, "testgen")),
+            tasks,
+            on_result,
+        )
+    finally:
+        close = getattr(model, "close", None)
+        if callable(close):
+            close()
+
+
+def testgen_totals(results: Sequence[TestGenResult]) -> dict[str, Any]:
+    """Counts over a run: passing and mean reward after generation and at the end, repairs."""
+    repairs = [r for res in results for r in res.rounds[1:]]
+    n = len(results) or 1
+    return {
+        "tasks": len(results),
+        "passing_first": sum(res.rounds[0].report.passed for res in results),
+        "passing_final": sum(res.final.report.passed for res in results),
+        "mean_reward_first": sum(res.rounds[0].report.reward for res in results) / n,
+        "mean_reward_final": sum(res.final.report.reward for res in results) / n,
+        "repair_rounds": len(repairs),
+        "repairs_accepted": sum(r.accepted for r in repairs),
+        "repairs_by_target": {
+            k.split(":")[1]: sum(r.kind == k for r in repairs) for k in sorted({r.kind for r in repairs})
+        },
+    }
 
 
 def _compress(task: TestFileTask, generator: TextGenerator, result: TestGenResult, seed: int) -> str:

@@ -9,10 +9,13 @@ is flagged.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from gym_repost.analysis.mutation import Mutant, MutationScore, generate_mutants, mutation_score, sample_mutants
 from gym_repost.analysis.packages import distribution_for
+from gym_repost.executor import Executor, LocalExecutor
 from gym_repost.harness import do_nothing_candidate, reference_for, run_function_tests, run_host_made
 from gym_repost.harness.coverage import FunctionCoverage, measure_coverage
 from gym_repost.harness.report import TestReport
@@ -84,6 +87,29 @@ class TaskValidation:
         """Why the ground truth fails ('' when it passes)."""
         return failure_cause(self.ground_truth)
 
+    @property
+    def mutants_killed(self) -> int | None:
+        """Mutants the tests rejected, timeouts included (None when none were tried)."""
+        return self.mutants.killed + self.mutants.timeouts if self.mutants else None
+
+    def record(self) -> dict[str, Any]:
+        """The JSON record of ``validate --json``."""
+        return {
+            "task_id": self.task_id,
+            "task": self.task_name,
+            "ground_truth_passed": self.passed,
+            "cause": self.cause,
+            "accepts_do_nothing": self.accepts_do_nothing,
+            "verdict_mode": self.verdict_mode,
+            "nondeterministic": self.nondeterministic,
+            "mutants_killed": self.mutants_killed,
+            "mutant_timeouts": self.mutants.timeouts if self.mutants else None,
+            "mutants_total": self.mutants.total if self.mutants else None,
+            "surviving_mutants": [vars(s) for s in self.surviving],
+            "branch_coverage": self.coverage.branch_coverage if self.coverage else None,
+            "branches": self.coverage.branches if self.coverage else None,
+        }
+
 
 def _mutant_kills(
     sandbox: Sandbox, task: FunctionTask, chosen: list[Mutant], reports: list[TestReport]
@@ -124,3 +150,39 @@ def validate_task(
     if coverage:
         result.coverage = measure_coverage(sandbox, task)
     return result
+
+
+def validate_tasks(
+    sandbox: Sandbox,
+    tasks: Sequence[FunctionTask],
+    *,
+    mutants: int = 10,
+    seed: int = 0,
+    coverage: bool = False,
+    executor: Executor | None = None,
+    on_result: Callable[[TaskValidation], None] | None = None,
+) -> list[TaskValidation]:
+    """:func:`validate_task` for every task, in task order (two at once by default)."""
+    return (executor or LocalExecutor()).map(
+        lambda task: validate_task(sandbox, task, mutants=mutants, seed=seed, coverage=coverage), tasks, on_result
+    )
+
+
+def validation_totals(results: Sequence[TaskValidation]) -> dict[str, Any]:
+    """The totals of a validation: what passed, what the tests let through, kill rate, coverage."""
+    passed = [r for r in results if r.passed]
+    killed = sum(r.mutants_killed or 0 for r in passed)
+    total = sum(r.mutants.total for r in passed if r.mutants)
+    covs = [r.coverage.branch_coverage for r in passed if r.coverage is not None]
+    return {
+        "tasks": len(results),
+        "ground_truth_passed": len(passed),
+        "ground_truth_failed": [{"task": r.task_name, "cause": r.cause} for r in results if not r.passed],
+        "accepts_do_nothing": [r.task_name for r in passed if r.accepts_do_nothing],
+        "nondeterministic": [r.task_name for r in passed if r.nondeterministic],
+        "verdict_modes": {mode: sum(r.verdict_mode == mode for r in passed) for mode in ("inputs", "driver")},
+        "mutants_killed": killed,
+        "mutants_total": total,
+        "mutant_kill_rate": killed / total if total else None,
+        "mean_branch_coverage": sum(covs) / len(covs) if covs else None,
+    }

@@ -50,7 +50,7 @@ import types
 try:
     from . import protocol
 except ImportError:  # in the sandbox, beside the protocol module
-    import _gym_repost_protocol as protocol  # type: ignore[no-redef]
+    import _gym_repost_protocol as protocol  # type: ignore[no-redef,import-not-found]
 
 _MAX_REPR = 400
 MAX_CALLS = 2000

@@ -73,7 +73,7 @@ if TYPE_CHECKING:  # typing costs milliseconds at start-up; annotations are stri
 if __package__:
     from gym_repost.sandbox import isolation
 else:  # started by the host, the normal case: keep the gym_repost package out of the worker
-    import isolation  # type: ignore[no-redef]
+    import isolation  # type: ignore[no-redef,import-not-found]
 
 MARKER = "--gym-repost-sandbox-worker"
 """argv marker of worker processes (and of their warm run children), for cleanup."""
@@ -270,6 +270,8 @@ def load_programs(programs: dict[str, str]) -> None:
         try:
             source, code = loader.get_data(path), loader.get_code("program")
         except (ImportError, OSError, SyntaxError, ValueError):  # a broken install: compile per run
+            continue
+        if code is None:
             continue
         PROGRAM_CODE[source] = code
         PROGRAM_NAMES[name] = source
@@ -1474,7 +1476,9 @@ def server_main(config: Message, fds: tuple[int, int, int], mode: str, run_cgrou
     try:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the outer's handler is not ours
         isolation.set_parent_death_signal(signal.SIGKILL)
-        pid1, warnings, scratch_shown = os.getpid(), [], []
+        pid1 = os.getpid()
+        warnings: list[str] = []
+        scratch_shown: list[str] = []
         load_programs(config.get("programs") or {})
         if mode != "none":
             pid1 = int(os.readlink("/proc/self"))  # still the host's /proc: host-visible pid

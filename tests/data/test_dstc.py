@@ -7,7 +7,7 @@ from typing import Any
 
 from gym_repost.data.base import TestSuite
 from gym_repost.data.dstc import DstcResult, Selection, code_and_test, minimax_select, run_dstc_task
-from gym_repost.data.execution import CodeRun, ExecutionMatrix, TestOutcome
+from gym_repost.data.matrix import CodeRun, ExecutionMatrix, TestOutcome
 from gym_repost.data.records import write_jsonl
 from gym_repost.data.samplers import MutantCodeSampler, SplitAssertTestSampler
 from gym_repost.sandbox import Sandbox
@@ -109,3 +109,20 @@ def test_dstc_output_loads_as_trl_datasets(
     ds = load_jsonl(tmp_path / "kto.jsonl")
     assert {"prompt", "completion", "label"} <= set(ds.column_names) and set(ds["label"]) == {True, False}
     assert len(load_jsonl(tmp_path / "matrices.jsonl")) == 3
+
+
+def test_the_library_run_over_a_task_set_matches_the_per_task_runs(sandbox: Sandbox) -> None:
+    from gym_repost.data import dstc
+    from gym_repost.executor import LocalExecutor
+
+    tasks = [t for t in load_tasks(ROOT / "tasks" / "demo.jsonl") if t.kind == "function"][:3]
+    seen: list[DstcResult] = []
+    run = dstc.run(tasks, sandbox, samples=4, seed=3, executor=LocalExecutor(2), on_result=seen.append)
+    alone = [run_dstc_task(t, MutantCodeSampler(), SplitAssertTestSampler(), sandbox, samples=4, seed=3) for t in tasks]
+    assert [r.task.id for r in run.results] == [t.id for t in tasks]  # input order, whatever finished first
+    assert sorted(r.task.id for r in seen) == sorted(t.id for t in tasks)
+    assert run.dpo_records() == [r for res in alone if (r := res.dpo_record()) is not None]
+    totals = run.totals()
+    assert totals["tasks"] == 3 and totals["dpo_records"] == len(run.dpo_records())
+    assert sum(totals["cells"].values()) == sum(len(r.codes) * len(r.tests) for r in run.results)
+    assert run.llm is None  # the offline sampler runs no model

@@ -23,7 +23,9 @@ from gym_repost.errors import SandboxError, SandboxUnavailableError
 from gym_repost.sandbox import get_sandbox, isolation, local
 from gym_repost.sandbox.config import LocalSandboxConfig
 from gym_repost.sandbox.identity import start_time
-from gym_repost.sandbox.local import DIR_PREFIX, LocalSandbox, cleanup_leftovers
+from gym_repost.sandbox.leftovers import cleanup_leftovers
+from gym_repost.sandbox.local import LocalSandbox
+from gym_repost.sandbox.local_worker import DIR_PREFIX
 from gym_repost.sandbox.worker import MARKER, Capture, plan_command
 
 
@@ -669,7 +671,7 @@ def test_programs_the_worker_holds_are_written_from_its_copy(warm_sandbox: Local
     from gym_repost.sandbox.programs import program_files
 
     files = program_files("harness")
-    worker = next(iter(warm_sandbox._workers))
+    worker = warm_sandbox._pool.members()[0]
     request = worker.leave_out_programs({"files": dict(files)})
     assert request["files"] == {} and sorted(request["programs"]) == sorted(files)
     changed = {**files, "_gym_repost_harness.py": files["_gym_repost_harness.py"] + "# changed\n"}

@@ -1,0 +1,5 @@
+"""``python -m gym_repost.cli``."""
+
+from gym_repost.cli import main
+
+main()

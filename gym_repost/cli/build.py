@@ -1,0 +1,337 @@
+"""``gym-repost build``: function tasks from a repository (deterministic or LLM builder),
+test-file tasks, imported benchmarks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.table import Table
+
+from gym_repost.cli.app import app
+from gym_repost.cli.common import (
+    console,
+    fail,
+    open_sandbox,
+    parse_policy_args,
+    progress_bar,
+    sandbox_options,
+)
+from gym_repost.errors import BuildError
+
+
+def _is_import_source(source: str) -> bool:
+    return source == "humaneval" or source.startswith("repost-eval:") or source.endswith(".toml")
+
+
+def _import_tasks(source: str) -> tuple[list[Any], list[Any]]:
+    from gym_repost.construct.sources import import_source
+
+    tasks: list[Any] = []
+    dropped: list[Any] = []
+    with progress_bar() as progress:
+        bar = progress.add_task(f"importing {source}", total=None)
+        for item in import_source(source):
+            (dropped if isinstance(item, BuildError) else tasks).append(item)
+            progress.advance(bar)
+    return tasks, dropped
+
+
+def _build_from_repository(
+    source: str, settings: Any, sandbox: str, options: dict[str, Any], policy_factory: Any = None
+) -> Any:
+    from gym_repost.construct.pipeline import build_function_tasks
+
+    with open_sandbox(sandbox, options) as sb, progress_bar() as progress:
+        bar = progress.add_task(f"building {source}", total=None)
+
+        def on_stage(name: str, count: int) -> None:
+            progress.update(bar, total=count, description=f"building {source}: {count} candidates")
+
+        return build_function_tasks(
+            source, settings, sb, policy_factory, on_stage=on_stage, on_candidate=lambda *_: progress.advance(bar)
+        )
+
+
+def _build_with_llm(
+    spec: str,
+    source: str,
+    settings: Any,
+    sandbox: str,
+    options: dict[str, Any],
+    *,
+    base_url: Optional[str],
+    builder_args: list[str],
+    log_path: Path,
+) -> Any:
+    """``--builder llm:PROVIDER/MODEL``: the LLM builder over the pipeline; every exchange logged."""
+    from gym_repost.construct.builder import DeterministicBuilderSettings
+    from gym_repost.construct.llm_builder import LLMBuildSession, split_builder_args
+    from gym_repost.llm import llm_config
+
+    budgets, llm_settings = split_builder_args(parse_policy_args(builder_args))
+    if base_url:
+        llm_settings["base_url"] = base_url
+    config = llm_config(spec.removeprefix("llm:"), **llm_settings)
+    log_path.unlink(missing_ok=True)
+    with LLMBuildSession(
+        config,
+        budgets,
+        log_path=log_path,
+        deterministic=DeterministicBuilderSettings(test_executions=settings.test_executions, seed=settings.seed),
+    ) as llm:
+        result = _build_from_repository(source, LLMBuildSession.settings_for(settings), sandbox, options, llm.policy)
+        result.llm_usage = llm.usage()
+    return result
+
+
+def _fmt_stat(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{100 * value:.1f}%" if value <= 1.0 else f"{value:.1f}"
+    if isinstance(value, list):
+        return ", ".join(value) or "none"
+    return "n/a" if value is None else str(value)
+
+
+def _print_build(result: Any) -> None:
+    stats = result.statistics()
+    table = Table(
+        "statistic",
+        "value",
+        title=f"{result.repo.name} {result.repo.version or ''} ({result.repo.license or 'license unknown'})".strip(),
+    )
+    for key, value in stats["table2"].items():
+        shown = (
+            f"{value:.1f}"
+            if isinstance(value, float) and key.startswith("avg") and "coverage" not in key
+            else _fmt_stat(value)
+        )
+        table.add_row(key, shown)
+    console.print(table)
+    if stats["drops"]:
+        drops = Table("stage", "reason", "count", "example", title="why candidates were dropped")
+        for stage, reason, count, example in stats["drops"]:
+            drops.add_row(stage, reason, str(count), example)
+        console.print(drops)
+    console.print("stage timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in stats["timings"].items()))
+    if "llm" in stats:
+        u = stats["llm"]
+        cost = "cost n/a (set input_price/output_price)" if u["cost_usd"] is None else f"${u['cost_usd']:.4f}"
+        console.print(
+            f"LLM {u['model']}: {u['llm_calls']} calls ({u['cache_hits']} cached, {u['retries']} retries, "
+            f"{u['llm_failures']} failed), {u['input_tokens']} input + {u['output_tokens']} output tokens, "
+            f"{cost}",
+            highlight=False,
+        )
+    if stats["infra_errors"]:
+        console.print(
+            f"[yellow]infrastructure errors (not counted as drops of the builder's making):[/] {stats['infra_errors']}",
+            highlight=False,
+        )
+    for note in result.notes[:10]:
+        console.print(f"[dim]note: {note}[/]", highlight=False)
+
+
+@app.command()
+def build(
+    source: str = typer.Argument(
+        ..., help="DIR | ARCHIVE | pypi:NAME[==VERSION] | humaneval | repost-eval:PATH | path/to/manifest.toml"
+    ),
+    output: Path = typer.Option(..., "-o", "--output", help="Task file to write (JSONL)."),
+    kind: str = typer.Option(
+        "function",
+        help="Task kind: function | testfile (a focal file and its test file, from a DIR, ARCHIVE or pypi: source).",
+    ),
+    builder: str = typer.Option(
+        "deterministic",
+        help="Construction policy: deterministic | llm:PROVIDER/MODEL "
+        "(openai, anthropic, openai-compatible; the deterministic builder tries first).",
+    ),
+    base_url: Optional[str] = typer.Option(
+        None,
+        "--base-url",
+        help="--builder llm:...: the model's endpoint (a proxy, "
+        "vLLM http://localhost:8000/v1, Ollama http://localhost:11434/v1).",
+    ),
+    builder_arg: list[str] = typer.Option(
+        [],
+        "--builder-arg",
+        help="KEY=VALUE for the LLM builder: debug_iterations, "
+        "coverage_rounds, deterministic_first, or an LLM setting (temperature, "
+        "max_tokens, cache_dir, input_price, output_price, timeout, ...).",
+    ),
+    only: list[str] = typer.Option(
+        [], "--only", help="Glob on FILE::QUALNAME or QUALNAME; only matching candidates are built (repeatable)."
+    ),
+    split: str = typer.Option("train", help="train (branch coverage >= 80%) | eval (100%)."),
+    max_candidates: int = typer.Option(
+        30, min=1, help="Candidate functions (test files with --kind testfile) per repository."
+    ),
+    max_mutants: int = typer.Option(50, min=0, help="--kind testfile: seeded cap on mutants per focal file."),
+    licenses: str = typer.Option("permissive", help="permissive | any | comma-separated SPDX ids."),
+    min_kill_rate: float = typer.Option(0.5, min=0.0, max=1.0, help="Mutants the tests must kill."),
+    mutants: int = typer.Option(10, min=0, help="Mutants tried per task in the quality check."),
+    test_executions: int = typer.Option(
+        2000,
+        min=1,
+        help="Runs of the target per input search (a count, not seconds: the build does not depend on machine load).",
+    ),
+    test_budget: Optional[float] = typer.Option(None, hidden=True, help="Replaced by --test-executions."),
+    trace: bool = typer.Option(True, help="Harvest inputs by running the repository's own tests."),
+    workers: int = typer.Option(2, "--workers", "-w", min=1),
+    seed: int = typer.Option(0),
+    sandbox: str = typer.Option("local", help="Sandbox backend."),
+    python: Optional[str] = typer.Option(None, help="Interpreter inside the sandbox."),
+    env: Optional[str] = typer.Option(None, help="Installed environment (see `gym-repost env`)."),
+    stats_json: Optional[Path] = typer.Option(None, "--stats", help="Write the build statistics here."),
+) -> None:
+    """Build a task set from SOURCE."""
+    from gym_repost.task import save_tasks
+
+    if kind not in ("function", "testfile"):
+        raise fail(f"--kind {kind}: choose function or testfile")
+    if test_budget is not None:
+        raise fail(
+            "--test-budget (seconds of input search) was replaced by --test-executions N (runs of the "
+            "target per search, default 2000): a count, so that what is built does not depend on "
+            "machine load"
+        )
+    if builder != "deterministic" and not builder.startswith("llm:"):
+        raise fail(f"--builder {builder}: choose deterministic or llm:PROVIDER/MODEL")
+    if (base_url or builder_arg) and not builder.startswith("llm:"):
+        raise fail("--base-url and --builder-arg apply to --builder llm:PROVIDER/MODEL")
+    if builder.startswith("llm:") and (kind != "function" or _is_import_source(source)):
+        raise fail("--builder llm builds function tasks from a repository (DIR, ARCHIVE or pypi:NAME)")
+    if split not in ("train", "eval"):
+        raise fail("--split must be train or eval")
+    if kind == "testfile":
+        if _is_import_source(source):
+            raise fail(f"--kind testfile needs a repository (DIR, ARCHIVE or pypi:NAME), not {source}")
+        _build_testfile(
+            source,
+            output,
+            licenses=licenses,
+            max_pairs=max_candidates,
+            max_mutants=max_mutants,
+            seed=seed,
+            workers=workers,
+            sandbox=sandbox,
+            options=sandbox_options(workers, python, env, ["pytest", "coverage"]),
+            stats_json=stats_json,
+        )
+        return
+    if _is_import_source(source):
+        tasks, dropped = _import_tasks(source)
+        written = save_tasks(tasks, output)
+        console.print(f"wrote [bold]{written}[/] tasks to {output}")
+        if dropped:
+            table = Table("reason", title=f"{len(dropped)} dropped")
+            for error in dropped:
+                table.add_row(str(error))
+            console.print(table)
+        return
+    from gym_repost.construct.pipeline import BuildSettings
+
+    settings = BuildSettings(
+        split=split,  # type: ignore[arg-type]  # checked above: train or eval
+        max_candidates=max_candidates,
+        seed=seed,
+        licenses=licenses,
+        workers=workers,
+        trace=trace,
+        test_executions=test_executions,
+        min_kill_rate=min_kill_rate,
+        mutants=mutants,
+        only=tuple(only),
+    )
+    options = sandbox_options(workers, python, env, None)
+    log_path = output.with_name(output.name + ".llm.jsonl")
+    if builder.startswith("llm:"):
+        result = _build_with_llm(
+            builder, source, settings, sandbox, options, base_url=base_url, builder_args=builder_arg, log_path=log_path
+        )
+    else:
+        result = _build_from_repository(source, settings, sandbox, options)
+    written = save_tasks(result.tasks, output)
+    _print_build(result)
+    console.print(f"wrote [bold]{written}[/] tasks to {output}")
+    if builder.startswith("llm:"):
+        console.print(f"every LLM exchange of this build: {log_path}", highlight=False)
+    if stats_json:
+        stats_json.write_text(json.dumps(result.statistics(), indent=2), encoding="utf-8")
+
+
+def _build_testfile(
+    source: str,
+    output: Path,
+    *,
+    licenses: str,
+    max_pairs: int,
+    max_mutants: int,
+    seed: int,
+    workers: int,
+    sandbox: str,
+    options: dict[str, Any],
+    stats_json: Optional[Path],
+) -> None:
+    from gym_repost.construct.ingest import ingest
+    from gym_repost.construct.testfile import TestFileBuildSettings, build_testfile_tasks, mining_summary
+    from gym_repost.task import save_tasks
+
+    repo = ingest(source, licenses=licenses)
+    with open_sandbox(sandbox, options) as sb, progress_bar() as progress:
+        bar = progress.add_task(f"test files of {repo.name}", total=None)
+        tasks, drops = build_testfile_tasks(
+            repo,
+            sb,
+            max_pairs=max_pairs,
+            seed=seed,
+            workers=workers,
+            settings=TestFileBuildSettings(max_mutants=max_mutants),
+            on_pair=lambda _outcome: progress.advance(bar),
+        )
+    written = save_tasks(tasks, output)
+    summary = mining_summary(repo, tasks, drops)
+    _print_testfile_build(repo, tasks, summary)
+    console.print(f"wrote [bold]{written}[/] test-file tasks to {output}")
+    if stats_json:
+        summary["references"] = {t.name: t.reference.model_dump() for t in tasks}
+        stats_json.write_text(json.dumps(summary, indent=2), encoding="utf-8")
+
+
+def _print_testfile_build(repo: Any, tasks: list[Any], summary: dict[str, Any]) -> None:
+    def pct(v: Optional[float]) -> str:
+        return "n/a" if v is None else f"{100 * v:.0f}%"
+
+    console.print(
+        f"{repo.name} {repo.version or ''}: {summary['test_files']} test files, {summary['pairs']} "
+        f"paired with a focal file, {summary['pairs_measured']} measured, {summary['kept']} kept"
+    )
+    table = Table(
+        "test file",
+        "focal file",
+        "tests",
+        "lines",
+        "branches",
+        "mutation (95% interval)",
+        title="ground truth of each kept task",
+    )
+    for t in tasks:
+        r = t.reference
+        table.add_row(
+            t.evaluation.test_path,
+            t.evaluation.focal_file,
+            str(r.tests),
+            pct(r.line_coverage),
+            pct(r.branch_coverage),
+            f"{pct(r.mutation_score)} ({pct(r.mutation_ci_low)}-"
+            f"{pct(r.mutation_ci_high)}, {r.mutants_total} of {r.mutants_population})",
+        )
+    console.print(table)
+    if summary["drops"]:
+        drops = Table("stage", "reason", "count", "example", title="why test files were dropped")
+        for d in summary["drops"]:
+            drops.add_row(d["stage"], d["reason"], str(d["count"]), d["example"])
+        console.print(drops)

@@ -1,0 +1,162 @@
+"""What every command shares: the consoles, errors, progress, task loading, sandboxes.
+
+Library code logs through ``logging``; only the CLI installs rich handlers and
+progress bars.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from gym_repost.errors import ConfigError
+
+console = Console(width=None if sys.stdout.isatty() else 160)
+err_console = Console(stderr=True)
+logger = logging.getLogger("gym_repost")
+
+
+def print_error(message: str) -> None:
+    """Print ``error: message`` on stderr; the message is text, not markup (``[docker]`` stays)."""
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    """Print an error and return the exit to raise."""
+    print_error(message)
+    return typer.Exit(code)
+
+
+def invalid_settings(exc: Any) -> str:
+    """A pydantic ``ValidationError`` as one sentence naming each setting, what is wrong and
+    the value given (``invalid reward: Input should be 'binary' or 'shaped' (given 'foo')``)."""
+    parts = []
+    for error in exc.errors()[:3]:
+        where = ".".join(str(p) for p in error.get("loc", ())) or "value"
+        given = error.get("input")
+        shown = "" if isinstance(given, dict) else f" (given {given!r})"[:200]
+        parts.append(f"invalid {where}: {error.get('msg', 'invalid')}{shown}")
+    more = exc.error_count() - len(parts)
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+def progress_bar(*, passes: bool = False) -> Progress:
+    """A progress display on stderr: the bar, done of total, the time spent and the time
+    left (ETA); with ``passes``, a live count of passed items (the task's ``passed``
+    field). It shows nothing when stderr is not a terminal (a log, a pipe, CI)."""
+    columns: list[Any] = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn()]
+    if passes:
+        columns.append(TextColumn("[green]{task.fields[passed]} passed[/]"))
+    columns += [TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn()]
+    return Progress(*columns, console=err_console, transient=False, disable=not err_console.is_terminal)
+
+
+def load_tasks(tasks_path: Path) -> list[Any]:
+    """The usable tasks of a task file (each unusable line reported); exit when none are."""
+    from gym_repost.task import load_tasks as read_tasks
+
+    tasks = read_tasks(tasks_path)
+    for error in tasks.errors:
+        err_console.print(f"[yellow]skipped:[/] {error}", highlight=False)
+    if not tasks:
+        raise fail(f"{tasks_path}: no usable tasks")
+    return list(tasks)
+
+
+def sandbox_options(
+    workers: int,
+    python: Optional[str],
+    env: Optional[str],
+    preload: Optional[list[str]],
+    tasks: Optional[list[Any]] = None,
+    env_preload: str = "auto",
+) -> dict[str, Any]:
+    """``env_preload``: ``auto`` adds the modules of the environment's preload.txt that
+    ``tasks`` import, ``none`` nothing, else a comma-separated list of modules."""
+    options: dict[str, Any] = {"workers": workers}
+    if env:
+        options["env"] = env
+    if python:
+        options["python"] = python
+    chosen = list(preload or [])
+    if env_preload == "auto" and env and tasks is not None:
+        from gym_repost.sandbox.environments import preload_for
+
+        chosen += preload_for(env, (p for t in tasks for p in t.metadata.external_packages))
+    elif env_preload not in ("auto", "none"):
+        chosen += [m.strip() for m in env_preload.split(",") if m.strip()]
+    if chosen:
+        options["preload"] = list(dict.fromkeys(chosen))
+    return options
+
+
+def backend_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
+    """``--env`` names an image for the docker backend, a host virtual environment otherwise
+    (an explicit ``--python`` wins). Preloading is a warm-worker speed-up of the local
+    backend; docker images have the packages installed."""
+    from gym_repost.sandbox.environments import resolve_env_python
+
+    options = dict(options)
+    env = options.pop("env", None)
+    if name == "docker":
+        options.pop("preload", None)
+        if env:
+            options["env"] = env
+    elif env:
+        options.setdefault("python", resolve_env_python(env))
+    return options
+
+
+@contextmanager
+def open_sandbox(name: str, options: dict[str, Any]) -> Iterator[Any]:
+    """A started sandbox of backend ``name``, closed on exit."""
+    from gym_repost.sandbox import get_sandbox
+
+    sandbox = get_sandbox(name, **backend_options(name, options))
+    sandbox.start()
+    try:
+        yield sandbox
+    finally:
+        sandbox.close()
+
+
+def parse_policy_args(pairs: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs; a value that parses as JSON is taken as JSON."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.isidentifier():
+            raise ConfigError(f"--policy-arg {pair!r}: expected KEY=VALUE")
+        try:
+            options[key] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key] = value
+    return options
+
+
+def counts_table(title: str, rows: list[tuple[str, Any]]) -> Table:
+    """A two-column table of named counts."""
+    table = Table(title=title, title_justify="left")
+    table.add_column("")
+    table.add_column("count", justify="right")
+    for name, value in rows:
+        table.add_row(name, str(value))
+    return table

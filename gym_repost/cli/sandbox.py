@@ -1,0 +1,123 @@
+"""``gym-repost sandbox`` (check, cleanup, build-image) and ``gym-repost env install``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from gym_repost.cli.app import env_app, sandbox_app
+from gym_repost.cli.common import (
+    console,
+    err_console,
+    open_sandbox,
+    progress_bar,
+)
+
+
+@sandbox_app.command("check")
+def sandbox_check(
+    sandbox: str = typer.Option("local", help="Backend to check."),
+    python: Optional[str] = typer.Option(None, help="Interpreter inside the sandbox."),
+) -> None:
+    """Run the sandbox conformance suite against a backend."""
+    from gym_repost.sandbox.conformance import run_conformance
+
+    options: dict[str, Any] = {"python": python} if python else {}
+    with open_sandbox(sandbox, options) as sb, progress_bar() as progress:
+        progress.add_task(f"conformance checks of {sandbox}", total=None)
+        results = run_conformance(sb)
+    table = Table(title=f"sandbox conformance: {sandbox}")
+    for col in ("check", "result", "detail"):
+        table.add_column(col, overflow="fold")
+    for r in results:
+        table.add_row(r.name, "[green]pass[/]" if r.passed else "[red]FAIL[/]", r.detail)
+    console.print(table)
+    failed = [r for r in results if not r.passed]
+    console.print(f"{len(results) - len(failed)}/{len(results)} checks passed")
+    if failed:
+        raise typer.Exit(1)
+
+
+@sandbox_app.command("cleanup")
+def sandbox_cleanup(
+    all_containers: bool = typer.Option(
+        False, "--all", help="Also remove the containers of live gym-repost processes (and of other hosts)."
+    ),
+) -> None:
+    """Remove sandbox processes, directories and containers left behind by a crashed run."""
+    from gym_repost.sandbox.leftovers import cleanup_leftovers
+
+    report = cleanup_leftovers()
+    console.print(
+        f"removed {len(report.killed_pids)} leftover worker process(es) and "
+        f"{len(report.removed_dirs)} directory(ies) of crashed runs"
+    )
+    for pid in report.killed_pids:
+        console.print(f"  killed worker pid {pid}", highlight=False)
+    for directory in report.removed_dirs:
+        console.print(f"  removed {directory}", highlight=False)
+    _cleanup_containers(all_containers)
+
+
+def _cleanup_containers(all_containers: bool) -> None:
+    from gym_repost.errors import MissingExtraError, SandboxUnavailableError
+
+    try:
+        from gym_repost.sandbox.docker_containers import cleanup_containers
+
+        containers = cleanup_containers(all_owners=all_containers)
+    except (MissingExtraError, SandboxUnavailableError) as exc:
+        console.print(f"docker containers: not checked ({escape(str(exc))})", highlight=False)
+        return
+    console.print(
+        f"removed {len(containers.removed)} leftover docker container(s); {len(containers.kept)} of live runs kept"
+    )
+    for name in containers.removed:
+        console.print(f"  removed container {name}", highlight=False)
+
+
+@sandbox_app.command("build-image")
+def sandbox_build_image(
+    env: Optional[str] = typer.Option(
+        None,
+        "--env",
+        help="Environment definition whose "
+        "requirements go into the image, e.g. envs/repost-eval; "
+        "default: the base set of envs/docker.",
+    ),
+    force: bool = typer.Option(False, "--force", help="Rebuild even if the image is up to date."),
+    docker_host: Optional[str] = typer.Option(None, help="Docker daemon URL (default: DOCKER_HOST)."),
+) -> None:
+    """Build the docker sandbox's image locally (debootstrap, then pip); reused when current."""
+    from gym_repost.sandbox.docker_containers import connect
+    from gym_repost.sandbox.docker_image import build_image, resolve_recipe
+
+    recipe = resolve_recipe(env)
+    client = connect(docker_host, timeout=3600)
+    tag = build_image(
+        client, recipe, force=force, log=lambda line: err_console.print(line, highlight=False, markup=False)
+    )
+    console.print(
+        f"image: {tag} (recipe {recipe.recipe_hash}); use it with --sandbox docker"
+        + (f" --env {recipe.env}" if recipe.env != "base" else "")
+    )
+
+
+@env_app.command("install")
+def env_install(
+    definition: Path = typer.Argument(..., help="Environment definition, e.g. envs/repost-eval."),
+    target: Optional[Path] = typer.Option(None, help="Virtual environment to create."),
+) -> None:
+    """Create a virtual environment with the packages an environment definition lists."""
+    from gym_repost.sandbox.environments import install_env
+
+    python = install_env(definition, target)
+    console.print(f"installed: {python}\nuse it with: --env {target or definition.name}")
+
+
+_SIGNALS: list[int] = []
+"""The signal that interrupted this process, if one did."""

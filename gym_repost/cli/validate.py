@@ -1,0 +1,119 @@
+"""``gym-repost validate``: the ground truth passes, the tests reject wrong code."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.table import Table
+
+from gym_repost.cli.app import app
+from gym_repost.cli.common import (
+    console,
+    err_console,
+    load_tasks,
+    open_sandbox,
+    progress_bar,
+    sandbox_options,
+)
+
+
+def _validation_table(results: list[Any]) -> Table:
+    table = Table(title="validation per task")
+    table.add_column("task", no_wrap=True)
+    for col in ("ground truth", "do-nothing", "mutants killed", "branch cov."):
+        table.add_column(col, no_wrap=True)
+    table.add_column("cause", overflow="fold")
+    for r in results:
+        killed = f"{r.mutants_killed}/{r.mutants.total}" if r.mutants and r.mutants.total else "-"
+        do_nothing = "-" if r.do_nothing is None else ("[red]ACCEPTED[/]" if r.accepts_do_nothing else "rejected")
+        cov = "-" if r.coverage is None else f"{100 * r.coverage.branch_coverage:.0f}% ({r.coverage.branches})"
+        verdict = ("[green]pass[/]" if r.passed else "[red]FAIL[/]") + (
+            " [yellow](nondeterministic)[/]" if r.nondeterministic else ""
+        )
+        table.add_row(r.task_name, verdict, do_nothing, killed, cov, r.cause or "; ".join(r.nondeterministic[:2]))
+    return table
+
+
+@app.command()
+def validate(
+    tasks_path: Path = typer.Argument(..., metavar="TASKS", help="Task file (JSONL)."),
+    mutants: int = typer.Option(10, help="Mutants of the ground truth tried per task."),
+    coverage: bool = typer.Option(False, "--coverage", help="Also measure branch coverage."),
+    workers: int = typer.Option(2, "--workers", "-w", min=1),
+    sandbox: str = typer.Option("local", help="Sandbox backend."),
+    python: Optional[str] = typer.Option(None, help="Interpreter inside the sandbox."),
+    env: Optional[str] = typer.Option(None, help="Installed environment (see `gym-repost env`)."),
+    preload: str = typer.Option(
+        "auto",
+        help="Modules warm workers import ahead of runs: auto (those of "
+        "the --env's preload.txt the tasks import), none, or MOD,MOD,...",
+    ),
+    seed: int = typer.Option(0, help="Seed of the mutant sample."),
+    json_out: Optional[Path] = typer.Option(None, "--json", help="Write per-task results here."),
+) -> None:
+    """Check that each ground truth passes and that the tests reject wrong code."""
+    from gym_repost.executor import LocalExecutor
+    from gym_repost.harness.validation import validate_tasks, validation_totals
+
+    tasks = load_tasks(tasks_path)
+    testfile = [t for t in tasks if t.kind == "testfile"]
+    if testfile:  # their ground truth was run and measured when built; `eval --policy oracle` re-runs it
+        err_console.print(
+            f"[yellow]skipped {len(testfile)} test-file task(s):[/] validate checks function tasks; "
+            f"use `gym-repost eval {tasks_path} --policy oracle` (and mutant) for test-file tasks"
+        )
+        tasks = [t for t in tasks if t.kind != "testfile"]
+        if not tasks:
+            raise typer.Exit(0)
+    options = sandbox_options(workers, python, env, None, tasks, preload)
+    with open_sandbox(sandbox, options) as sb, progress_bar() as progress:
+        bar = progress.add_task("validating", total=len(tasks))
+        results = validate_tasks(
+            sb,
+            tasks,
+            mutants=mutants,
+            seed=seed,
+            coverage=coverage,
+            executor=LocalExecutor(workers),
+            on_result=lambda _r: progress.advance(bar),
+        )
+    console.print(_validation_table(results))
+    totals = validation_totals(results)
+    _print_validation_totals(totals)
+    if json_out:
+        json_out.write_text(
+            json.dumps({"totals": totals, "tasks": [r.record() for r in results]}, indent=2),
+            encoding="utf-8",
+        )
+    if totals["ground_truth_failed"]:
+        raise typer.Exit(1)
+
+
+def _print_validation_totals(totals: dict[str, Any]) -> None:
+    rate = totals["mutant_kill_rate"]
+    console.print(f"ground truth passes: [bold]{totals['ground_truth_passed']}/{totals['tasks']}[/]")
+    console.print(
+        f"mutants killed: [bold]{totals['mutants_killed']}/{totals['mutants_total']}[/]"
+        + (f" ({100 * rate:.1f}%)" if rate is not None else "")
+    )
+    if totals["mean_branch_coverage"] is not None:
+        console.print(f"mean branch coverage of the targets: {100 * totals['mean_branch_coverage']:.1f}%")
+    flagged = totals["accepts_do_nothing"]
+    console.print(
+        f"tests that accept a do-nothing candidate: [bold]{len(flagged)}[/]"
+        + (": " + ", ".join(flagged) if flagged else "")
+    )
+    unstable = totals["nondeterministic"]
+    console.print(
+        f"nondeterministic tests (differing fields not compared; keep out of eval): [bold]{len(unstable)}[/]"
+        + (": " + ", ".join(unstable) if unstable else "")
+    )
+    modes = totals["verdict_modes"]
+    console.print(
+        f"verdicts by replayed inputs: {modes['inputs']}, by tests run beside the candidate: {modes['driver']}"
+    )
+    for failure in totals["ground_truth_failed"]:
+        console.print(f"[red]ground truth fails[/] {failure['task']}: {failure['cause']}", highlight=False)
