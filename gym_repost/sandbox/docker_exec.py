@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gym_repost.sandbox.base import RunResult, check_relative_path
-from gym_repost.sandbox.worker import OUTPUT_KILL_FACTOR, Capture
+from gym_repost.sandbox.worker_io import OUTPUT_KILL_FACTOR, Capture
 
 logger = logging.getLogger(__name__)
 WORKDIR = "/home/user/tmp"

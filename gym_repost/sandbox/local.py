@@ -71,6 +71,7 @@ from gym_repost.sandbox.local_worker import (
 )
 from gym_repost.sandbox.pool import WarmPool
 from gym_repost.sandbox.programs import program_file
+from gym_repost.sandbox.worker_io import encode_message
 
 logger = logging.getLogger(__name__)
 
@@ -349,7 +350,7 @@ class LocalSandbox(Sandbox):
         deadline = time.monotonic() + timeout + REPLY_GRACE
         if network or not self.config.warm:
             with self._fresh_worker(network=network, stop_later=True) as worker:
-                reply = worker.call(protocol.encode_message(request), deadline)
+                reply = worker.call(encode_message(request), deadline)
         else:
             reply = self._call_warm_worker(request, deadline)
         result = to_result(reply)
@@ -381,7 +382,7 @@ class LocalSandbox(Sandbox):
         self.start()
         deadline = time.monotonic() + timeout + REPLY_GRACE
         with self._fresh_worker(network=True) as worker:
-            reply = worker.call(protocol.encode_message(request), deadline)
+            reply = worker.call(encode_message(request), deadline)
             result = to_result(reply)
             if result.ok:  # the run directory was kept for this
                 source = os.path.join(worker.host_dir, reply["run_dir"], INSTALL_TARGET)
@@ -391,7 +392,7 @@ class LocalSandbox(Sandbox):
     def _call_warm_worker(self, request: dict[str, Any], deadline: float) -> dict[str, Any]:
         worker = self._checkout()
         try:
-            reply = worker.call(protocol.encode_message(worker.leave_out_programs(request)), deadline)
+            reply = worker.call(encode_message(worker.leave_out_programs(request)), deadline)
         except SandboxError:
             self._replace(worker)
             raise

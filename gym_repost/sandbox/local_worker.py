@@ -25,7 +25,7 @@ from typing import Any
 
 from gym_repost.errors import SandboxError, SandboxUnavailableError
 from gym_repost.sandbox import cgroups
-from gym_repost.sandbox import worker as protocol
+from gym_repost.sandbox import worker_io as protocol
 from gym_repost.sandbox.base import RunResult, check_relative_path
 from gym_repost.sandbox.identity import UidPool
 from gym_repost.sandbox.programs import program_file, program_source
@@ -334,7 +334,8 @@ def ensure_worker_bytecode() -> None:
 
     Workers run with PYTHONDONTWRITEBYTECODE (like the runs), so they never write it.
     """
-    for source in [os.path.join(WORKER_DIR, n) for n in ("worker.py", "isolation.py")] + program_paths():
+    worker_files = [f"{name}.py" for name in ("worker", "worker_io", "worker_run", "worker_startup", "isolation")]
+    for source in [os.path.join(WORKER_DIR, n) for n in worker_files] + program_paths():
         cached = importlib.util.cache_from_source(source)
         try:
             if not os.path.exists(cached) or os.stat(cached).st_mtime < os.stat(source).st_mtime:

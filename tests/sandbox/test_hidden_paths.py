@@ -17,7 +17,7 @@ import pytest
 
 import gym_repost
 from gym_repost.errors import MissingExtraError, SandboxUnavailableError
-from gym_repost.sandbox import worker
+from gym_repost.sandbox import worker_startup as worker
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.sandbox.config import DockerSandboxConfig, LocalSandboxConfig
 from gym_repost.sandbox.conformance import READ_PROBE, run_conformance

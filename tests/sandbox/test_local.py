@@ -26,7 +26,8 @@ from gym_repost.sandbox.identity import start_time
 from gym_repost.sandbox.leftovers import cleanup_leftovers
 from gym_repost.sandbox.local import LocalSandbox
 from gym_repost.sandbox.local_worker import DIR_PREFIX
-from gym_repost.sandbox.worker import MARKER, Capture, plan_command
+from gym_repost.sandbox.worker import MARKER
+from gym_repost.sandbox.worker_io import Capture, plan_command
 
 
 def marked_processes(work_root: Path) -> list[int]:
@@ -499,7 +500,7 @@ def _python_for_nobody(*paths: str) -> str | None:
 NOBODY_DRIVER = """
 import json, os, subprocess, sys
 sys.path.insert(0, os.path.dirname(sys.argv[1]))
-import worker
+import worker, worker_io
 host_dir = sys.argv[2]
 config = {"isolation": "namespaces", "network": False, "warm": True, "once": False,
           "uid": None, "host_dir": host_dir, "packages_dir": None, "preload": [],
@@ -519,8 +520,8 @@ if ready.get("ready"):
              "except OSError:\\n    print('no network')")
     request = {"op": "run", "argv": ["python3", "-c", probe], "files": {}, "bfiles": {},
                "stdin": None, "env": {}, "timeout": 10.0}
-    os.write(proc.stdin.fileno(), worker.encode_message(request))
-    print(json.dumps(worker.read_message(proc.stdout.fileno())))
+    os.write(proc.stdin.fileno(), worker_io.encode_message(request))
+    print(json.dumps(worker_io.read_message(proc.stdout.fileno())))
 proc.stdin.close()
 proc.wait()
 """
