@@ -11,7 +11,7 @@ from gym_repost.executor import LocalExecutor
 
 
 def test_results_come_back_in_input_order_whatever_finishes_first() -> None:
-    def work(n: int) -> int:
+    def work(n: int, _sandbox: object) -> int:
         time.sleep(0.01 * (5 - n))  # the first items finish last
         return n * n
 
@@ -23,7 +23,7 @@ def test_results_come_back_in_input_order_whatever_finishes_first() -> None:
 def test_workers_bound_the_concurrency() -> None:
     running, peak, lock = 0, 0, threading.Lock()
 
-    def work(_: int) -> None:
+    def work(_: int, _sandbox: object) -> None:
         nonlocal running, peak
         with lock:
             running += 1
@@ -37,7 +37,7 @@ def test_workers_bound_the_concurrency() -> None:
 
 
 def test_an_error_in_a_unit_of_work_reaches_the_caller() -> None:
-    def work(n: int) -> int:
+    def work(n: int, _sandbox: object) -> int:
         if n == 2:
             raise ValueError("unit 2 failed")
         return n

@@ -20,6 +20,8 @@ import threading
 from importlib import import_module
 from typing import Any
 
+from rich.markup import escape
+
 from gym_repost.cli.app import app
 from gym_repost.cli.common import err_console
 from gym_repost.errors import BuildError, ConfigError, GymRepostError, TaskFormatError
@@ -74,7 +76,7 @@ def main() -> None:
         try:
             app()
         except (TaskFormatError, BuildError, ConfigError, GymRepostError) as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False)
+            err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
             sys.exit(2)
     except KeyboardInterrupt:
         _exit_interrupted()

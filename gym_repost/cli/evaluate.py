@@ -11,10 +11,12 @@ from rich.table import Table
 
 from gym_repost.cli.app import app
 from gym_repost.cli.common import (
+    EXECUTOR,
+    RAY_ADDRESS,
     console,
     fail,
     load_tasks,
-    open_sandbox,
+    open_executor,
     parse_policy_args,
     progress_bar,
     sandbox_options,
@@ -50,6 +52,8 @@ def eval_command(
         help="LLM endpoint for llm: policies (a proxy, "
         "vLLM http://localhost:8000/v1, Ollama http://localhost:11434/v1).",
     ),
+    executor: str = EXECUTOR,
+    ray_address: Optional[str] = RAY_ADDRESS,
 ) -> None:
     """Run a policy on every task (n samples each) and score it."""
     from gym_repost.evaluate import RunConfig, RunDir, evaluate
@@ -78,10 +82,16 @@ def eval_command(
         sandbox_options={k: v for k, v in options_of_sandbox.items() if k != "workers"},
     )
     run_dir = RunDir(output)
-    with run_dir.writer_lock(), open_sandbox(sandbox, options_of_sandbox) as sb, progress_bar() as progress:
+    with (
+        run_dir.writer_lock(),
+        open_executor(executor, ray_address, workers, sandbox, options_of_sandbox) as ex,
+        progress_bar() as progress,
+    ):
         bar = progress.add_task(f"{policy} on {tasks_path.name}", total=len(tasks) * n)
         progress.advance(bar, len(run_dir.finished() & {(t.id, s) for t in tasks for s in range(n)}))
-        summary = evaluate(tasks, factory, config, run_dir, sb, on_episode=lambda _episode: progress.advance(bar))
+        summary = evaluate(
+            tasks, factory, config, run_dir, on_episode=lambda _episode: progress.advance(bar), executor=ex
+        )
     _print_summary(summary)
     console.print(f"results in {output}/ (summary.json, episodes.jsonl); `gym-repost report {output}` for the report")
 
