@@ -260,6 +260,18 @@ def build_function_tasks(
     return _collect(repo, len(candidates), drops + static_drops, results, timer, notes)
 
 
+@dataclass(frozen=True)
+class BuildWork:
+    """One repository's build as a unit of work (``--executor ray`` sends it to an actor,
+    whose sandbox builds it); the deterministic builder, or ``policy_factory``."""
+
+    settings: BuildSettings
+    policy_factory: PolicyFactory | None = None
+
+    def __call__(self, source: str, sandbox: Sandbox | None) -> BuildResult:
+        return build_function_tasks(source, self.settings, need_sandbox(sandbox, "a build"), self.policy_factory)
+
+
 def _collect(
     repo: SourceRepository,
     n_candidates: int,
