@@ -26,6 +26,7 @@ a task file) is written by this process alone and does not depend on scheduling.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, Protocol, TypeVar
@@ -171,8 +172,9 @@ class RayExecutor(_Closing):
         workers: actors (units run at once across the cluster).
         sandbox: the sandbox config each actor builds its sandbox from (with one warm
             worker: an actor runs one unit at a time); None for units that run nothing.
-        address: None starts a local Ray instance (shut down by :meth:`close`); ``auto``
-            or ``HOST:PORT`` (``ray://...``) joins a running cluster.
+        address: None starts a new local Ray instance (shut down by :meth:`close`; never
+            one found running); ``auto`` or ``HOST:PORT`` (``ray://...``) joins a running
+            cluster. When this process is already connected to Ray, that connection is used.
         retries: restarts of a dead actor, and reruns of the unit it held.
         cpus: CPUs Ray reserves per actor.
         init_options: more keyword arguments of ``ray.init`` (a local instance only).
@@ -205,14 +207,18 @@ class RayExecutor(_Closing):
     def _ensure_actors(self) -> list[Any]:
         ray = self.ray
         if not ray.is_initialized():
-            if self.address is None:
-                ray.init(include_dashboard=False, log_to_driver=False, **self._init_options)
+            if self.address is None:  # "local": a new instance, never one found in /tmp/ray
+                ray.init(address="local", include_dashboard=False, log_to_driver=False, **self._init_options)
                 self._started_ray = True
             else:
                 ray.init(address=self.address, log_to_driver=False)
         if not self._actors:
             actor_class = ray.remote(_Actor).options(
-                num_cpus=self._cpus, max_restarts=self._retries, max_task_retries=self._retries
+                num_cpus=self._cpus,
+                max_restarts=self._retries,
+                max_task_retries=self._retries,
+                scheduling_strategy="SPREAD",
+                runtime_env={"env_vars": forwarded_environment()},
             )
             self._actors = [actor_class.remote(self._config) for _ in range(self.workers)]
         return self._actors
@@ -254,6 +260,16 @@ class RayExecutor(_Closing):
         if self._started_ray:
             ray.shutdown()
             self._started_ray = False
+
+
+FORWARDED_ENVIRONMENT = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL")
+"""Variables the actors get from the driver's environment (the LLM clients they create
+read them), besides every ``GYM_REPOST_*`` one (the cache and reference-store folders)."""
+
+
+def forwarded_environment() -> dict[str, str]:
+    """The driver's variables a Ray actor is started with."""
+    return {k: v for k, v in os.environ.items() if k in FORWARDED_ENVIRONMENT or k.startswith("GYM_REPOST_")}
 
 
 def _one_worker(config: Any | None) -> Any | None:
