@@ -218,6 +218,7 @@ class RayExecutor(_Closing):
                 max_restarts=self._retries,
                 max_task_retries=self._retries,
                 scheduling_strategy="SPREAD",
+                max_concurrency=2,  # close() is served while a unit runs (the pool sends one unit at a time)
                 runtime_env={"env_vars": forwarded_environment()},
             )
             self._actors = [actor_class.remote(self._config) for _ in range(self.workers)]
@@ -251,7 +252,7 @@ class RayExecutor(_Closing):
         ray = self.ray
         if self._actors:
             try:
-                ray.get([a.close.remote() for a in self._actors], timeout=60)
+                ray.get([a.close.remote() for a in self._actors], timeout=30)
             except Exception:
                 logger.warning("closing the actors' sandboxes failed", exc_info=True)
             for actor in self._actors:

@@ -31,7 +31,7 @@ from gym_repost.env.function_env import FunctionEnv
 from gym_repost.errors import ConfigError, InfrastructureError, PolicyError, RunDirError, TaskFormatError
 from gym_repost.evaluate.records import Episode, RunConfig, RunDir
 from gym_repost.evaluate.runner import tasks_digest
-from gym_repost.executor import Executor, with_sandbox
+from gym_repost.executor import Executor, LocalExecutor, with_sandbox
 from gym_repost.harness import run_function_tests
 from gym_repost.policy.base import tool_call
 from gym_repost.policy.loader import PolicyFactory, load_policy
@@ -414,6 +414,8 @@ def build_rejection(
     """
     if isinstance(repairer, RepairerSpec):
         close_samplers([repairer.make(None)])  # a bad spec or a missing key fails before any task runs
+    elif repairer is not None and executor is not None and not isinstance(executor, LocalExecutor):
+        raise ConfigError("a live repairer runs on this process's threads only: give a RepairerSpec")
     work = RejectionWork(repairer, ground_truth, dedupe)
     outcomes = with_sandbox(executor, sandbox, workers).map(work, groups, on_task)
     records = [r for o in outcomes for r in solution_records(o, fmt, system)]

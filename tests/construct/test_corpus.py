@@ -168,3 +168,28 @@ def test_a_corpus_builds_dedupes_splits_and_resumes_per_repository(tmp_path: Pat
     assert [t.id for t in resumed.tasks()] == [t.id for t in result.tasks()]
     other = BuildSettings(max_candidates=1, test_executions=200, trace=False)  # other settings: built again
     assert build_corpus(sources, output, other, LocalExecutor(2, sandbox), eval_fraction=0.5).resumed == 0
+
+
+def test_the_command_line_builds_a_source_list_and_says_which_line_is_bad(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    _repo(tmp_path, "alpha", {"numbers": NUMBERS})
+    listing = tmp_path / "sources.txt"
+    listing.write_text("alpha\n")
+    output = tmp_path / "corpus.jsonl"
+
+    def build(*extra: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "gym_repost.cli", "build", str(listing), "-o", str(output), *extra]
+        return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+
+    result = build("--max-candidates", "1", "--test-executions", "200", "--no-trace")
+    assert result.returncode == 0, result.stderr
+    assert "corpus totals" in result.stdout and [t.target.qualname for t in load_tasks(output)] == ["clamp"]
+    assert (
+        "1 repositories were already built"
+        in build("--max-candidates", "1", "--test-executions", "200", "--no-trace").stdout
+    )
+    listing.write_text("alpha\nnot/here\n")
+    result = build()
+    assert result.returncode == 2 and "sources.txt:2: 'not/here' is neither" in " ".join(result.stderr.split())
