@@ -107,6 +107,20 @@ def test_an_evaluation_on_the_cluster_equals_a_local_one(cluster: Any, sandbox: 
         assert len(_episodes(tmp_path / f"ray-{policy}")) == 10
 
 
+def test_validation_and_dstc_on_the_cluster_equal_local_runs(cluster: Any, sandbox: Sandbox) -> None:
+    from gym_repost.data import dstc
+    from gym_repost.harness.validation import validate_tasks
+
+    tasks = _demo_tasks(3)
+    with _executor(cluster) as executor:
+        remote = validate_tasks(None, tasks, mutants=4, executor=executor)
+        remote_dstc = dstc.run(tasks, None, samples=3, seed=5, executor=executor)
+    local = validate_tasks(sandbox, tasks, mutants=4)
+    assert [r.record() for r in remote] == [r.record() for r in local]
+    local_dstc = dstc.run(tasks, sandbox, samples=3, seed=5)
+    assert remote_dstc.dpo_records() == local_dstc.dpo_records() and remote_dstc.totals() == local_dstc.totals()
+
+
 KILLER = textwrap.dedent("""\
     import os
     from pathlib import Path
