@@ -43,15 +43,8 @@ from benchmarks.common import append_record, machine, now, summary
 from benchmarks.sandbox_latency import EXPECTED, WORKLOAD
 from gym_repost.harness import HARNESS_NAME, SCRIPT_NAME, assemble
 from gym_repost.sandbox.config import DockerSandboxConfig
-from gym_repost.sandbox.docker import (
-    _REAPER,
-    IMAGE_PYTHON,
-    LABEL,
-    OWNER_LABEL,
-    ROLE_LABEL,
-    DockerSandbox,
-    owner_identity,
-)
+from gym_repost.sandbox.docker import _REAPER, IMAGE_PYTHON, ROLE_LABEL, DockerSandbox
+from gym_repost.sandbox.docker_containers import LABEL, OWNER_LABEL, owner_identity
 from gym_repost.sandbox.programs import program_files, program_stdin
 from gym_repost.task import FunctionTask
 

@@ -4,7 +4,7 @@ The focal file (``grades/core.py``, 49 lines: a module of six functions with bra
 loops and constants) and its five pytest tests are below. Three tools compute its
 mutation score:
 
-* ``ours``: :func:`gym_repost.analysis.mutation_runner.run_test_file`, one run of the
+* ``ours``: :func:`gym_repost.harness.testfile.run_test_file`, one run of the
   warm local sandbox (pytest and coverage preloaded, as the environment and the CLI
   start it): the tests once, their calls into the focal file recorded and replayed
   under coverage in a clean process, then a calibration run and every mutant and decoy
@@ -59,7 +59,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import append_record, machine, now, summary
-from gym_repost.analysis.mutation_runner import (
+from gym_repost.harness.testfile import (
     PROGRAM_NAME,
     _config,
     run_test_file,

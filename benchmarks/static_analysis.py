@@ -49,8 +49,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import append_record, machine, now
 from gym_repost.construct.dependencies import build_index, slice_dependencies
 from gym_repost.construct.extract import extract_candidates, garbage_collector_paused
-from gym_repost.construct.model import DependencySlice, Drop, SourceRepository
 from gym_repost.construct.sandboxing import sandbox_script
+from gym_repost.construct.stages import DependencySlice, Drop, SourceRepository
 
 PACKAGES = ("email", "json", "http", "xml", "logging", "asyncio")
 BUDGET_SECONDS = 5.0

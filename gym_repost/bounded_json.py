@@ -32,7 +32,7 @@ MAX_INT = 2**63
 
 def type_name(value: Any) -> str:
     """The name of ``value``'s type, read without running code its metaclass may define."""
-    return type.__dict__["__name__"].__get__(type(value), type)  # type: ignore[no-any-return]
+    return str(type.__dict__["__name__"].__get__(type(value), type))
 
 
 def plain_copy(value: Any, *, max_chars: int = MAX_CHARS, max_depth: int = MAX_DEPTH) -> Any:

@@ -26,7 +26,8 @@ class ConfigError(GymRepostError, ValueError):
 class MissingExtraError(GymRepostError, ImportError):
     """An optional dependency is not installed.
 
-    The message names the ``pip install "gym-repost[extra]"`` command to run.
+    The message names the ``pip install "gym-repost[extra]"`` command to run, and the one
+    for a clone of the repository (``pip install -e ".[extra]"``).
     """
 
     def __init__(self, package: str, extra: str, purpose: str) -> None:
@@ -34,7 +35,8 @@ class MissingExtraError(GymRepostError, ImportError):
         self.extra = extra
         super().__init__(
             f"{purpose} needs the '{package}' package, which is not installed. "
-            f'Install it with: pip install "gym-repost[{extra}]"'
+            f'Install it with: pip install "gym-repost[{extra}]" '
+            f'(from a clone of the repository: pip install -e ".[{extra}]")'
         )
 
 

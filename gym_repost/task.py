@@ -321,10 +321,10 @@ class TestFileTask(_Model):
 Task = Union[FunctionTask, TestFileTask]
 """Any task kind."""
 
-_TASK_KINDS: dict[str, type[BaseModel]] = {"function": FunctionTask, "testfile": TestFileTask}
+_TASK_KINDS: dict[str, type[FunctionTask] | type[TestFileTask]] = {"function": FunctionTask, "testfile": TestFileTask}
 
 
-class TaskList(list):  # type: ignore[type-arg]
+class TaskList(list[Any]):
     """A list of tasks read from a file, plus the lines that could not be read.
 
     Attributes:
@@ -376,7 +376,7 @@ def parse_task(data: Any, *, path: str | None = None, line: int | None = None, c
         field = ".".join(str(p) for p in first["loc"]) or None
         more = f" (and {exc.error_count() - 1} more problems)" if exc.error_count() > 1 else ""
         raise TaskFormatError(f"{first['msg']}{more}", path=path, line=line, field=field) from None
-    if check_id and task.id != task.content_hash():  # type: ignore[union-attr]
+    if check_id and task.id != task.content_hash():
         raise TaskFormatError(
             "id does not match the task's content hash: the line was edited after it was built "
             "(rebuild the task set, or re-save it with gym_repost.task.save_tasks)",
@@ -384,7 +384,7 @@ def parse_task(data: Any, *, path: str | None = None, line: int | None = None, c
             line=line,
             field="id",
         )
-    return task  # type: ignore[return-value]
+    return task
 
 
 MAX_TASK_DEPTH = 64
@@ -461,15 +461,20 @@ def iter_task_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, Task | 
                 yield number, exc
 
 
+_NOT_JSON_OBJECT = ("not valid JSON", "expected a JSON object")
+"""How the reasons of lines that are not JSON objects begin (see :func:`iter_task_lines`)."""
+
+
 def load_tasks(path: str | os.PathLike[str], *, strict: bool = False) -> TaskList:
     """Read a task set from a JSONL file.
 
     Lines that are not valid tasks are skipped, logged, and kept in ``.errors`` so the
-    other tasks still run; with ``strict=True`` the first bad line raises.
+    other tasks still run; with ``strict=True`` the first bad line raises. A file none of
+    whose lines is a task (a README, say) raises one error rather than one per line.
 
     Raises:
-        TaskFormatError: the file cannot be read, or (strict) a line is invalid, or two
-            tasks share an id.
+        TaskFormatError: the file cannot be read or is not JSON Lines, or (strict) a line
+            is invalid, or two tasks share an id.
     """
     p = Path(path)
     if not p.is_file():
@@ -482,7 +487,6 @@ def load_tasks(path: str | os.PathLike[str], *, strict: bool = False) -> TaskLis
             if isinstance(item, TaskFormatError):
                 if strict:
                     raise item
-                logger.warning("%s", item)
                 errors.append(item)
                 continue
             if item.id in seen:
@@ -497,6 +501,14 @@ def load_tasks(path: str | os.PathLike[str], *, strict: bool = False) -> TaskLis
             tasks.append(item)
     except UnicodeDecodeError as exc:
         raise TaskFormatError(f"not UTF-8 text ({exc.reason} at byte {exc.start})", path=str(p)) from None
+    if errors and not tasks and all(e.reason.startswith(_NOT_JSON_OBJECT) for e in errors):
+        raise TaskFormatError(
+            f"not a JSONL task file: none of its {len(errors)} non-empty line(s) is a JSON object "
+            f"(line {errors[0].line}: {errors[0].reason})",
+            path=str(p),
+        )
+    for error in errors:
+        logger.warning("%s", error)
     return TaskList(tasks, errors=errors, path=str(p))
 
 

@@ -16,7 +16,7 @@ must not be trusted acts from another process, through ``gym-repost serve``.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -126,7 +126,7 @@ def task_view(task: Task, statement: str, *, max_steps: int, max_submissions: in
     repository = FilesView(
         files=dict(task.repository.files), target_file=task.repository.target_file, complete=task.repository.complete
     )
-    common = {
+    common: dict[str, Any] = {
         "id": task.id,
         "name": task.name,
         "repo": task.provenance.repo,

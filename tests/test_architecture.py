@@ -116,8 +116,43 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     assert cycles(graph) == [["a", "b", "c"]]
 
 
-def test_the_bottom_layer_imports_nothing_above_it() -> None:
-    """Pure source analysis (parsing, source, packages, mutation) runs nothing and imports no runner."""
+def declared_imports() -> dict[str, set[str] | None]:
+    """Each subpackage's "May import: a, b." line from its ``__init__`` docstring (None: any)."""
+    declared: dict[str, set[str] | None] = {}
+    for init in PACKAGE.glob("*/__init__.py"):
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
+        lines = [ln for ln in doc.splitlines() if ln.startswith("May import: ")]
+        assert len(lines) == 1, (
+            f"{init}: the docstring must say once what the subpackage may import ('May import: ...')"
+        )
+        names = lines[0].removeprefix("May import: ").rstrip(".")
+        if names.startswith("any part"):
+            declared[init.parent.name] = None
+        elif names.startswith("nothing"):
+            declared[init.parent.name] = set()
+        else:
+            declared[init.parent.name] = {n.strip() for n in names.split(",")}
+    return declared
+
+
+def test_each_subpackage_imports_only_what_its_docstring_allows() -> None:
     graph = import_graph()
-    allowed = {"errors", "sandbox", "task", "programs", "bounded_json"}
-    assert set(graph.get("analysis", {})) <= allowed, graph["analysis"]
+    declared = declared_imports()
+    wrong = [
+        f"{unit} imports {target} ({', '.join(sorted(modules))}) but its docstring allows {sorted(allowed)}"
+        for unit, allowed in declared.items()
+        if allowed is not None
+        for target, modules in graph.get(unit, {}).items()
+        if target not in allowed
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_nothing_imports_the_cli() -> None:
+    graph = import_graph()
+    assert not [unit for unit, targets in graph.items() if "cli" in targets and unit != "cli"]
+
+
+def test_the_bottom_layer_imports_nothing_above_it() -> None:
+    """Pure source analysis (parsing, source edits, packages, mutation) runs nothing and knows no task."""
+    assert set(import_graph().get("analysis", {})) <= {"errors"}

@@ -82,9 +82,10 @@ def test_eval_then_report(demo_subset: Path, tmp_path: Path) -> None:
     assert set(summary) >= {"pass@1", "pass@2", "self_repair", "infra_errors"}
     assert list(summary["self_repair"]) == ["0", "1", "2"]
     report = cli("report", str(run))
-    assert report.returncode == 0 and "self-repair" in report.stdout
-    html = (run / "report.html").read_text()
+    assert report.returncode == 0 and "pass@2" in report.stdout
+    html = (run / "report" / "index.html").read_text()
     assert "<svg" in html and "pass@2" in html
+    assert "report/index.html" in (run / "report.html").read_text()  # RUN_DIR/report.html leads to it
 
 
 def test_a_malformed_task_line_is_skipped_with_its_location(demo_subset: Path, tmp_path: Path) -> None:

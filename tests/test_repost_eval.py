@@ -7,15 +7,15 @@ runs 296 evaluation scripts twice). The data lies beside the project in
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
 from gym_repost.construct.importers.repost_eval import import_repost_eval
-from gym_repost.harness.validation import validate_task
+from gym_repost.executor import LocalExecutor
+from gym_repost.harness.validation import validate_tasks
 from gym_repost.sandbox import get_sandbox
-from gym_repost.sandbox.environments import install_env
+from gym_repost.sandbox.environments import install_env, preload_for
 from gym_repost.task import FunctionTask
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,8 +47,10 @@ def env_python() -> str:
 def test_at_least_290_of_296_ground_truths_pass(env_python: str) -> None:
     tasks = [t for t in import_repost_eval(DATA) if isinstance(t, FunctionTask)]
     assert len(tasks) == 296
-    with get_sandbox("local", workers=2, python=env_python) as sb, ThreadPoolExecutor(2) as pool:
-        results = list(pool.map(lambda t: validate_task(sb, t, mutants=0), tasks))
+    # as `gym-repost validate --env repost-eval` runs them: warm workers preload what the tasks import
+    preload = preload_for("repost-eval", (p for t in tasks for p in t.metadata.external_packages))
+    with get_sandbox("local", workers=2, python=env_python, preload=preload) as sb:
+        results = validate_tasks(sb, tasks, mutants=0, executor=LocalExecutor(2))
     failed = {r.task_name.split("/")[1].split("-")[0]: r.cause for r in results if not r.passed}
     assert len(results) - len(failed) >= 290, failed
     assert set(failed) <= set(KNOWN_FAILURES) | set(FLAKY), failed

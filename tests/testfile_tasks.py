@@ -10,8 +10,8 @@ import textwrap
 
 import pytest
 
-from gym_repost.analysis.mutation_runner import run_test_file
-from gym_repost.analysis.testfile_scoring import metrics_from_run
+from gym_repost.harness.testfile import run_test_file
+from gym_repost.harness.testfile_scoring import metrics_from_run
 from gym_repost.sandbox import Sandbox
 from gym_repost.task import Provenance, RepositoryView, TestFileEvaluation, TestFileMetrics, TestFileTask
 

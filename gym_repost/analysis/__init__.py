@@ -1,1 +1,5 @@
-"""Program analysis: coverage of one function, mutation testing (mutants, decoys), AST equivalence."""
+"""Pure source analysis: parsing, source edits, distribution names, mutants and decoys.
+Runs nothing and knows no task.
+
+May import: errors.
+"""

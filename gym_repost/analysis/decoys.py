@@ -1,6 +1,6 @@
 """Decoys: rewrites of a focal file that change its text but not its behaviour.
 
-The mutation run of a test-file task (:mod:`gym_repost.analysis.mutation_runner`) runs
+The mutation run of a test-file task (:mod:`gym_repost.harness.testfile`) runs
 the decoys among the mutants, in the same form and a shuffled order; only the host knows
 which variant is which. A test that fails on a decoy detects a change of the code, not of
 its behaviour (comparing the focal file with its original text, hash, AST or bytecode),
@@ -32,8 +32,9 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from gym_repost.analysis.mutation import Mutant, _SourceText
+from gym_repost.analysis.mutation import Mutant
 from gym_repost.analysis.parsing import parse_python
+from gym_repost.analysis.source_text import Edit, SourceText, apply_edits
 
 KINDS: tuple[str, ...] = ("double_negation", "rename_local", "noop_statement")
 """Every kind of decoy."""
@@ -65,22 +66,6 @@ class Decoy:
     original_source: str = field(repr=False)
 
 
-@dataclass(frozen=True)
-class _Edit:
-    kind: str
-    start: int
-    end: int
-    replacement: str
-
-    def clear_of(self, start: int, end: int) -> bool:
-        """This edit and the span ``[start, end)`` touch different text."""
-        return (
-            self.end <= start or self.start >= end
-            if self.start < self.end
-            else self.start <= start or self.start >= end
-        )
-
-
 def generate_decoys(
     source: str, mutants: Sequence[Mutant], *, limit: int = DEFAULT_LIMIT, rng: random.Random | None = None
 ) -> list[Decoy]:
@@ -101,7 +86,7 @@ def generate_decoys(
         tree = parse_python(source)
     except (SyntaxError, ValueError):
         return []
-    text = _SourceText(source)
+    text = SourceText(source)
     original_dump = ast.dump(tree)
     taken = _identifiers(tree)
     decoys: list[Decoy] = []
@@ -126,13 +111,13 @@ def disguise(mutant: Mutant, rng: random.Random | None = None) -> str:
         tree = parse_python(source)
     except (SyntaxError, ValueError):
         return mutant.source
-    text = _SourceText(source)
+    text = SourceText(source)
     scope = _place(tree, mutant.line)
     start, end = mutant.offset, mutant.offset + len(mutant.original)
     edits = [e for e in _edits(scope, text, _identifiers(tree)) if e.clear_of(start, end)]
     rng.shuffle(edits)
     for edit in edits[:4]:
-        disguised = _apply(source, [edit, _Edit("mutant", start, end, mutant.replacement)])
+        disguised = apply_edits(source, [edit, Edit("mutant", start, end, mutant.replacement)])
         try:
             compile(disguised, "<mutant>", "exec", dont_inherit=True)
         except (SyntaxError, ValueError):
@@ -159,7 +144,7 @@ def _places(tree: ast.Module, mutants: Sequence[Mutant]) -> list[ast.AST]:
 
 
 def _decoys_for(
-    scope: ast.AST, edits: list[_Edit], text: _SourceText, rng: random.Random, original_dump: str
+    scope: ast.AST, edits: list[Edit], text: SourceText, rng: random.Random, original_dump: str
 ) -> list[Decoy]:
     """A decoy whose first edit changes the bytecode where one can, and at random a second one.
 
@@ -183,11 +168,11 @@ def _decoys_for(
 
 
 def _pair(
-    first: _Edit,
-    edits: list[_Edit],
+    first: Edit,
+    edits: list[Edit],
     scope: ast.AST,
     line: int,
-    text: _SourceText,
+    text: SourceText,
     rng: random.Random,
     original_dump: str,
 ) -> Decoy | None:
@@ -201,7 +186,7 @@ def _pair(
         decoy = Decoy(
             kind="+".join(e.kind for e in group),
             line=line,
-            source=_apply(text.source, group),
+            source=apply_edits(text.source, group),
             original_source=text.source,
         )
         if _is_equivalent_rewrite(decoy, original_dump):
@@ -209,13 +194,7 @@ def _pair(
     return None
 
 
-def _apply(source: str, edits: list[_Edit]) -> str:
-    for edit in sorted(edits, key=lambda e: (e.start, e.end), reverse=True):
-        source = source[: edit.start] + edit.replacement + source[edit.end :]
-    return source
-
-
-def _edits(scope: ast.AST, text: _SourceText, taken: set[str]) -> list[_Edit]:
+def _edits(scope: ast.AST, text: SourceText, taken: set[str]) -> list[Edit]:
     return [*_noops(scope, text, taken), *_double_negations(scope, text), *_renames(scope, text, taken)]
 
 
@@ -261,7 +240,7 @@ def _first_line(scope: ast.AST) -> int | None:
     return None
 
 
-def _double_negations(scope: ast.AST, text: _SourceText) -> list[_Edit]:
+def _double_negations(scope: ast.AST, text: SourceText) -> list[Edit]:
     out = []
     for node in _own_nodes(scope):
         tests: list[ast.expr] = []
@@ -273,11 +252,11 @@ def _double_negations(scope: ast.AST, text: _SourceText) -> list[_Edit]:
             if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
                 continue  # `not not not c` reads oddly; another spot will do
             start, end = text.span(test)
-            out.append(_Edit("double_negation", start, end, f"not not ({text.source[start:end]})"))
+            out.append(Edit("double_negation", start, end, f"not not ({text.source[start:end]})"))
     return out
 
 
-def _renames(scope: ast.AST, text: _SourceText, taken: set[str]) -> list[_Edit]:
+def _renames(scope: ast.AST, text: SourceText, taken: set[str]) -> list[Edit]:
     if not isinstance(scope, _FUNCTIONS):
         return []
     line = _first_line(scope)
@@ -298,7 +277,7 @@ def _renames(scope: ast.AST, text: _SourceText, taken: set[str]) -> list[_Edit]:
         for start, end in spans:
             pieces.append(text.source[at:start] + new)
             at = end
-        out.append(_Edit("rename_local", first, last, "".join(pieces)))
+        out.append(Edit("rename_local", first, last, "".join(pieces)))
     return out
 
 
@@ -325,7 +304,7 @@ def _bound_otherwise(scope: ast.AST, nodes: list[ast.AST]) -> set[str]:
     return names
 
 
-def _noops(scope: ast.AST, text: _SourceText, taken: set[str]) -> list[_Edit]:
+def _noops(scope: ast.AST, text: SourceText, taken: set[str]) -> list[Edit]:
     line = _first_line(scope)
     if line is None:
         return []
@@ -339,7 +318,7 @@ def _noops(scope: ast.AST, text: _SourceText, taken: set[str]) -> list[_Edit]:
     indent = text.source[start:indent_end]
     if indent.strip():  # the statement shares its line with the header (`def f(): return 1`)
         return []
-    return [_Edit("noop_statement", start, start, f"{indent}{_fresh(base, taken)} = None\n") for base in _NOOP_NAMES]
+    return [Edit("noop_statement", start, start, f"{indent}{_fresh(base, taken)} = None\n") for base in _NOOP_NAMES]
 
 
 def _identifiers(tree: ast.Module) -> set[str]:

@@ -40,19 +40,15 @@ Cheap equivalent mutants are dropped: ``x + 0`` / ``x - 0`` and ``-0``.
 
 from __future__ import annotations
 
-import ast
-import bisect
 import difflib
 import hashlib
-import itertools
 import math
-import re
 import warnings
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from typing import cast
 
-from gym_repost.analysis.parsing import parse_python
+from gym_repost.analysis.mutation_operators import MutationFinder
+from gym_repost.analysis.source_text import Edit, SourceText, top_level_body
 from gym_repost.errors import ConfigError
 
 OPERATORS: tuple[str, ...] = (
@@ -180,12 +176,12 @@ def generate_mutants(
         ConfigError: an unknown operator name.
     """
     selected = _check_operators(operators)
-    text = _SourceText(source)
-    finder = _MutationFinder(text, selected, None if lines is None else frozenset(lines))
+    text = SourceText(source)
+    finder = MutationFinder(text, selected, None if lines is None else frozenset(lines))
     with warnings.catch_warnings():
         # Re-parsing snippets would repeat the source's own warnings (invalid escapes...).
         warnings.simplefilter("ignore")
-        for statement in _top_level_body(source, text):
+        for statement in top_level_body(source, text):
             finder.visit(statement)
     edits = sorted(finder.edits, key=lambda e: (e.start, -e.end))
     return _to_mutants(edits, text)
@@ -312,461 +308,12 @@ def _diff_lines(text: str) -> list[str]:
     return lines
 
 
-# --------------------------------------------------------------------------- source text
-
-# Python's own line breaks; str.splitlines would also break on \f, \x1c, \u2028...
-_NEWLINE = re.compile(r"\r\n|\r|\n")
-_INDENT_WRAPPER = "if True:\n"
-
-
-class _SourceText:
-    """Character offsets of AST positions in one source string."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.line_starts = [0] + [m.end() for m in _NEWLINE.finditer(source)]
-        self.line_shift = 0
-        self._encoded: dict[int, bytes] = {}
-
-    def offset(self, lineno: int, byte_col: int) -> int:
-        """Character offset of an ``ast`` (line, UTF-8 byte column) position."""
-        index = lineno - 1 - self.line_shift
-        start = self.line_starts[index]
-        end = self.line_starts[index + 1] if index + 1 < len(self.line_starts) else None
-        line = self.source[start:end]
-        if line.isascii():
-            return start + byte_col
-        encoded = self._encoded.get(index)
-        if encoded is None:
-            encoded = self._encoded[index] = line.encode("utf-8", "surrogatepass")
-        return start + len(encoded[:byte_col].decode("utf-8", "surrogatepass"))
-
-    def span(self, node: ast.AST) -> tuple[int, int]:
-        """Character span ``[start, end)`` of a node."""
-        start = self.offset(node.lineno, node.col_offset)  # type: ignore[attr-defined]
-        end = self.offset(node.end_lineno, node.end_col_offset)  # type: ignore[attr-defined]
-        return start, end
-
-    def segment(self, node: ast.AST) -> str:
-        start, end = self.span(node)
-        return self.source[start:end]
-
-    def position(self, offset: int) -> tuple[int, int]:
-        """1-based line and 0-based character column of a character offset."""
-        index = bisect.bisect_right(self.line_starts, offset) - 1
-        return index + 1, offset - self.line_starts[index]
-
-
-def _top_level_body(source: str, text: _SourceText) -> list[ast.stmt]:
-    try:
-        return parse_python(source).body
-    except SyntaxError as error:
-        # A method copied out of its class is indented: parse it inside a block, which
-        # shifts line numbers by one and leaves columns alone.
-        if not _starts_indented(source):
-            raise
-        try:
-            wrapper = parse_python(_INDENT_WRAPPER + source).body[0]
-        except SyntaxError:
-            raise error from None
-        text.line_shift = 1
-        return cast(ast.If, wrapper).body
-
-
-def _starts_indented(source: str) -> bool:
-    for line in _NEWLINE.split(source):
-        stripped = line.lstrip(" \t\f")
-        if stripped and not stripped.startswith("#"):
-            return stripped != line
-    return False
-
-
-# --------------------------------------------------------------------------- operators
-
-_ARITH: dict[type[ast.operator], type[ast.operator]] = {
-    ast.Add: ast.Sub,
-    ast.Sub: ast.Add,
-    ast.Mult: ast.Div,
-    ast.Div: ast.Mult,
-    ast.FloorDiv: ast.Div,
-    ast.Mod: ast.Mult,
-    ast.Pow: ast.Mult,
-    ast.BitAnd: ast.BitOr,
-    ast.BitOr: ast.BitAnd,
-    ast.BitXor: ast.BitOr,
-    ast.LShift: ast.RShift,
-    ast.RShift: ast.LShift,
-}
-# `/` also becomes `//` (a second mutant), as mutmut and mutpy do.
-_ARITH_EXTRA: dict[type[ast.operator], type[ast.operator]] = {ast.Div: ast.FloorDiv}
-
-_ARITH_SYMBOL: dict[type[ast.operator], str] = {
-    ast.Add: "+",
-    ast.Sub: "-",
-    ast.Mult: "*",
-    ast.Div: "/",
-    ast.FloorDiv: "//",
-    ast.Mod: "%",
-    ast.Pow: "**",
-    ast.BitAnd: "&",
-    ast.BitOr: "|",
-    ast.BitXor: "^",
-    ast.LShift: "<<",
-    ast.RShift: ">>",
-}
-# Binding strength; a swap between levels needs parentheses around the new node.
-_ARITH_PRECEDENCE: dict[type[ast.operator], int] = {
-    ast.BitOr: 1,
-    ast.BitXor: 2,
-    ast.BitAnd: 3,
-    ast.LShift: 4,
-    ast.RShift: 4,
-    ast.Add: 5,
-    ast.Sub: 5,
-    ast.Mult: 6,
-    ast.Div: 6,
-    ast.FloorDiv: 6,
-    ast.Mod: 6,
-    ast.Pow: 7,
-}
-
-_COMPARE: dict[type[ast.cmpop], type[ast.cmpop]] = {
-    ast.Lt: ast.LtE,
-    ast.LtE: ast.Lt,
-    ast.Gt: ast.GtE,
-    ast.GtE: ast.Gt,
-    ast.Eq: ast.NotEq,
-    ast.NotEq: ast.Eq,
-    ast.Is: ast.IsNot,
-    ast.IsNot: ast.Is,
-    ast.In: ast.NotIn,
-    ast.NotIn: ast.In,
-}
-_COMPARE_SYMBOL: dict[type[ast.cmpop], str] = {
-    ast.Lt: "<",
-    ast.LtE: "<=",
-    ast.Gt: ">",
-    ast.GtE: ">=",
-    ast.Eq: "==",
-    ast.NotEq: "!=",
-    ast.Is: "is",
-    ast.IsNot: "is not",
-    ast.In: "in",
-    ast.NotIn: "not in",
-}
-
-_UNARY_SYMBOL: dict[type[ast.unaryop], str] = {
-    ast.USub: "-",
-    ast.UAdd: "+",
-    ast.Invert: "~",
-    ast.Not: "not",
-}
-
-# Between two operands: closing parentheses, whitespace, line continuations, comments.
-_GAP = re.compile(r"(?:[\s)\\]|#[^\r\n]*)*")
-_WORD_GAP = r"(?:[\s\\]|#[^\r\n]*)+"
-_AFTER_UNARY = re.compile(r"(?:[ \t\f\r\n]|\\\r?\n)*")
-
-
-def _token_pattern(symbol: str) -> re.Pattern[str]:
-    if symbol[0].isalpha():
-        return re.compile(_WORD_GAP.join(symbol.split()) + r"\b")
-    return re.compile(re.escape(symbol) + r"(?![=*/<>])")
-
-
-_TOKEN_PATTERNS: dict[str, re.Pattern[str]] = {
-    symbol: _token_pattern(symbol) for symbol in [*_ARITH_SYMBOL.values(), *_COMPARE_SYMBOL.values(), "and", "or"]
-}
-_AUG_PATTERNS: dict[str, re.Pattern[str]] = {
-    symbol: re.compile(re.escape(symbol + "=")) for symbol in _ARITH_SYMBOL.values()
-}
-
-
-@dataclass(frozen=True)
-class _Edit:
-    operator: str
-    start: int
-    end: int
-    replacement: str
-
-
-class _MutationFinder(ast.NodeVisitor):
-    """Collects the edits of every operator; the visit methods decide what is mutable."""
-
-    def __init__(self, text: _SourceText, operators: frozenset[str], lines: frozenset[int] | None) -> None:
-        self.text = text
-        self.operators = operators
-        self.lines = lines
-        self.edits: list[_Edit] = []
-
-    # ---- recording
-
-    def _wanted(self, operator: str, node: ast.AST) -> bool:
-        if operator not in self.operators:
-            return False
-        line: int = node.lineno - self.text.line_shift  # type: ignore[attr-defined]
-        return self.lines is None or line in self.lines
-
-    def _add(self, operator: str, node: ast.AST, replacement: str) -> None:
-        start, end = self.text.span(node)
-        self.edits.append(_Edit(operator, start, end, replacement))
-
-    def _add_expression(self, operator: str, node: ast.expr, replacement: str | None, expected: ast.expr) -> bool:
-        """Record an expression edit only if it parses to exactly the intended node."""
-        if replacement is None:
-            return False
-        try:
-            parsed = parse_python(f"({replacement})", mode="eval").body
-        except SyntaxError:
-            return False
-        if ast.dump(parsed) == ast.dump(expected) != ast.dump(node):
-            self._add(operator, node, replacement)
-            return True
-        return False
-
-    def _replace_token(self, node: ast.AST, gap: tuple[int, int], pattern: re.Pattern[str], new: str) -> str | None:
-        """The node's text with the operator token found in ``gap`` replaced by ``new``."""
-        source = self.text.source
-        start, end = self.text.span(node)
-        position = _GAP.match(source, gap[0], gap[1]).end()  # type: ignore[union-attr]
-        token = pattern.match(source, position, gap[1])
-        if token is None:
-            return None
-        return source[start : token.start()] + new + source[token.end() : end]
-
-    def _gap(self, before: ast.AST, after: ast.AST) -> tuple[int, int]:
-        return self.text.span(before)[1], self.text.span(after)[0]
-
-    # ---- things never mutated
-
-    def _skip(self, node: ast.AST) -> None:
-        pass
-
-    visit_JoinedStr = _skip
-    visit_arguments = _skip
-    visit_Import = _skip
-    visit_ImportFrom = _skip
-    visit_TypeAlias = _skip
-
-    def _visit_body(self, statements: list[ast.stmt]) -> None:
-        for statement in statements:
-            self.visit(statement)
-
-    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
-        self._visit_body(node.body)
-
-    visit_AsyncFunctionDef = visit_FunctionDef
-
-    def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        self._visit_body(node.body)
-
-    def visit_Lambda(self, node: ast.Lambda) -> None:
-        self.visit(node.body)
-
-    def visit_match_case(self, node: ast.match_case) -> None:
-        if node.guard is not None:
-            self.visit(node.guard)
-        self._visit_body(node.body)
-
-    # ---- statements
-
-    def _remove(self, node: ast.stmt) -> None:
-        if self._wanted("remove_stmt", node):
-            self._add("remove_stmt", node, "pass")
-
-    def visit_Expr(self, node: ast.Expr) -> None:
-        if isinstance(node.value, (ast.Constant, ast.JoinedStr)):
-            return  # a docstring or other no-op literal
-        self._remove(node)
-        self.generic_visit(node)
-
-    def visit_Assign(self, node: ast.Assign) -> None:
-        self._remove(node)
-        self.generic_visit(node)
-
-    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
-        if node.value is None:
-            return
-        self._remove(node)
-        self.visit(node.target)
-        self.visit(node.value)
-
-    def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        self._remove(node)
-        new = _ARITH.get(type(node.op))
-        if new is not None and self._wanted("augassign", node):
-            pattern = _AUG_PATTERNS[_ARITH_SYMBOL[type(node.op)]]
-            gap = self._gap(node.target, node.value)
-            replacement = self._replace_token(node, gap, pattern, _ARITH_SYMBOL[new] + "=")
-            if replacement is not None:
-                self._add("augassign", node, replacement)
-        self.generic_visit(node)
-
-    def visit_Return(self, node: ast.Return) -> None:
-        value = node.value
-        is_none = isinstance(value, ast.Constant) and value.value is None
-        if value is not None and not is_none and self._wanted("return_value", node):
-            self._add("return_value", node, "return None")
-        self.generic_visit(node)
-
-    def visit_Break(self, node: ast.Break) -> None:
-        if self._wanted("break_continue", node):
-            self._add("break_continue", node, "continue")
-
-    def visit_Continue(self, node: ast.Continue) -> None:
-        if self._wanted("break_continue", node):
-            self._add("break_continue", node, "break")
-
-    def _negate(self, test: ast.expr) -> None:
-        if self._wanted("negate_cond", test):
-            expected = ast.UnaryOp(op=ast.Not(), operand=test)
-            self._add_expression("negate_cond", test, f"not ({self.text.segment(test)})", expected)
-
-    def visit_If(self, node: ast.If | ast.While | ast.IfExp) -> None:
-        self._negate(node.test)
-        self.generic_visit(node)
-
-    visit_While = visit_If
-    visit_IfExp = visit_If
-
-    def visit_comprehension(self, node: ast.comprehension) -> None:
-        for condition in node.ifs:
-            self._negate(condition)
-        self.generic_visit(node)
-
-    # ---- expressions
-
-    def visit_BinOp(self, node: ast.BinOp) -> None:
-        if self._wanted("arith", node) and not _adds_zero(node):
-            for table in (_ARITH, _ARITH_EXTRA):
-                new = table.get(type(node.op))
-                if new is not None:
-                    self._mutate_binop(node, new)
-        self.generic_visit(node)
-
-    def _mutate_binop(self, node: ast.BinOp, new: type[ast.operator]) -> None:
-        old = type(node.op)
-        pattern = _TOKEN_PATTERNS[_ARITH_SYMBOL[old]]
-        gap = self._gap(node.left, node.right)
-        replacement = self._replace_token(node, gap, pattern, _ARITH_SYMBOL[new])
-        if replacement is not None and _ARITH_PRECEDENCE[old] != _ARITH_PRECEDENCE[new]:
-            replacement = f"({replacement})"
-        expected = ast.BinOp(left=node.left, op=new(), right=node.right)
-        self._add_expression("arith", node, replacement, expected)
-
-    def visit_Compare(self, node: ast.Compare) -> None:
-        if self._wanted("compare", node):
-            operands = [node.left, *node.comparators]
-            for index, op in enumerate(node.ops):
-                new = _COMPARE[type(op)]
-                pattern = _TOKEN_PATTERNS[_COMPARE_SYMBOL[type(op)]]
-                gap = self._gap(operands[index], operands[index + 1])
-                replacement = self._replace_token(node, gap, pattern, _COMPARE_SYMBOL[new])
-                ops = [*node.ops[:index], new(), *node.ops[index + 1 :]]
-                expected = ast.Compare(left=node.left, ops=ops, comparators=node.comparators)
-                self._add_expression("compare", node, replacement, expected)
-        self.generic_visit(node)
-
-    def visit_BoolOp(self, node: ast.BoolOp) -> None:
-        if self._wanted("boolop", node):
-            self._add_expression("boolop", node, self._swap_boolop(node), _flipped_boolop(node))
-        self.generic_visit(node)
-
-    def _swap_boolop(self, node: ast.BoolOp) -> str | None:
-        old, new = ("and", "or") if isinstance(node.op, ast.And) else ("or", "and")
-        source, pattern = self.text.source, _TOKEN_PATTERNS[old]
-        start, end = self.text.span(node)
-        pieces, cursor = [], start
-        for before, after in itertools.pairwise(node.values):
-            gap = self._gap(before, after)
-            position = _GAP.match(source, gap[0], gap[1]).end()  # type: ignore[union-attr]
-            token = pattern.match(source, position, gap[1])
-            if token is None:
-                return None
-            pieces += [source[cursor : token.start()], new]
-            cursor = token.end()
-        return "".join(pieces) + source[cursor:end]
-
-    def visit_UnaryOp(self, node: ast.UnaryOp) -> None:
-        operand = node.operand
-        zero = isinstance(operand, ast.Constant) and operand.value == 0
-        if self._wanted("unary", node) and not zero:
-            start, end = self.text.span(node)
-            symbol = _UNARY_SYMBOL[type(node.op)]
-            source = self.text.source
-            if source.startswith(symbol, start):
-                rest = _AFTER_UNARY.match(source, start + len(symbol), end).end()  # type: ignore[union-attr]
-                self._add_expression("unary", node, source[rest:end], operand)
-        self.generic_visit(node)
-
-    def visit_Constant(self, node: ast.Constant) -> None:
-        if not self._wanted("constant", node):
-            return
-        new = _mutated_constant(node.value)
-        if new is None:
-            return
-        if isinstance(new, (str, bytes)):
-            # Markers inside the literal's own quotes keep its prefix, escapes and lines.
-            expected = ast.Constant(value=new, kind=node.kind)
-            for marked in _marked_literals(self.text.segment(node), empty=not node.value):
-                if self._add_expression("constant", node, marked, expected):
-                    return
-        self._add_expression("constant", node, repr(new), ast.Constant(value=new))
-
-
-_STRING_OPENING = re.compile(r"[A-Za-z]*('{3}|\"{3}|'|\")")
-
-
-def _marked_literals(literal: str, *, empty: bool) -> list[str]:
-    """``XX`` put after the opening quote and before the closing one, for each guess of
-    the closing quote's length (the caller keeps the first guess that parses right)."""
-    opening = _STRING_OPENING.match(literal)
-    if opening is None:
-        return []
-    head = opening.end()
-    if empty:
-        return [f"{literal[:head]}XX{literal[head:]}"]
-    tails = [len(literal) - n for n in (3, 1) if len(literal) - n >= head]
-    return [f"{literal[:head]}XX{literal[head:tail]}XX{literal[tail:]}" for tail in tails]
-
-
-def _mutated_constant(value: object) -> str | bytes | int | float | None:
-    """The mutated literal value, or None when the constant is left alone."""
-    if isinstance(value, bool):
-        return not value
-    if isinstance(value, int):
-        return value + 1
-    if isinstance(value, float):
-        return value + 1.0 if math.isfinite(value) else None
-    if isinstance(value, str):
-        return f"XX{value}XX" if value else "XX"
-    if isinstance(value, bytes):
-        return b"XX" + value + b"XX" if value else b"XX"
-    return None
-
-
-def _flipped_boolop(node: ast.BoolOp) -> ast.BoolOp:
-    new = ast.Or() if isinstance(node.op, ast.And) else ast.And()
-    return ast.BoolOp(op=new, values=node.values)
-
-
-def _adds_zero(node: ast.BinOp) -> bool:
-    """``x + 0`` and ``x - 0``: swapping the operator gives an equivalent mutant."""
-    right = node.right
-    return (
-        isinstance(node.op, (ast.Add, ast.Sub))
-        and isinstance(right, ast.Constant)
-        and not isinstance(right.value, bool)
-        and right.value == 0
-    )
-
-
-def _to_mutants(edits: list[_Edit], text: _SourceText) -> list[Mutant]:
+def _to_mutants(edits: list[Edit], text: SourceText) -> list[Mutant]:
     source = text.source
     # Two edits give the same text only if they change the length equally and the text
     # first differs at the same place: full texts are built only on such a clash, which
     # keeps a large module linear instead of quadratic.
-    clashes: dict[tuple[int, int], list[_Edit]] = {}
+    clashes: dict[tuple[int, int], list[Edit]] = {}
     mutants = []
     for edit in edits:
         key = (len(edit.replacement) - (edit.end - edit.start), _first_difference(source, edit))
@@ -780,7 +327,7 @@ def _to_mutants(edits: list[_Edit], text: _SourceText) -> list[Mutant]:
         end_line, end_col = text.position(edit.end)
         mutants.append(
             Mutant(
-                edit.operator,
+                edit.kind,
                 line,
                 col,
                 end_line,
@@ -794,11 +341,11 @@ def _to_mutants(edits: list[_Edit], text: _SourceText) -> list[Mutant]:
     return mutants
 
 
-def _apply(source: str, edit: _Edit) -> str:
+def _apply(source: str, edit: Edit) -> str:
     return source[: edit.start] + edit.replacement + source[edit.end :]
 
 
-def _first_difference(source: str, edit: _Edit) -> int:
+def _first_difference(source: str, edit: Edit) -> int:
     """Offset of the first character where the edited text differs from ``source``."""
     replaced = source[edit.start : edit.start + len(edit.replacement)]
     same = _shared_prefix(edit.replacement, replaced)

@@ -57,7 +57,7 @@ _KNOWN: dict[str, str] = {
 
 @lru_cache(maxsize=1)
 def _installed() -> dict[str, list[str]]:
-    return importlib.metadata.packages_distributions()
+    return dict(importlib.metadata.packages_distributions())
 
 
 def distribution_for(import_name: str) -> str:

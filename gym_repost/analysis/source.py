@@ -191,8 +191,8 @@ def signature_text(source: str, span: FunctionSpan) -> str:
         decorator_list=[],
         returns=span.node.returns,
         type_comment=None,
-        type_params=[],
-    )
+        type_params=[],  # Python 3.12's field, ignored by 3.11
+    )  # type: ignore[call-arg]
     prefix = "async " if span.is_async else ""
     return prefix + ast.unparse(ast.fix_missing_locations(stub)).split("\n")[0]
 

@@ -6,9 +6,10 @@ lines over a library function.
 * :mod:`~gym_repost.cli.evaluate`: ``eval`` and ``report``;
 * :mod:`~gym_repost.cli.data`: ``data rejection|dstc|acecoder|testgen``;
 * :mod:`~gym_repost.cli.sandbox`: ``sandbox check|cleanup|build-image`` and ``env install``;
+* :mod:`~gym_repost.cli.serve`: ``serve``;
 * :mod:`~gym_repost.cli.common`: consoles, errors, progress, task loading, sandboxes.
 
-The CLI may import every other part of the package; nothing imports the CLI.
+May import: any part of gym_repost; nothing imports it.
 """
 
 from __future__ import annotations
@@ -20,13 +21,11 @@ import threading
 from importlib import import_module
 from typing import Any
 
-from rich.markup import escape
-
 from gym_repost.cli.app import app
-from gym_repost.cli.common import err_console
-from gym_repost.errors import BuildError, ConfigError, GymRepostError, TaskFormatError
+from gym_repost.cli.common import err_console, invalid_settings, print_error
+from gym_repost.errors import GymRepostError
 
-for _group in ("build", "validate", "evaluate", "data", "sandbox"):  # registers the commands, in this order
+for _group in ("build", "validate", "evaluate", "data", "sandbox", "serve"):  # registers the commands, in this order
     import_module(f"gym_repost.cli.{_group}")
 
 _SIGNALS: list[int] = []
@@ -70,13 +69,22 @@ def _exit_interrupted() -> None:
 
 
 def main() -> None:
-    """Entry point of the ``gym-repost`` console script."""
+    """Entry point of the ``gym-repost`` console script.
+
+    The project's own errors and invalid settings (a pydantic ``ValidationError``, say
+    ``--reward foo``) end in one ``error:`` line and exit status 2, not a traceback.
+    """
+    from pydantic import ValidationError
+
     _interrupt_on_signals()
     try:
         try:
             app()
-        except (TaskFormatError, BuildError, ConfigError, GymRepostError) as exc:
-            err_console.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+        except GymRepostError as exc:
+            print_error(str(exc))
+            sys.exit(2)
+        except ValidationError as exc:
+            print_error(invalid_settings(exc))
             sys.exit(2)
     except KeyboardInterrupt:
         _exit_interrupted()

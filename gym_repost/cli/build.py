@@ -33,7 +33,8 @@ def _is_import_source(source: str) -> bool:
 def _import_tasks(source: str) -> tuple[list[Any], list[Any]]:
     from gym_repost.construct.sources import import_source
 
-    tasks, dropped = [], []
+    tasks: list[Any] = []
+    dropped: list[Any] = []
     with progress_bar() as progress:
         bar = progress.add_task(f"importing {source}", total=None)
         for item in import_source(source):
@@ -70,8 +71,8 @@ def _build_with_llm(
     log_path: Path,
 ) -> Any:
     """``--builder llm:PROVIDER/MODEL``: the LLM builder over the pipeline; every exchange logged."""
-    from gym_repost.construct.builder import BuilderSettings
-    from gym_repost.construct.llm_builder import LLMBuild, split_builder_args
+    from gym_repost.construct.builder import DeterministicBuilderSettings
+    from gym_repost.construct.llm_builder import LLMBuildSession, split_builder_args
     from gym_repost.llm import llm_config
 
     budgets, llm_settings = split_builder_args(parse_policy_args(builder_args))
@@ -79,13 +80,13 @@ def _build_with_llm(
         llm_settings["base_url"] = base_url
     config = llm_config(spec.removeprefix("llm:"), **llm_settings)
     log_path.unlink(missing_ok=True)
-    with LLMBuild(
+    with LLMBuildSession(
         config,
         budgets,
         log_path=log_path,
-        deterministic=BuilderSettings(test_executions=settings.test_executions, seed=settings.seed),
+        deterministic=DeterministicBuilderSettings(test_executions=settings.test_executions, seed=settings.seed),
     ) as llm:
-        result = _build_from_repository(source, LLMBuild.settings_for(settings), sandbox, options, llm.policy)
+        result = _build_from_repository(source, LLMBuildSession.settings_for(settings), sandbox, options, llm.policy)
         result.llm_usage = llm.usage()
     return result
 
@@ -249,7 +250,7 @@ def build(
     from gym_repost.construct.pipeline import BuildSettings, BuildWork
 
     settings = BuildSettings(
-        split=split,
+        split=split,  # type: ignore[arg-type]  # checked above: train or eval
         max_candidates=max_candidates,
         seed=seed,
         licenses=licenses,

@@ -16,7 +16,15 @@ from typing import Any, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.markup import escape
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from gym_repost.errors import ConfigError
@@ -26,22 +34,39 @@ err_console = Console(stderr=True)
 logger = logging.getLogger("gym_repost")
 
 
+def print_error(message: str) -> None:
+    """Print ``error: message`` on stderr; the message is text, not markup (``[docker]`` stays)."""
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+
+
 def fail(message: str, code: int = 2) -> typer.Exit:
     """Print an error and return the exit to raise."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False)
+    print_error(message)
     return typer.Exit(code)
 
 
-def progress_bar() -> Progress:
-    """A progress display on stderr."""
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-        transient=False,
-    )
+def invalid_settings(exc: Any) -> str:
+    """A pydantic ``ValidationError`` as one sentence naming each setting, what is wrong and
+    the value given (``invalid reward: Input should be 'binary' or 'shaped' (given 'foo')``)."""
+    parts = []
+    for error in exc.errors()[:3]:
+        where = ".".join(str(p) for p in error.get("loc", ())) or "value"
+        given = error.get("input")
+        shown = "" if isinstance(given, dict) else f" (given {given!r})"[:200]
+        parts.append(f"invalid {where}: {error.get('msg', 'invalid')}{shown}")
+    more = exc.error_count() - len(parts)
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+def progress_bar(*, passes: bool = False) -> Progress:
+    """A progress display on stderr: the bar, done of total, the time spent and the time
+    left (ETA); with ``passes``, a live count of passed items (the task's ``passed``
+    field). It shows nothing when stderr is not a terminal (a log, a pipe, CI)."""
+    columns: list[Any] = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn()]
+    if passes:
+        columns.append(TextColumn("[green]{task.fields[passed]} passed[/]"))
+    columns += [TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn()]
+    return Progress(*columns, console=err_console, transient=False, disable=not err_console.is_terminal)
 
 
 def load_tasks(tasks_path: Path) -> list[Any]:

@@ -193,7 +193,8 @@ def data_dstc(
         "vLLM http://localhost:8000/v1, Ollama http://localhost:11434/v1).",
     ),
     temperature: Optional[float] = typer.Option(None, min=0.0, help="Sampling temperature of an llm: sampler."),
-    samples: int = typer.Option(8, "-j", "--samples", min=1, help="J: codes and tests sampled per task."),
+    samples: int = typer.Option(8, "-n", "--samples", min=1, help="J: codes and tests sampled per task."),
+    old_samples: Optional[int] = typer.Option(None, "-j", hidden=True, help="Gone: -n/--samples."),
     test_timeout: float = typer.Option(2.0, help="Seconds per test (script loading included)."),
     limit: Optional[int] = typer.Option(None, min=1, help="Only the first N tasks."),
     seed: int = typer.Option(0),
@@ -207,6 +208,12 @@ def data_dstc(
     """DSTC preference pairs: J codes x J tests per task, minimax selection."""
     from gym_repost.data import dstc
     from gym_repost.data.records import write_jsonl
+
+    if old_samples is not None:  # -j means jobs elsewhere; read silently as workers it would change the data
+        raise fail(
+            f"-j {old_samples}: -j was the number of samples J and is gone; "
+            f"give -n {old_samples} (--samples), and -w/--workers for parallel jobs"
+        )
 
     tasks = _function_tasks(tasks_path, limit)
     settings = _sampler_settings([sampler], base_url, temperature, output)[sampler]

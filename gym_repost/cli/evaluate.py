@@ -75,23 +75,31 @@ def eval_command(
         n=n,
         repairs=repairs,
         max_steps=max_steps,
-        reward=reward,
+        reward=reward,  # type: ignore[arg-type]  # pydantic checks it; main() reports a bad one
         seed=seed,
         workers=workers,
         sandbox=sandbox,
         sandbox_options={k: v for k, v in options_of_sandbox.items() if k != "workers"},
     )
     run_dir = RunDir(output)
+    keys = {(t.id, s) for t in tasks for s in range(n)}
     with (
         run_dir.writer_lock(),
         open_executor(executor, ray_address, workers, sandbox, options_of_sandbox) as ex,
-        progress_bar() as progress,
+        progress_bar(passes=True) as progress,
     ):
-        bar = progress.add_task(f"{policy} on {tasks_path.name}", total=len(tasks) * n)
-        progress.advance(bar, len(run_dir.finished() & {(t.id, s) for t in tasks for s in range(n)}))
-        summary = evaluate(
-            tasks, factory, config, run_dir, on_episode=lambda _episode: progress.advance(bar), executor=ex
+        earlier = [e for e in run_dir.episodes() if e.key in keys and e.status != "infra_error"]
+        passed = sum(e.status == "passed" for e in earlier)
+        bar = progress.add_task(
+            f"{policy} on {tasks_path.name}", total=len(keys), completed=len(earlier), passed=passed
         )
+
+        def on_episode(episode: Any) -> None:
+            nonlocal passed
+            passed += episode.status == "passed"
+            progress.update(bar, advance=1, passed=passed)
+
+        summary = evaluate(tasks, factory, config, run_dir, on_episode=on_episode, executor=ex)
     _print_summary(summary)
     console.print(f"results in {output}/ (summary.json, episodes.jsonl); `gym-repost report {output}` for the report")
 
@@ -112,15 +120,16 @@ def _llm_options(policy: str, base_url: Optional[str], output: Path, options: di
 
 def _print_summary(summary: dict[str, Any]) -> None:
     from gym_repost.evaluate.report import figure_rows
-
-    def pct(v: float | None) -> str:
-        return "n/a" if v is None else f"{100 * v:.1f}%"
+    from gym_repost.evaluate.report import percent as pct
 
     figures = figure_rows(summary)
     for name, title in (
         ("pass@k", "[bold]pass@k[/] (unbiased estimator, mean over tasks)"),
-        ("self_repair", "[bold]self-repair[/]: pass rate after r repair iterations"),
+        ("self_repair", "[bold]self-repair[/]: pass rate after r repair iterations (r: failed submissions)"),
+        ("by_test_runs", "[bold]self-repair by test runs[/]: pass rate after r failing test runs (run_tests too)"),
     ):
+        if not figures[name]:
+            continue
         rows = figures[name]
         table = Table("figure", *[label for label, _ in next(iter(rows.values()))], title_justify="left")
         for figure, values in rows.items():
@@ -140,25 +149,55 @@ def _print_summary(summary: dict[str, Any]) -> None:
 
 
 @app.command()
-def report(run_dir: Path = typer.Argument(..., help="A run directory made by `gym-repost eval`.")) -> None:
-    """Print the pass@k and self-repair tables of a run and write report.html."""
-    from gym_repost.evaluate import RunDir, summarize
-    from gym_repost.evaluate.report import task_rows, write_html
+def report(
+    runs: list[Path] = typer.Argument(..., metavar="RUN_DIR...", help="Run directories made by `gym-repost eval`."),
+    output: Optional[Path] = typer.Option(
+        None, "-o", "--output", help="Folder to write (default: RUN_DIR/report for one run; needed for several)."
+    ),
+) -> None:
+    """Write the run viewer: static HTML pages of a run (or a comparison of several) to open or zip and share."""
+    from gym_repost.evaluate.viewer import write_report
 
-    rd = RunDir(run_dir)
-    config = rd.read_config()
-    episodes = rd.episodes()
-    if config is None and not episodes:
-        raise fail(f"{run_dir} is not a run directory (no config.json, no episodes.jsonl)")
-    summary = summarize(episodes, config)
+    if output is None and len(runs) > 1:
+        raise fail("comparing several runs: say where to write the comparison with -o DIR")
+    out = output if output is not None else runs[0] / "report"
+    with progress_bar() as progress:
+        bar = progress.add_task("writing the report", total=None)
+        index = write_report(
+            runs, out, on_progress=lambda done, total: progress.update(bar, completed=done, total=total)
+        )
+    if output is None:
+        _redirect(runs[0] / REPORT_PAGE, index)
+    for run in runs:
+        _print_brief(run)
+    console.print(f"report: {index} (a static folder: open it in a browser, or zip {out} to share it)")
+
+
+REPORT_PAGE = "report.html"
+"""``RUN_DIR/report.html``: a page that opens the viewer in ``RUN_DIR/report/``."""
+
+
+def _redirect(page: Path, index: Path) -> None:
+    target = index.relative_to(page.parent).as_posix()
+    page.write_text(
+        f"<!doctype html><meta charset='utf-8'><meta http-equiv='refresh' content='0; url={target}'>"
+        f"<title>gym-repost report</title><p>The report is in <a href='{target}'>{target}</a>.</p>\n",
+        encoding="utf-8",
+    )
+
+
+def _print_brief(run: Path) -> None:
+    """One line per run (the eval printed the tables already), and its infrastructure warning."""
+    from gym_repost.evaluate import RunDir, summarize
+
+    rd = RunDir(run)
+    summary = summarize(rd.episodes(), rd.read_config())
     rd.write_summary(summary)
-    _print_summary(summary)
-    failing = [t for t in task_rows(episodes) if t.passed < t.samples]
-    if failing:
-        table = Table(title=f"tasks not always solved ({len(failing)})")
-        for col in ("task", "passed", "a failure"):
-            table.add_column(col, overflow="fold")
-        for t in failing[:30]:
-            table.add_row(t.name, f"{t.passed}/{t.samples}", t.last_failure)
-        console.print(table)
-    console.print(f"report: {write_html(run_dir, summary, episodes, config)}")
+    figures = ", ".join(f"{k} {100 * v:.1f}%" for k, v in summary.items() if k.startswith("pass@") and v is not None)
+    console.print(
+        f"{run}: {figures or 'no scored episodes'} over {summary['tasks']} tasks "
+        f"({summary['episodes']} episodes, {summary['infra_errors']} infrastructure errors)",
+        highlight=False,
+    )
+    if summary.get("infra_warning"):
+        console.print(f"[bold red]WARNING: {escape(summary['infra_warning'])}[/]", highlight=False)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from gym_repost.cli.app import env_app, sandbox_app
@@ -13,6 +14,7 @@ from gym_repost.cli.common import (
     console,
     err_console,
     open_sandbox,
+    progress_bar,
 )
 
 
@@ -25,7 +27,8 @@ def sandbox_check(
     from gym_repost.sandbox.conformance import run_conformance
 
     options: dict[str, Any] = {"python": python} if python else {}
-    with open_sandbox(sandbox, options) as sb:
+    with open_sandbox(sandbox, options) as sb, progress_bar() as progress:
+        progress.add_task(f"conformance checks of {sandbox}", total=None)
         results = run_conformance(sb)
     table = Table(title=f"sandbox conformance: {sandbox}")
     for col in ("check", "result", "detail"):
@@ -46,7 +49,7 @@ def sandbox_cleanup(
     ),
 ) -> None:
     """Remove sandbox processes, directories and containers left behind by a crashed run."""
-    from gym_repost.sandbox.local import cleanup_leftovers
+    from gym_repost.sandbox.leftovers import cleanup_leftovers
 
     report = cleanup_leftovers()
     console.print(
@@ -64,11 +67,11 @@ def _cleanup_containers(all_containers: bool) -> None:
     from gym_repost.errors import MissingExtraError, SandboxUnavailableError
 
     try:
-        from gym_repost.sandbox.docker import cleanup_containers
+        from gym_repost.sandbox.docker_containers import cleanup_containers
 
         containers = cleanup_containers(all_owners=all_containers)
     except (MissingExtraError, SandboxUnavailableError) as exc:
-        console.print(f"docker containers: not checked ({exc})", highlight=False)
+        console.print(f"docker containers: not checked ({escape(str(exc))})", highlight=False)
         return
     console.print(
         f"removed {len(containers.removed)} leftover docker container(s); {len(containers.kept)} of live runs kept"
@@ -90,7 +93,7 @@ def sandbox_build_image(
     docker_host: Optional[str] = typer.Option(None, help="Docker daemon URL (default: DOCKER_HOST)."),
 ) -> None:
     """Build the docker sandbox's image locally (debootstrap, then pip); reused when current."""
-    from gym_repost.sandbox.docker import connect
+    from gym_repost.sandbox.docker_containers import connect
     from gym_repost.sandbox.docker_image import build_image, resolve_recipe
 
     recipe = resolve_recipe(env)

@@ -5,6 +5,8 @@ for the construction agent's tools, and its policies: :mod:`~gym_repost.construc
 (deterministic) and :mod:`~gym_repost.construct.llm_builder` (a model following RepoST).
 :mod:`~gym_repost.construct.corpus` builds many repositories through an executor
 (:func:`build_corpus`).
+
+May import: analysis, context, errors, executor, harness, llm, prompting, sandbox, task, tools.
 """
 
 from __future__ import annotations

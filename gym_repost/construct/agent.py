@@ -15,7 +15,6 @@ from typing import Any, Protocol
 
 from gym_repost.construct.execution import PackageInstaller, missing_module, run_with_installs
 from gym_repost.construct.function_task import make_function_task, repository_view
-from gym_repost.construct.model import Candidate, DependencySlice, Drop, SandboxedScript, SourceRepository
 from gym_repost.construct.quality import (
     Judgement,
     QualityReport,
@@ -25,6 +24,7 @@ from gym_repost.construct.quality import (
     judged_drop_reason,
     sanity_checks,
 )
+from gym_repost.construct.stages import Candidate, DependencySlice, Drop, SandboxedScript, SourceRepository
 from gym_repost.construct.testgen.trace import local_modules
 from gym_repost.errors import BuildError, InfrastructureError, ToolError
 from gym_repost.harness.coverage import measure_coverage

@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from gym_repost.construct.agent import BuildContext
-from gym_repost.construct.model import Drop, GeneratedTests
+from gym_repost.construct.stages import Drop, GeneratedTests
 from gym_repost.tools import tool_call
 
 
 @dataclass(frozen=True)
-class BuilderSettings:
+class DeterministicBuilderSettings:
     """Budgets of the deterministic builder."""
 
     test_executions: int = 2000
@@ -73,9 +73,9 @@ class DeterministicBuilder(PlannedBuilder):
     and receives the observation and info of its result.
     """
 
-    def __init__(self, settings: BuilderSettings | None = None) -> None:
+    def __init__(self, settings: DeterministicBuilderSettings | None = None) -> None:
         super().__init__()
-        self.settings = settings or BuilderSettings()
+        self.settings = settings or DeterministicBuilderSettings()
         self.safety_limits: list[str] = []
 
     def reset(self, context: BuildContext, observation: str) -> None:

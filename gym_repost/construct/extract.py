@@ -65,7 +65,7 @@ import tree_sitter_python
 
 from gym_repost.analysis.parsing import parse_python
 from gym_repost.analysis.source import dedent_code
-from gym_repost.construct.model import Candidate, Drop, SourceRepository
+from gym_repost.construct.stages import Candidate, Drop, SourceRepository
 
 if TYPE_CHECKING:
     from gym_repost.construct.dependencies import RepositoryIndex

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import sys
 from collections.abc import Mapping
+from typing import Any
 
 from gym_repost.analysis.parsing import parse_python
 from gym_repost.analysis.source import (
@@ -194,7 +195,7 @@ def make_function_task(
     ):
         raise BuildError(f"the evaluation script has no {test_function}()")
     num_tests, num_asserts = count_tests(tree)
-    extra = {k: v for k, v in (metadata or {}).items() if k != "notes"}
+    extra: dict[str, Any] = {k: v for k, v in (metadata or {}).items() if k != "notes"}
     return FunctionTask(
         name=name,
         provenance=provenance,
@@ -218,5 +219,5 @@ def make_function_task(
             external_packages=external_imports(tree, local_modules),
             notes=notes,
             **extra,
-        ),  # type: ignore[arg-type]
+        ),
     ).with_id()

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from gym_repost.construct.model import LicenseKind
+from gym_repost.construct.stages import LicenseKind
 from gym_repost.errors import BuildError, ConfigError
 
 LicensePolicy = Literal["permissive", "any"] | frozenset[str]

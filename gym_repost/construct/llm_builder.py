@@ -43,10 +43,10 @@ from typing import Any
 
 from gym_repost.analysis.source import dedent_code
 from gym_repost.construct.agent import BuildContext
-from gym_repost.construct.builder import BuilderSettings, DeterministicBuilder, PlannedBuilder
+from gym_repost.construct.builder import DeterministicBuilder, DeterministicBuilderSettings, PlannedBuilder
 from gym_repost.construct.extract import DEFAULT_EXCLUDE_KEYWORDS, _keyword_hit
-from gym_repost.construct.model import Candidate
 from gym_repost.construct.pipeline import BuildSettings
+from gym_repost.construct.stages import Candidate
 from gym_repost.harness import extract_code_block
 from gym_repost.llm import Ledger, LLMClient, LLMConfigBase, Message
 from gym_repost.llm.accounting import Exchange
@@ -68,7 +68,7 @@ _VERDICT = re.compile(r"VERDICT:\s*\**\s*([A-Za-z]+)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
-class LLMBuilderSettings:
+class LLMBuilderBudgets:
     """Budgets of the LLM builder (``--builder-arg KEY=VALUE``)."""
 
     debug_iterations: int = 3
@@ -152,14 +152,14 @@ class LLMBuilder(PlannedBuilder):
     def __init__(
         self,
         client: LLMClient,
-        settings: LLMBuilderSettings | None = None,
+        settings: LLMBuilderBudgets | None = None,
         *,
         log: ExchangeLog | None = None,
         deterministic: DeterministicBuilder | None = None,
     ) -> None:
         super().__init__()
         self.client = client
-        self.settings = settings or LLMBuilderSettings()
+        self.settings = settings or LLMBuilderBudgets()
         self.log = log
         self.deterministic = deterministic
 
@@ -406,10 +406,10 @@ class LLMBuilder(PlannedBuilder):
         )
 
 
-class LLMBuild:
+class LLMBuildSession:
     """The LLM builder of one build: a client, the builder settings and the exchange log.
 
-    >>> with LLMBuild(llm_config("openai/gpt-4o-mini"), log_path=Path("tasks.jsonl.llm.jsonl")) as llm:
+    >>> with LLMBuildSession(llm_config("openai/gpt-4o-mini"), log_path=Path("tasks.jsonl.llm.jsonl")) as llm:
     ...     result = build_function_tasks(source, llm.settings_for(settings), sandbox, llm.policy)
     ...     result.llm_usage = llm.usage()
 
@@ -424,18 +424,18 @@ class LLMBuild:
     def __init__(
         self,
         config: LLMConfigBase,
-        settings: LLMBuilderSettings | None = None,
+        settings: LLMBuilderBudgets | None = None,
         *,
         log_path: Path | None = None,
-        deterministic: BuilderSettings | None = None,
+        deterministic: DeterministicBuilderSettings | None = None,
     ) -> None:
         self.config = config
-        self.settings = settings or LLMBuilderSettings()
+        self.settings = settings or LLMBuilderBudgets()
         self.log = ExchangeLog(log_path) if log_path is not None else None
-        self.deterministic = deterministic or BuilderSettings()
+        self.deterministic = deterministic or DeterministicBuilderSettings()
         self.client: LLMClient | None = None
 
-    def __enter__(self) -> LLMBuild:
+    def __enter__(self) -> LLMBuildSession:
         self.client = self.config.build()
         return self
 
@@ -445,7 +445,7 @@ class LLMBuild:
 
     def policy(self) -> LLMBuilder:
         """A builder policy for one episode (the factory :func:`build_function_tasks` takes)."""
-        assert self.client is not None, "use LLMBuild as a context manager"
+        assert self.client is not None, "use LLMBuildSession as a context manager"
         first = DeterministicBuilder(self.deterministic) if self.settings.deterministic_first else None
         return LLMBuilder(self.client, self.settings, log=self.log, deterministic=first)
 
@@ -466,20 +466,20 @@ class LLMBuild:
         return {"model": self.client.describe(), **self.client.ledger.to_dict()}
 
 
-def split_builder_args(options: dict[str, Any]) -> tuple[LLMBuilderSettings, dict[str, Any]]:
+def split_builder_args(options: dict[str, Any]) -> tuple[LLMBuilderBudgets, dict[str, Any]]:
     """``--builder-arg`` options: the builder's budgets, and the rest (LLM settings)."""
-    names = {f.name for f in fields(LLMBuilderSettings)}
+    names = {f.name for f in fields(LLMBuilderBudgets)}
     mine = {k: v for k, v in options.items() if k in names}
-    return LLMBuilderSettings(**mine), {k: v for k, v in options.items() if k not in names}
+    return LLMBuilderBudgets(**mine), {k: v for k, v in options.items() if k not in names}
 
 
 __all__ = [
     "LLM_EXCLUDE_KEYWORDS",
     "MOCKABLE_CATEGORIES",
     "ExchangeLog",
-    "LLMBuild",
+    "LLMBuildSession",
     "LLMBuilder",
-    "LLMBuilderSettings",
+    "LLMBuilderBudgets",
     "outside_world",
     "parse_reply",
     "parse_verdict",

@@ -5,7 +5,7 @@
 
 Static stages run on the host (they parse, never execute, the repository); everything
 that executes repository code runs in the sandbox. Each candidate ends as a kept task or
-a :class:`~gym_repost.construct.model.Drop` naming the stage and the reason.
+a :class:`~gym_repost.construct.stages.Drop` naming the stage and the reason.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Any
 
 from gym_repost.construct.agent import BuildContext, BuildOutcome, BuildPolicy, run_build_episode
 from gym_repost.construct.execution import PackageInstaller
-from gym_repost.construct.model import Candidate, DependencySlice, Drop, SandboxedScript, SourceRepository
 from gym_repost.construct.quality import QualityThresholds, Split
+from gym_repost.construct.stages import Candidate, DependencySlice, Drop, SandboxedScript, SourceRepository
 from gym_repost.construct.stats import StageTimer, drop_table, table2
 from gym_repost.construct.testgen.explore import SAFETY_NOTE
 from gym_repost.construct.testgen.trace import local_modules
@@ -171,6 +171,13 @@ def trace_seeds(
             break
         result = trace_repository(sandbox, repo, candidates)
     notes.extend(f"tracing: {e}" for e in result.errors[:5])
+    if result.wall_stops:
+        note = (
+            f"tracing: {SAFETY_NOTE}: {result.wall_stops} test(s) stopped by the wall clock rather than "
+            f"by their CPU-time limit; inputs they would have given are missing"
+        )
+        logger.warning("%s: %s", repo.name, note)
+        notes.append(note)
     if result.timed_out:
         note = (
             f"tracing: {SAFETY_NOTE}: the repository's tests were stopped after {result.tests_run} "
@@ -233,7 +240,7 @@ def build_function_tasks(
         BuildError: the source as a whole cannot be used (missing, not an archive, a
             refused license, too large).
     """
-    from gym_repost.construct.builder import BuilderSettings, DeterministicBuilder
+    from gym_repost.construct.builder import DeterministicBuilder, DeterministicBuilderSettings
     from gym_repost.construct.ingest import ingest
 
     timer = StageTimer()
@@ -252,7 +259,9 @@ def build_function_tasks(
         with timer("tracing"):
             seeds, notes = trace_seeds(sandbox, repo, [p.candidate for p in prepared], installer)
     factory = policy_factory or (
-        lambda: DeterministicBuilder(BuilderSettings(test_executions=settings.test_executions, seed=settings.seed))
+        lambda: DeterministicBuilder(
+            DeterministicBuilderSettings(test_executions=settings.test_executions, seed=settings.seed)
+        )
     )
     with timer("construction"):
         work = _CandidateWork(repo, installer, seeds, settings, factory, on_candidate)

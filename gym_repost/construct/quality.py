@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from gym_repost.analysis.parsing import parse_python
 from gym_repost.analysis.source import dedent_code, find_function
@@ -37,10 +37,10 @@ class QualityThresholds:
     """Drop tasks whose ground truth behaves differently in two runs (the eval split)."""
 
     @classmethod
-    def for_split(cls, split: Split, **overrides: float | int) -> QualityThresholds:
+    def for_split(cls, split: Split, **overrides: Any) -> QualityThresholds:
         """RepoST's thresholds: branch coverage >= 80% for train, 100% for eval; eval is deterministic."""
         return cls(
-            min_branch_coverage=1.0 if split == "eval" else 0.8,  # type: ignore[arg-type]
+            min_branch_coverage=1.0 if split == "eval" else 0.8,
             reject_nondeterministic=split == "eval",
             **overrides,
         )

@@ -17,7 +17,7 @@ import logging
 
 from gym_repost.analysis.parsing import parse_python
 from gym_repost.analysis.source import dedent_code, find_function, function_source
-from gym_repost.construct.model import DependencySlice, Drop, SandboxedScript
+from gym_repost.construct.stages import DependencySlice, Drop, SandboxedScript
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from gym_repost.construct.model import Drop
+from gym_repost.construct.stages import Drop
 from gym_repost.task import FunctionTask
 
 
@@ -91,7 +91,7 @@ def table2(candidates: int, tasks: Sequence[FunctionTask]) -> dict[str, Any]:
 def drop_table(drops: Sequence[Drop]) -> list[tuple[str, str, int, str]]:
     """``(stage, reason, count, an example)`` rows, most frequent first."""
     counts = Counter((d.stage, d.reason) for d in drops)
-    examples = {}
+    examples: dict[tuple[str, str], str] = {}
     for d in drops:
         examples.setdefault((d.stage, d.reason), f"{d.file}::{d.qualname}" + (f": {d.detail}" if d.detail else ""))
     return [(stage, reason, n, examples[(stage, reason)][:160]) for (stage, reason), n in counts.most_common()]

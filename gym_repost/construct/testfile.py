@@ -17,7 +17,7 @@ methods2test/pymethod2test pair tests with their focal code, at file level:
    imports (``import``). Anything else is dropped (``no focal file``, ``ambiguous``).
 
 Each pair's ground truth is then run in the sandbox as a candidate would be
-(:func:`~gym_repost.analysis.mutation_runner.run_test_file`, mutants included); pairs
+(:func:`~gym_repost.harness.testfile.run_test_file`, mutants included); pairs
 whose ground truth does not run, fails a test, or barely covers its focal file are
 dropped, and the kept ones record the ground truth's metrics as the task's reference.
 """
@@ -33,13 +33,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from gym_repost.analysis.mutation_runner import TestFileRun, run_test_file
 from gym_repost.analysis.packages import distribution_for
 from gym_repost.analysis.parsing import parse_python
-from gym_repost.analysis.test_source import count_assertions, count_tests
-from gym_repost.analysis.testfile_scoring import file_runs, metrics_from_run
-from gym_repost.construct.model import Drop, SourceRepository
+from gym_repost.analysis.pytest_files import count_assertions, count_tests
+from gym_repost.construct.stages import Drop, SourceRepository
 from gym_repost.executor import LocalExecutor, need_sandbox
+from gym_repost.harness.testfile import TestFileRun, run_test_file
+from gym_repost.harness.testfile_scoring import file_runs, metrics_from_run
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import (
     Provenance,

@@ -9,9 +9,11 @@
 * :mod:`gym_repost.data.base`: the sampler and repairer protocols;
   :mod:`gym_repost.data.samplers`: the offline samplers and the spec registry;
   :mod:`gym_repost.data.llm_samplers`: the ``llm:PROVIDER/MODEL`` samplers and repairer;
-  :mod:`gym_repost.data.execution`: execution matrices, one sandboxed process per code.
+  :mod:`gym_repost.data.matrix`: execution matrices, one sandboxed process per code.
 
 Output is JSON Lines that ``datasets.load_dataset("json", ...)`` and TRL's trainers read.
+
+May import: analysis, context, env, errors, evaluate, executor, harness, llm, policy, prompting, sandbox, task.
 """
 
 from gym_repost.data.base import CodeSampler, Repairer, TestSampler, TestSuite

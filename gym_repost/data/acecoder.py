@@ -24,8 +24,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from gym_repost.data.base import CodeSampler, TestSampler, TestSuite
-from gym_repost.data.execution import DEFAULT_TEST_TIMEOUT, CodeRun, execution_matrix, run_code_against_tests
 from gym_repost.data.llm_samplers import LLMTotals, UnitSamplers, add_llm_totals
+from gym_repost.data.matrix import DEFAULT_TEST_TIMEOUT, CodeRun, execution_matrix, run_code_against_tests
 from gym_repost.data.records import code_response, instruction_prompt, normalized_code, task_fields, task_seed
 from gym_repost.data.samplers import check_sampler_specs, load_code_sampler, load_test_sampler
 from gym_repost.errors import DataError

@@ -2,7 +2,7 @@
 
 For each instruction (task), J code snippets and J tests are sampled and the J x J
 execution matrix is computed (one sandboxed process per code, see
-:mod:`gym_repost.data.execution`). :func:`minimax_select` picks a chosen and a rejected
+:mod:`gym_repost.data.matrix`). :func:`minimax_select` picks a chosen and a rejected
 (code, test) pair; each response is the code, a fixed sentence and the test
 (``prompts/code_and_test.j2``), so the model learns which code agrees with which test.
 
@@ -19,8 +19,8 @@ from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from gym_repost.data.base import CodeSampler, TestSampler, TestSuite
-from gym_repost.data.execution import DEFAULT_TEST_TIMEOUT, ExecutionMatrix, execution_matrix
 from gym_repost.data.llm_samplers import LLMTotals, UnitSamplers, add_llm_totals
+from gym_repost.data.matrix import DEFAULT_TEST_TIMEOUT, ExecutionMatrix, execution_matrix
 from gym_repost.data.records import instruction_prompt, task_fields, task_seed
 from gym_repost.data.samplers import check_sampler_specs, load_code_sampler, load_test_sampler
 from gym_repost.errors import DataError

@@ -8,7 +8,7 @@ For each :class:`~gym_repost.task.TestFileTask`:
 3. up to ``max_rounds`` rounds of **guided repair**: each round picks the weakest metric
    relative to the repository's own tests, in Repo-Smith's order (execution errors,
    then failing tests, then coverage, then mutation score;
-   :func:`~gym_repost.analysis.testfile_scoring.weakest_metric`), and prompts for that
+   :func:`~gym_repost.harness.testfile_scoring.weakest_metric`), and prompts for that
    repair with the report's details (the errors, the failing assertions, the lines and
    branches not covered, the surviving mutants as diffs). A repaired file replaces the
    current one when it differs and its reward is not lower; the loop stops early when
@@ -33,12 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from gym_repost.analysis.testfile_report import TestFileReport, score_test_file
-from gym_repost.analysis.testfile_scoring import RepairKind, RewardConfig, weakest_metric
 from gym_repost.data.records import task_seed
 from gym_repost.errors import ConfigError
 from gym_repost.executor import Executor, need_sandbox, with_sandbox
 from gym_repost.harness.candidate import extract_code_block
+from gym_repost.harness.testfile_report import TestFileReport, score_test_file
+from gym_repost.harness.testfile_scoring import RepairKind, RewardConfig, weakest_metric
 from gym_repost.llm.base import LLMClient, Message
 from gym_repost.policy.scripted import read_json_objects
 from gym_repost.prompting import render_prompt

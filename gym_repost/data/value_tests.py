@@ -1,6 +1,6 @@
 """Tests judged outside the code's process, from the values its calls returned.
 
-A test of an execution matrix (:mod:`gym_repost.data.execution`) is setup statements and
+A test of an execution matrix (:mod:`gym_repost.data.matrix`) is setup statements and
 one ``assert``. Run in the code's own process, the code can reach everything the test
 holds: the expected value, the original implementation an equivalence test calls, the
 assertion machinery. So a test of the right shape is split:

@@ -2,15 +2,20 @@
 
 ``gym.make("gym_repost/Function-v0", task=task)`` (or ``"gym_repost/TestFile-v0"`` for a
 test-file task) after ``import gym_repost``.
+
+May import: bounded_json, errors, harness, prompting, sandbox, task, task_view, tools.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from gymnasium.envs.registration import register, registry
 
-from gym_repost.env.function_env import FunctionEnv
+from gym_repost.env.function_env import FunctionEnv, RewardMode
 from gym_repost.env.spaces import AnyText
 from gym_repost.env.testfile_env import TestFileEnv
+from gym_repost.sandbox.base import Sandbox
 
 FUNCTION_ENV_ID = "gym_repost/Function-v0"
 TESTFILE_ENV_ID = "gym_repost/TestFile-v0"
@@ -34,6 +39,26 @@ def register_envs() -> None:
         )
 
 
+def make_task_env(
+    task: Any, *, sandbox: Sandbox | None, max_steps: int, max_submissions: int, reward: RewardMode = "binary"
+) -> FunctionEnv | TestFileEnv:
+    """The environment of the task's kind: ``Function-v0`` or ``TestFile-v0``.
+
+    ``reward`` applies to function tasks (a test-file task's reward is its metric blend).
+    """
+    if task.kind == "testfile":
+        return TestFileEnv(task, sandbox=sandbox, max_steps=max_steps, max_submissions=max_submissions)
+    return FunctionEnv(task, sandbox=sandbox, max_steps=max_steps, max_submissions=max_submissions, reward=reward)
+
+
 register_envs()
 
-__all__ = ["AnyText", "FUNCTION_ENV_ID", "FunctionEnv", "TESTFILE_ENV_ID", "TestFileEnv", "register_envs"]
+__all__ = [
+    "AnyText",
+    "FUNCTION_ENV_ID",
+    "FunctionEnv",
+    "TESTFILE_ENV_ID",
+    "TestFileEnv",
+    "make_task_env",
+    "register_envs",
+]

@@ -7,10 +7,13 @@ the tools (:meth:`ToolEnv._new_tools`), the statement ``reset`` returns
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
 import gymnasium as gym
+from gymnasium.envs.registration import EnvSpec
+from pydantic import BaseModel
 
 from gym_repost.bounded_json import type_name
 from gym_repost.env.spaces import AnyText
@@ -49,8 +52,26 @@ class ToolEnv(gym.Env[str, str]):
         max_submissions: submissions allowed: repair iterations + 1.
     """
 
-    metadata = {"render_modes": ["ansi"]}
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    """``render_fps`` only keeps Gymnasium's checker quiet: ``ansi`` frames are text."""
     task: Any
+    _plain_spec: EnvSpec | None = None
+
+    @property
+    def spec(self) -> EnvSpec | None:
+        """How ``gym.make`` made this environment, as plain data: the task as its JSON
+        form, so ``spec.to_json()`` works and ``gym.make(spec)`` makes it again. A shared
+        ``sandbox`` is left out (a live object; the remade environment starts its own)."""
+        return self._plain_spec
+
+    @spec.setter
+    def spec(self, value: EnvSpec | None) -> None:
+        if value is not None:
+            kwargs = {k: v for k, v in value.kwargs.items() if k != "sandbox"}
+            if isinstance(kwargs.get("task"), BaseModel):
+                kwargs["task"] = kwargs["task"].model_dump(mode="json")
+            value = dataclasses.replace(value, kwargs=kwargs)
+        self._plain_spec = value
 
     def __init__(
         self,

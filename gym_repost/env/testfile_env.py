@@ -9,7 +9,7 @@ Spec (Gymnasium), the shape of ``gym_repost/Function-v0``:
   the focal file), ``write_tests {code}`` (the whole test file), ``run_tests``, ``submit``.
   Anything malformed is an error observation; the episode goes on.
 * **Reward**: on a ``submit`` step, how much the submission's blend
-  (:mod:`gym_repost.analysis.testfile_scoring`: gated by execution and pass rates, a
+  (:mod:`gym_repost.harness.testfile_scoring`: gated by execution and pass rates, a
   weighted mean of line coverage, branch coverage and mutation score relative to the
   repository's own tests) improves on the best earlier submission of the episode; 0.0 on
   every other step. The return of an episode is its best submission's blend.
@@ -27,9 +27,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gym_repost.analysis.testfile_report import TestFileReport
-from gym_repost.analysis.testfile_scoring import RewardConfig
 from gym_repost.env.base import ToolEnv
+from gym_repost.harness.testfile_report import TestFileReport
+from gym_repost.harness.testfile_scoring import RewardConfig
 from gym_repost.prompting import render_prompt
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import TestFileTask

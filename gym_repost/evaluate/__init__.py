@@ -1,4 +1,7 @@
-"""Evaluation: the rollout runner, pass@k, self-repair curves and reports."""
+"""Evaluation: the rollout runner, pass@k, self-repair curves and reports.
+
+May import: bounded_json, env, errors, executor, policy, sandbox, task.
+"""
 
 from gym_repost.evaluate.metrics import pass_at_k, self_repair_curve
 from gym_repost.evaluate.records import Episode, RunConfig, RunDir

@@ -2,7 +2,8 @@
 
 Layout of ``RUN_DIR``: ``config.json`` (what the run is), ``episodes.jsonl`` (one line
 per finished episode, appended, flushed and synced), ``trajectories.jsonl`` (the
-actions and observations of each episode), ``summary.json``, ``report.html`` and
+actions and observations of each episode), ``summary.json``, ``report/`` (the viewer,
+:mod:`gym_repost.evaluate.viewer`; ``report.html`` leads there) and
 ``.lock``: one writer per run directory, held with ``flock`` (released by the kernel when
 its holder dies, however it dies) and naming its holder ("pid N on HOST since TIME").
 """
@@ -52,6 +53,9 @@ class RunConfig(BaseModel):
     workers: int = Field(default=1, ge=1)
     sandbox: str = "local"
     sandbox_options: dict[str, Any] = Field(default_factory=dict)
+    versions: dict[str, str] = Field(default_factory=dict)
+    """gym-repost, Python, Gymnasium and the platform of the run's last session (not part
+    of its identity: a run can be continued after an upgrade); empty in older runs."""
 
     IDENTITY: ClassVar[tuple[str, ...]] = (
         "tasks_digest",
@@ -77,6 +81,9 @@ class Episode(BaseModel):
     policy: str
     status: Literal["passed", "failed", "infra_error"]
     submissions: list[bool] = Field(default_factory=list)
+    test_runs: list[bool] | None = None
+    """Whether each test run passed, ``run_tests`` and submissions in order (None in
+    records written before it was kept)."""
     solved_at: int | None = None
     steps: int = 0
     reward: float = 0.0
@@ -86,11 +93,31 @@ class Episode(BaseModel):
     final_report: dict[str, Any] | None = None
     infra_error: str | None = None
     stats: dict[str, Any] = Field(default_factory=dict)
+    started_at: str | None = None
+    """When the episode started (UTC, ISO 8601); None in older records."""
+    seconds: float | None = None
+    """Wall-clock duration: shown in reports, never scored."""
 
     @property
     def key(self) -> tuple[str, int]:
         """``(task_id, sample)``: what makes an episode unique in a run."""
         return self.task_id, self.sample
+
+
+def software_versions() -> dict[str, str]:
+    """What the run ran on, for its report."""
+    import platform
+
+    import gymnasium
+
+    from gym_repost import __version__
+
+    return {
+        "gym-repost": __version__,
+        "python": platform.python_version(),
+        "gymnasium": gymnasium.__version__,
+        "platform": platform.platform(terse=True),
+    }
 
 
 def _repair_tail(path: Path) -> None:
@@ -232,6 +259,23 @@ class RunDir:
                 continue
             latest[ep.key] = ep
         return list(latest.values())
+
+    def trajectories(self) -> dict[tuple[str, int], list[dict[str, Any]]]:
+        """The steps of each recorded episode, by key; for a repeated key the last line
+        wins; an unreadable line is skipped (and logged)."""
+        file = self.path / TRAJECTORIES
+        out: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        if not file.exists():
+            return out
+        with open(file, encoding="utf-8") as fh:
+            for number, line in enumerate(fh, 1):
+                try:
+                    record = json.loads(line)
+                    out[(str(record["task_id"]), int(record["sample"]))] = list(record["steps"])
+                except (ValueError, KeyError, TypeError):
+                    if line.strip():
+                        logger.warning("%s:%d: skipping an unreadable trajectory record", file, number)
+        return out
 
     def finished(self) -> set[tuple[str, int]]:
         """Keys of episodes that need no rerun (infrastructure errors are rerun)."""

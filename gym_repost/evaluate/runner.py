@@ -23,16 +23,19 @@ import hashlib
 import json
 import logging
 import threading
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from gym_repost import bounded_json
+from gym_repost.env import make_task_env
 from gym_repost.env.function_env import FunctionEnv
 from gym_repost.env.testfile_env import TestFileEnv
 from gym_repost.errors import InfrastructureError, PolicyError, UntrustedDataError
-from gym_repost.evaluate.records import Episode, RunConfig, RunDir
+from gym_repost.evaluate.records import Episode, RunConfig, RunDir, software_versions
 from gym_repost.evaluate.summary import summarize
 from gym_repost.executor import Executor, need_sandbox, with_sandbox
 from gym_repost.policy.loader import PolicyFactory
@@ -67,9 +70,7 @@ def _act(policy: Any, observation: str, info: dict[str, Any]) -> Any:
 
 def make_env(task: Task, sandbox: Sandbox, config: RunConfig) -> FunctionEnv | TestFileEnv:
     """The environment for the task's kind, with the run's budgets."""
-    if task.kind == "testfile":
-        return TestFileEnv(task, sandbox=sandbox, max_steps=config.max_steps, max_submissions=config.repairs + 1)
-    return FunctionEnv(
+    return make_task_env(
         task, sandbox=sandbox, max_steps=config.max_steps, max_submissions=config.repairs + 1, reward=config.reward
     )
 
@@ -83,24 +84,24 @@ def _play(
         reset_policy(policy, task, obs, info, seed=seed)
     except Exception as exc:
         raise PolicyError(f"policy.reset raised {type(exc).__name__}: {exc}") from exc
-    outcome = {"submissions": [], "reward": 0.0, "terminated": False, "truncated": False}
+    outcome = {"submissions": [], "test_runs": [], "reward": 0.0, "terminated": False, "truncated": False}
+    tokens = _Tokens(policy)
     while True:
         action = _act(policy, obs, info)
         obs, reward, terminated, truncated, info = env.step(action)
         if info.get("infra_error"):
             raise InfrastructureError(info["infra_error"])
         outcome["reward"] += reward
-        if info["tool"] == "submit" and info["ok"] and info["test_report"] is not None:
-            outcome["submissions"].append(bool(info["test_report"]["passed"]))
-        trajectory.append(
-            {
-                "action": _recordable(action),
-                "observation": obs[:_MAX_OBS_CHARS],
-                "reward": reward,
-                "tool": info["tool"],
-                "ok": info["ok"],
-            }
-        )
+        tested = info["tool"] in ("run_tests", "submit") and info["ok"] and info["test_report"] is not None
+        if tested:
+            outcome["test_runs"].append(bool(info["test_report"]["passed"]))
+            if info["tool"] == "submit":
+                outcome["submissions"].append(bool(info["test_report"]["passed"]))
+        step = {"action": _recordable(action), "observation": obs[:_MAX_OBS_CHARS], "reward": reward}
+        step.update(tool=info["tool"], ok=info["ok"], tokens=tokens.since_last())
+        if tested:
+            step["test_report"] = _brief(info["test_report"])
+        trajectory.append(step)
         if terminated or truncated:
             outcome.update(
                 terminated=terminated, truncated=truncated, steps=info["steps"], last_report=info["test_report"]
@@ -128,6 +129,7 @@ def run_episode(
     trajectory: list[dict[str, Any]] = []
     base = {"task_id": task.id, "task_name": task.name, "sample": sample, "seed": seed, "policy": config.policy}
     policy: Any = None
+    started = time.time()
     try:
         policy = factory()
         out = _play(env, policy, task, sample, seed, trajectory)
@@ -135,7 +137,11 @@ def run_episode(
         if not isinstance(exc, InfrastructureError):
             logger.error("episode %s/%d crashed:\n%s", task.name, sample, traceback.format_exc())
         return Episode(
-            **base, status="infra_error", steps=len(trajectory), infra_error=f"{type(exc).__name__}: {exc}"
+            **base,
+            **_timing(started),
+            status="infra_error",
+            steps=len(trajectory),
+            infra_error=f"{type(exc).__name__}: {exc}",
         ), trajectory
     finally:
         _close_policy(policy)
@@ -143,8 +149,10 @@ def run_episode(
     solved_at = out["submissions"].index(True) if True in out["submissions"] else None
     return Episode(
         **base,
+        **_timing(started),
         status="passed" if solved_at is not None else "failed",
         submissions=out["submissions"],
+        test_runs=out["test_runs"],
         solved_at=solved_at,
         steps=out["steps"],
         reward=out["reward"],
@@ -156,10 +164,48 @@ def run_episode(
     ), trajectory
 
 
+_REPORT_KEYS = ("passed", "status", "exception", "message", "assertion", "reward")
+"""What an episode's final report and a trajectory step keep of a test report: the failing
+assertion with both sides' values (function tasks) or the reward (test-file tasks); the
+observation holds the rest."""
+
+
 def _brief(report: dict[str, Any] | None) -> dict[str, Any] | None:
     if report is None:
         return None
-    return {k: report.get(k) for k in ("passed", "status", "exception", "message")}
+    return {k: report.get(k) for k in _REPORT_KEYS if k in report}
+
+
+class _Tokens:
+    """The tokens a policy spent since the last step, from its ``stats()`` (LLM policies
+    count ``input_tokens`` and ``output_tokens``); None for a policy that counts none. The
+    first step also carries what ``reset`` spent (a generated docstring, say), so the steps
+    add up to the episode's total."""
+
+    def __init__(self, policy: Any) -> None:
+        self._policy = policy
+        self._last: tuple[int, int] | None = None
+
+    def _totals(self) -> tuple[int, int] | None:
+        stats = _stats(self._policy)
+        if not isinstance(stats.get("input_tokens"), int) or not isinstance(stats.get("output_tokens"), int):
+            return None
+        return stats["input_tokens"], stats["output_tokens"]
+
+    def since_last(self) -> dict[str, int] | None:
+        now = self._totals()
+        before, self._last = self._last, now
+        if now is None:
+            return None
+        base = before or (0, 0)
+        return {"input": now[0] - base[0], "output": now[1] - base[1]}
+
+
+def _timing(started: float) -> dict[str, Any]:
+    """When the episode started (UTC, ISO 8601) and its wall-clock seconds: for the report
+    only; nothing scored depends on them."""
+    started_at = datetime.fromtimestamp(started, timezone.utc).isoformat(timespec="seconds")
+    return {"started_at": started_at, "seconds": round(time.time() - started, 3)}
 
 
 def _stats(policy: Any) -> dict[str, Any]:
@@ -243,7 +289,7 @@ def evaluate(
         RunDirBusyError: another process is writing to ``run_dir``.
     """
     with run_dir.writer_lock():
-        run_dir.prepare(config)
+        run_dir.prepare(config if config.versions else config.model_copy(update={"versions": software_versions()}))
         done = run_dir.finished()
         todo = [(t, s) for t in tasks for s in range(config.n) if (t.id, s) not in done]
         logger.info("%d episodes to run (%d already finished)", len(todo), len(done))

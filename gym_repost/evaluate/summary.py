@@ -22,13 +22,33 @@ def rates(outcomes: Sequence[SampleOutcome], n: int, repairs: int) -> dict[str, 
     return figures
 
 
+def repairs_by_test_runs(scored: Sequence[Episode]) -> dict[str, float] | None:
+    """Pass rate after ``r`` failing test runs (``run_tests`` calls and submissions, in
+    order; keys as strings), over the scored episodes that record their test runs, or None
+    when none does. ``self_repair`` counts failed *submissions* only, so an agent that
+    repairs after ``run_tests`` and submits once shows there as passing with r=0; here each
+    failing test run before the pass counts as a repair."""
+    recorded = [e for e in scored if e.test_runs is not None]
+    if not recorded:
+        return None
+    outcomes = [
+        SampleOutcome(e.task_id, runs.index(True) if True in runs else None)
+        for e in recorded
+        if (runs := e.test_runs) is not None
+    ]
+    longest = max((len(e.test_runs) - 1 for e in recorded if e.test_runs), default=0)
+    return {str(r): v for r, v in self_repair_curve(outcomes, longest).items()}
+
+
 def summarize(episodes: Sequence[Episode], config: RunConfig | None) -> dict[str, Any]:
     """The run's metrics.
 
     Top-level keys: ``pass@1`` .. ``pass@n`` (n = samples per task) and ``self_repair``
     (pass rate after 0..R repairs, keys as strings), both over *scored* episodes only;
-    ``with_infra_errors``: the same figures with every infrastructure error counted as a
-    failed episode (what a policy that provokes infrastructure errors cannot inflate);
+    ``self_repair_by_test_runs``: pass rate after r failing test runs, ``run_tests``
+    included (:func:`repairs_by_test_runs`); ``with_infra_errors``: the same figures
+    with every infrastructure error counted as a failed episode (what a policy that
+    provokes infrastructure errors cannot inflate);
     ``infra_errors`` (count), ``infra_error_share`` (of all episodes) and ``infra_warning``
     (a sentence when the share is above 5%, else None); ``mean_reward`` (the scored
     episodes' mean reward: for test-file tasks the metric blend, partial credit pass@k does
@@ -42,6 +62,9 @@ def summarize(episodes: Sequence[Episode], config: RunConfig | None) -> dict[str
     infra = len(episodes) - len(scored)
     summary: dict[str, Any] = rates(outcomes, n, repairs)
     summary["with_infra_errors"] = rates(all_outcomes, n, repairs)
+    by_test_runs = repairs_by_test_runs(scored)
+    if by_test_runs is not None:
+        summary["self_repair_by_test_runs"] = by_test_runs
     summary["mean_reward"] = sum(e.reward for e in scored) / len(scored) if scored else None
     summary["infra_errors"] = infra
     summary["infra_error_share"] = infra_error_share(infra, len(episodes))

@@ -2,6 +2,8 @@
 
 >>> report = run_function_tests(sandbox, task, candidate_source)
 >>> report.passed, report.to_text()
+
+May import: analysis, errors, executor, programs, sandbox, task.
 """
 
 from __future__ import annotations

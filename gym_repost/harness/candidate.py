@@ -77,6 +77,11 @@ def prepare_candidate(code: str, target: Target) -> str:
         CandidateError: the code is too long, does not parse, or does not define
             ``def {target.name}``.
     """
+    return _prepared(code, target)[0]
+
+
+def _prepared(code: str, target: Target) -> tuple[str, ast.Module]:
+    """:func:`prepare_candidate`'s code and its syntax tree."""
     if not isinstance(code, str):
         raise CandidateError(f"the code must be a string, got {type(code).__name__}")
     if len(code) > MAX_CANDIDATE_CHARS:
@@ -95,8 +100,8 @@ def prepare_candidate(code: str, target: Target) -> str:
                 f"your code must define the function `def {target.name}(...)` at its top level "
                 f"(the full source of {target.qualname}, signature included)"
             )
-        return prepare_candidate(unwrapped, target)
-    return code
+        return _prepared(unwrapped, target)
+    return code, tree
 
 
 RECORD_HOOK = "__gym_repost_record__"
@@ -129,8 +134,8 @@ def assemble(task: FunctionTask, code: str, *, keep_original: bool = False) -> A
             script with it inserted does not compile (usually a wrong indentation).
         TaskError: the script does not define the target.
     """
-    code = prepare_candidate(code, task.target)
-    span = find_function(code, task.target.name)
+    code, tree = _prepared(code, task.target)
+    span = find_function(code, task.target.name, tree)
     assert span is not None  # prepare_candidate checked it
     new = new_name(task.target)
     renamed = rename_definition(code, span, new, task.target.class_name)

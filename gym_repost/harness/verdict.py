@@ -82,8 +82,8 @@ def parse_record(data: dict[str, Any] | None) -> Record | None:
     calls, overflow, completed, inputs = (data.get(k) for k in ("calls", "overflow", "completed", "inputs"))
     if type(calls) is not list or len(calls) > MAX_CALLS or type(overflow) is not int or type(completed) is not bool:
         return None
-    entries = [_call_entry(c) for c in calls]
-    if any(e is None for e in entries):
+    entries = [e for c in calls if (e := _call_entry(c)) is not None]
+    if len(entries) != len(calls):
         return None
     if inputs is not None and (type(inputs) is not list or not all(i is None or type(i) is str for i in inputs)):
         return None
@@ -92,7 +92,7 @@ def parse_record(data: dict[str, Any] | None) -> Record | None:
         calls=entries,
         overflow=overflow,
         completed=completed,
-        inputs=inputs,  # type: ignore[arg-type]
+        inputs=inputs,
         failure=failure if type(failure) is dict else None,
     )
 

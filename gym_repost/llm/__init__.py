@@ -8,6 +8,8 @@
 Importing this package does not import either SDK; ``build()`` does.
 See :mod:`gym_repost.llm.base` for the seam and :mod:`gym_repost.llm.scripted_server`
 for a loopback server that plays scripted replies in both wire formats.
+
+May import: errors.
 """
 
 from gym_repost.llm.accounting import Exchange, Ledger, LedgerTotals, Usage

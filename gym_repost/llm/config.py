@@ -188,7 +188,7 @@ def parse_llm_config(data: dict[str, Any]) -> LLMConfigBase:
         ConfigError: naming the first bad or unknown field.
     """
     try:
-        return _ADAPTER.validate_python(data)  # type: ignore[no-any-return]
+        return _ADAPTER.validate_python(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"][1:] or first["loc"]) or "type"

@@ -3,6 +3,8 @@
 See :mod:`gym_repost.policy.base` for the protocol a custom agent implements (it is given
 a :class:`~gym_repost.task_view.TaskView`, never the answers) and
 :mod:`gym_repost.policy.privileged` for the shipped controls that are handed the ground truth.
+
+May import: analysis, context, errors, harness, llm, prompting, task, task_view, tools.
 """
 
 from gym_repost.policy.base import Action, Policy, PrivilegedPolicy, tool_call

@@ -8,7 +8,7 @@ mutant has weak tests (or the mutant is equivalent). When the ground truth has n
 mutants, the policy submits a candidate that does nothing (``return None``).
 
 For a test-file task the "mutant" is the ground-truth test file disarmed
-(:func:`~gym_repost.analysis.test_source.disarm_tests`): assertions removed and every
+(:func:`~gym_repost.analysis.pytest_files.disarm_tests`): assertions removed and every
 test body wrapped in ``try/except``, so it runs the same code and covers the same lines
 but no mutant can make a test fail (only hanging ones count as killed). Its mutation
 score, and with it the reward, falls well below the ground truth's and it must not pass.
@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from gym_repost.analysis.mutation import generate_mutants, sample_mutants
-from gym_repost.analysis.test_source import disarm_tests
+from gym_repost.analysis.pytest_files import disarm_tests
 from gym_repost.policy.base import Action, PrivilegedPolicy, tool_call
 from gym_repost.task_view import TargetView, TaskView
 

@@ -11,10 +11,11 @@ Programs (``gym_repost/programs/{name}.py``, in the run directory ``_gym_repost_
   (host: :mod:`gym_repost.harness`);
 * ``coverage``: line and branch coverage of one function under a task's tests
   (host: :mod:`gym_repost.harness.coverage`);
-* ``testfile``: runs a test file against its focal file: outcomes, coverage, mutants
-  (host: :mod:`gym_repost.analysis.mutation_runner`);
+* ``testfile``: runs a test file against its focal file: outcomes, coverage, mutants,
+  with its modules ``testfile_zygote``, ``testfile_session`` and ``testfile_replay``
+  (host: :mod:`gym_repost.harness.testfile`);
 * ``matrix``: runs one code against a list of tests, each in a child process
-  (host: :mod:`gym_repost.data.execution`);
+  (host: :mod:`gym_repost.data.matrix`);
 * ``trace``: runs a repository's own tests and records the arguments passed to targets
   (host: :mod:`gym_repost.construct.testgen.trace`);
 * ``explore``: searches inputs for one target and chooses a test's inputs, with its
@@ -44,4 +45,6 @@ The protocol, written once: ``protocol`` in the sandbox (copied beside every pro
    is the last result line (a program that did not complete may still have reported).
    A missing, malformed or forged result is data (:attr:`ProgramRun.problem`), never an
    exception: each host decides what the program's silence means.
+
+May import: nothing (the standard library, pytest and coverage.py, inside the sandbox).
 """

@@ -14,7 +14,7 @@ import sys
 try:
     from . import protocol
 except ImportError:  # in the sandbox, beside the protocol module
-    import _gym_repost_protocol as protocol  # type: ignore[no-redef]
+    import _gym_repost_protocol as protocol  # type: ignore[no-redef,import-not-found]
 
 
 def main():

@@ -45,8 +45,8 @@ import types
 try:
     from . import protocol, values
 except ImportError:  # in the sandbox, beside the protocol module
-    import _gym_repost_protocol as protocol  # type: ignore[no-redef]
-    import _gym_repost_values as values  # type: ignore[no-redef]
+    import _gym_repost_protocol as protocol  # type: ignore[no-redef,import-not-found]
+    import _gym_repost_values as values  # type: ignore[no-redef,import-not-found]
 
 _MAX_MESSAGE = 300
 

@@ -17,6 +17,8 @@ RESULT_COMPRESSED = MARK + "result-z "
 END = MARK + "end "
 """The completion line: ``END`` and the one-time token, right after the result line."""
 _MAX_HEADER = 20
+COMPRESS_ABOVE = 16384
+"""A result asked to be compressed is, when its JSON is longer than this (characters)."""
 
 _token_fd = None
 
@@ -91,9 +93,13 @@ def write_all(fd, data):
 
 
 def result_line(payload, compress=False):
-    """The result line of ``payload`` (a JSON object), newline-terminated, as bytes."""
+    """The result line of ``payload`` (a JSON object), newline-terminated, as bytes.
+
+    ``compress``: compress a result longer than :data:`COMPRESS_ABOVE` (large records would
+    not fit in a run's output otherwise; small ones are cheaper to send as they are).
+    """
     text = json.dumps(payload, separators=(",", ":"))
-    if compress:
+    if compress and len(text) > COMPRESS_ABOVE:
         import base64  # only the programs whose results are large need them
         import zlib
 

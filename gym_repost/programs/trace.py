@@ -31,7 +31,7 @@ import types
 try:
     from . import protocol
 except ImportError:  # in the sandbox, beside the protocol module
-    import _gym_repost_protocol as protocol  # type: ignore[no-redef]
+    import _gym_repost_protocol as protocol  # type: ignore[no-redef,import-not-found]
 
 MAX_SOURCE = 2000
 MAX_DEPTH = 8
@@ -62,8 +62,20 @@ class TestTimeout(BaseException):
     """A test ran past its timer (a BaseException: tests' handlers must not swallow it)."""
 
 
+WALL_FACTOR = 6
+"""A test's timer counts its CPU time (work, not seconds: the same on a loaded machine);
+the wall clock stops it only at this many times that limit (a test that sleeps or waits),
+a safety limit whose stops are counted and reported."""
+_WALL_STOPS: list = []
+
+
+def _on_cpu_timer(signum, frame):
+    raise TestTimeout("the test ran past its CPU time limit")
+
+
 def _on_alarm(signum, frame):
-    raise TestTimeout("the test ran past its time limit")
+    _WALL_STOPS.append(1)
+    raise TestTimeout("the test ran past its wall-clock safety limit")
 
 
 class Serializer:
@@ -478,18 +490,20 @@ def make_plugin(pytest, recorder, deadline, per_test, cpu_limit=float("inf")):
 
         @pytest.hookimpl(hookwrapper=True)
         def pytest_runtest_protocol(self, item, nextitem):
-            remaining = min(deadline - time.monotonic(), cpu_limit - time.process_time())
-            if remaining <= 0:
+            wall_left, cpu_left = deadline - time.monotonic(), cpu_limit - time.process_time()
+            if min(wall_left, cpu_left) <= 0:
                 item.session.shouldstop = "the tracing deadline passed"
                 self.stopped = True
             recorder.current_test = item.nodeid
             if not recorder.saturated():
                 sys.settrace(recorder.trace)
                 threading.settrace(recorder.trace)
-            signal.setitimer(signal.ITIMER_REAL, max(0.05, min(per_test, remaining)))
+            signal.setitimer(signal.ITIMER_PROF, max(0.05, min(per_test, cpu_left)))
+            signal.setitimer(signal.ITIMER_REAL, max(0.05, min(per_test * WALL_FACTOR, wall_left)))
             try:
                 yield
             finally:
+                signal.setitimer(signal.ITIMER_PROF, 0)
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 sys.settrace(None)
                 threading.settrace(None)
@@ -542,6 +556,7 @@ class TraceRun:
         except BaseException as exc:
             self.error = "%s: %s" % (type(exc).__name__, str(exc)[:300])
         finally:
+            signal.setitimer(signal.ITIMER_PROF, 0)
             signal.setitimer(signal.ITIMER_REAL, 0)
             sys.settrace(None)
             threading.settrace(None)
@@ -572,6 +587,7 @@ def summary(config, recorder, plugin, code, output, error):
         "tests_run": plugin.tests_run if plugin else 0,
         "tests_failed": plugin.failed if plugin else 0,
         "deadline_hit": bool(plugin and plugin.stopped),
+        "wall_stops": len(_WALL_STOPS),
         "exit_code": code,
         "skipped": dict(recorder.skipped),
         "skip_reasons": recorder.reasons,
@@ -585,6 +601,7 @@ def main():
     for extra in reversed([root] + [os.path.join(root, p) for p in config.get("sys_path", [])]):
         sys.path.insert(0, extra)
     run = TraceRun(token, config, Recorder(config["targets"], root, int(config.get("max_calls", 20))))
+    signal.signal(signal.SIGPROF, _on_cpu_timer)
     signal.signal(signal.SIGALRM, _on_alarm)
     signal.signal(signal.SIGXCPU, run.on_cpu_limit)
     run.run()

@@ -7,6 +7,8 @@ with the in-sandbox programs of :mod:`gym_repost.programs`
 >>> from gym_repost.sandbox import get_sandbox
 >>> with get_sandbox("local") as sb:
 ...     r = sb.run(files={"main.py": "print(1)"}, command=["python3", "main.py"], timeout=5.0)
+
+May import: bounded_json, errors, programs.
 """
 
 from gym_repost.sandbox.base import RunResult, Sandbox, SandboxLimits

@@ -28,6 +28,7 @@ import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -81,6 +82,36 @@ class SandboxLimits(BaseModel):
     """Bytes kept of stdout and of stderr each (head and tail)."""
 
 
+INSTALL_TARGET = "_gym_repost_target"
+"""Directory of an install run where pip puts the packages; the backend copies it out."""
+PROXY_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
+"""The host's proxy settings, which an install run (and an image build) passes on to pip."""
+CA_ENV = ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
+"""Variables naming a CA bundle that pip should trust."""
+
+
+def pip_install_command(requirements: Sequence[str]) -> list[str]:
+    """The command of :meth:`Sandbox.install`: ``pip install --target`` into the run directory.
+
+    Raises:
+        ValueError: ``requirements`` is a string or empty.
+    """
+    if isinstance(requirements, str) or not requirements:
+        raise ValueError("requirements must be a non-empty list of pip arguments")
+    return [
+        "python",
+        "-m",
+        "pip",
+        "install",
+        "--no-cache-dir",
+        "--no-input",
+        "--disable-pip-version-check",
+        "--target",
+        INSTALL_TARGET,
+        *requirements,
+    ]
+
+
 class Sandbox(abc.ABC):
     """A place to run untrusted code.
 
@@ -95,7 +126,7 @@ class Sandbox(abc.ABC):
         # environment kwargs, e.g. in check_env).
         return self
 
-    def __reduce__(self) -> object:
+    def __reduce__(self) -> str | tuple[Any, ...]:
         raise TypeError(
             f"a {type(self).__name__} cannot be sent to another process; give the environment "
             "sandbox_config=... instead and each process starts its own sandbox"

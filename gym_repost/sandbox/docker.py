@@ -37,27 +37,42 @@ Exit statuses go through ``sh``: a command killed by signal ``N`` has returncode
 
 from __future__ import annotations
 
-import io
 import logging
 import math
 import os
-import queue
-import re
 import secrets
-import select
-import socket
-import tarfile
 import threading
 import time
 import weakref
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
-from gym_repost.errors import MissingExtraError, SandboxError, SandboxUnavailableError
-from gym_repost.sandbox.base import RunResult, Sandbox, SandboxLimits, check_relative_path
+from gym_repost.errors import SandboxError, SandboxUnavailableError
+from gym_repost.sandbox.base import (
+    CA_ENV,
+    INSTALL_TARGET,
+    PROXY_ENV,
+    RunResult,
+    Sandbox,
+    SandboxLimits,
+    pip_install_command,
+)
 from gym_repost.sandbox.config import DockerSandboxConfig
+from gym_repost.sandbox.docker_containers import (
+    LABEL,
+    OWNER_LABEL,
+    UIDS,
+    Container,
+    ContainerGone,
+    connect,
+    owner_identity,
+    remove_all,
+    remove_containers,
+    remove_labelled,
+    remove_one,
+)
+from gym_repost.sandbox.docker_exec import WORKDIR, ExecOutcome, ExecStream, RunSpec, pack_files, returncode_of
 from gym_repost.sandbox.docker_image import (
     BASE_ENV,
     build_image,
@@ -66,17 +81,13 @@ from gym_repost.sandbox.docker_image import (
     image_tag,
     resolve_recipe,
 )
-from gym_repost.sandbox.identity import UidPool, host_identity, identity_alive
-from gym_repost.sandbox.worker import DEFAULT_PATH, OUTPUT_KILL_FACTOR, Capture
+from gym_repost.sandbox.pool import WarmPool
+from gym_repost.sandbox.worker import DEFAULT_PATH
 
 logger = logging.getLogger(__name__)
 
-WORKDIR = "/home/user/tmp"
-"""Every run's working directory inside the container (RepoST's image used it)."""
 IMAGE_PYTHON = "/opt/gym-repost/venv/bin/python3"
 PACKAGES_MOUNT = "/opt/gym-repost/packages"
-LABEL = "gym-repost"
-OWNER_LABEL = "gym-repost.owner"
 SANDBOX_LABEL = "gym-repost.sandbox"
 ROLE_LABEL = "gym-repost.role"
 KILL_AFTER = 1.0
@@ -84,17 +95,7 @@ KILL_AFTER = 1.0
 HOST_GRACE = 5.0
 """Seconds past timeout + KILL_AFTER after which the host kills the run itself."""
 MAX_TIMEOUT = 7 * 24 * 3600.0
-_UID_RANGE = (3_000_000, 3_999_999)
-_INSTALL_TARGET = "_gym_repost_target"
-_PIP_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
-_CA_ENV = ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
 _CA_MOUNT = "/etc/gym-repost-ca.crt"
-_HOLD = 512
-_INLINE_FILE = 96 * 1024
-"""Largest file passed as an exec argument (a Linux argument holds at most 128 KiB)."""
-_INLINE_TOTAL = 1024 * 1024
-"""Most bytes of files passed as exec arguments (all arguments share ~2 MiB)."""
-_TRAILER = re.compile(rb"\x00GRS ([0-9a-f]+) (-?\d+) ([01])\n\Z")
 
 _REAPER = """\
 import os, signal
@@ -163,7 +164,7 @@ fi
 )
 _RESET_SH = "nonce=$1 rc=$2 keep=0\n" + _CLEAN_SH
 _MERGE_SH = f"""set -u
-src={WORKDIR}/{_INSTALL_TARGET} dst={PACKAGES_MOUNT}
+src={WORKDIR}/{INSTALL_TARGET} dst={PACKAGES_MOUNT}
 [ -d "$src" ] || exit 0
 for entry in "$src"/* "$src"/.[!.]*; do
   [ -e "$entry" ] || continue
@@ -173,221 +174,6 @@ for entry in "$src"/* "$src"/.[!.]*; do
 done
 chmod -R u+rwX,go+rX,go-w,ug-s "$dst"
 """
-
-
-# ---------------------------------------------------------------- connection and identity
-
-
-def owner_identity() -> str:
-    """``<hostname>:<pid>:<start time>`` of this process: the owner label of its containers."""
-    return f"{socket.gethostname()}:{host_identity()}"
-
-
-def connect(docker_host: str | None = None, timeout: float = 120.0, pool_size: int = 10) -> Any:
-    """A ``docker.DockerClient`` that answered a ping.
-
-    Raises:
-        MissingExtraError: the Docker SDK is not installed.
-        SandboxUnavailableError: the daemon does not answer; the message says how to
-            start it.
-    """
-    try:
-        import docker
-    except ImportError:
-        raise MissingExtraError("docker", "docker", "The docker sandbox") from None
-    where = docker_host or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
-    try:
-        if docker_host:
-            client = docker.DockerClient(base_url=docker_host, timeout=int(timeout), max_pool_size=pool_size)
-        else:
-            client = docker.from_env(timeout=int(timeout), max_pool_size=pool_size)
-        client.ping()
-    except Exception as exc:
-        reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-        raise SandboxUnavailableError(
-            f"Docker daemon not reachable at {where} ({reason}): start it with `dockerd &` "
-            "or `systemctl start docker`, or use --sandbox local"
-        ) from None
-    return client
-
-
-_UIDS = UidPool(_UID_RANGE)  # run uids of this process's containers
-
-
-class _ContainerGone(SandboxError):
-    """The container was not running when a run tried to start in it."""
-
-
-@dataclass
-class _Container:
-    """One container as the host sees it."""
-
-    id: str
-    name: str
-    uid: int
-    generation: int
-
-
-# ---------------------------------------------------------------- one exec, host side
-
-
-def _inline_size(name: str, content: str | bytes) -> int | None:
-    """Bytes of a file that can travel as an argument of the exec (``printf`` writes it, no
-    process is started): a top-level text file, not executable, not too large; else None."""
-    if not isinstance(content, str) or "/" in name or "\0" in content or content.startswith("#!"):
-        return None
-    try:
-        size = len(content.encode("utf-8"))
-    except UnicodeEncodeError:  # lone surrogates: only the tar keeps them byte-exact
-        return None
-    return size if size <= _INLINE_FILE else None
-
-
-def _pack_files(files: Mapping[str, str | bytes]) -> tuple[list[str], bytes]:
-    """The run's files: ``[name, content, ...]`` for the exec's arguments, and a tar rooted
-    at ``/`` (members under ``home/user/tmp``) of the others (empty when there are none)."""
-    inline: list[str] = []
-    packed: list[tuple[str, bytes]] = []
-    budget = _INLINE_TOTAL
-    for path, content in files.items():
-        name = check_relative_path(path)
-        if not isinstance(content, (str, bytes)):
-            raise TypeError(f"file {path!r}: content must be str or bytes")
-        size = _inline_size(name, content)
-        if size is not None and size <= budget:
-            budget -= size
-            inline += [name, str(content)]
-        else:
-            data = content.encode("utf-8", "surrogateescape") if isinstance(content, str) else content
-            packed.append((name, data))
-    return inline, _tar(packed) if packed else b""
-
-
-def _tar(files: list[tuple[str, bytes]]) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.GNU_FORMAT) as archive:
-        for name, data in files:
-            info = tarfile.TarInfo(f"{WORKDIR.lstrip('/')}/{name}")
-            info.size, info.mode, info.mtime = len(data), 0o755 if data.startswith(b"#!") else 0o644, 0
-            archive.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
-
-
-class _ExecStream:
-    """The hijacked socket of one exec: stdin out, multiplexed stdout/stderr in.
-
-    The last ``_HOLD`` bytes of stderr are held back: the script's status line is there.
-    """
-
-    def __init__(self, response: Any, outgoing: bytes, cap: int) -> None:
-        self._response = response  # closing it would close the socket
-        self.sock: socket.socket = getattr(response, "_sock", response)
-        self.sock.setblocking(False)
-        self.outgoing = memoryview(outgoing)
-        self.write_closed = False
-        self.frames = bytearray()
-        self.out, self.err = Capture(cap), Capture(cap)
-        self.held = bytearray()
-        self.kill_at = cap * OUTPUT_KILL_FACTOR
-
-    def pump(self, deadline: float) -> str | None:
-        """Exchange data until EOF (None), the deadline ("timeout") or a flood ("output")."""
-        poller = select.poll()  # not select(): descriptors above 1024 in a big pool
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return "timeout"
-            wanted = select.POLLIN | (0 if self.write_closed else select.POLLOUT)
-            poller.register(self.sock, wanted)
-            events = poller.poll(min(remaining, 1.0) * 1000)
-            happened = events[0][1] if events else 0
-            if happened & select.POLLOUT:
-                self._send()
-            if happened & (select.POLLIN | select.POLLHUP | select.POLLERR):
-                data = self._receive()
-                if data == b"":
-                    return None
-                if data and self._feed(data):
-                    return "output"
-
-    def _send(self) -> None:
-        try:
-            if self.outgoing:
-                sent = self.sock.send(self.outgoing[: 1 << 16])
-                self.outgoing = self.outgoing[sent:]
-            if not self.outgoing:
-                self.sock.shutdown(socket.SHUT_WR)
-                self.write_closed = True
-        except BlockingIOError:
-            pass
-        except OSError:  # the exec ended without reading all of its stdin
-            self.write_closed = True
-
-    def _receive(self) -> bytes | None:
-        try:
-            return self.sock.recv(1 << 16)
-        except BlockingIOError:
-            return None
-        except OSError:
-            return b""
-
-    def _feed(self, data: bytes) -> bool:
-        self.frames += data
-        while len(self.frames) >= 8:
-            size = int.from_bytes(self.frames[4:8], "big")
-            if len(self.frames) < 8 + size:
-                break
-            kind, chunk = self.frames[0], bytes(self.frames[8 : 8 + size])
-            del self.frames[: 8 + size]
-            if kind == 2:
-                self.held += chunk
-                if len(self.held) > _HOLD:
-                    self.err.feed(bytes(self.held[:-_HOLD]))
-                    del self.held[:-_HOLD]
-            else:
-                self.out.feed(chunk)
-        return max(self.out.total, self.err.total) > self.kill_at
-
-    def status(self, nonce: str) -> tuple[int, bool] | None:
-        """The script's ``(exit status, clean)``, taken out of stderr; None if absent."""
-        match = _TRAILER.search(self.held)
-        if match is None or match.group(1).decode() != nonce:
-            self.err.feed(bytes(self.held))
-            return None
-        self.err.feed(bytes(self.held[: match.start()]))
-        return int(match.group(2)), match.group(3) == b"1"
-
-    def close(self) -> None:
-        for thing in (self.sock, self._response):
-            try:
-                thing.close()
-            except (OSError, AttributeError):
-                pass
-
-
-@dataclass
-class _Outcome:
-    result: RunResult
-    clean: bool
-
-
-def _returncode(status: int) -> int:
-    """``sh``'s exit status as a returncode: ``128 + N`` means killed by signal ``N``."""
-    return -(status - 128) if 128 < status <= 128 + 64 else status
-
-
-@dataclass(frozen=True)
-class _RunSpec:
-    """A validated run: what goes into the exec."""
-
-    inline: list[str]
-    payload: bytes
-    stdin: bytes
-    argv: list[str]
-    env: dict[str, str]
-    timeout: float
-    limits: dict[str, float] = field(default_factory=dict)
-    keep: bool = False
 
 
 # ---------------------------------------------------------------- the backend
@@ -408,12 +194,8 @@ class DockerSandbox(Sandbox):
         self._client: Any = None
         self._image: str | None = None
         self._info: dict[str, object] = {}
-        self._idle: queue.Queue[_Container | None] = queue.Queue()
-        self._live: dict[str, _Container] = {}
-        self._lock = threading.Lock()
+        self._pool: WarmPool[Container] = WarmPool()
         self._start_lock = threading.Lock()
-        self._started = False
-        self._generation = 0
         self._owner = os.getpid()
         self._finalizer: weakref.finalize | None = None
 
@@ -435,24 +217,20 @@ class DockerSandbox(Sandbox):
         if os.getpid() != self._owner:
             raise SandboxError("a DockerSandbox cannot be used after fork(); create one in each process")
         with self._start_lock:
-            if self._started:
+            if self._pool.open:
                 return
             client = self._client or connect(self.config.docker_host, pool_size=2 * self.config.workers + 8)
             self._client = client
             self._image = self._ensure_image(client)
             self._ensure_volume(client)
             if self._finalizer is None:
-                self._finalizer = weakref.finalize(
-                    self, _remove_containers, client, self._live, self._lock, self._owner
-                )
-            with self._lock:
-                self._generation += 1
+                self._finalizer = weakref.finalize(self, remove_containers, client, self._pool, self._owner)
+            self._pool.new_generation()
             self._start_pool()
             self._info = {
                 "docker_version": client.version().get("Version"),
                 "image_id": client.images.get(self._image).short_id,
             }
-            self._started = True
             logger.debug("docker sandbox started: %s", self.describe())
 
     def _start_pool(self) -> None:
@@ -461,32 +239,23 @@ class DockerSandbox(Sandbox):
             futures = [pool.submit(self._create_container, "pool") for _ in range(count)]
         failures = [f.exception() for f in futures if f.exception() is not None]
         if failures:
-            _remove_containers(self._client, self._live, self._lock, self._owner)
+            remove_containers(self._client, self._pool, self._owner)
             raise SandboxUnavailableError(f"cannot start the sandbox containers: {failures[0]}")
-        for future in futures:
-            self._idle.put(future.result())
+        self._pool.fill(future.result() for future in futures)
 
     def close(self) -> None:
         """Remove every container of this sandbox (idle or busy). Idempotent."""
         if os.getpid() != self._owner:
             return
         with self._start_lock:
-            with self._lock:
-                self._started = False
-                self._generation += 1
-            while True:
-                try:
-                    self._idle.get_nowait()
-                except queue.Empty:
-                    break
+            doomed = self._pool.close()
             if self._client is not None:
-                _remove_containers(self._client, self._live, self._lock, self._owner)
-                _remove_labelled(self._client, {SANDBOX_LABEL: self.token})
+                remove_all(self._client, doomed)
+                remove_labelled(self._client, {SANDBOX_LABEL: self.token})
 
     def container_ids(self) -> list[str]:
         """Ids of this sandbox's live containers (diagnostics and tests)."""
-        with self._lock:
-            return sorted(self._live)
+        return sorted(c.id for c in self._pool.members())
 
     def describe(self) -> dict[str, object]:
         """Backend, image, pool size, limits and interpreter (JSON-able)."""
@@ -551,12 +320,12 @@ class DockerSandbox(Sandbox):
 
     def _create_container(
         self, role: str, *, network: bool = False, install: bool = False, binds: dict[str, dict[str, str]] | None = None
-    ) -> _Container:
+    ) -> Container:
         """Create and start one container; it is tracked (and removed by close) at once."""
         import docker.errors
         from docker.types import Ulimit
 
-        cfg, uid = self.config, _UIDS.allocate()
+        cfg, uid = self.config, UIDS.allocate()
         name = f"gym-repost-{os.getpid()}-{self.token}-{secrets.token_hex(3)}"
         scratch = 8192 if install else cfg.workdir_size_mb or cfg.disk_mb
         memory = self._memory_mb() + (8192 if install else 0)
@@ -585,11 +354,10 @@ class DockerSandbox(Sandbox):
                 ulimits=[Ulimit(name="nofile", soft=4096, hard=4096), Ulimit(name="core", soft=0, hard=0)],
             )
         except docker.errors.DockerException as exc:
-            _UIDS.release(uid)
+            UIDS.release(uid)
             raise SandboxError(f"cannot create a sandbox container: {exc}") from None
-        entry = _Container(container.id, name, uid, self._generation)
-        with self._lock:
-            self._live[container.id] = entry
+        entry = Container(container.id, name, uid, self._pool.generation)
+        self._pool.track(entry)
         try:
             container.start()
         except docker.errors.DockerException as exc:
@@ -597,48 +365,24 @@ class DockerSandbox(Sandbox):
             raise SandboxError(f"cannot start a sandbox container: {exc}") from None
         return entry
 
-    def _remove(self, container: _Container) -> None:
-        with self._lock:
-            self._live.pop(container.id, None)
-        _remove_one(self._client, container.id)
-        _UIDS.release(container.uid)
+    def _remove(self, container: Container) -> None:
+        self._pool.untrack(container)
+        remove_one(self._client, container.id)
+        UIDS.release(container.uid)
 
-    def _checkout(self) -> _Container:
-        while True:
-            try:
-                container = self._idle.get(timeout=0.5)
-            except queue.Empty:
-                if not self._started:
-                    raise SandboxError("the sandbox was closed") from None
-                continue
-            if container is not None:
-                return container
-            try:
-                return self._create_container("pool")
-            except SandboxError:
-                self._idle.put(None)
-                raise
+    def _make_pool_container(self) -> Container:
+        return self._create_container("pool")
 
-    def _checkin(self, container: _Container) -> None:
-        if container.generation == self._generation and self._started:
-            self._idle.put(container)
-        else:
-            self._remove(container)
+    def _checkout(self) -> Container:
+        return self._pool.checkout(self._make_pool_container)
 
-    def _replace(self, container: _Container, fresh: bool = True) -> None:
+    def _checkin(self, container: Container) -> None:
+        self._pool.checkin(container, self._remove)
+
+    def _replace(self, container: Container, fresh: bool = True) -> None:
         """Remove a broken or unclean container; a fresh one takes its place (unless not
         ``fresh``: on Ctrl-C, when everything is about to be closed)."""
-        self._remove(container)
-        if not fresh:
-            self._idle.put(None)  # the slot stays: a later checkout creates the container
-            return
-        if container.generation != self._generation or not self._started:
-            return
-        try:
-            self._idle.put(self._create_container("pool"))
-        except SandboxError as exc:
-            logger.error("cannot start a replacement sandbox container: %s", exc)
-            self._idle.put(None)
+        self._pool.replace(container, self._make_pool_container, self._remove, fresh=fresh)
 
     # ------------------------------------------------------------ running
 
@@ -654,14 +398,14 @@ class DockerSandbox(Sandbox):
     ) -> RunResult:
         """Run ``command`` in a fresh directory holding ``files`` (see :class:`Sandbox`)."""
         spec = self._spec(files, command, timeout, stdin, env)
-        if not self._started:
+        if not self._pool.open:
             self.start()
         if network:
             return self._run_in_fresh_container(spec, role="network")
         container = self._checkout()
         try:
             outcome = self._exec_run(container, spec)
-        except _ContainerGone:  # died while idle: nothing of this run ran yet
+        except ContainerGone:  # died while idle: nothing of this run ran yet
             self._replace(container)
             container = self._checkout()
             outcome = self._run_or_replace(container, spec)
@@ -674,7 +418,7 @@ class DockerSandbox(Sandbox):
             self._replace(container)
         return outcome.result
 
-    def _run_or_replace(self, container: _Container, spec: _RunSpec) -> _Outcome:
+    def _run_or_replace(self, container: Container, spec: RunSpec) -> ExecOutcome:
         try:
             return self._exec_run(container, spec)
         except BaseException as exc:
@@ -688,27 +432,14 @@ class DockerSandbox(Sandbox):
         is read-only to that user); on success root copies the result into the volume
         (plain permissions, no set-id bits). Later runs of every container see it.
         """
-        if isinstance(requirements, str) or not requirements:
-            raise ValueError("requirements must be a non-empty list of pip arguments")
-        argv = [
-            "python",
-            "-m",
-            "pip",
-            "install",
-            "--no-cache-dir",
-            "--no-input",
-            "--disable-pip-version-check",
-            "--target",
-            _INSTALL_TARGET,
-            *requirements,
-        ]
+        argv = pip_install_command(requirements)
         env, binds = _pip_environment()
         spec = self._spec({}, argv, timeout, None, env)
         limits = {
             "max_file_size_mb": max(self.config.max_file_size_mb, 4096),
             "cpu_seconds": max(self.config.cpu_seconds, timeout),
         }
-        spec = _RunSpec(spec.inline, spec.payload, b"", spec.argv, spec.env, timeout, limits, keep=True)
+        spec = RunSpec(spec.inline, spec.payload, b"", spec.argv, spec.env, timeout, limits, keep=True)
         self.start()
         container = self._create_container("install", network=True, install=True, binds=binds)
         try:
@@ -719,7 +450,7 @@ class DockerSandbox(Sandbox):
         finally:
             self._remove(container)
 
-    def _run_in_fresh_container(self, spec: _RunSpec, role: str) -> RunResult:
+    def _run_in_fresh_container(self, spec: RunSpec, role: str) -> RunResult:
         container = self._create_container(role, network=True)
         try:
             return self._exec_run(container, spec).result
@@ -733,7 +464,7 @@ class DockerSandbox(Sandbox):
         timeout: float,
         stdin: str | None,
         env: Mapping[str, str] | None,
-    ) -> _RunSpec:
+    ) -> RunSpec:
         """Validate a run's arguments (ValueError/TypeError) and prepare its exec."""
         if isinstance(command, (str, bytes)) or not command:
             raise ValueError("command must be a non-empty argv list, e.g. ['python3', 'main.py']")
@@ -757,8 +488,8 @@ class DockerSandbox(Sandbox):
         given = caller.get("PYTHONPATH")
         run_env["PYTHONPATH"] = f"{given}:{PACKAGES_MOUNT}" if given else PACKAGES_MOUNT
         data = (stdin or "").encode("utf-8", "surrogateescape")
-        inline, payload = _pack_files(files)
-        return _RunSpec(inline, payload, data, argv, run_env, float(timeout))
+        inline, payload = pack_files(files)
+        return RunSpec(inline, payload, data, argv, run_env, float(timeout))
 
     def _limit_args(self, overrides: Mapping[str, float]) -> list[str]:
         limits = {name: getattr(self.config, name) for name in SandboxLimits.model_fields}
@@ -770,7 +501,7 @@ class DockerSandbox(Sandbox):
             str(int(limits["max_processes"]) + 2),
         ]
 
-    def _exec_run(self, container: _Container, spec: _RunSpec) -> _Outcome:
+    def _exec_run(self, container: Container, spec: RunSpec) -> ExecOutcome:
         """One run: exec the script, pump its streams, kill it if needed, read its status."""
         nonce = secrets.token_hex(8)
         argv = [
@@ -804,9 +535,7 @@ class DockerSandbox(Sandbox):
             self._check_alive(container, settle=3.0)
         return _outcome(stream, status, why, duration, spec.timeout, reset_clean)
 
-    def _open_exec(
-        self, container: _Container, argv: list[str], env: Mapping[str, str], outgoing: bytes
-    ) -> _ExecStream:
+    def _open_exec(self, container: Container, argv: list[str], env: Mapping[str, str], outgoing: bytes) -> ExecStream:
         import docker.errors
 
         api = self._client.api
@@ -824,11 +553,11 @@ class DockerSandbox(Sandbox):
             try:
                 self._check_alive(container)
             except SandboxError as dead:
-                raise _ContainerGone(str(dead)) from None
+                raise ContainerGone(str(dead)) from None
             raise SandboxError(f"cannot exec in sandbox container {container.name}: {exc}") from None
-        return _ExecStream(response, outgoing, self.config.max_output_bytes)
+        return ExecStream(response, outgoing, self.config.max_output_bytes)
 
-    def _reset(self, container: _Container) -> bool:
+    def _reset(self, container: Container) -> bool:
         """Kill every process of the run user and empty the scratch space; True if clean."""
         nonce = secrets.token_hex(8)
         try:
@@ -844,7 +573,7 @@ class DockerSandbox(Sandbox):
         status = stream.status(nonce)
         return finished and status is not None and status[1]
 
-    def _check_alive(self, container: _Container, settle: float = 0.0) -> None:
+    def _check_alive(self, container: Container, settle: float = 0.0) -> None:
         """Raise SandboxError when the container is not running any more.
 
         ``settle``: seconds to wait for the daemon to notice a container that dies right
@@ -863,7 +592,7 @@ class DockerSandbox(Sandbox):
                 return
             time.sleep(0.1)
 
-    def _container_state(self, container: _Container) -> dict[str, Any]:
+    def _container_state(self, container: Container) -> dict[str, Any]:
         import docker.errors
 
         try:
@@ -874,7 +603,7 @@ class DockerSandbox(Sandbox):
         except docker.errors.DockerException as exc:
             raise SandboxError(f"the Docker daemon failed: {exc}") from None
 
-    def _answers(self, container: _Container) -> bool:
+    def _answers(self, container: Container) -> bool:
         """True when a trivial exec in the container succeeds."""
         import docker.errors
 
@@ -886,7 +615,7 @@ class DockerSandbox(Sandbox):
         except docker.errors.DockerException:
             return False
 
-    def _merge_packages(self, container: _Container) -> None:
+    def _merge_packages(self, container: Container) -> None:
         result = self._client.containers.get(container.id).exec_run(
             ["/bin/sh", "-c", _MERGE_SH], user="0:0", environment={"PATH": DEFAULT_PATH}
         )
@@ -898,13 +627,13 @@ class DockerSandbox(Sandbox):
 
 
 def _outcome(
-    stream: _ExecStream,
+    stream: ExecStream,
     status: tuple[int, bool] | None,
     why: str | None,
     duration: float,
     timeout: float,
     reset_clean: bool,
-) -> _Outcome:
+) -> ExecOutcome:
     """The RunResult of one exec, and whether its container is clean for the next run."""
     truncated = stream.out.truncated or stream.err.truncated
     if why is None and status is None:  # the run killed its own supervisors
@@ -915,7 +644,7 @@ def _outcome(
     else:
         code, clean = status
         timed_out = code in (124, 137) and duration >= timeout
-        returncode = -9 if timed_out else _returncode(code)
+        returncode = -9 if timed_out else returncode_of(code)
         why = "timeout" if timed_out else None
     result = RunResult(
         returncode=returncode,
@@ -926,16 +655,16 @@ def _outcome(
         output_truncated=truncated,
         killed_for=why,
     )
-    return _Outcome(result, clean)
+    return ExecOutcome(result, clean)
 
 
 def _pip_environment() -> tuple[dict[str, str], dict[str, dict[str, str]]]:
     """pip's settings of this machine for an install run, and the host files they need."""
-    env = {k: v for k, v in os.environ.items() if k.startswith("PIP_") or k in _PIP_ENV}
+    env = {k: v for k, v in os.environ.items() if k.startswith("PIP_") or k in PROXY_ENV}
     binds: dict[str, dict[str, str]] = {}
-    for key in _CA_ENV:
+    for key in CA_ENV:
         env.pop(key, None)
-    ca = next((os.environ[k] for k in _CA_ENV if os.path.isfile(os.environ.get(k, ""))), None)
+    ca = next((os.environ[k] for k in CA_ENV if os.path.isfile(os.environ.get(k, ""))), None)
     if ca:
         binds[os.path.realpath(ca)] = {"bind": _CA_MOUNT, "mode": "ro"}
         env["PIP_CERT"] = _CA_MOUNT
@@ -953,92 +682,3 @@ def _exists(client: Any, tag: str) -> str:
         return "current"
     except docker.errors.ImageNotFound:
         return "missing"
-
-
-# ---------------------------------------------------------------- removal and cleanup
-
-
-def _remove_one(client: Any, container_id: str) -> bool:
-    import docker.errors
-
-    try:
-        client.api.remove_container(container_id, force=True, v=True)
-        return True
-    except docker.errors.NotFound:
-        return True
-    except docker.errors.APIError as exc:
-        if "already in progress" in str(exc):
-            return True
-        logger.warning("cannot remove sandbox container %s: %s", container_id[:12], exc)
-        return False
-    except Exception as exc:
-        logger.warning("cannot remove sandbox container %s: %s", container_id[:12], exc)
-        return False
-
-
-def _remove_containers(client: Any, live: dict[str, _Container], lock: threading.Lock, owner: int) -> None:
-    """Remove tracked containers (on close, garbage collection or interpreter exit)."""
-    if os.getpid() != owner:  # a forked copy: the containers are the parent's
-        return
-    with lock:
-        doomed = list(live.values())
-        live.clear()
-    if not doomed:
-        return
-    try:
-        with ThreadPoolExecutor(min(len(doomed), 8)) as pool:
-            list(pool.map(lambda c: _remove_one(client, c.id), doomed))
-    except RuntimeError:  # no new threads at interpreter shutdown: one at a time
-        for container in doomed:
-            _remove_one(client, container.id)
-    for container in doomed:
-        _UIDS.release(container.uid)
-
-
-def _remove_labelled(client: Any, labels: Mapping[str, str]) -> list[str]:
-    filters = {"label": [f"{k}={v}" for k, v in labels.items()]}
-    found = client.api.containers(all=True, filters=filters)
-    names = [c["Names"][0].lstrip("/") if c.get("Names") else c["Id"][:12] for c in found]
-    if found:
-        with ThreadPoolExecutor(min(len(found), 8)) as pool:
-            list(pool.map(lambda c: _remove_one(client, c["Id"]), found))
-    return names
-
-
-@dataclass(frozen=True)
-class ContainerCleanupReport:
-    """What :func:`cleanup_containers` removed, and what it left to live owners."""
-
-    removed: list[str] = field(default_factory=list)
-    kept: list[str] = field(default_factory=list)
-
-
-def _owner_gone(owner: str) -> bool:
-    host, _, identity = owner.partition(":")
-    return host == socket.gethostname() and not identity_alive(identity)
-
-
-def cleanup_containers(*, all_owners: bool = False, docker_host: str | None = None) -> ContainerCleanupReport:
-    """Remove the sandbox containers of processes that died (kill -9, a crash).
-
-    Containers are recognised by the ``gym-repost`` label; the owner label names the
-    host, pid and start time of the process that made them. Containers of live
-    processes, and of other hosts sharing the daemon, are kept unless ``all_owners``.
-
-    Raises:
-        MissingExtraError: the Docker SDK is not installed.
-        SandboxUnavailableError: the daemon does not answer.
-    """
-    client = connect(docker_host)
-    removed, kept = [], []
-    for found in client.api.containers(all=True, filters={"label": f"{LABEL}=1"}):
-        name = found["Names"][0].lstrip("/") if found.get("Names") else found["Id"][:12]
-        owner = (found.get("Labels") or {}).get(OWNER_LABEL, "")
-        if all_owners or _owner_gone(owner):
-            if _remove_one(client, found["Id"]):
-                removed.append(name)
-        else:
-            kept.append(name)
-    if removed:
-        logger.info("removed %d leftover sandbox containers", len(removed))
-    return ContainerCleanupReport(removed=removed, kept=kept)

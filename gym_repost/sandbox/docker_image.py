@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from gym_repost.errors import SandboxUnavailableError
+from gym_repost.sandbox.base import CA_ENV, PROXY_ENV
 from gym_repost.sandbox.environments import home
 
 logger = logging.getLogger(__name__)
@@ -48,14 +49,8 @@ _PIP_SETTINGS = (
     "PIP_TRUSTED_HOST",
     "PIP_DEFAULT_TIMEOUT",
     "PIP_RETRIES",
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "NO_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "no_proxy",
+    *PROXY_ENV,
 )
-_CA_SETTINGS = ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
 
 Log = Callable[[str], None]
 
@@ -267,7 +262,7 @@ def _write_context(recipe: ImageRecipe, context: Path, find_links: list[str]) ->
     (build / "pip.env").write_text(
         "".join(f"export {k}={_shell_quote(v)}\n" for k, v in settings.items()), encoding="utf-8"
     )
-    ca = next((os.environ[k] for k in _CA_SETTINGS if os.path.isfile(os.environ.get(k, ""))), None)
+    ca = next((os.environ[k] for k in CA_ENV if os.path.isfile(os.environ.get(k, ""))), None)
     if ca:
         shutil.copyfile(ca, build / "ca.crt")
 

@@ -37,17 +37,11 @@ neither the file system view nor the disk quota.
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import importlib.util
 import json
 import logging
 import os
-import py_compile
-import queue
-import select
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -55,24 +49,33 @@ import threading
 import time
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import Future
-from dataclasses import dataclass, field
 from typing import Any
 
 from gym_repost.errors import SandboxError, SandboxUnavailableError
 from gym_repost.sandbox import cgroups
 from gym_repost.sandbox import worker as protocol
-from gym_repost.sandbox.base import RunResult, Sandbox, SandboxLimits, check_relative_path
+from gym_repost.sandbox.base import INSTALL_TARGET, PROXY_ENV, RunResult, Sandbox, SandboxLimits, pip_install_command
 from gym_repost.sandbox.config import LocalSandboxConfig
-from gym_repost.sandbox.identity import UidPool, host_identity, identity_alive
+from gym_repost.sandbox.identity import host_identity
+from gym_repost.sandbox.local_worker import (
+    DIR_PREFIX,
+    SPAWNER,
+    UIDS,
+    WORKER_DIR,
+    WorkerHandle,
+    build_request,
+    check_platform,
+    ensure_worker_bytecode,
+    program_paths,
+    to_result,
+)
+from gym_repost.sandbox.pool import WarmPool
 from gym_repost.sandbox.programs import program_file
 
 logger = logging.getLogger(__name__)
 
-WORKER_DIR = os.path.dirname(os.path.abspath(__file__))
 # Imported as a top-level module (not run by path) so that its cached bytecode is used.
 _BOOTSTRAP = "import sys; sys.path[0] = sys.argv[1]; import worker; sys.exit(worker.main(sys.argv))"
-PROGRAMS_DIR = os.path.join(os.path.dirname(WORKER_DIR), "programs")
 HARNESS_MODULES = (
     "ast",
     "base64",
@@ -92,320 +95,17 @@ HARNESS_MODULES = (
 )
 """Standard-library modules the in-sandbox programs (and ``typing``: most evaluation scripts)
 import, imported by warm workers ahead of runs."""
-DIR_PREFIX = "gym-repost-sbx-"
-"""Name prefix of worker directories: ``gym-repost-sbx-<host pid>-<host start>-<token>``."""
 REPLY_GRACE = 10.0
 """Seconds a worker may take beyond the run's timeout to answer (kill, reap, drain)."""
 START_TIMEOUT = 30.0
 PRELOAD_TIMEOUT = 300.0
 """Seconds a worker that preloads modules beyond the harness's may take on top of
 :data:`START_TIMEOUT` (torch and tensorflow take seconds each to import, more under load)."""
-MAX_TIMEOUT = 7 * 24 * 3600.0
-_UID_RANGE = (200_000, 999_999)
 BASE_PACKAGES = ("coverage", "numpy", "pytest")
 """Distributions of the host's own interpreter that runs see by default: those of the
 base evaluation environment (``envs/docker/requirements.txt``), which the harness,
 coverage measurement and test-file tasks use."""
-_INSTALL_TARGET = "_gym_repost_target"
-_PIP_ENV = (
-    "HTTP_PROXY",
-    "HTTPS_PROXY",
-    "NO_PROXY",
-    "http_proxy",
-    "https_proxy",
-    "no_proxy",
-    "SSL_CERT_FILE",
-    "SSL_CERT_DIR",
-    "REQUESTS_CA_BUNDLE",
-    "CURL_CA_BUNDLE",
-)
-
-
-class _Spawner:
-    """Starts worker processes from one long-lived daemon thread.
-
-    PR_SET_PDEATHSIG fires when the *thread* that forked a process exits, so workers
-    forked from a short-lived runner thread would die with it.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._requests: queue.SimpleQueue[tuple[list[str], dict[str, Any], Future[Any]]]
-        self._requests = queue.SimpleQueue()
-        self._owner = -1
-
-    def popen(self, argv: list[str], **kwargs: Any) -> subprocess.Popen[bytes]:
-        with self._lock:
-            if self._owner != os.getpid():  # first use, or a forked copy of the host
-                self._requests = queue.SimpleQueue()
-                threading.Thread(
-                    target=self._serve, args=(self._requests,), daemon=True, name="gym-repost-sandbox-spawner"
-                ).start()
-                self._owner = os.getpid()
-            requests = self._requests
-        future: Future[subprocess.Popen[bytes]] = Future()
-        requests.put((argv, kwargs, future))
-        return future.result()
-
-    @staticmethod
-    def _serve(requests: queue.SimpleQueue[tuple[list[str], dict[str, Any], Future[Any]]]) -> None:
-        while True:
-            argv, kwargs, future = requests.get()
-            try:
-                future.set_result(subprocess.Popen(argv, **kwargs))
-            except BaseException as exc:
-                future.set_exception(exc)
-
-
-_UIDS = UidPool(_UID_RANGE)
-_SPAWNER = _Spawner()
-
-
-# ---------------------------------------------------------------- one worker, host side
-
-
-def _poll_wait(fd: int, events: int, deadline: float) -> None:
-    poller = select.poll()
-    poller.register(fd, events)
-    while not poller.poll(max(0.0, deadline - time.monotonic()) * 1000):
-        if time.monotonic() >= deadline:
-            raise TimeoutError
-
-
-class _Worker:
-    """A worker process as the host sees it: pipes, private directory, user."""
-
-    def __init__(
-        self, proc: subprocess.Popen[bytes], host_dir: str, uid: int | None, generation: int, cgroup: str | None = None
-    ) -> None:
-        assert proc.stdin is not None and proc.stdout is not None
-        self.proc = proc
-        self.host_dir = host_dir
-        self.cgroup = cgroup
-        self.uid = uid
-        self.generation = generation
-        self.info: dict[str, Any] = {}
-        self._req_fd = proc.stdin.fileno()
-        self._resp_fd = proc.stdout.fileno()
-        self._pid1_fd: int | None = None
-        self._stop_lock = threading.Lock()
-        self.stopped = False
-        os.set_blocking(self._req_fd, False)
-
-    def wait_ready(self, timeout: float) -> dict[str, Any]:
-        """Wait for the worker's hello; raises SandboxUnavailableError if it failed."""
-        if self.info:
-            return self.info
-        try:
-            message = self._receive(time.monotonic() + timeout)
-        except (EOFError, TimeoutError, OSError) as exc:
-            raise SandboxUnavailableError(
-                f"the sandbox worker failed to start ({self._failure(exc)}); its stderr says why"
-            ) from None
-        if not message.get("ready"):
-            raise SandboxUnavailableError(str(message.get("error")))
-        for warning in message.get("warnings", []):
-            logger.warning("sandbox worker %d: %s", self.proc.pid, warning)
-        preloaded = message.get("preload") or {}
-        for name, why in (preloaded.get("failed") or {}).items():
-            logger.warning("sandbox preload: cannot import %s (%s); runs import it themselves", name, why)
-        for name, why in (preloaded.get("unfit") or {}).items():
-            logger.warning("sandbox preload: %s %s; workers start without it", name, why)
-        try:
-            self._pid1_fd = os.pidfd_open(int(message["pid1"]))
-        except (AttributeError, OSError):
-            self._pid1_fd = None
-        self.info = message
-        return message
-
-    def call(self, request: bytes, deadline: float) -> dict[str, Any]:
-        """Send one framed request and wait for the reply until ``deadline``."""
-        try:
-            self._send(request, deadline)
-            sent = time.monotonic()
-            reply = self._receive(deadline)
-            reply["_sent"] = sent
-            return reply
-        except (EOFError, TimeoutError, OSError, ValueError) as exc:
-            raise SandboxError(f"sandbox worker {self.proc.pid} failed: {self._failure(exc)}") from None
-
-    def _send(self, data: bytes, deadline: float) -> None:
-        view = memoryview(data)
-        while view:
-            try:
-                view = view[os.write(self._req_fd, view) :]
-            except BlockingIOError:
-                _poll_wait(self._req_fd, select.POLLOUT, deadline)
-
-    def _receive(self, deadline: float) -> dict[str, Any]:
-        header = self._read_exact(protocol.HEADER.size, deadline)
-        body = self._read_exact(protocol.HEADER.unpack(header)[0], deadline)
-        received = time.monotonic()
-        message: dict[str, Any] = json.loads(body)
-        message["_received"] = received
-        return message
-
-    def _read_exact(self, size: int, deadline: float) -> bytearray:
-        buffer = bytearray(size)
-        view, done = memoryview(buffer), 0
-        while done < size:
-            _poll_wait(self._resp_fd, select.POLLIN, deadline)
-            count = os.readv(self._resp_fd, [view[done:]])
-            if count == 0:
-                raise EOFError
-            done += count
-        return buffer
-
-    def _failure(self, exc: BaseException) -> str:
-        if isinstance(exc, TimeoutError):
-            return "it did not answer in time; killed"
-        try:
-            code = self.proc.wait(timeout=1.0)
-        except subprocess.TimeoutExpired:
-            code = None
-        what = "it died" if code is not None else "its pipe broke"
-        return f"{what} (exit status {code}): {type(exc).__name__} {exc}".rstrip()
-
-    def stop(self, graceful: bool = False) -> None:
-        """Kill the worker and its namespace, then remove its directory. Idempotent; a
-        second caller returns once the first has finished."""
-        with self._stop_lock:
-            if self.stopped:
-                return
-            self.stopped = True
-            self._stop(graceful)
-
-    def _stop(self, graceful: bool) -> None:
-        exited = False
-        if graceful:  # the worker cleans up and exits by itself
-            with contextlib.suppress(OSError):
-                os.write(self._req_fd, protocol.encode_message({"op": "exit"}))
-            self._close_pipe(self.proc.stdin)
-            try:
-                self.proc.wait(timeout=2.0)
-                exited = True
-            except subprocess.TimeoutExpired:
-                pass
-        if not exited:
-            _signal_group(self.proc.pid)
-            self.proc.wait()
-        self._wait_namespace_gone()
-        self._close_pipe(self.proc.stdin)
-        self._close_pipe(self.proc.stdout)
-        shutil.rmtree(self.host_dir, ignore_errors=True)
-        if self.cgroup is not None:
-            cgroups.remove(self.cgroup)
-        _UIDS.release(self.uid)
-
-    def _wait_namespace_gone(self) -> None:
-        # PID 1 exits only after the kernel has killed and reaped its whole namespace.
-        if self._pid1_fd is None:
-            return
-        try:
-            select.select([self._pid1_fd], [], [], 5.0)
-        finally:
-            os.close(self._pid1_fd)
-            self._pid1_fd = None
-
-    @staticmethod
-    def _close_pipe(pipe: Any) -> None:
-        try:
-            pipe.close()
-        except OSError:
-            pass
-
-
-def _signal_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except OSError:
-        pass
-
-
-# ---------------------------------------------------------------- requests and results
-
-
-def _build_request(
-    files: Mapping[str, str | bytes],
-    command: Sequence[str],
-    timeout: float,
-    stdin: str | None,
-    env: Mapping[str, str] | None,
-) -> dict[str, Any]:
-    """Validate a run's arguments and turn them into a worker request."""
-    if isinstance(command, (str, bytes)) or not command:
-        raise ValueError("command must be a non-empty argv list, e.g. ['python3', 'main.py']")
-    if not 0 < timeout <= MAX_TIMEOUT:
-        raise ValueError(f"timeout must be in (0, {MAX_TIMEOUT}] seconds, got {timeout!r}")
-    text: dict[str, str] = {}
-    binary: dict[str, str] = {}
-    for path, content in files.items():
-        name = check_relative_path(path)
-        if isinstance(content, bytes):
-            binary[name] = base64.b64encode(content).decode("ascii")
-        elif isinstance(content, str):
-            text[name] = content
-        else:
-            raise TypeError(f"file {path!r}: content must be str or bytes")
-    clean_env = {str(k): str(v) for k, v in (env or {}).items()}
-    if any(not k or "=" in k or "\0" in k + v for k, v in clean_env.items()):
-        raise ValueError("env names must be non-empty, without '=' or NUL")
-    return {
-        "op": "run",
-        "argv": [os.fspath(a) for a in command],
-        "files": text,
-        "bfiles": binary,
-        "stdin": stdin,
-        "env": clean_env,
-        "timeout": float(timeout),
-    }
-
-
-def _to_result(reply: dict[str, Any]) -> RunResult:
-    if not reply.get("ok"):
-        raise SandboxError(f"the sandbox could not run the command: {reply.get('error')}")
-    return RunResult(
-        returncode=int(reply["returncode"]),
-        stdout=reply["stdout"],
-        stderr=reply["stderr"],
-        timed_out=bool(reply["timed_out"]),
-        duration=float(reply["duration"]),
-        output_truncated=bool(reply["output_truncated"]),
-        killed_for=reply["killed_for"],
-        extra={"inprocess": bool(reply.get("inprocess"))},
-    )
-
-
-def _program_paths() -> list[str]:
-    """The host's programs (``gym_repost/programs``), which warm workers keep compiled."""
-    return sorted(
-        os.path.join(PROGRAMS_DIR, name)
-        for name in os.listdir(PROGRAMS_DIR)
-        if name.endswith(".py") and name != "__init__.py"
-    )
-
-
-def _ensure_worker_bytecode() -> None:
-    """Compile the worker's modules and the programs once, so that every worker starts from
-    bytecode.
-
-    Workers run with PYTHONDONTWRITEBYTECODE (like the runs), so they never write it.
-    """
-    for source in [os.path.join(WORKER_DIR, n) for n in ("worker.py", "isolation.py")] + _program_paths():
-        cached = importlib.util.cache_from_source(source)
-        try:
-            if not os.path.exists(cached) or os.stat(cached).st_mtime < os.stat(source).st_mtime:
-                py_compile.compile(source, cfile=cached, doraise=True)
-        except (OSError, py_compile.PyCompileError) as exc:  # a read-only install: no matter
-            logger.debug("cannot cache the bytecode of %s: %s", source, exc)
-
-
-def _check_platform() -> None:
-    if not sys.platform.startswith("linux"):
-        raise SandboxUnavailableError(
-            f"the local sandbox needs Linux (namespaces, /proc, prctl); this is "
-            f"{sys.platform}. Use the docker backend: get_sandbox('docker')."
-        )
+_PIP_ENV = (*PROXY_ENV, "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
 
 
 # ---------------------------------------------------------------- the backend
@@ -422,12 +122,8 @@ class LocalSandbox(Sandbox):
 
     def __init__(self, config: LocalSandboxConfig | None = None) -> None:
         self.config = config or LocalSandboxConfig()
-        self._lock = threading.Lock()
         self._start_lock = threading.Lock()
-        self._idle: queue.Queue[_Worker | None] = queue.Queue()
-        self._workers: set[_Worker] = set()
-        self._generation = 0
-        self._started = False
+        self._pool: WarmPool[WorkerHandle] = WarmPool()
         self._info: dict[str, Any] = {}
         self._owner = os.getpid()
         self._cgroup_parent: cgroups.CgroupParent | None = None
@@ -437,7 +133,7 @@ class LocalSandbox(Sandbox):
         # Workers die with the host anyway (death signal); this also removes their
         # directories when a sandbox is dropped unclosed, or at interpreter exit.
         self._finalizer = weakref.finalize(
-            self, _stop_workers, self._workers, self._lock, self._owner, self.config.isolation == "none"
+            self, _stop_workers, self._pool, self._owner, self.config.isolation == "none"
         )
 
     # ------------------------------------------------------------ lifecycle
@@ -471,26 +167,23 @@ class LocalSandbox(Sandbox):
         if os.getpid() != self._owner:
             raise SandboxError("a LocalSandbox cannot be used after fork(); create one in each process")
         with self._start_lock:
-            if self._started:
+            if self._pool.open:
                 return
-            _check_platform()
+            check_platform()
             self._prepare_directories()
             self._probe_cgroups()
             if self.config.python is None:  # another interpreter has its own bytecode format
-                _ensure_worker_bytecode()
+                ensure_worker_bytecode()
             count = self.config.workers if self.config.warm else 1
-            with self._lock:
-                self._generation += 1
+            self._pool.new_generation()
             workers = self._start_workers(count)
-            for worker in workers:
-                if self.config.warm:
-                    self._idle.put(worker)
-                else:
+            if not self.config.warm:
+                for worker in workers:
                     self._discard(worker, graceful=True)
-            self._started = True
+            self._pool.fill(workers if self.config.warm else [])
             logger.debug("local sandbox started: %s", self.describe())
 
-    def _start_workers(self, count: int) -> list[_Worker]:
+    def _start_workers(self, count: int) -> list[WorkerHandle]:
         """Start ``count`` workers and wait until they are ready; if one found a preload
         module unfit to fork runs from, start them all again without it."""
         while True:
@@ -507,7 +200,7 @@ class LocalSandbox(Sandbox):
             for worker in workers:
                 self._discard(worker)
 
-    def _note_unfit(self, workers: Sequence[_Worker]) -> bool:
+    def _note_unfit(self, workers: Sequence[WorkerHandle]) -> bool:
         """Record the preload modules these workers found unfit; True if any of them was
         still to be preloaded (those workers must not serve runs)."""
         found = False
@@ -609,20 +302,13 @@ class LocalSandbox(Sandbox):
         if os.getpid() != self._owner:  # a forked copy: the workers are the parent's
             return
         with self._start_lock:
-            with self._lock:
-                self._started = False
-                self._generation += 1
-            while True:
-                try:
-                    self._idle.get_nowait()
-                except queue.Empty:
-                    break
-            _stop_workers(self._workers, self._lock, self._owner, self.config.isolation == "none")
+            graceful = self.config.isolation == "none"
+            for worker in self._pool.close():
+                worker.stop(graceful=graceful)
 
     def worker_pids(self) -> list[int]:
         """Host pids of the live worker processes (diagnostics and tests)."""
-        with self._lock:
-            return sorted(w.proc.pid for w in self._workers if not w.stopped)
+        return sorted(w.proc.pid for w in self._pool.members() if not w.stopped)
 
     def describe(self) -> dict[str, object]:
         """Backend, isolation, warm/cold, limits and interpreter (JSON-able)."""
@@ -657,16 +343,16 @@ class LocalSandbox(Sandbox):
     ) -> RunResult:
         """Run ``command`` in a fresh directory holding ``files`` (see :class:`Sandbox`)."""
         called = time.monotonic()
-        request = _build_request(files, command, timeout, stdin, env)
-        if not self._started or os.getpid() != self._owner:
+        request = build_request(files, command, timeout, stdin, env)
+        if not self._pool.open or os.getpid() != self._owner:
             self.start()
         deadline = time.monotonic() + timeout + REPLY_GRACE
         if network or not self.config.warm:
             with self._fresh_worker(network=network, stop_later=True) as worker:
                 reply = worker.call(protocol.encode_message(request), deadline)
         else:
-            reply = self._call_warm_worker(protocol.encode_message(request), deadline)
-        result = _to_result(reply)
+            reply = self._call_warm_worker(request, deadline)
+        result = to_result(reply)
         if self.config.profile and isinstance(reply.get("phases"), dict):
             result.extra["phases"] = {
                 "host_called": called,
@@ -684,22 +370,9 @@ class LocalSandbox(Sandbox):
         the result into the package cache (root-owned, without set-id bits), so the
         sandboxed code never gets write access to the cache itself.
         """
-        if isinstance(requirements, str) or not requirements:
-            raise ValueError("requirements must be a non-empty list of pip arguments")
-        argv = [
-            "python",
-            "-m",
-            "pip",
-            "install",
-            "--no-cache-dir",
-            "--no-input",
-            "--disable-pip-version-check",
-            "--target",
-            _INSTALL_TARGET,
-            *requirements,
-        ]
+        argv = pip_install_command(requirements)
         env = {k: v for k, v in os.environ.items() if k.startswith("PIP_") or k in _PIP_ENV}
-        request = _build_request({}, argv, timeout, None, env)
+        request = build_request({}, argv, timeout, None, env)
         request["keep"] = True
         request["limits"] = {
             "max_file_size_mb": max(self.config.max_file_size_mb, 4096),
@@ -709,16 +382,16 @@ class LocalSandbox(Sandbox):
         deadline = time.monotonic() + timeout + REPLY_GRACE
         with self._fresh_worker(network=True) as worker:
             reply = worker.call(protocol.encode_message(request), deadline)
-            result = _to_result(reply)
+            result = to_result(reply)
             if result.ok:  # the run directory was kept for this
-                source = os.path.join(worker.host_dir, reply["run_dir"], _INSTALL_TARGET)
+                source = os.path.join(worker.host_dir, reply["run_dir"], INSTALL_TARGET)
                 _merge_tree(source, self.packages_dir)
         return result
 
-    def _call_warm_worker(self, request: bytes, deadline: float) -> dict[str, Any]:
+    def _call_warm_worker(self, request: dict[str, Any], deadline: float) -> dict[str, Any]:
         worker = self._checkout()
         try:
-            reply = worker.call(request, deadline)
+            reply = worker.call(protocol.encode_message(worker.leave_out_programs(request)), deadline)
         except SandboxError:
             self._replace(worker)
             raise
@@ -726,7 +399,7 @@ class LocalSandbox(Sandbox):
         return reply
 
     @contextlib.contextmanager
-    def _fresh_worker(self, *, network: bool, stop_later: bool = False) -> Iterator[_Worker]:
+    def _fresh_worker(self, *, network: bool, stop_later: bool = False) -> Iterator[WorkerHandle]:
         """A started worker that serves one request, then is stopped and removed.
 
         ``stop_later``: stopped by a thread, off the caller's critical path (its exit
@@ -745,66 +418,51 @@ class LocalSandbox(Sandbox):
             else:
                 self._discard(worker, graceful=True)
 
-    def _discard_after_stop(self, worker: _Worker) -> None:
+    def _discard_after_stop(self, worker: WorkerHandle) -> None:
         worker.stop(graceful=True)
-        with self._lock:
-            self._workers.discard(worker)
+        self._pool.untrack(worker)
 
     # ------------------------------------------------------------ the pool
 
-    def _checkout(self) -> _Worker:
-        while True:
-            try:
-                worker = self._idle.get(timeout=0.5)
-            except queue.Empty:
-                if not self._started:
-                    raise SandboxError("the sandbox was closed") from None
-                continue
-            if worker is None or worker.proc.poll() is not None:  # empty slot, or died idle
-                if worker is not None:
-                    self._discard(worker)
-                worker = self._spawn()
-            try:
-                worker.wait_ready(self.start_timeout)
-            except SandboxError:
-                self._replace(worker)
-                raise
-            if self._note_unfit([worker]):  # seen only now: start one without that module
-                self._discard(worker)
-                self._idle.put(self._spawn())
-                continue
-            return worker
+    def _checkout(self) -> WorkerHandle:
+        return self._pool.checkout(self._spawn, self._ready)
 
-    def _checkin(self, worker: _Worker) -> None:
-        if worker.generation == self._generation and self._started:
-            self._idle.put(worker)
-        else:
+    def _ready(self, worker: WorkerHandle) -> WorkerHandle | None:
+        """A worker taken from its slot, ready to run; None when its slot was refilled
+        instead (a preload module found unfit only now)."""
+        if worker.proc.poll() is not None:  # died while idle
             self._discard(worker)
-
-    def _replace(self, worker: _Worker) -> None:
-        """Kill a failed worker; put a fresh one (still starting) in its place."""
-        self._discard(worker)
-        if worker.generation != self._generation or not self._started:
-            return
+            worker = self._spawn()
         try:
-            self._idle.put(self._spawn())
-        except SandboxError as exc:
-            logger.error("cannot start a replacement sandbox worker: %s", exc)
-            self._idle.put(None)
+            worker.wait_ready(self.start_timeout)
+        except SandboxError:
+            self._replace(worker)
+            raise
+        if self._note_unfit([worker]):  # seen only now: start one without that module
+            self._discard(worker)
+            self._pool.put(self._spawn())
+            return None
+        return worker
 
-    def _discard(self, worker: _Worker, graceful: bool = False) -> None:
-        with self._lock:
-            self._workers.discard(worker)
+    def _checkin(self, worker: WorkerHandle) -> None:
+        self._pool.checkin(worker, self._discard)
+
+    def _replace(self, worker: WorkerHandle) -> None:
+        """Kill a failed worker; put a fresh one (still starting) in its place."""
+        self._pool.replace(worker, self._spawn, self._discard)
+
+    def _discard(self, worker: WorkerHandle, graceful: bool = False) -> None:
+        self._pool.untrack(worker)
         worker.stop(graceful=graceful)
 
-    def _spawn(self, *, network: bool = False, once: bool = False) -> _Worker:
+    def _spawn(self, *, network: bool = False, once: bool = False) -> WorkerHandle:
         host_dir = os.path.join(
             self.work_root, f"{DIR_PREFIX}{host_identity().replace(':', '-')}-{os.urandom(4).hex()}"
         )
         os.mkdir(host_dir, 0o711)
         os.chmod(host_dir, 0o711)  # mkdir honours the umask
         namespaced = self.config.isolation == "namespaces"
-        uid = _UIDS.allocate() if namespaced and os.geteuid() == 0 else None
+        uid = UIDS.allocate() if namespaced and os.geteuid() == 0 else None
         cgroup = self._make_cgroup(os.path.basename(host_dir))
         # -S: site runs in PID 1 once the sandbox's file system is in place, so that no
         # host path hook or finder (an editable install's) is inherited by warm runs.
@@ -819,7 +477,7 @@ class LocalSandbox(Sandbox):
             json.dumps(self._worker_config(host_dir, uid, network, once, cgroup)),
         ]
         try:
-            proc = _SPAWNER.popen(
+            proc = SPAWNER.popen(
                 argv,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
@@ -830,13 +488,12 @@ class LocalSandbox(Sandbox):
             )
         except OSError as exc:
             shutil.rmtree(host_dir, ignore_errors=True)
-            _UIDS.release(uid)
+            UIDS.release(uid)
             if cgroup is not None:
                 cgroups.remove(cgroup)
             raise SandboxUnavailableError(f"cannot start a sandbox worker with {argv[0]}: {exc}") from None
-        worker = _Worker(proc, host_dir, uid, self._generation, cgroup)
-        with self._lock:
-            self._workers.add(worker)
+        worker = WorkerHandle(proc, host_dir, uid, self._pool.generation, cgroup)
+        self._pool.track(worker)
         return worker
 
     def _make_cgroup(self, name: str) -> str | None:
@@ -866,7 +523,7 @@ class LocalSandbox(Sandbox):
             "host_dir": host_dir,
             "packages_dir": self.packages_dir,
             "preload": [*HARNESS_MODULES, *self.preload_modules] if cfg.warm and not once else [],
-            "programs": {path: program_file(os.path.basename(path)[:-3]) for path in _program_paths()}
+            "programs": {path: program_file(os.path.basename(path)[:-3]) for path in program_paths()}
             if cfg.warm and not once
             else {},
             "limits": {name: getattr(cfg, name) for name in SandboxLimits.model_fields},
@@ -887,7 +544,7 @@ class LocalSandbox(Sandbox):
         }
 
 
-def _stop_workers(workers: set[_Worker], lock: threading.Lock, owner: int, graceful: bool) -> None:
+def _stop_workers(pool: WarmPool[WorkerHandle], owner: int, graceful: bool) -> None:
     """Stop the workers of a sandbox: on close(), garbage collection or interpreter exit.
 
     Without namespaces (``graceful``) only a worker itself can find what its runs left
@@ -895,10 +552,7 @@ def _stop_workers(workers: set[_Worker], lock: threading.Lock, owner: int, grace
     """
     if os.getpid() != owner:  # a forked copy of the host: the workers are the parent's
         return
-    with lock:
-        doomed = list(workers)
-        workers.clear()
-    for worker in doomed:
+    for worker in pool.take_all():
         worker.stop(graceful=graceful)
 
 
@@ -926,83 +580,3 @@ def _copy_plain(source: str, target: str) -> None:
     elif os.path.isfile(source):
         shutil.copyfile(source, target)
         os.chmod(target, 0o755 if os.stat(source).st_mode & 0o111 else 0o644)
-
-
-# ---------------------------------------------------------------- cleanup
-
-
-@dataclass(frozen=True)
-class LeftoverReport:
-    """What :func:`cleanup_leftovers` found and removed."""
-
-    killed_pids: list[int] = field(default_factory=list)
-    removed_dirs: list[str] = field(default_factory=list)
-    removed_cgroups: list[str] = field(default_factory=list)
-
-
-def _marked_processes() -> Iterator[tuple[int, str]]:
-    marker = protocol.MARKER.encode()
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/cmdline", "rb") as handle:
-                args = handle.read().split(b"\0")
-        except OSError:
-            continue
-        if marker in args:
-            host = next((a[7:].decode() for a in args if a.startswith(b"--host=")), "")
-            yield int(name), host
-
-
-def _gone(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return handle.read().rsplit(b")", 1)[1].split()[0] == b"Z"
-    except OSError:
-        return True
-
-
-def _remove_dead_cgroups() -> list[str]:
-    """Worker cgroups (named like worker directories) whose host died."""
-    parent = cgroups.default_parent()
-    removed = []
-    for name in sorted(os.listdir(parent.path)) if parent and os.path.isdir(parent.path) else []:
-        parts = name[len(DIR_PREFIX) :].split("-")
-        if name.startswith(DIR_PREFIX) and len(parts) == 3 and not identity_alive(f"{parts[0]}:{parts[1]}"):
-            cgroups.remove(os.path.join(parent.path, name), wait=0.0)
-            removed.append(os.path.join(parent.path, name))
-    return removed
-
-
-def cleanup_leftovers(work_root: str | None = None) -> LeftoverReport:
-    """Kill workers and remove directories left behind by hosts that died.
-
-    Worker processes are recognised by their argv marker and the identity (pid and start
-    time) of their host; directories by the :data:`DIR_PREFIX` name, which embeds the same
-    identity. Anything belonging to a live host is left alone.
-
-    Args:
-        work_root: where to look for directories; default: the system temp dir.
-    """
-    pids = sorted(pid for pid, host in _marked_processes() if not identity_alive(host))
-    for pid in pids:
-        _signal_group(pid)
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-    deadline = time.monotonic() + 5.0
-    while time.monotonic() < deadline and not all(_gone(pid) for pid in pids):
-        time.sleep(0.01)
-    root = work_root or tempfile.gettempdir()
-    removed = []
-    for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
-        parts = name[len(DIR_PREFIX) :].split("-")
-        if name.startswith(DIR_PREFIX) and len(parts) == 3 and not identity_alive(f"{parts[0]}:{parts[1]}"):
-            shutil.rmtree(os.path.join(root, name), ignore_errors=True)
-            removed.append(os.path.join(root, name))
-    cgroups_removed = _remove_dead_cgroups()
-    if pids or removed or cgroups_removed:
-        logger.info("removed %d leftover sandbox processes and %d directories", len(pids), len(removed))
-    return LeftoverReport(killed_pids=pids, removed_dirs=removed, removed_cgroups=cgroups_removed)

@@ -19,8 +19,10 @@ Protocol: each message is a 4-byte big-endian length and a UTF-8 JSON object.
 * worker -> host, once: ``{"ready": true, "pid1": ..., "python": ..., "warnings": [...],
   "views": ...}`` (the site-packages views it found, passed to the sandbox's later workers)
   or ``{"ready": false, "unavailable": true, "error": ...}``.
-* host -> worker: ``{"op": "run", "argv", "files", "bfiles" (base64), "stdin", "env",
-  "timeout", "keep", "limits"}`` or ``{"op": "exit"}``.
+* host -> worker: ``{"op": "run", "argv", "files", "bfiles" (base64), "programs",
+  "stdin", "env", "timeout", "keep", "limits"}`` or ``{"op": "exit"}``. ``programs``: the
+  run-directory names of programs the worker holds (its ready message lists them with
+  their SHA-256), written from its own copy: their text need not cross two pipes per run.
 * worker -> host, per run: ``{"ok": true, "returncode", "stdout", "stderr", "timed_out",
   "duration", "output_truncated", "killed_for", "inprocess", "run_dir"}`` (and, with
   ``"profile"`` in the configuration, ``"phases"``: ``time.monotonic()`` stamps of PID 1
@@ -62,7 +64,7 @@ from importlib.machinery import SourceFileLoader
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs milliseconds at start-up; annotations are strings here
-    from collections.abc import Callable, Iterator
+    from collections.abc import Callable, Iterator, Sequence
     from typing import Any, NoReturn, TypeVar
 
     Message = dict[str, Any]
@@ -71,7 +73,7 @@ if TYPE_CHECKING:  # typing costs milliseconds at start-up; annotations are stri
 if __package__:
     from gym_repost.sandbox import isolation
 else:  # started by the host, the normal case: keep the gym_repost package out of the worker
-    import isolation  # type: ignore[no-redef]
+    import isolation  # type: ignore[no-redef,import-not-found]
 
 MARKER = "--gym-repost-sandbox-worker"
 """argv marker of worker processes (and of their warm run children), for cleanup."""
@@ -269,8 +271,17 @@ def load_programs(programs: dict[str, str]) -> None:
             source, code = loader.get_data(path), loader.get_code("program")
         except (ImportError, OSError, SyntaxError, ValueError):  # a broken install: compile per run
             continue
+        if code is None:
+            continue
         PROGRAM_CODE[source] = code
         PROGRAM_NAMES[name] = source
+
+
+def program_digests() -> dict[str, str]:
+    """The SHA-256 of each program this worker holds, by run-directory name."""
+    import hashlib
+
+    return {name: hashlib.sha256(source).hexdigest() for name, source in PROGRAM_NAMES.items()}
 
 
 def program_code(source: bytes, path: str) -> types.CodeType | None:
@@ -322,6 +333,7 @@ class RunJob:
         self.argv: list[str] = list(request["argv"])
         self.files: dict[str, str] = request.get("files") or {}
         self.bfiles: dict[str, str] = request.get("bfiles") or {}
+        self.programs: list[str] = request.get("programs") or []
         self.stdin: str | None = request.get("stdin")
         self.timeout = float(request["timeout"])
         self.limits = {**server.limits, **(request.get("limits") or {})}
@@ -329,10 +341,12 @@ class RunJob:
         self.kind, self.target, self.args = plan_command(self.argv, self.env, server.warm)
 
 
-def write_files(run_dir: str, files: dict[str, str], bfiles: dict[str, str]) -> None:
-    """Write the run's files (as the run's user, before the file-size limit applies)."""
+def write_files(run_dir: str, files: dict[str, str], bfiles: dict[str, str], programs: Sequence[str] = ()) -> None:
+    """Write the run's files (as the run's user, before the file-size limit applies);
+    ``programs``: names of programs written from this worker's copy (see :func:`load_programs`)."""
     items = [(p, c.encode("utf-8", "surrogateescape")) for p, c in files.items()]
     items += [(p, binascii.a2b_base64(c)) for p, c in bfiles.items()]
+    items += [(name, PROGRAM_NAMES[name]) for name in programs]
     for relative, data in items:
         if relative.startswith("/") or ".." in relative.split("/"):
             raise ValueError(f"file path outside the run directory: {relative!r}")
@@ -439,7 +453,7 @@ def rehearse(server: Server) -> None:
 
 def run_job(server: Server, job: RunJob) -> NoReturn:
     """In the run child, once the job is known: files, limits, environment, command."""
-    write_files(job.run_dir, job.files, job.bfiles)
+    write_files(job.run_dir, job.files, job.bfiles, job.programs)
     stamp(1)
     os.chdir(job.run_dir)
     apply_limits(job.limits)
@@ -500,8 +514,28 @@ def run_in_process(server: Server, job: RunJob) -> NoReturn:
         _use_program_code_on_import()
     extra = [os.path.abspath(p) for p in job.env.get("PYTHONPATH", "").split(":") if p]
     sys.orig_argv = [sys.executable, *job.argv[1:]]
+    os._exit = _exit_telling_pid1
     status = _execute_main(job, extra, server.base_path)
     os._exit(_finalize(status))
+
+
+_REAL_EXIT = os._exit
+
+
+def _exit_telling_pid1(status: int) -> NoReturn:
+    """``os._exit`` in a warm run: tell PID 1 the status first, as :func:`_finalize` does.
+
+    PID 1 can then answer while the kernel tears the process down (programs such as the
+    harness end with ``os._exit``; that teardown was ~1 ms of every run).
+    """
+    if type(status) is int and os.getpid() == _RUN_PID and _is_status_pipe():
+        stamp(3)
+        _ignore_errors(os.write, _STATUS_FD, bytes((status & 0xFF,)))
+    _REAL_EXIT(status)
+
+
+_exit_telling_pid1.__name__ = _exit_telling_pid1.__qualname__ = "_exit"
+_exit_telling_pid1.__doc__ = os._exit.__doc__
 
 
 def _execute_main(job: RunJob, extra: list[str], base: list[str]) -> int:
@@ -919,7 +953,8 @@ class Server:
         return run_dir
 
     def handle(self, request: Message) -> tuple[Message, str | None]:
-        self.recent_programs = [name for name in request.get("files") or () if name in PROGRAM_NAMES]
+        shipped = [*(request.get("files") or ()), *(request.get("programs") or ())]
+        self.recent_programs = [name for name in shipped if name in PROGRAM_NAMES]
         run_dir, self.next_run_dir = self.next_run_dir, None
         try:
             run_dir = run_dir or self.make_run_dir()
@@ -1461,7 +1496,9 @@ def server_main(config: Message, fds: tuple[int, int, int], mode: str, run_cgrou
     try:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the outer's handler is not ours
         isolation.set_parent_death_signal(signal.SIGKILL)
-        pid1, warnings, scratch_shown = os.getpid(), [], []
+        pid1 = os.getpid()
+        warnings: list[str] = []
+        scratch_shown: list[str] = []
         load_programs(config.get("programs") or {})
         if mode != "none":
             pid1 = int(os.readlink("/proc/self"))  # still the host's /proc: host-visible pid
@@ -1497,6 +1534,7 @@ def server_main(config: Message, fds: tuple[int, int, int], mode: str, run_cgrou
                 "memory_cgroup": run_cgroup is not None,
                 "views": config.get("views"),
                 "site_packages": visible_distributions(config) if mode != "none" else None,
+                "programs": program_digests(),
             },
         )
         code = server.serve()

@@ -13,7 +13,7 @@ from testfile_tasks import FOCAL
 
 from gym_repost.analysis.decoys import KINDS, disguise, generate_decoys
 from gym_repost.analysis.mutation import generate_mutants
-from gym_repost.analysis.mutation_runner import minimal_span, shuffled_variants
+from gym_repost.harness.testfile import minimal_span, shuffled_variants
 
 LOOPS = textwrap.dedent('''\
     """Several shapes of code."""

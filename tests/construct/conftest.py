@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from gym_repost.construct.ingest import ingest
-from gym_repost.construct.model import SourceRepository
+from gym_repost.construct.stages import SourceRepository
 
 
 @pytest.fixture(scope="session")

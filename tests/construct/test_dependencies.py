@@ -16,7 +16,7 @@ from gym_repost.construct.dependencies import (
     slice_dependencies,
 )
 from gym_repost.construct.extract import extract_candidates
-from gym_repost.construct.model import Candidate, DependencySlice, Drop, SourceRepository
+from gym_repost.construct.stages import Candidate, DependencySlice, Drop, SourceRepository
 from gym_repost.context import parse_context
 
 GEO = {

@@ -15,7 +15,7 @@ from gym_repost.construct.extract import (
     module_name,
     select_candidates,
 )
-from gym_repost.construct.model import Candidate, SourceRepository
+from gym_repost.construct.stages import Candidate, SourceRepository
 
 DEMO = Path(__file__).resolve().parents[2] / "tasks" / "demo" / "repo"
 

@@ -23,20 +23,12 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from gym_repost.construct.ingest import (
-    PYPI_URL_ENV,
-    IngestLimits,
-    decode_text,
-    ingest,
-    link_stays_inside,
-    member_path,
-    parse_pypi_spec,
-    read_metadata,
-    skip_directory,
-    split_name_version,
-    wanted_file,
-)
-from gym_repost.construct.model import SourceRepository
+from gym_repost.construct.archives import link_stays_inside, member_path
+from gym_repost.construct.ingest import ingest, split_name_version
+from gym_repost.construct.pypi import PYPI_URL_ENV, parse_pypi_spec
+from gym_repost.construct.source_files import IngestLimits, decode_text, skip_directory, wanted_file
+from gym_repost.construct.source_metadata import read_metadata
+from gym_repost.construct.stages import SourceRepository
 from gym_repost.errors import BuildError
 
 MIT_TEXT = """Copyright (c) 2024 Jane Doe

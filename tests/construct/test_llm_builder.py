@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from gym_repost.construct.builder import BuilderSettings
-from gym_repost.construct.llm_builder import LLMBuild, LLMBuilderSettings, parse_reply, parse_verdict
+from gym_repost.construct.builder import DeterministicBuilderSettings
+from gym_repost.construct.llm_builder import LLMBuilderBudgets, LLMBuildSession, parse_reply, parse_verdict
 from gym_repost.construct.pipeline import BuildResult, BuildSettings, build_function_tasks
 from gym_repost.construct.quality import Judgement, judged_drop_reason
 from gym_repost.harness.validation import validate_task
@@ -70,13 +70,13 @@ def build(
         test_executions=300,
         licenses="any",
     )
-    with LLMBuild(
+    with LLMBuildSession(
         config,
-        LLMBuilderSettings(),
+        LLMBuilderBudgets(),
         log_path=tmp_path / "tasks.jsonl.llm.jsonl",
-        deterministic=BuilderSettings(test_executions=300, attempts=1),
+        deterministic=DeterministicBuilderSettings(test_executions=300, attempts=1),
     ) as builder:
-        result = build_function_tasks(str(source), LLMBuild.settings_for(settings), sandbox, builder.policy)
+        result = build_function_tasks(str(source), LLMBuildSession.settings_for(settings), sandbox, builder.policy)
         result.llm_usage = builder.usage()
     return result
 

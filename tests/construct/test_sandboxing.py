@@ -10,7 +10,8 @@ from pathlib import Path
 from gym_repost.analysis.source import dedent_code, find_function, function_source
 from gym_repost.construct.dependencies import build_index, slice_dependencies
 from gym_repost.construct.extract import extract_candidates
-from gym_repost.construct.model import (
+from gym_repost.construct.sandboxing import assemble_module, sandbox_script
+from gym_repost.construct.stages import (
     Candidate,
     DependencySlice,
     Drop,
@@ -18,7 +19,6 @@ from gym_repost.construct.model import (
     SandboxedScript,
     SourceRepository,
 )
-from gym_repost.construct.sandboxing import assemble_module, sandbox_script
 from gym_repost.sandbox import Sandbox
 from tests.construct.test_dependencies import GEO
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gym_repost.construct.ingest import ingest
-from gym_repost.construct.model import SourceRepository
+from gym_repost.construct.stages import SourceRepository
 from gym_repost.construct.testfile import (
     TestFileBuildSettings,
     build_testfile_tasks,

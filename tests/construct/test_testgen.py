@@ -22,7 +22,7 @@ import pytest
 
 from gym_repost.analysis.mutation import generate_mutants
 from gym_repost.analysis.source import find_function
-from gym_repost.construct.model import Candidate, Drop, GeneratedTests, SandboxedScript, SourceRepository
+from gym_repost.construct.stages import Candidate, Drop, GeneratedTests, SandboxedScript, SourceRepository
 from gym_repost.construct.testgen import ChosenInput, RecordedCall, generate_tests, trace_repository, write_tests
 from gym_repost.construct.testgen.explore import may_depend_on_hash_order, verification_task
 from gym_repost.construct.testgen.writer import call_arguments, runtime_helpers
@@ -711,3 +711,34 @@ def test_traced_seeds_are_used_first(sandbox):
     result = generated(sandbox, NESTED, "grade", seeds=seeds)
     assert result.inputs.get("traced", 0) >= 1
     assert "_gr_outcome(grade, 77, strict=True)" in result.code or "_gr_outcome(grade, 95, 0, True)" in result.code
+
+
+def test_a_test_is_timed_by_its_cpu_time_and_a_sleeping_one_by_the_wall_clocks_safety_limit(sandbox, tmp_path):
+    repo = repository(
+        tmp_path,
+        {
+            "shapes/__init__.py": "",
+            "shapes/geometry.py": GEOMETRY,
+            "tests/test_slow.py": """
+            import time
+            from shapes.geometry import push_all
+
+            def test_sleeps():
+                push_all([1], [])
+                time.sleep(30)
+
+            def test_spins():
+                push_all([2], [])
+                while True:
+                    pass
+
+            def test_after():
+                assert push_all([], [3]) == 1
+            """,
+        },
+    )
+    target = candidate(repo.files["shapes/geometry.py"], "push_all", "shapes/geometry.py")
+    result = trace_repository(sandbox, repo, [target], timeout=60, test_timeout=0.5)
+    assert result.tests_run == 3 and result.tests_failed == 2
+    assert [c.args for c in result.calls[target.key]] == ["([1], [])", "([2], [])", "([], [3])"]
+    assert result.wall_stops == 1  # the sleeping test; the spinning one met its CPU limit

@@ -7,7 +7,7 @@ from typing import Any
 
 from gym_repost.data.acecoder import is_preferred, run_acecoder_task
 from gym_repost.data.base import TestSuite
-from gym_repost.data.execution import run_code_against_tests
+from gym_repost.data.matrix import run_code_against_tests
 from gym_repost.data.records import write_jsonl
 from gym_repost.data.samplers import MutantCodeSampler, SplitAssertTestSampler
 from gym_repost.sandbox import Sandbox

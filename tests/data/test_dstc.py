@@ -7,7 +7,7 @@ from typing import Any
 
 from gym_repost.data.base import TestSuite
 from gym_repost.data.dstc import DstcResult, Selection, code_and_test, minimax_select, run_dstc_task
-from gym_repost.data.execution import CodeRun, ExecutionMatrix, TestOutcome
+from gym_repost.data.matrix import CodeRun, ExecutionMatrix, TestOutcome
 from gym_repost.data.records import write_jsonl
 from gym_repost.data.samplers import MutantCodeSampler, SplitAssertTestSampler
 from gym_repost.sandbox import Sandbox

@@ -3,46 +3,18 @@ outcome and timeout, and no way for the code to claim passes it did not earn."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
+from sandboxes import CountingSandbox
 
 from gym_repost.data.assertions import split_task_tests
 from gym_repost.data.base import TestSuite
-from gym_repost.data.execution import execution_matrix, parse_runner, run_code_against_tests
+from gym_repost.data.matrix import execution_matrix, parse_runner, run_code_against_tests
 from gym_repost.programs.protocol import END, RESULT
 from gym_repost.sandbox.base import RunResult, Sandbox
 from gym_repost.sandbox.programs import read_program_output
 from gym_repost.task import FunctionTask
-
-
-class CountingSandbox(Sandbox):
-    """The real sandbox, counting its runs."""
-
-    def __init__(self, inner: Sandbox) -> None:
-        self.inner = inner
-        self.runs = 0
-
-    def start(self) -> None:
-        self.inner.start()
-
-    def close(self) -> None:
-        pass
-
-    def run(
-        self,
-        files: Mapping[str, str | bytes],
-        command: Sequence[str],
-        timeout: float = 10.0,
-        *,
-        stdin: str | None = None,
-        env: Mapping[str, str] | None = None,
-        network: bool = False,
-    ) -> RunResult:
-        self.runs += 1
-        return self.inner.run(files, command, timeout, stdin=stdin, env=env, network=network)
-
 
 GOOD = "assert score([1, 2, 3], 100) == 60"
 
@@ -236,7 +208,7 @@ def test_a_split_test_is_judged_outside_the_code_s_process(
 def test_the_plan_splits_by_shape_and_by_the_ground_truth_s_values(
     function_task: FunctionTask, sandbox: Sandbox
 ) -> None:
-    from gym_repost.data.execution import value_plan
+    from gym_repost.data.matrix import value_plan
 
     plan = value_plan(sandbox, function_task, split_task_tests(function_task))
     assert (plan.outside, plan.inside) == (2, 1)  # the loop runs whole beside the original

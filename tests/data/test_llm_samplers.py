@@ -155,7 +155,7 @@ def test_dstc_with_an_llm_sampler_retries_faults_and_selects_by_hand(
         server.openai_base_url,
         "--temperature",
         "0.7",
-        "-j",
+        "-n",
         "4",
         "-w",
         "1",

@@ -191,3 +191,22 @@ def test_importing_the_data_package_pulls_in_no_heavy_dependency() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_registered_test_sampler_is_loaded_by_its_spec(function_task: FunctionTask) -> None:
+    from gym_repost.data.samplers import load_test_sampler, register_test_sampler
+
+    class Fixed:
+        name = "fixed-tests"
+
+        def __init__(self, argument: str) -> None:
+            self.tests = tuple(t.strip() for t in argument.split(";"))
+
+        def sample_tests(self, task: FunctionTask, n: int, *, seed: int) -> TestSuite:
+            return TestSuite(self.tests[:n])
+
+    register_test_sampler("fixed-tests-only", Fixed)
+    sampler = load_test_sampler("fixed-tests-only:assert score([]) == 0; assert score([1]) == 10")
+    assert sampler.sample_tests(function_task, 5, seed=0).tests == ("assert score([]) == 0", "assert score([1]) == 10")
+    with pytest.raises(ConfigError, match="nope"):
+        load_test_sampler("nope:x")

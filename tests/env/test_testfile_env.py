@@ -10,9 +10,9 @@ from gymnasium.utils.env_checker import check_env
 from testfile_tasks import GROUND_TRUTH, tiny_testfile_task  # noqa: F401 - a fixture
 
 import gym_repost  # noqa: F401 - registers the environments
-from gym_repost.analysis.test_source import disarm_tests, remove_assertions
-from gym_repost.analysis.testfile_scoring import RewardConfig
+from gym_repost.analysis.pytest_files import disarm_tests, remove_assertions
 from gym_repost.env import TESTFILE_ENV_ID, TestFileEnv
+from gym_repost.harness.testfile_scoring import RewardConfig
 from gym_repost.sandbox import Sandbox
 from gym_repost.task import TestFileTask
 

@@ -13,8 +13,9 @@ import pytest
 
 from gym_repost.evaluate import Episode, RunConfig, RunDir, evaluate, summarize
 from gym_repost.evaluate.metrics import infra_error_share, infra_warning
-from gym_repost.evaluate.report import INFRA_FAIL, SCORED, figure_rows, render_html
+from gym_repost.evaluate.report import INFRA_FAIL, SCORED, figure_rows
 from gym_repost.evaluate.runner import tasks_digest
+from gym_repost.evaluate.viewer import write_report
 from gym_repost.policy import load_policy
 from gym_repost.sandbox import Sandbox
 from gym_repost.task import load_tasks, save_tasks
@@ -79,7 +80,18 @@ def test_the_warning_starts_above_five_percent() -> None:
     assert infra_warning(14, 14) is not None
 
 
-def test_summary_counts_infra_errors_as_failures_beside_the_scored_figures() -> None:
+def _viewer_page(tmp_path: Path, episodes: list[Episode], config: RunConfig | None) -> str:
+    """The viewer's overview of a run directory holding ``episodes``."""
+    run = RunDir(tmp_path / "run")
+    run.path.mkdir()
+    if config is not None:
+        run.prepare(config)
+    for episode in episodes:
+        run.append(episode, [])
+    return write_report([run.path], tmp_path / "report").read_text()
+
+
+def test_summary_counts_infra_errors_as_failures_beside_the_scored_figures(tmp_path: Path) -> None:
     episodes = [
         _episode("a", 0, "passed", solved_at=0, submissions=1),
         _episode("a", 1, "infra_error"),
@@ -107,17 +119,17 @@ def test_summary_counts_infra_errors_as_failures_beside_the_scored_figures() -> 
     rows = figure_rows(summary)
     assert rows["pass@k"][SCORED] == [("pass@1", 1.0), ("pass@2", 1.0)]
     assert rows["self_repair"][INFRA_FAIL][1] == ("r=1", pytest.approx(0.5))
-    page = render_html(summary, episodes, config)
-    assert "role='alert'" in page and "WARNING: 3 of 6 episodes" in page
+    page = _viewer_page(tmp_path, episodes, config)
+    assert 'role="alert"' in page and "WARNING: 3 of 6 episodes" in page
     assert "<th>infra = fail</th>" in page and "50.0%" in page
 
 
-def test_a_clean_run_has_equal_figures_and_no_warning() -> None:
+def test_a_clean_run_has_equal_figures_and_no_warning(tmp_path: Path) -> None:
     summary = summarize([_episode("a", 0, "passed", 0, 1), _episode("a", 1, "failed", None, 1)], None)
     assert summary["with_infra_errors"] == {"pass@1": 0.5, "pass@2": 1.0, "self_repair": {"0": 0.5}}
     assert summary["pass@1"] == 0.5 and summary["infra_error_share"] == 0.0
     assert summary["infra_warning"] is None
-    assert "role='alert'" not in render_html(summary, [], None)
+    assert 'role="alert"' not in _viewer_page(tmp_path, [_episode("a", 0, "passed", 0, 1)], None)
 
 
 # ------------------------------------------------------------------ real runs
@@ -174,15 +186,15 @@ def test_cli_eval_shows_both_figures_and_warns_above_five_percent(
     assert any(line.startswith("WARNING: 3 of 6 episodes") for line in lines), result.stdout
     scored = [line for line in lines if "│ scored " in line]
     infra = [line for line in lines if "│ infra = fail " in line]
-    assert len(scored) == len(infra) == 2  # pass@k and self-repair tables
+    assert len(scored) == 3 and len(infra) == 2  # pass@k and self-repair tables; self-repair by test runs
     assert "100.0%" in scored[0] and "50.0%" in infra[0] and "66.7%" in infra[0]
 
     report = subprocess.run(
         [sys.executable, "-m", "gym_repost.cli", "report", str(run)], capture_output=True, text=True, timeout=600
     )
     assert report.returncode == 0 and "WARNING: 3 of 6 episodes" in report.stdout
-    page = (run / "report.html").read_text()
-    assert "role='alert'" in page and "infra = fail" in page
+    page = (run / "report" / "index.html").read_text()
+    assert 'role="alert"' in page and "infra = fail" in page
 
 
 def test_a_run_below_five_percent_has_no_warning(

@@ -2,43 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pytest
+from sandboxes import CountingSandbox
 
 import gym_repost.harness as harness
 from gym_repost.harness import reference_for, reference_store, run_function_tests
 from gym_repost.harness.verdict import ReferenceCache
-from gym_repost.sandbox.base import RunResult, Sandbox
+from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask
-
-
-class _Counting(Sandbox):
-    def __init__(self, inner: Sandbox, description: dict[str, object] | None = None) -> None:
-        self.inner, self.runs, self.description = inner, 0, description
-
-    def start(self) -> None:
-        self.inner.start()
-
-    def close(self) -> None:
-        pass
-
-    def describe(self) -> dict[str, object]:
-        return self.description if self.description is not None else self.inner.describe()
-
-    def run(
-        self,
-        files: Mapping[str, str | bytes],
-        command: Sequence[str],
-        timeout: float = 10.0,
-        *,
-        stdin: str | None = None,
-        env: Mapping[str, str] | None = None,
-        network: bool = False,
-    ) -> RunResult:
-        self.runs += 1
-        return self.inner.run(files, command, timeout, stdin=stdin, env=env, network=network)
 
 
 @pytest.fixture
@@ -56,11 +29,11 @@ def _new_process(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_later_process_reads_the_reference_instead_of_making_it(
     store: Path, sandbox: Sandbox, function_task: FunctionTask, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    first = _Counting(sandbox)
+    first = CountingSandbox(sandbox)
     made = reference_for(first, function_task)
     assert made.passed and first.runs == 2 and len(list(store.rglob("*.json"))) == 1  # a run and its replay
     _new_process(monkeypatch)
-    later = _Counting(sandbox)
+    later = CountingSandbox(sandbox)
     assert reference_for(later, function_task) == made and later.runs == 0
     wrong = function_task.ground_truth.replace("total += clamp(v * SCALE, 0, cap)", "total += 1")
     assert not run_function_tests(later, function_task, wrong).passed and later.runs == 1
@@ -75,18 +48,18 @@ def test_a_changed_ground_truth_or_limits_make_a_new_reference(
     assert changed.ground_truth != function_task.ground_truth
     assert reference_store.disk_key(sandbox, changed) != reference_store.disk_key(sandbox, function_task)
     tighter = {**sandbox.describe(), "limits": {"cpu_seconds": 1.0}}
-    assert reference_store.disk_key(_Counting(sandbox, tighter), function_task) != reference_store.disk_key(
+    assert reference_store.disk_key(CountingSandbox(sandbox, tighter), function_task) != reference_store.disk_key(
         sandbox, function_task
     )
     other_process = {**sandbox.describe(), "workers": 7, "memory_cap": {"cgroup_parent": "/elsewhere"}}
-    assert reference_store.disk_key(_Counting(sandbox, other_process), function_task) == reference_store.disk_key(
+    assert reference_store.disk_key(CountingSandbox(sandbox, other_process), function_task) == reference_store.disk_key(
         sandbox, function_task
     )
 
 
 def test_a_docker_sandbox_keeps_references_in_memory_only(sandbox: Sandbox, function_task: FunctionTask) -> None:
     docker_like = {**sandbox.describe(), "backend": "docker"}
-    assert reference_store.disk_key(_Counting(sandbox, docker_like), function_task) is None
+    assert reference_store.disk_key(CountingSandbox(sandbox, docker_like), function_task) is None
 
 
 def test_an_unreadable_file_is_made_again_and_the_store_can_be_turned_off(
@@ -96,7 +69,7 @@ def test_an_unreadable_file_is_made_again_and_the_store_can_be_turned_off(
     (path,) = store.rglob("*.json")
     path.write_text("{not json")
     _new_process(monkeypatch)
-    counting = _Counting(sandbox)
+    counting = CountingSandbox(sandbox)
     assert reference_for(counting, function_task).passed and counting.runs == 2
     monkeypatch.setenv("GYM_REPOST_REFERENCES", "off")
     _new_process(monkeypatch)

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from testfile_tasks import FOCAL, tiny_testfile_task  # noqa: F401 - a fixture
 
-from gym_repost.analysis.testfile_report import score_test_file
 from gym_repost.harness import reference_for, run_function_tests
+from gym_repost.harness.testfile_report import score_test_file
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask, TestFileTask, load_tasks
 

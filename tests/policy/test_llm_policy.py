@@ -68,6 +68,12 @@ def test_an_agentic_episode_reads_writes_tests_and_submits(
     assert "tools" in server.requests[0].body and "Task: write `score`" in server.requests[0].text()
     stats = episode.stats
     assert stats["mode"] == "agentic" and stats["llm_calls"] == 3 and stats["model_answers"] == 3
+    # each step records the tokens spent on it (the run viewer shows them): the two tool
+    # calls of one answer cost one call, charged to the first; together, the episode's
+    spent = [step["tokens"] for step in trajectory]
+    assert spent[2] == {"input": 0, "output": 0} and all(s["input"] > 0 for s in (spent[0], spent[1], spent[3]))
+    assert sum(s["input"] for s in spent) == stats["input_tokens"]
+    assert sum(s["output"] for s in spent) == stats["output_tokens"]
     assert stats["input_tokens"] > 0 and stats["output_tokens"] > 0 and stats["retries"] == 0
 
 

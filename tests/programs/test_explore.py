@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from busy import busy_machine
 
-from gym_repost.construct.model import Drop
+from gym_repost.construct.stages import Drop
 from gym_repost.construct.testgen import generate_tests
 from gym_repost.construct.testgen.explore import run_explorer, search_config, search_timeout, wall_clock_notes
 from gym_repost.sandbox.base import Sandbox

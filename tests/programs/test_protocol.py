@@ -17,12 +17,12 @@ from collections.abc import Mapping, Sequence
 import pytest
 from testfile_tasks import GROUND_TRUTH, make_testfile_task
 
-from gym_repost.analysis.mutation_runner import run_test_file
 from gym_repost.construct.testgen import generate_tests, trace_repository
 from gym_repost.data.base import TestSuite
-from gym_repost.data.execution import run_code_against_tests
+from gym_repost.data.matrix import run_code_against_tests
 from gym_repost.harness import run_function_tests
 from gym_repost.harness.coverage import measure_coverage
+from gym_repost.harness.testfile import run_test_file
 from gym_repost.programs.protocol import END, RESULT, RESULT_COMPRESSED
 from gym_repost.sandbox.base import RunResult, Sandbox
 from gym_repost.sandbox.programs import (

@@ -28,16 +28,9 @@ from gym_repost.harness.validation import validate_task
 from gym_repost.sandbox import get_sandbox
 from gym_repost.sandbox.config import DockerSandboxConfig
 from gym_repost.sandbox.conformance import CHECK_NAMES, CheckResult, processes_of_uid, run_conformance
-from gym_repost.sandbox.docker import (
-    LABEL,
-    OWNER_LABEL,
-    SANDBOX_LABEL,
-    WORKDIR,
-    DockerSandbox,
-    cleanup_containers,
-    connect,
-    owner_identity,
-)
+from gym_repost.sandbox.docker import SANDBOX_LABEL, DockerSandbox
+from gym_repost.sandbox.docker_containers import LABEL, OWNER_LABEL, cleanup_containers, connect, owner_identity
+from gym_repost.sandbox.docker_exec import WORKDIR
 from gym_repost.sandbox.docker_image import build_image, image_status, resolve_recipe
 from gym_repost.task import FunctionTask, load_tasks, save_tasks
 

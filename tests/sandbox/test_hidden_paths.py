@@ -177,7 +177,8 @@ def test_quota_and_memory_checks_of_the_conformance_suite(local_sandbox: LocalSa
 
 @pytest.fixture(scope="module")
 def docker_sandbox() -> Iterator[Any]:
-    from gym_repost.sandbox.docker import DockerSandbox, connect
+    from gym_repost.sandbox.docker import DockerSandbox
+    from gym_repost.sandbox.docker_containers import connect
     from gym_repost.sandbox.docker_image import build_image, resolve_recipe
 
     try:

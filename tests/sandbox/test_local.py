@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import hashlib
 import json
 import os
 import re
@@ -22,7 +23,9 @@ from gym_repost.errors import SandboxError, SandboxUnavailableError
 from gym_repost.sandbox import get_sandbox, isolation, local
 from gym_repost.sandbox.config import LocalSandboxConfig
 from gym_repost.sandbox.identity import start_time
-from gym_repost.sandbox.local import DIR_PREFIX, LocalSandbox, cleanup_leftovers
+from gym_repost.sandbox.leftovers import cleanup_leftovers
+from gym_repost.sandbox.local import LocalSandbox
+from gym_repost.sandbox.local_worker import DIR_PREFIX
 from gym_repost.sandbox.worker import MARKER, Capture, plan_command
 
 
@@ -95,6 +98,24 @@ SEMANTICS = {
         ["main.py", "arg"],
     ),
     "recursion_depth": ({"main.py": "def f(): f()\nf()"}, ["main.py"]),
+    # os._exit tells PID 1 the status before the teardown: the same status, and what was
+    # not flushed is lost; a forked child's os._exit is its own business.
+    "os_exit": (
+        {"main.py": "import os, sys\nprint('kept', flush=True)\nsys.stdout.write('lost')\nos._exit(7)"},
+        ["main.py"],
+    ),
+    "os_exit_in_a_fork": (
+        {
+            "main.py": textwrap.dedent("""\
+        import os
+        pid = os.fork()
+        if pid == 0:
+            os._exit(3)
+        print('child said', os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), flush=True)
+        os._exit(0)""")
+        },
+        ["main.py"],
+    ),
 }
 
 
@@ -643,6 +664,23 @@ def test_programs_run_from_their_bytecode_as_if_compiled_where_they_lie(warm_san
             (function, line) for _, function, line in frames
         ]
         assert "EOFError: standard input holds no configuration" in result.stderr
+
+
+def test_programs_the_worker_holds_are_written_from_its_copy(warm_sandbox: LocalSandbox) -> None:
+    # Their text is not sent per run; the run directory holds exactly the text given.
+    from gym_repost.sandbox.programs import program_files
+
+    files = program_files("harness")
+    worker = warm_sandbox._pool.members()[0]
+    request = worker.leave_out_programs({"files": dict(files)})
+    assert request["files"] == {} and sorted(request["programs"]) == sorted(files)
+    changed = {**files, "_gym_repost_harness.py": files["_gym_repost_harness.py"] + "# changed\n"}
+    request = worker.leave_out_programs({"files": dict(changed)})
+    assert list(request["files"]) == ["_gym_repost_harness.py"] and request["programs"] == ["_gym_repost_protocol.py"]
+    probe = "import hashlib, sys\nfor n in sys.argv[1:]:\n    print(hashlib.sha256(open(n, 'rb').read()).hexdigest())"
+    for shipped in (files, changed):
+        result = warm_sandbox.run({**shipped, "probe.py": probe}, ["python3", "probe.py", *sorted(shipped)])
+        assert result.stdout.split() == [hashlib.sha256(shipped[n].encode()).hexdigest() for n in sorted(shipped)]
 
 
 def test_profile_mode_stamps_each_phase_in_order(work_root: Path) -> None:

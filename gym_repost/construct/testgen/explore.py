@@ -27,7 +27,7 @@ from gym_repost.analysis.mutation import generate_mutants, sample_mutants
 from gym_repost.analysis.parsing import parse_python
 from gym_repost.analysis.source import find_function, function_source
 from gym_repost.construct.function_task import make_function_task
-from gym_repost.construct.model import Drop, GeneratedTests, SandboxedScript
+from gym_repost.construct.stages import Drop, GeneratedTests, SandboxedScript
 from gym_repost.construct.testgen.trace import RecordedCall
 from gym_repost.construct.testgen.writer import ChosenInput, write_tests
 from gym_repost.errors import BuildError

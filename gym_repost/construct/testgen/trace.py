@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gym_repost.construct.model import Candidate, SourceRepository
+from gym_repost.construct.stages import Candidate, SourceRepository
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.sandbox.programs import run_program
 
@@ -59,6 +59,8 @@ class TraceResult:
         tests_run: test items run (doctests included).
         tests_failed: reports that failed (a failing test may still have given traces).
         timed_out: the deadline stopped the suite, or the sandbox killed the run.
+        wall_stops: tests stopped by the wall clock's safety limit rather than by their
+            CPU-time limit (a loaded machine, or a test that sleeps or waits).
         duration: seconds of the sandbox run.
     """
 
@@ -68,6 +70,7 @@ class TraceResult:
     tests_run: int = 0
     tests_failed: int = 0
     timed_out: bool = False
+    wall_stops: int = 0
     duration: float = 0.0
 
     @property
@@ -153,7 +156,8 @@ def trace_repository(
         candidates: the functions whose calls to record.
         timeout: seconds for the whole run; the suite stops a little before.
         max_calls_per_target: most calls kept per candidate (spread over the tests).
-        test_timeout: seconds per test before it is interrupted.
+        test_timeout: CPU seconds per test before it is interrupted (the wall clock stops
+            it only at ``WALL_FACTOR`` times that, a safety limit counted in ``wall_stops``).
 
     Raises:
         SandboxError: the sandbox itself failed (infrastructure).
@@ -212,6 +216,7 @@ def _read_result(
         tests_run=data["tests_run"],
         tests_failed=data["tests_failed"],
         timed_out=data["deadline_hit"],
+        wall_stops=int(data.get("wall_stops", 0)),
         duration=duration,
     )
 

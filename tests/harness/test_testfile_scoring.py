@@ -6,14 +6,14 @@ import pytest
 from pydantic import ValidationError
 
 from gym_repost.analysis.mutation import Mutant, generate_mutants
-from gym_repost.analysis.mutation_runner import (
+from gym_repost.harness.testfile import (
     CollectionError,
     MutantOutcome,
     TestFileRun,
     TestOutcome,
     statement_lines,
 )
-from gym_repost.analysis.testfile_scoring import (
+from gym_repost.harness.testfile_scoring import (
     RewardConfig,
     blend,
     file_runs,

@@ -35,7 +35,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from gym_repost.analysis.mutation_runner import TestFileRun
+from gym_repost.harness.testfile import TestFileRun
 from gym_repost.task import TestFileMetrics
 
 METRICS: tuple[str, ...] = ("execution_rate", "pass_rate", "line_coverage", "branch_coverage", "mutation_score")

@@ -26,32 +26,26 @@ import logging
 import os
 import random
 from dataclasses import dataclass, field
-from typing import Any, Literal, get_args
+from typing import Any, Literal, cast, get_args
 
 from gym_repost.analysis.decoys import Decoy, disguise, generate_decoys
 from gym_repost.analysis.mutation import Mutant, MutationScore, generate_mutants, mutation_score, sample_mutants
 from gym_repost.analysis.parsing import parse_python
 from gym_repost.errors import SandboxError
-from gym_repost.sandbox import programs
 from gym_repost.sandbox.base import Sandbox
-from gym_repost.sandbox.programs import ProgramRun, program_file, run_program
+from gym_repost.sandbox.programs import ProgramRun, run_program
 from gym_repost.task import TestFileTask
 
 logger = logging.getLogger(__name__)
 
-PROGRAM_NAME = program_file("testfile")
-"""File name of the in-sandbox program (:mod:`gym_repost.programs.testfile`) inside the run directory."""
+PROGRAM_MODULES = ("testfile_zygote", "testfile_session", "testfile_replay")
+"""The program's modules (:mod:`gym_repost.programs.testfile` imports them)."""
 _GRACE = 20.0
 _OUTPUT = 1500
 
 RunStatus = Literal["completed", "invalid", "timeout", "crashed", "error"]
 Outcome = Literal["passed", "failed", "error", "timeout", "skipped"]
 MutantStatus = Literal["killed", "survived", "timeout", "uncovered", "unapplied", "not run"]
-
-
-def program_source() -> str:
-    """Text of the in-sandbox program (:mod:`gym_repost.programs.testfile`)."""
-    return programs.program_source("testfile")
 
 
 @dataclass(frozen=True)
@@ -383,7 +377,13 @@ def run_test_file(
     config = _config(task, variants, focal_source, jobs or min(4, os.cpu_count() or 1), sources)
     budget = 2 * spec.timeout + (spec.mutation_timeout if mutants else 0.0) + _GRACE
     run = run_program(
-        sandbox, "testfile", {**task.repository.files, spec.test_path: test_source}, config, timeout=budget, token=True
+        sandbox,
+        "testfile",
+        {**task.repository.files, spec.test_path: test_source},
+        config,
+        modules=PROGRAM_MODULES,
+        timeout=budget,
+        token=True,
     )
     return parse_report(run, mutants, population, variants)
 
@@ -440,18 +440,24 @@ def _run_from_report(
 ) -> TestFileRun:
     status = data.get("status")
     outcomes = _variant_outcomes(_list(data.get("mutants")), variants)
-    calls = data.get("calls") if isinstance(data.get("calls"), dict) else {}
-    calibration = data.get("calibration") if isinstance(data.get("calibration"), dict) else {}
+    calls: dict[str, Any] = data["calls"] if isinstance(data.get("calls"), dict) else {}
+    calibration: dict[str, Any] = data["calibration"] if isinstance(data.get("calibration"), dict) else {}
     return TestFileRun(
-        status=status if status in get_args(RunStatus) else "crashed",
+        status=cast(RunStatus, status) if status in get_args(RunStatus) else "crashed",
         message=str(data.get("message") or ""),
         tests=[_record(t, TestOutcome) for t in _list(data.get("tests"))],
         collection_errors=[_record(e, CollectionError) for e in _list(data.get("collection_errors"))],
         running=_text_or_none(data.get("running")),
         **_coverage_fields(data.get("coverage")),
-        mutants=[outcomes.get(id(m)) or MutantOutcome(m, "not run") for m in mutants],
+        mutants=[
+            o if isinstance(o := outcomes.get(id(m)), MutantOutcome) else MutantOutcome(m, "not run") for m in mutants
+        ],
         population=population,
-        decoys=[outcomes.get(id(v)) or DecoyOutcome(v, "not run") for v in variants if isinstance(v, Decoy)],
+        decoys=[
+            o if isinstance(o := outcomes.get(id(v)), DecoyOutcome) else DecoyOutcome(v, "not run")
+            for v in variants
+            if isinstance(v, Decoy)
+        ],
         mutation_status=str(data.get("mutation_status", "not run")),
         mutation_message=str(data.get("mutation_message", "")),
         calibration_failed=[str(n) for n in _list(calibration.get("failed"))],
@@ -531,11 +537,8 @@ def _variant_outcomes(reported: list[Any], variants: list[Variant]) -> dict[int,
         status = r.get("status", "killed") if r is not None else "not run"
         if r is None or status not in get_args(MutantStatus):
             continue
-        cls = DecoyOutcome if isinstance(variant, Decoy) else MutantOutcome
-        out[id(variant)] = cls(
-            variant,
-            status,
-            _text_or_none(r.get("killed_by")),  # type: ignore[arg-type]
-            _text_or_none(r.get("detail")),
+        found = cast(MutantStatus, status), _text_or_none(r.get("killed_by")), _text_or_none(r.get("detail"))
+        out[id(variant)] = (
+            DecoyOutcome(variant, *found) if isinstance(variant, Decoy) else MutantOutcome(variant, *found)
         )
     return out

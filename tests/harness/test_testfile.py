@@ -11,16 +11,16 @@ import pytest
 from testfile_tasks import FILES, FOCAL, GROUND_TRUTH, make_testfile_task
 
 from gym_repost.analysis.mutation import generate_mutants
-from gym_repost.analysis.mutation_runner import (
+from gym_repost.errors import SandboxError
+from gym_repost.harness.testfile import (
     MutantOutcome,
     TestFileRun,
     parse_report,
     run_test_file,
     select_mutants,
 )
-from gym_repost.analysis.testfile_report import build_report, score_test_file
-from gym_repost.analysis.testfile_scoring import metrics_from_run
-from gym_repost.errors import SandboxError
+from gym_repost.harness.testfile_report import build_report, score_test_file
+from gym_repost.harness.testfile_scoring import metrics_from_run
 from gym_repost.programs.protocol import END, RESULT
 from gym_repost.sandbox import Sandbox, get_sandbox
 from gym_repost.sandbox.base import RunResult

@@ -14,8 +14,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from gym_repost.analysis.mutation_runner import TestFileRun, run_test_file
-from gym_repost.analysis.testfile_scoring import (
+from gym_repost.harness.testfile import TestFileRun, run_test_file
+from gym_repost.harness.testfile_scoring import (
     METRICS,
     RewardConfig,
     blend,
@@ -187,7 +187,8 @@ def _branch(a: int, b: int) -> str:
 def _ranges(lines: list[int]) -> str:
     spans: list[str] = []
     start = prev = lines[0]
-    for n in lines[1:] + [None]:  # type: ignore[list-item]
+    following: list[int | None] = [*lines[1:], None]
+    for n in following:
         if n is not None and n == prev + 1:
             prev = n
             continue

@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from gym_repost.analysis.test_source import count_assertions, count_tests, disarm_tests, remove_assertions
+from gym_repost.analysis.pytest_files import count_assertions, count_tests, disarm_tests, remove_assertions
 
 SOURCE = textwrap.dedent("""\
     import unittest
