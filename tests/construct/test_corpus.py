@@ -4,6 +4,7 @@ repository, and resuming at the repository level."""
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from pathlib import Path
 
@@ -181,7 +182,8 @@ def test_the_command_line_builds_a_source_list_and_says_which_line_is_bad(tmp_pa
 
     def build(*extra: str) -> subprocess.CompletedProcess[str]:
         command = [sys.executable, "-m", "gym_repost.cli", "build", str(listing), "-o", str(output), *extra]
-        return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+        env = {**os.environ, "COLUMNS": "400"}  # error lines unwrapped
+        return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
 
     result = build("--max-candidates", "1", "--test-executions", "200", "--no-trace")
     assert result.returncode == 0, result.stderr
@@ -192,4 +194,4 @@ def test_the_command_line_builds_a_source_list_and_says_which_line_is_bad(tmp_pa
     )
     listing.write_text("alpha\nnot/here\n")
     result = build()
-    assert result.returncode == 2 and "sources.txt:2: 'not/here' is neither" in " ".join(result.stderr.split())
+    assert result.returncode == 2 and "sources.txt:2: 'not/here' is neither" in result.stderr
