@@ -136,6 +136,7 @@ def line_chart(title: str, xs: Sequence[str], series: Sequence[Series], *, x_lab
     marker and its value at every point; a missing value breaks the line."""
     slot = max(48.0, max((_text_width(x) for x in xs), default=0) + 12)
     frame, total_w, total_h = _layout(title, xs, series, slot, x_label)
+    slot = frame.width / max(1, len(xs))  # the categories spread over the whole axis
     out = _frame_svg(title, frame, total_w, total_h, x_label, "pass rate")
     for xi, label in enumerate(xs):
         out.append(
