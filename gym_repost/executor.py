@@ -1,49 +1,341 @@
-"""Where units of work run: one seam for every command that loops over tasks.
+"""Where units of work run: one seam for every command that loops over work.
 
-A unit of work is one call of ``work(item)`` (a validation, a DSTC or AceCoder task, a
-test-generation task). :class:`LocalExecutor` runs ``workers`` of them at once on threads
-of this process; results come back in the order of ``items``, whatever order they finish
-in, so what a command writes does not depend on scheduling.
+A *unit of work* is one call ``work(item, sandbox)``: an episode, a validation, a DSTC or
+AceCoder task, a test-generation task, a repository of a corpus build. ``work`` is a
+picklable object (a frozen dataclass with ``__call__``: the settings, never a live
+sandbox, client or lock), so the same unit runs on a thread of this process or in a Ray
+actor on another machine. Whatever a unit needs that cannot travel (a sandbox, an LLM
+client) it is handed or creates where it runs.
+
+Two executors, one protocol (:class:`Executor`):
+
+* :class:`LocalExecutor` runs ``workers`` units at once on threads of this process, over
+  one thread-safe sandbox (given, or built from a sandbox config and closed with the
+  executor).
+* :class:`RayExecutor` runs them in ``workers`` Ray actors. The sandbox *config* travels;
+  each actor builds its own sandbox on its first unit and keeps it warm for its lifetime.
+  An actor whose process or node dies is restarted by Ray and its unit retried
+  (``max_restarts``, ``max_task_retries``): a unit may run twice, its result is returned
+  once.
+
+Both return results in the order of ``items``, whatever order they finish in, and call
+``on_result`` in this process once per item, so what a command writes (a run directory,
+a task file) is written by this process alone and does not depend on scheduling.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Protocol, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
+
+from gym_repost.errors import ConfigError
+from gym_repost.sandbox.base import Sandbox
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+ExecutorKind = Literal["local", "ray"]
+RAY_INSTALL = 'pip install "gym-repost[ray]"'
+
+
+class Work(Protocol[T, R]):
+    """One unit of work: picklable, called where the executor runs it."""
+
+    def __call__(self, item: T, sandbox: Sandbox | None) -> R:
+        """The result of ``item``; ``sandbox`` is the executor's (None when it has none)."""
+        ...
 
 
 class Executor(Protocol):
     """Runs units of work and returns their results in input order."""
 
-    def map(self, work: Callable[[T], R], items: Sequence[T], on_result: Callable[[R], None] | None = None) -> list[R]:
-        """``[work(item) for item in items]``, run as the executor runs work; ``on_result``
-        is called in this process once per finished item (in completion order)."""
+    def map(self, work: Work[T, R], items: Sequence[T], on_result: Callable[[R], None] | None = None) -> list[R]:
+        """``[work(item, sandbox) for item in items]``, run as the executor runs work;
+        ``on_result`` is called in this process once per finished item (in completion order)."""
+        ...
+
+    def close(self) -> None:
+        """Release the executor's workers and the sandboxes it built."""
         ...
 
 
-class LocalExecutor:
-    """``workers`` threads of this process."""
+class _Closing:
+    def __enter__(self) -> Any:
+        return self
 
-    def __init__(self, workers: int = 2) -> None:
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+class LocalExecutor(_Closing):
+    """``workers`` threads of this process over one shared sandbox.
+
+    Args:
+        workers: units run at once.
+        sandbox: a started sandbox (left open), a sandbox config (built with ``workers``
+            warm workers on first use, closed by :meth:`close`), or None for units that
+            run nothing.
+    """
+
+    def __init__(self, workers: int = 2, sandbox: Sandbox | Any | None = None) -> None:
         if workers < 1:
             raise ValueError(f"workers must be at least 1, not {workers}")
         self.workers = workers
+        self._given = sandbox if isinstance(sandbox, Sandbox) else None
+        self._config = None if isinstance(sandbox, Sandbox) else sandbox
+        self._built: Sandbox | None = None
 
-    def map(self, work: Callable[[T], R], items: Sequence[T], on_result: Callable[[R], None] | None = None) -> list[R]:
+    @property
+    def sandbox(self) -> Sandbox | None:
+        """The sandbox units are handed (built from the config on first use)."""
+        if self._given is not None:
+            return self._given
+        if self._built is None and self._config is not None:
+            self._built = _start(self._config)
+        return self._built
+
+    def map(self, work: Work[T, R], items: Sequence[T], on_result: Callable[[R], None] | None = None) -> list[R]:
+        """Threads over the items. Interrupted (KeyboardInterrupt) or failed, it raises at
+        once: units not started are cancelled, those in flight finish in the background."""
+        sandbox = self.sandbox
+
         def one(item: T) -> R:
-            result = work(item)
+            result = work(item, sandbox)
             if on_result is not None:
                 on_result(result)
             return result
 
         if self.workers == 1 or len(items) <= 1:
             return [one(item) for item in items]
-        with ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="gym-repost-work") as pool:
-            return list(pool.map(one, items))
+        pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="gym-repost-work")
+        try:
+            results = list(pool.map(one, items))
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
+        return results
+
+    def close(self) -> None:
+        """Close the sandbox built from a config (a given sandbox stays open)."""
+        if self._built is not None:
+            self._built.close()
+            self._built = None
 
 
-__all__ = ["Executor", "LocalExecutor"]
+def _start(config: Any) -> Sandbox:
+    sandbox = config.build()
+    sandbox.start()
+    return sandbox
+
+
+class _Actor:
+    """The body of a Ray actor: a warm sandbox built from a config, kept for the actor's life."""
+
+    def __init__(self, config: Any | None) -> None:
+        self._config = config
+        self._sandbox: Sandbox | None = None
+
+    def run(self, work: Work[Any, Any], index_item: tuple[int, Any]) -> tuple[int, Any]:
+        if self._sandbox is None and self._config is not None:
+            self._sandbox = _start(self._config)
+        index, item = index_item
+        return index, work(item, self._sandbox)
+
+    def close(self) -> None:
+        if self._sandbox is not None:
+            self._sandbox.close()
+            self._sandbox = None
+
+
+def import_ray() -> Any:
+    """The ``ray`` module, or a :class:`ConfigError` naming the extra to install."""
+    try:
+        import ray
+    except ImportError as exc:
+        raise ConfigError(f"--executor ray needs Ray: {RAY_INSTALL}") from exc
+    return ray
+
+
+class RayExecutor(_Closing):
+    """``workers`` Ray actors, each with its own warm sandbox.
+
+    Args:
+        workers: actors (units run at once across the cluster).
+        sandbox: the sandbox config each actor builds its sandbox from (with one warm
+            worker: an actor runs one unit at a time); None for units that run nothing.
+        address: None starts a new local Ray instance (shut down by :meth:`close`; never
+            one found running); ``auto`` or ``HOST:PORT`` (``ray://...``) joins a running
+            cluster. When this process is already connected to Ray, that connection is used.
+        retries: restarts of a dead actor, and reruns of the unit it held.
+        cpus: CPUs Ray reserves per actor.
+        init_options: more keyword arguments of ``ray.init`` (a local instance only).
+
+    Raises:
+        ConfigError: Ray is not installed.
+    """
+
+    def __init__(
+        self,
+        workers: int = 2,
+        sandbox: Any | None = None,
+        *,
+        address: str | None = None,
+        retries: int = 3,
+        cpus: float = 1.0,
+        init_options: dict[str, Any] | None = None,
+    ) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, not {workers}")
+        self.ray = import_ray()
+        self.workers = workers
+        self.address = address
+        self._config = _one_worker(sandbox)
+        self._retries, self._cpus = retries, cpus
+        self._init_options = dict(init_options or {})
+        self._started_ray = False
+        self._actors: list[Any] = []
+
+    def _ensure_actors(self) -> list[Any]:
+        ray = self.ray
+        if not ray.is_initialized():
+            if self.address is None:  # "local": a new instance, never one found in /tmp/ray
+                ray.init(address="local", include_dashboard=False, log_to_driver=False, **self._init_options)
+                self._started_ray = True
+            else:
+                ray.init(address=self.address, log_to_driver=False)
+        if not self._actors:
+            actor_class = ray.remote(_Actor).options(
+                num_cpus=self._cpus,
+                max_restarts=self._retries,
+                max_task_retries=self._retries,
+                scheduling_strategy="SPREAD",
+                max_concurrency=2,  # close() is served while a unit runs (the pool sends one unit at a time)
+                runtime_env={"env_vars": forwarded_environment()},
+            )
+            self._actors = [actor_class.remote(self._config) for _ in range(self.workers)]
+        return self._actors
+
+    def map(self, work: Work[T, R], items: Sequence[T], on_result: Callable[[R], None] | None = None) -> list[R]:
+        """Units to idle actors as they free up (Ray's ``ActorPool``); results in input order.
+
+        Raises:
+            the unit's own exception, as the unit raised it (Ray's wrapper is also an
+            instance of the unit's exception class); ``RayActorError`` when an actor died
+            more than ``retries`` times.
+        """
+        if not items:
+            return []
+        from ray.util import ActorPool
+
+        actors = self._ensure_actors()
+        work_ref = self.ray.put(work)
+        results: list[Any] = [None] * len(items)
+        pool = ActorPool(actors)
+        for index, result in pool.map_unordered(lambda a, v: a.run.remote(work_ref, v), list(enumerate(items))):
+            results[index] = result
+            if on_result is not None:
+                on_result(result)
+        return results
+
+    def close(self) -> None:
+        """Close the actors' sandboxes, end the actors, and shut down a Ray instance this
+        executor started."""
+        ray = self.ray
+        if self._actors:
+            try:
+                ray.get([a.close.remote() for a in self._actors], timeout=30)
+            except Exception:
+                logger.warning("closing the actors' sandboxes failed", exc_info=True)
+            for actor in self._actors:
+                ray.kill(actor, no_restart=True)
+            self._actors = []
+        if self._started_ray:
+            ray.shutdown()
+            self._started_ray = False
+
+
+FORWARDED_ENVIRONMENT = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL")
+"""Variables the actors get from the driver's environment (the LLM clients they create
+read them), besides every ``GYM_REPOST_*`` one (the cache and reference-store folders)."""
+
+
+def forwarded_environment() -> dict[str, str]:
+    """The driver's variables a Ray actor is started with."""
+    return {k: v for k, v in os.environ.items() if k in FORWARDED_ENVIRONMENT or k.startswith("GYM_REPOST_")}
+
+
+def _one_worker(config: Any | None) -> Any | None:
+    """An actor's sandbox: the config with one warm worker (an actor runs one unit at a time)."""
+    if config is None or not hasattr(config, "model_copy") or "workers" not in type(config).model_fields:
+        return config
+    return config.model_copy(update={"workers": 1})
+
+
+def get_executor(
+    kind: ExecutorKind | str = "local",
+    *,
+    workers: int = 2,
+    sandbox: Sandbox | Any | None = None,
+    address: str | None = None,
+) -> LocalExecutor | RayExecutor:
+    """The executor named by ``--executor``.
+
+    Args:
+        sandbox: a sandbox config (``gym_repost.sandbox.sandbox_config(...)``); the local
+            executor also takes a started sandbox.
+        address: Ray only: None (a local instance), ``auto`` or a cluster address.
+
+    Raises:
+        ConfigError: an unknown kind, an address without Ray, a started sandbox for Ray,
+            or Ray not installed.
+    """
+    if kind == "local":
+        if address is not None:
+            raise ConfigError("--ray-address applies to --executor ray")
+        return LocalExecutor(workers, sandbox)
+    if kind == "ray":
+        if isinstance(sandbox, Sandbox):
+            raise ConfigError("the Ray executor takes a sandbox config (it travels to the actors), not a sandbox")
+        return RayExecutor(workers, sandbox, address=address)
+    raise ConfigError(f"--executor {kind}: choose local or ray")
+
+
+def need_sandbox(sandbox: Sandbox | None, what: str) -> Sandbox:
+    """``sandbox``, or a :class:`ConfigError` saying that ``what`` runs code and its
+    executor was given no sandbox."""
+    if sandbox is None:
+        raise ConfigError(f"{what} runs code in a sandbox: give the executor a sandbox (or a sandbox config)")
+    return sandbox
+
+
+def with_sandbox(executor: Executor | None, sandbox: Sandbox | None, workers: int = 2) -> Executor:
+    """The executor a library function runs its units on: ``executor`` if it has its own
+    sandboxes (or was given one), else threads over ``sandbox``."""
+    if executor is None:
+        return LocalExecutor(workers, sandbox)
+    if isinstance(executor, LocalExecutor) and executor._given is None and executor._config is None:
+        return LocalExecutor(executor.workers, sandbox)
+    return executor
+
+
+__all__ = [
+    "RAY_INSTALL",
+    "Executor",
+    "ExecutorKind",
+    "LocalExecutor",
+    "RayExecutor",
+    "Work",
+    "get_executor",
+    "import_ray",
+    "need_sandbox",
+    "with_sandbox",
+]

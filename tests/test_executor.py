@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
+import pickle
+import re
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
+from typing import Any
 
 import pytest
 
-from gym_repost.executor import LocalExecutor
+from gym_repost.errors import ConfigError
+from gym_repost.executor import LocalExecutor, get_executor, need_sandbox
+from gym_repost.sandbox import Sandbox
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_results_come_back_in_input_order_whatever_finishes_first() -> None:
-    def work(n: int) -> int:
+    def work(n: int, _sandbox: object) -> int:
         time.sleep(0.01 * (5 - n))  # the first items finish last
         return n * n
 
@@ -23,7 +33,7 @@ def test_results_come_back_in_input_order_whatever_finishes_first() -> None:
 def test_workers_bound_the_concurrency() -> None:
     running, peak, lock = 0, 0, threading.Lock()
 
-    def work(_: int) -> None:
+    def work(_: int, _sandbox: object) -> None:
         nonlocal running, peak
         with lock:
             running += 1
@@ -37,7 +47,7 @@ def test_workers_bound_the_concurrency() -> None:
 
 
 def test_an_error_in_a_unit_of_work_reaches_the_caller() -> None:
-    def work(n: int) -> int:
+    def work(n: int, _sandbox: object) -> int:
         if n == 2:
             raise ValueError("unit 2 failed")
         return n
@@ -49,3 +59,73 @@ def test_an_error_in_a_unit_of_work_reaches_the_caller() -> None:
 def test_workers_must_be_positive() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         LocalExecutor(0)
+
+
+def test_every_unit_of_work_pickles_with_the_standard_library(function_task: Any) -> None:
+    """What travels to a Ray actor: settings, specs and sandbox configs, never a live object."""
+    from gym_repost.construct.corpus import RepositoryWork
+    from gym_repost.construct.pipeline import BuildSettings, BuildWork
+    from gym_repost.data.acecoder import AcecoderWork
+    from gym_repost.data.dstc import DstcWork
+    from gym_repost.data.rejection import RejectionWork, RepairerSpec
+    from gym_repost.data.testgen import TestGenWork
+    from gym_repost.evaluate import RunConfig
+    from gym_repost.evaluate.runner import EpisodeWork
+    from gym_repost.harness.validation import ValidateWork
+    from gym_repost.policy import load_policy
+    from gym_repost.sandbox import sandbox_config
+
+    config = RunConfig(tasks="t", tasks_digest="d", policy="oracle")
+    units = [
+        EpisodeWork(load_policy("oracle"), config),
+        EpisodeWork(load_policy("mutant", seed=3), config),
+        ValidateWork(mutants=4, seed=1, coverage=True),
+        DstcWork("deterministic", {}, 4, 0, 2.0),
+        AcecoderWork("deterministic", ("deterministic",), "ground-truth", {}, 20, 8, 5, True, 0, 2.0),
+        TestGenWork("llm:openai/gpt-4o-mini", {"base_url": "http://127.0.0.1:1/v1"}, 2, 0),
+        RejectionWork(RepairerSpec("oracle"), ground_truth=True, dedupe=True),
+        BuildWork(BuildSettings(max_candidates=3)),
+        RepositoryWork(BuildSettings()),
+    ]
+    for unit in units:
+        assert pickle.loads(pickle.dumps(unit)) == unit or isinstance(unit, EpisodeWork)
+    factory = pickle.loads(pickle.dumps(units[1])).factory  # loaded again by spec where it lands
+    assert (factory.spec, factory.options, factory.by_spec) == ("mutant", {"seed": 3}, True)
+    assert pickle.loads(pickle.dumps(sandbox_config("local", workers=3))).workers == 3
+
+
+def test_a_missing_ray_names_the_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
+    with pytest.raises(ConfigError, match=re.escape('pip install "gym-repost[ray]"')):
+        get_executor("ray")
+    with pytest.raises(ConfigError, match="--ray-address applies to --executor ray"):
+        get_executor("local", address="auto")
+    with pytest.raises(ConfigError, match="choose local or ray"):
+        get_executor("dask")
+
+
+def test_the_command_line_prints_the_install_command_unmangled(tmp_path: Path) -> None:
+    code = (
+        "import sys; sys.modules['ray'] = None; from gym_repost.cli import main; "
+        f"sys.argv = ['gym-repost', 'validate', {str(ROOT / 'tasks' / 'demo.jsonl')!r}, '--executor', 'ray']; main()"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2 and 'pip install "gym-repost[ray]"' in result.stderr
+
+
+def test_a_local_executor_owns_the_sandbox_it_builds_and_borrows_one_it_is_given(sandbox: Sandbox) -> None:
+    from gym_repost.sandbox import sandbox_config
+
+    def echo(item: int, box: Sandbox | None) -> str:
+        assert box is not None
+        return box.run(files={}, command=["python3", "-c", f"print({item})"], timeout=30.0).stdout.strip()
+
+    with LocalExecutor(2, sandbox_config("local", workers=2)) as owner:
+        assert owner.map(echo, [1, 2, 3]) == ["1", "2", "3"]
+        built = owner.sandbox
+    assert built is not None and built is not sandbox
+    with LocalExecutor(2, sandbox) as borrower:
+        assert borrower.map(echo, [4]) == ["4"] and borrower.sandbox is sandbox
+    assert sandbox.run(files={}, command=["true"], timeout=30.0).returncode == 0  # still open
+    with pytest.raises(ConfigError, match="runs code in a sandbox"):
+        need_sandbox(None, "validation")

@@ -12,8 +12,12 @@ from rich.table import Table
 
 from gym_repost.cli.app import app
 from gym_repost.cli.common import (
+    EXECUTOR,
+    RAY_ADDRESS,
     console,
+    counts_table,
     fail,
+    open_executor,
     open_sandbox,
     parse_policy_args,
     progress_bar,
@@ -186,8 +190,16 @@ def build(
     python: Optional[str] = typer.Option(None, help="Interpreter inside the sandbox."),
     env: Optional[str] = typer.Option(None, help="Installed environment (see `gym-repost env`)."),
     stats_json: Optional[Path] = typer.Option(None, "--stats", help="Write the build statistics here."),
+    eval_fraction: float = typer.Option(
+        0.2, min=0.0, max=0.99, help="Corpus build: share of the repositories put in the eval split."
+    ),
+    duplicate_threshold: float = typer.Option(
+        0.9, min=0.0, max=1.0, help="Corpus build: token 5-gram Jaccard similarity at which a target is a duplicate."
+    ),
+    executor: str = EXECUTOR,
+    ray_address: Optional[str] = RAY_ADDRESS,
 ) -> None:
-    """Build a task set from SOURCE."""
+    """Build a task set from SOURCE (a source list .txt: a corpus of many repositories)."""
     from gym_repost.task import save_tasks
 
     if kind not in ("function", "testfile"):
@@ -206,6 +218,8 @@ def build(
         raise fail("--builder llm builds function tasks from a repository (DIR, ARCHIVE or pypi:NAME)")
     if split not in ("train", "eval"):
         raise fail("--split must be train or eval")
+    if executor != "local" and (kind != "function" or builder != "deterministic" or _is_import_source(source)):
+        raise fail("--executor ray builds function tasks of repositories with the deterministic builder")
     if kind == "testfile":
         if _is_import_source(source):
             raise fail(f"--kind testfile needs a repository (DIR, ARCHIVE or pypi:NAME), not {source}")
@@ -232,7 +246,8 @@ def build(
                 table.add_row(str(error))
             console.print(table)
         return
-    from gym_repost.construct.pipeline import BuildSettings
+    from gym_repost.construct.corpus import is_source_list
+    from gym_repost.construct.pipeline import BuildSettings, BuildWork
 
     settings = BuildSettings(
         split=split,  # type: ignore[arg-type]  # checked above: train or eval
@@ -248,7 +263,16 @@ def build(
     )
     options = sandbox_options(workers, python, env, None)
     log_path = output.with_name(output.name + ".llm.jsonl")
-    if builder.startswith("llm:"):
+    if is_source_list(source):
+        if builder != "deterministic":
+            raise fail("a corpus build (a source list) uses the deterministic builder")
+        with open_executor(executor, ray_address, workers, sandbox, options) as ex:
+            _build_corpus(source, output, settings, ex, eval_fraction, duplicate_threshold)
+        return
+    if executor != "local":
+        with open_executor(executor, ray_address, workers, sandbox, options) as ex:
+            result = ex.map(BuildWork(settings), [source])[0]
+    elif builder.startswith("llm:"):
         result = _build_with_llm(
             builder, source, settings, sandbox, options, base_url=base_url, builder_args=builder_arg, log_path=log_path
         )
@@ -261,6 +285,50 @@ def build(
         console.print(f"every LLM exchange of this build: {log_path}", highlight=False)
     if stats_json:
         stats_json.write_text(json.dumps(result.statistics(), indent=2), encoding="utf-8")
+
+
+def _build_corpus(
+    source: str, output: Path, settings: Any, executor: Any, eval_fraction: float, duplicate_threshold: float
+) -> None:
+    from gym_repost.construct.corpus import build_corpus, corpus_paths, read_sources
+
+    sources = read_sources(source)
+    with progress_bar() as progress:
+        bar = progress.add_task(f"corpus of {len(sources)} repositories", total=len(sources))
+        result = build_corpus(
+            sources,
+            output,
+            settings,
+            executor,
+            eval_fraction=eval_fraction,
+            duplicate_threshold=duplicate_threshold,
+            on_repository=lambda _r: progress.advance(bar),
+        )
+    table = Table("repository", "split", "candidates", "tasks", "dup.", "yield", "cov.", "kill", "s", "error")
+    for row in result.rows():
+        table.add_row(
+            row["repository"],
+            row["split"] or "-",
+            str(row["candidates"]),
+            str(row["tasks"]),
+            str(row["near_duplicates"]),
+            _fmt_stat(row["yield"]),
+            _fmt_stat(row["avg_branch_coverage"]),
+            _fmt_stat(row["median_kill_rate"]),
+            f"{row['seconds']:.0f}",
+            row["error"] or "",
+        )
+    console.print(table)
+    totals = [(k, f"{v:.3f}" if isinstance(v, float) else str(v)) for k, v in result.totals().items()]
+    console.print(counts_table("corpus totals (RepoST Table 2)", totals))
+    paths = corpus_paths(output)
+    if result.resumed:
+        console.print(f"{result.resumed} repositories were already built (resumed from {paths['state']})")
+    console.print(
+        f"wrote [bold]{len(result.tasks())}[/] tasks to {output} (train: {paths['train']}, eval: {paths['eval']}); "
+        f"statistics: {paths['stats_md']}",
+        highlight=False,
+    )
 
 
 def _build_testfile(

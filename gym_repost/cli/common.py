@@ -138,6 +138,30 @@ def open_sandbox(name: str, options: dict[str, Any]) -> Iterator[Any]:
         sandbox.close()
 
 
+EXECUTOR = typer.Option(
+    "local", "--executor", help="Where units of work run: local (threads of this process) | ray (Ray actors)."
+)
+RAY_ADDRESS = typer.Option(
+    None,
+    "--ray-address",
+    help="--executor ray: a cluster to join (auto, HOST:PORT, ray://HOST:PORT); none starts a local Ray instance.",
+)
+
+
+@contextmanager
+def open_executor(
+    kind: str, address: Optional[str], workers: int, sandbox: str, options: dict[str, Any]
+) -> Iterator[Any]:
+    """The ``--executor``, with the sandbox config its workers build their sandboxes from
+    (``local``: one sandbox with ``workers`` warm workers; ``ray``: one per actor); closed on exit."""
+    from gym_repost.executor import get_executor
+    from gym_repost.sandbox import sandbox_config
+
+    config = sandbox_config(sandbox, **backend_options(sandbox, options))
+    with get_executor(kind, workers=workers, sandbox=config, address=address) as executor:
+        yield executor
+
+
 def parse_policy_args(pairs: list[str]) -> dict[str, Any]:
     """``KEY=VALUE`` pairs; a value that parses as JSON is taken as JSON."""
     options: dict[str, Any] = {}

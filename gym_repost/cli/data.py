@@ -12,11 +12,13 @@ from rich.table import Table
 
 from gym_repost.cli.app import data_app
 from gym_repost.cli.common import (
+    EXECUTOR,
+    RAY_ADDRESS,
     console,
     counts_table,
     fail,
     load_tasks,
-    open_sandbox,
+    open_executor,
     parse_policy_args,
     progress_bar,
     sandbox_options,
@@ -33,13 +35,13 @@ def _function_tasks(tasks_path: Path, limit: Optional[int]) -> list[Any]:
 
 
 @contextmanager
-def _executor(workers: int, label: str, total: int) -> Iterator[tuple[Any, Any]]:
-    """The executor of a data command and the progress callback of its results."""
-    from gym_repost.executor import LocalExecutor
-
-    with progress_bar() as progress:
+def _executor(
+    kind: str, address: Optional[str], workers: int, sandbox: str, options: dict[str, Any], label: str, total: int
+) -> Iterator[tuple[Any, Any]]:
+    """The executor of a data command (with its sandboxes) and the progress callback of its results."""
+    with open_executor(kind, address, workers, sandbox, options) as executor, progress_bar() as progress:
         bar = progress.add_task(label, total=total)
-        yield LocalExecutor(workers), lambda _result: progress.advance(bar)
+        yield executor, lambda _result: progress.advance(bar)
 
 
 def _llm_cache(output: Path) -> Path:
@@ -105,11 +107,12 @@ def data_rejection(
     sandbox: str = typer.Option("local", help="Sandbox backend (for --debug-failures)."),
     python: Optional[str] = typer.Option(None, help="Interpreter inside the sandbox."),
     env: Optional[str] = typer.Option(None, help="Installed environment (see `gym-repost env`)."),
+    executor: str = EXECUTOR,
+    ray_address: Optional[str] = RAY_ADDRESS,
 ) -> None:
     """SFT data from an evaluation run's passing solutions (RepoST's rejection sampling)."""
-    from gym_repost.data.llm_samplers import close_samplers, llm_totals
     from gym_repost.data.records import write_jsonl
-    from gym_repost.data.rejection import build_rejection, episodes_by_task, load_repairer, load_run
+    from gym_repost.data.rejection import RepairerSpec, build_rejection, episodes_by_task, load_run
 
     if fmt not in ("messages", "prompt-completion"):
         raise fail("--format must be messages or prompt-completion")
@@ -124,28 +127,26 @@ def data_rejection(
         if spec.startswith("llm:")
         else {"base_url": base_url}
     )
-    with open_sandbox(sandbox, sandbox_options(workers, python, env, None)) as sb, progress_bar() as progress:
-        repairer = load_repairer(spec, options, sb, max_steps=repair_steps, **llm) if debug_failures else None
-        bar = progress.add_task(
-            f"tasks of {run_dir.name}" + (" (debugging failures)" if repairer else ""), total=len(groups)
-        )
-        try:
+    repairer = RepairerSpec(spec, options, repair_steps, llm) if debug_failures else None
+    with open_executor(executor, ray_address, workers, sandbox, sandbox_options(workers, python, env, None)) as ex:
+        with progress_bar() as progress:
+            bar = progress.add_task(
+                f"tasks of {run_dir.name}" + (" (debugging failures)" if repairer else ""), total=len(groups)
+            )
             records, summary = build_rejection(
                 groups,
-                sb,
+                None,
                 repairer=repairer,
                 ground_truth=ground_truth,
                 dedupe=not keep_duplicates,
                 fmt=fmt,  # type: ignore[arg-type]
                 system=system,
-                workers=workers,
                 on_task=lambda _o: progress.advance(bar),
+                executor=ex,
             )
-        finally:
-            close_samplers([repairer])
     written = write_jsonl(records, output)
     _print_rejection(summary, config, debug_failures, spec)
-    if rows := _llm_rows(llm_totals([repairer])):
+    if rows := _llm_rows(summary.llm):
         console.print(counts_table(f"repair model ({spec})", rows))
     console.print(f"wrote [bold]{written}[/] SFT records ({fmt}) to {output}")
 
@@ -201,6 +202,8 @@ def data_dstc(
     sandbox: str = typer.Option("local", help="Sandbox backend."),
     python: Optional[str] = typer.Option(None, help="Interpreter inside the sandbox."),
     env: Optional[str] = typer.Option(None, help="Installed environment (see `gym-repost env`)."),
+    executor: str = EXECUTOR,
+    ray_address: Optional[str] = RAY_ADDRESS,
 ) -> None:
     """DSTC preference pairs: J codes x J tests per task, minimax selection."""
     from gym_repost.data import dstc
@@ -214,19 +217,22 @@ def data_dstc(
 
     tasks = _function_tasks(tasks_path, limit)
     settings = _sampler_settings([sampler], base_url, temperature, output)[sampler]
-    with open_sandbox(sandbox, sandbox_options(workers, python, env, None)) as sb:
-        with _executor(workers, f"DSTC on {tasks_path.name}", len(tasks)) as (executor, on_result):
-            result = dstc.run(
-                tasks,
-                sb,
-                sampler=sampler,
-                sampler_settings=settings,
-                samples=samples,
-                seed=seed,
-                test_timeout=test_timeout,
-                executor=executor,
-                on_result=on_result,
-            )
+    options = sandbox_options(workers, python, env, None)
+    with _executor(executor, ray_address, workers, sandbox, options, f"DSTC on {tasks_path.name}", len(tasks)) as (
+        ex,
+        on_result,
+    ):
+        result = dstc.run(
+            tasks,
+            None,
+            sampler=sampler,
+            sampler_settings=settings,
+            samples=samples,
+            seed=seed,
+            test_timeout=test_timeout,
+            executor=ex,
+            on_result=on_result,
+        )
     dpo, kto_records = result.dpo_records(), result.kto_records()
     write_jsonl(dpo, output)
     if kto:
@@ -292,6 +298,8 @@ def data_acecoder(
     sandbox: str = typer.Option("local", help="Sandbox backend."),
     python: Optional[str] = typer.Option(None, help="Interpreter inside the sandbox."),
     env: Optional[str] = typer.Option(None, help="Installed environment (see `gym-repost env`)."),
+    executor: str = EXECUTOR,
+    ray_address: Optional[str] = RAY_ADDRESS,
 ) -> None:
     """AceCoder pairs: synthesized tests filtered by a proxy, pass rates, pair rule."""
     from gym_repost.data import acecoder
@@ -300,24 +308,25 @@ def data_acecoder(
     tasks = _function_tasks(tasks_path, limit)
     code_specs = sampler + ([] if proxy == "ground-truth" else [proxy])
     settings = _sampler_settings([test_sampler, *code_specs], base_url, temperature, output)
-    with open_sandbox(sandbox, sandbox_options(workers, python, env, None)) as sb:
-        with _executor(workers, f"AceCoder on {tasks_path.name}", len(tasks)) as (executor, on_result):
-            result = acecoder.run(
-                tasks,
-                sb,
-                test_sampler=test_sampler,
-                samplers=sampler,
-                proxy=proxy,
-                sampler_settings=settings,
-                n_tests=n_tests,
-                samples=samples,
-                min_tests=min_tests,
-                strict=not non_strict,
-                seed=seed,
-                test_timeout=test_timeout,
-                executor=executor,
-                on_result=on_result,
-            )
+    options = sandbox_options(workers, python, env, None)
+    label = f"AceCoder on {tasks_path.name}"
+    with _executor(executor, ray_address, workers, sandbox, options, label, len(tasks)) as (ex, on_result):
+        result = acecoder.run(
+            tasks,
+            None,
+            test_sampler=test_sampler,
+            samplers=sampler,
+            proxy=proxy,
+            sampler_settings=settings,
+            n_tests=n_tests,
+            samples=samples,
+            min_tests=min_tests,
+            strict=not non_strict,
+            seed=seed,
+            test_timeout=test_timeout,
+            executor=ex,
+            on_result=on_result,
+        )
     pairs = result.pair_records()
     write_jsonl(pairs, output)
     if tests_output:
@@ -360,6 +369,8 @@ def data_testgen(
     sandbox: str = typer.Option("local", help="Sandbox backend."),
     python: Optional[str] = typer.Option(None, help="Interpreter inside the sandbox."),
     env: Optional[str] = typer.Option(None, help="Installed environment (see `gym-repost env`)."),
+    executor: str = EXECUTOR,
+    ray_address: Optional[str] = RAY_ADDRESS,
 ) -> None:
     """Test-generation data (Repo-Smith): generate a test file, repair its weakest metric, compress the reasoning."""
     from gym_repost.data import testgen
@@ -373,18 +384,19 @@ def data_testgen(
         if generator.startswith("scripted:")
         else {"base_url": base_url, "temperature": temperature, "cache_dir": output.parent / f"{output.stem}-llm-cache"}
     )
-    with open_sandbox(sandbox, sandbox_options(workers, python, env, ["pytest", "coverage"])) as sb:
-        with _executor(workers, f"test generation on {tasks_path.name}", len(tasks)) as (executor, on_result):
-            results = testgen.run(
-                tasks,
-                sb,
-                generator=generator,
-                generator_settings=settings,
-                max_rounds=rounds,
-                seed=seed,
-                executor=executor,
-                on_result=on_result,
-            )
+    options = sandbox_options(workers, python, env, ["pytest", "coverage"])
+    label = f"test generation on {tasks_path.name}"
+    with _executor(executor, ray_address, workers, sandbox, options, label, len(tasks)) as (ex, on_result):
+        results = testgen.run(
+            tasks,
+            None,
+            generator=generator,
+            generator_settings=settings,
+            max_rounds=rounds,
+            seed=seed,
+            executor=ex,
+            on_result=on_result,
+        )
     write_jsonl([r.record() for r in results], output)
     t = testgen.testgen_totals(results)
     console.print(

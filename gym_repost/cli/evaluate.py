@@ -11,10 +11,12 @@ from rich.table import Table
 
 from gym_repost.cli.app import app
 from gym_repost.cli.common import (
+    EXECUTOR,
+    RAY_ADDRESS,
     console,
     fail,
     load_tasks,
-    open_sandbox,
+    open_executor,
     parse_policy_args,
     progress_bar,
     sandbox_options,
@@ -50,6 +52,8 @@ def eval_command(
         help="LLM endpoint for llm: policies (a proxy, "
         "vLLM http://localhost:8000/v1, Ollama http://localhost:11434/v1).",
     ),
+    executor: str = EXECUTOR,
+    ray_address: Optional[str] = RAY_ADDRESS,
 ) -> None:
     """Run a policy on every task (n samples each) and score it."""
     from gym_repost.evaluate import RunConfig, RunDir, evaluate
@@ -79,7 +83,11 @@ def eval_command(
     )
     run_dir = RunDir(output)
     keys = {(t.id, s) for t in tasks for s in range(n)}
-    with run_dir.writer_lock(), open_sandbox(sandbox, options_of_sandbox) as sb, progress_bar(passes=True) as progress:
+    with (
+        run_dir.writer_lock(),
+        open_executor(executor, ray_address, workers, sandbox, options_of_sandbox) as ex,
+        progress_bar(passes=True) as progress,
+    ):
         earlier = [e for e in run_dir.episodes() if e.key in keys and e.status != "infra_error"]
         passed = sum(e.status == "passed" for e in earlier)
         bar = progress.add_task(
@@ -91,7 +99,7 @@ def eval_command(
             passed += episode.status == "passed"
             progress.update(bar, advance=1, passed=passed)
 
-        summary = evaluate(tasks, factory, config, run_dir, sb, on_episode=on_episode)
+        summary = evaluate(tasks, factory, config, run_dir, on_episode=on_episode, executor=ex)
     _print_summary(summary)
     console.print(f"results in {output}/ (summary.json, episodes.jsonl); `gym-repost report {output}` for the report")
 

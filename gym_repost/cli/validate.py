@@ -11,10 +11,12 @@ from rich.table import Table
 
 from gym_repost.cli.app import app
 from gym_repost.cli.common import (
+    EXECUTOR,
+    RAY_ADDRESS,
     console,
     err_console,
     load_tasks,
-    open_sandbox,
+    open_executor,
     progress_bar,
     sandbox_options,
 )
@@ -53,9 +55,10 @@ def validate(
     ),
     seed: int = typer.Option(0, help="Seed of the mutant sample."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write per-task results here."),
+    executor: str = EXECUTOR,
+    ray_address: Optional[str] = RAY_ADDRESS,
 ) -> None:
     """Check that each ground truth passes and that the tests reject wrong code."""
-    from gym_repost.executor import LocalExecutor
     from gym_repost.harness.validation import validate_tasks, validation_totals
 
     tasks = load_tasks(tasks_path)
@@ -69,15 +72,15 @@ def validate(
         if not tasks:
             raise typer.Exit(0)
     options = sandbox_options(workers, python, env, None, tasks, preload)
-    with open_sandbox(sandbox, options) as sb, progress_bar() as progress:
+    with open_executor(executor, ray_address, workers, sandbox, options) as ex, progress_bar() as progress:
         bar = progress.add_task("validating", total=len(tasks))
         results = validate_tasks(
-            sb,
+            None,
             tasks,
             mutants=mutants,
             seed=seed,
             coverage=coverage,
-            executor=LocalExecutor(workers),
+            executor=ex,
             on_result=lambda _r: progress.advance(bar),
         )
     console.print(_validation_table(results))

@@ -13,7 +13,6 @@ from __future__ import annotations
 import fnmatch
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from gym_repost.construct.stats import StageTimer, drop_table, table2
 from gym_repost.construct.testgen.explore import SAFETY_NOTE
 from gym_repost.construct.testgen.trace import local_modules
 from gym_repost.errors import InfrastructureError
+from gym_repost.executor import LocalExecutor, need_sandbox
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask
 
@@ -192,38 +192,38 @@ def trace_seeds(
 PolicyFactory = Callable[[], BuildPolicy]
 
 
-def _construct(
-    prepared: Sequence[Prepared],
-    repo: SourceRepository,
-    sandbox: Sandbox,
-    installer: PackageInstaller,
-    seeds: dict[str, list[Any]],
-    settings: BuildSettings,
-    policy_factory: PolicyFactory,
-    on_candidate: Callable[[Candidate, BuildOutcome | None], None] | None,
-) -> list[Any]:
-    def one(item: Prepared) -> tuple[Candidate, BuildOutcome | str]:
+@dataclass(frozen=True)
+class _CandidateWork:
+    """One construction episode, on a thread of the repository's build: the units share
+    the build's sandbox, package installer and traced inputs, so they stay in the process
+    that built them (the repository is the unit a corpus build sends to other workers)."""
+
+    repo: SourceRepository
+    installer: PackageInstaller
+    seeds: dict[str, list[Any]]
+    settings: BuildSettings
+    policy_factory: PolicyFactory
+    on_candidate: Callable[[Candidate, BuildOutcome | None], None] | None
+
+    def __call__(self, item: Prepared, sandbox: Sandbox | None) -> tuple[Candidate, BuildOutcome | str]:
         context = BuildContext(
-            repo=repo,
+            repo=self.repo,
             candidate=item.candidate,
             slice=item.slice,
             sandboxed=item.sandboxed,
-            sandbox=sandbox,
-            installer=installer,
-            thresholds=settings.thresholds(),
-            split=settings.split,
-            seeds=seeds.get(item.candidate.key, []),
+            sandbox=need_sandbox(sandbox, "a construction episode"),
+            installer=self.installer,
+            thresholds=self.settings.thresholds(),
+            split=self.settings.split,
+            seeds=self.seeds.get(item.candidate.key, []),
         )
         try:
-            outcome: BuildOutcome | str = run_build_episode(context, policy_factory(), settings.max_steps)
+            outcome: BuildOutcome | str = run_build_episode(context, self.policy_factory(), self.settings.max_steps)
         except InfrastructureError as exc:
             outcome = f"{item.candidate.key}: {type(exc).__name__}: {exc}"
-        if on_candidate is not None:
-            on_candidate(item.candidate, outcome if isinstance(outcome, BuildOutcome) else None)
+        if self.on_candidate is not None:
+            self.on_candidate(item.candidate, outcome if isinstance(outcome, BuildOutcome) else None)
         return item.candidate, outcome
-
-    with ThreadPoolExecutor(max_workers=settings.workers) as pool:
-        return list(pool.map(one, prepared))
 
 
 def build_function_tasks(
@@ -264,8 +264,21 @@ def build_function_tasks(
         )
     )
     with timer("construction"):
-        results = _construct(prepared, repo, sandbox, installer, seeds, settings, factory, on_candidate)
+        work = _CandidateWork(repo, installer, seeds, settings, factory, on_candidate)
+        results = LocalExecutor(settings.workers, sandbox).map(work, prepared)
     return _collect(repo, len(candidates), drops + static_drops, results, timer, notes)
+
+
+@dataclass(frozen=True)
+class BuildWork:
+    """One repository's build as a unit of work (``--executor ray`` sends it to an actor,
+    whose sandbox builds it); the deterministic builder, or ``policy_factory``."""
+
+    settings: BuildSettings
+    policy_factory: PolicyFactory | None = None
+
+    def __call__(self, source: str, sandbox: Sandbox | None) -> BuildResult:
+        return build_function_tasks(source, self.settings, need_sandbox(sandbox, "a build"), self.policy_factory)
 
 
 def _collect(

@@ -31,13 +31,13 @@ import posixpath
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from gym_repost.analysis.packages import distribution_for
 from gym_repost.analysis.parsing import parse_python
 from gym_repost.analysis.pytest_files import count_assertions, count_tests
 from gym_repost.construct.stages import Drop, SourceRepository
+from gym_repost.executor import LocalExecutor, need_sandbox
 from gym_repost.harness.testfile import TestFileRun, run_test_file
 from gym_repost.harness.testfile_scoring import file_runs, metrics_from_run
 from gym_repost.sandbox.base import Sandbox
@@ -432,6 +432,18 @@ def mining_summary(repo: SourceRepository, tasks: list[TestFileTask], drops: lis
     }
 
 
+@dataclass(frozen=True)
+class _PairWork:
+    """Measuring one (test file, focal file) pair: a unit of :func:`build_testfile_tasks`."""
+
+    repo: SourceRepository
+    settings: TestFileBuildSettings
+    seed: int
+
+    def __call__(self, pair: TestFilePair, sandbox: Sandbox | None) -> TestFileTask | Drop:
+        return measure_pair(self.repo, pair, need_sandbox(sandbox, "a test-file measurement"), self.settings, self.seed)
+
+
 def build_testfile_tasks(
     repo: SourceRepository,
     sandbox: Sandbox,
@@ -466,14 +478,14 @@ def build_testfile_tasks(
     pairs, drops = find_pairs(repo)
     pairs.sort(key=lambda p: pair_rank(p, seed))
     kept: list[TestFileTask] = []
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        for start in range(0, len(pairs), workers):
-            if len(kept) >= max_pairs:
-                break
-            batch = pairs[start : start + min(workers, max_pairs - len(kept))]
-            for outcome in pool.map(lambda p: measure_pair(repo, p, sandbox, settings, seed), batch):
-                (kept if isinstance(outcome, TestFileTask) else drops).append(outcome)  # type: ignore[arg-type]
-                if on_pair is not None:
-                    on_pair(outcome)
+    executor, work = LocalExecutor(workers, sandbox), _PairWork(repo, settings, seed)
+    for start in range(0, len(pairs), workers):
+        if len(kept) >= max_pairs:
+            break
+        batch = pairs[start : start + min(workers, max_pairs - len(kept))]
+        for outcome in executor.map(work, batch):
+            (kept if isinstance(outcome, TestFileTask) else drops).append(outcome)  # type: ignore[arg-type]
+            if on_pair is not None:
+                on_pair(outcome)
     logger.info("%s: %d test files paired, %d tasks kept, %d dropped", repo.name, len(pairs), len(kept), len(drops))
     return kept, drops

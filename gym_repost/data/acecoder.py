@@ -19,19 +19,17 @@ from __future__ import annotations
 
 import logging
 import math
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gym_repost.data.base import CodeSampler, TestSampler, TestSuite
-from gym_repost.data.llm_samplers import close_samplers, llm_totals
+from gym_repost.data.llm_samplers import LLMTotals, UnitSamplers, add_llm_totals
 from gym_repost.data.matrix import DEFAULT_TEST_TIMEOUT, CodeRun, execution_matrix, run_code_against_tests
 from gym_repost.data.records import code_response, instruction_prompt, normalized_code, task_fields, task_seed
-from gym_repost.data.samplers import load_code_sampler, load_test_sampler
+from gym_repost.data.samplers import check_sampler_specs, load_code_sampler, load_test_sampler
 from gym_repost.errors import DataError
-from gym_repost.executor import Executor, LocalExecutor
-from gym_repost.llm import LedgerTotals
+from gym_repost.executor import Executor, need_sandbox, with_sandbox
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask
 
@@ -138,6 +136,8 @@ class AcecoderQuestion:
     programs: tuple[Program, ...] = ()
     pairs: tuple[tuple[int, int], ...] = ()
     strict: bool = True
+    llm: LLMTotals | None = None
+    """What the question's samples cost (None when no model ran)."""
 
     def pair_records(self) -> list[dict[str, Any]]:
         """DPO records, one per pair."""
@@ -267,7 +267,7 @@ class AcecoderRun:
     questions: tuple[AcecoderQuestion, ...]
     min_tests: int
     strict: bool
-    llm: tuple[LedgerTotals, Counter[str]] | None = None
+    llm: LLMTotals | None = None
     """Summed ledgers and counts of the LLM samplers; None when no model ran."""
 
     def pair_records(self) -> list[dict[str, Any]]:
@@ -297,9 +297,47 @@ class AcecoderRun:
         }
 
 
+@dataclass(frozen=True)
+class AcecoderWork:
+    """The unit of work of :func:`run`: one question, its samplers made (and closed) where it runs."""
+
+    test_sampler: str
+    samplers: tuple[str, ...]
+    proxy: str
+    settings: Mapping[str, Mapping[str, Any]]
+    n_tests: int
+    samples: int
+    min_tests: int
+    strict: bool
+    seed: int
+    test_timeout: float
+
+    def __call__(self, task: FunctionTask, sandbox: Sandbox | None) -> AcecoderQuestion:
+        with UnitSamplers() as made:
+            tester = made.add(load_test_sampler(self.test_sampler, **self.settings.get(self.test_sampler, {})))
+            models = [made.add(load_code_sampler(s, **self.settings.get(s, {}))) for s in self.samplers]
+            proxy = None
+            if self.proxy != "ground-truth":
+                proxy = made.add(load_code_sampler(self.proxy, **self.settings.get(self.proxy, {})))
+            question = run_acecoder_task(
+                task,
+                tester,
+                models,
+                need_sandbox(sandbox, "AceCoder"),
+                n_tests=self.n_tests,
+                samples=self.samples,
+                min_tests=self.min_tests,
+                strict=self.strict,
+                proxy=proxy,
+                seed=self.seed,
+                test_timeout=self.test_timeout,
+            )
+        return replace(question, llm=made.totals())
+
+
 def run(
     tasks: Sequence[FunctionTask],
-    sandbox: Sandbox,
+    sandbox: Sandbox | None,
     *,
     test_sampler: str = "deterministic",
     samplers: Sequence[str] = ("deterministic",),
@@ -316,38 +354,18 @@ def run(
 ) -> AcecoderRun:
     """AceCoder over ``tasks``. ``test_sampler``, ``samplers`` and ``proxy`` are sampler
     specs (``proxy="ground-truth"``: the task's ground truth filters the tests);
-    ``sampler_settings`` maps a spec to its settings. Clients are closed at the end.
+    ``sampler_settings`` maps a spec to its settings. Each question's samplers are made
+    where it runs (default: two threads over ``sandbox``) and closed after it.
 
     Raises:
         ConfigError: a spec names no sampler.
         SandboxError: the sandbox failed (an infrastructure error).
     """
-    settings = sampler_settings or {}
+    settings = {spec: dict(v) for spec, v in (sampler_settings or {}).items()}
     code_specs = [*samplers, *([] if proxy == "ground-truth" else [proxy])]
-    loaded: list[Any] = []
-    try:
-        tester = load_test_sampler(test_sampler, **settings.get(test_sampler, {}))
-        loaded.append(tester)
-        loaded += [load_code_sampler(spec, **settings.get(spec, {})) for spec in code_specs]
-        models = loaded[1 : 1 + len(samplers)]
-        proxy_sampler = None if proxy == "ground-truth" else loaded[-1]
-        questions = (executor or LocalExecutor()).map(
-            lambda t: run_acecoder_task(
-                t,
-                tester,
-                models,
-                sandbox,
-                n_tests=n_tests,
-                samples=samples,
-                min_tests=min_tests,
-                strict=strict,
-                proxy=proxy_sampler,
-                seed=seed,
-                test_timeout=test_timeout,
-            ),
-            tasks,
-            on_result,
-        )
-    finally:
-        close_samplers(loaded)
-    return AcecoderRun(tuple(questions), min_tests, strict, llm_totals(loaded))
+    check_sampler_specs(code_specs, [test_sampler], settings)
+    work = AcecoderWork(
+        test_sampler, tuple(samplers), proxy, settings, n_tests, samples, min_tests, strict, seed, test_timeout
+    )
+    questions = with_sandbox(executor, sandbox).map(work, tasks, on_result)
+    return AcecoderRun(tuple(questions), min_tests, strict, add_llm_totals(q.llm for q in questions))

@@ -14,19 +14,17 @@ Records: DPO ``{prompt, chosen, rejected}`` only when all four indices exist; KT
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple
 
 from gym_repost.data.base import CodeSampler, TestSampler, TestSuite
-from gym_repost.data.llm_samplers import close_samplers, llm_totals
+from gym_repost.data.llm_samplers import LLMTotals, UnitSamplers, add_llm_totals
 from gym_repost.data.matrix import DEFAULT_TEST_TIMEOUT, ExecutionMatrix, execution_matrix
 from gym_repost.data.records import instruction_prompt, task_fields, task_seed
-from gym_repost.data.samplers import load_code_sampler, load_test_sampler
+from gym_repost.data.samplers import check_sampler_specs, load_code_sampler, load_test_sampler
 from gym_repost.errors import DataError
-from gym_repost.executor import Executor, LocalExecutor
-from gym_repost.llm import LedgerTotals
+from gym_repost.executor import Executor, need_sandbox, with_sandbox
 from gym_repost.prompting import render_prompt
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask
@@ -121,6 +119,8 @@ class DstcResult:
     tests: TestSuite
     execution: ExecutionMatrix
     selection: Selection
+    llm: LLMTotals | None = None
+    """What the task's samples cost (None when no model ran)."""
 
     def _fields(self) -> dict[str, Any]:
         return {**task_fields(self.task), "method": "dstc", "test_style": self.tests.style}
@@ -206,7 +206,7 @@ class DstcRun:
     sampler: str
     samples: int
     results: tuple[DstcResult, ...]
-    llm: tuple[LedgerTotals, Counter[str]] | None = None
+    llm: LLMTotals | None = None
     """Summed ledgers and counts of the LLM samplers; None when no model ran."""
 
     def dpo_records(self) -> list[dict[str, Any]]:
@@ -241,9 +241,35 @@ class DstcRun:
         }
 
 
+@dataclass(frozen=True)
+class DstcWork:
+    """The unit of work of :func:`run`: one task, its samplers made (and closed) where it runs."""
+
+    sampler: str
+    settings: Mapping[str, Any]
+    samples: int
+    seed: int
+    test_timeout: float
+
+    def __call__(self, task: FunctionTask, sandbox: Sandbox | None) -> DstcResult:
+        with UnitSamplers() as made:
+            code_sampler = made.add(load_code_sampler(self.sampler, **self.settings))
+            test_sampler = made.add(load_test_sampler(self.sampler, **self.settings))
+            result = run_dstc_task(
+                task,
+                code_sampler,
+                test_sampler,
+                need_sandbox(sandbox, "DSTC"),
+                samples=self.samples,
+                seed=self.seed,
+                test_timeout=self.test_timeout,
+            )
+        return replace(result, llm=made.totals())
+
+
 def run(
     tasks: Sequence[FunctionTask],
-    sandbox: Sandbox,
+    sandbox: Sandbox | None,
     *,
     sampler: str = "deterministic",
     sampler_settings: Mapping[str, Any] | None = None,
@@ -254,26 +280,15 @@ def run(
     on_result: Callable[[DstcResult], None] | None = None,
 ) -> DstcRun:
     """DSTC over ``tasks``: one sampler spec (``deterministic``, ``llm:PROVIDER/MODEL``,
-    ``KIND:ARG``) samples both codes and tests; its clients are closed at the end.
+    ``KIND:ARG``) samples both codes and tests. Each task's samplers are made where the task
+    runs (default: two threads over ``sandbox``) and closed after it.
 
     Raises:
         ConfigError: ``sampler`` names no sampler.
         SandboxError: the sandbox failed (an infrastructure error).
     """
     settings = dict(sampler_settings or {})
-    samplers: list[Any] = []
-    try:
-        code_sampler = load_code_sampler(sampler, **settings)
-        samplers.append(code_sampler)
-        test_sampler = load_test_sampler(sampler, **settings)
-        samplers.append(test_sampler)
-        results = (executor or LocalExecutor()).map(
-            lambda t: run_dstc_task(
-                t, code_sampler, test_sampler, sandbox, samples=samples, seed=seed, test_timeout=test_timeout
-            ),
-            tasks,
-            on_result,
-        )
-    finally:
-        close_samplers(samplers)
-    return DstcRun(sampler, samples, tuple(results), llm_totals(samplers))
+    check_sampler_specs([sampler], [sampler], {sampler: settings})
+    work = DstcWork(sampler, settings, samples, seed, test_timeout)
+    results = with_sandbox(executor, sandbox).map(work, tasks, on_result)
+    return DstcRun(sampler, samples, tuple(results), add_llm_totals(r.llm for r in results))

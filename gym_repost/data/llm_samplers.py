@@ -157,15 +157,29 @@ class LLMRepairer(LLMSampler):
         return repaired.strip("\n") + "\n"
 
 
-def llm_totals(samplers: Iterable[object]) -> tuple[LedgerTotals, Counter[str]] | None:
+LLMTotals = tuple[LedgerTotals, Counter[str]]
+"""Summed ledgers of LLM samplers and their counts (replies without code, ...)."""
+
+
+def llm_totals(samplers: Iterable[object]) -> LLMTotals | None:
     """The summed ledgers and counts of the LLM samplers among ``samplers`` (each client
     once), or None when none of them is an LLM sampler."""
     models = list({id(s): s for s in samplers if isinstance(s, LLMSampler)}.values())
     if not models:
         return None
+    ledgers = {id(m.ledger): m.ledger for m in models}.values()
+    return add_llm_totals(
+        [(ledger.totals(), Counter()) for ledger in ledgers] + [(LedgerTotals(), m.counts) for m in models]
+    )
+
+
+def add_llm_totals(parts: Iterable[LLMTotals | None]) -> LLMTotals | None:
+    """The sum of several :func:`llm_totals` (None where no model ran); None when all are."""
+    found = [p for p in parts if p is not None]
+    if not found:
+        return None
     total, counts = LedgerTotals(), Counter[str]()
-    for ledger in {id(m.ledger): m.ledger for m in models}.values():
-        t = ledger.totals()
+    for t, c in found:
         total.calls += t.calls
         total.cache_hits += t.cache_hits
         total.failures += t.failures
@@ -173,8 +187,7 @@ def llm_totals(samplers: Iterable[object]) -> tuple[LedgerTotals, Counter[str]] 
         total.usage = total.usage + t.usage
         if t.cost is not None:
             total.cost = (total.cost or 0.0) + t.cost
-    for m in models:
-        counts.update(m.counts)
+        counts.update(c)
     return total, counts
 
 
@@ -186,12 +199,43 @@ def close_samplers(samplers: Iterable[object]) -> None:
             close()
 
 
+class UnitSamplers:
+    """The samplers of one unit of work, made where it runs (a thread, a Ray actor) and
+    closed when it ends; :meth:`totals` is what their models cost that unit, so the
+    units' totals add up to the run's wherever they ran.
+
+    >>> with UnitSamplers() as made:
+    ...     code = made.add(load_code_sampler(spec))
+    """
+
+    def __init__(self) -> None:
+        self.samplers: list[Any] = []
+
+    def add(self, sampler: Any) -> Any:
+        """Keep ``sampler`` to close and account for; returns it."""
+        self.samplers.append(sampler)
+        return sampler
+
+    def totals(self) -> LLMTotals | None:
+        """The unit's :func:`llm_totals`."""
+        return llm_totals(self.samplers)
+
+    def __enter__(self) -> UnitSamplers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        close_samplers(self.samplers)
+
+
 __all__ = [
     "TEST_LABEL",
     "LLMCodeSampler",
     "LLMRepairer",
     "LLMSampler",
     "LLMTestSampler",
+    "LLMTotals",
+    "UnitSamplers",
+    "add_llm_totals",
     "close_samplers",
     "llm_totals",
 ]

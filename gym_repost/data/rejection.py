@@ -20,17 +20,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from gym_repost.data.base import Repairer
+from gym_repost.data.llm_samplers import LLMTotals, add_llm_totals, close_samplers, llm_totals
 from gym_repost.data.records import SftFormat, normalized_code, sft_record
 from gym_repost.env.function_env import FunctionEnv
 from gym_repost.errors import ConfigError, InfrastructureError, PolicyError, RunDirError, TaskFormatError
 from gym_repost.evaluate.records import Episode, RunConfig, RunDir
 from gym_repost.evaluate.runner import tasks_digest
+from gym_repost.executor import Executor, LocalExecutor, with_sandbox
 from gym_repost.harness import run_function_tests
 from gym_repost.policy.base import tool_call
 from gym_repost.policy.loader import PolicyFactory, load_policy
@@ -71,6 +72,9 @@ class TaskOutcome:
         """At least one passing sample or repaired solution."""
         return self.solved_before or self.repaired > 0
 
+    llm: LLMTotals | None = None
+    """What the task's repairs cost (None when no model ran)."""
+
 
 @dataclass(frozen=True)
 class RejectionSummary:
@@ -93,6 +97,8 @@ class RejectionSummary:
     ground_truth: int
     records: int
     infra_errors: int
+    llm: LLMTotals | None = None
+    """What the repair model's calls cost, over every task (None when no model ran)."""
 
 
 def load_run(
@@ -234,6 +240,22 @@ def load_repairer(
     return LLMRepairer(spec.removeprefix("llm:"), **{k: v for k, v in merged.items() if k not in _POLICY_ONLY_OPTIONS})
 
 
+@dataclass(frozen=True)
+class RepairerSpec:
+    """A repairer to make where a task's repairs run (:func:`load_repairer`'s arguments):
+    it travels to a Ray actor, where the policy or LLM client is created next to the
+    actor's sandbox."""
+
+    spec: str
+    options: dict[str, Any] = field(default_factory=dict)
+    max_steps: int = 30
+    llm_settings: dict[str, Any] = field(default_factory=dict)
+
+    def make(self, sandbox: Sandbox | None) -> Repairer:
+        """The repairer over ``sandbox``."""
+        return load_repairer(self.spec, self.options, sandbox, max_steps=self.max_steps, **self.llm_settings)  # type: ignore[arg-type]
+
+
 def _add(outcome: TaskOutcome, seen: set[str], solution: Solution, dedupe: bool) -> None:
     key = normalized_code(solution.code)
     if dedupe and key in seen:
@@ -330,6 +352,7 @@ def summarize_rejection(outcomes: Sequence[TaskOutcome], records: int) -> Reject
         ground_truth=sum(s.origin == "ground_truth" for o in outcomes for s in o.solutions),
         records=records,
         infra_errors=sum(o.infra_errors for o in outcomes),
+        llm=add_llm_totals(o.llm for o in outcomes),
     )
 
 
@@ -344,32 +367,56 @@ def episodes_by_task(
     return [(tasks[task_id], eps) for task_id, eps in grouped.items()]
 
 
+@dataclass(frozen=True)
+class RejectionWork:
+    """The unit of work of :func:`build_rejection`: one task's solutions and repairs. A
+    :class:`RepairerSpec` makes its repairer where the task runs (and closes it after);
+    a live repairer runs on this process's threads only."""
+
+    repairer: Repairer | RepairerSpec | None
+    ground_truth: bool
+    dedupe: bool
+
+    def __call__(self, group: tuple[FunctionTask, list[Episode]], sandbox: Sandbox | None) -> TaskOutcome:
+        made = self.repairer.make(sandbox) if isinstance(self.repairer, RepairerSpec) else self.repairer
+        try:
+            outcome = collect_task(
+                group[0], group[1], sandbox, repairer=made, ground_truth=self.ground_truth, dedupe=self.dedupe
+            )
+        finally:
+            if isinstance(self.repairer, RepairerSpec):
+                close_samplers([made])
+        if isinstance(self.repairer, RepairerSpec):
+            outcome.llm = llm_totals([made])
+        return outcome
+
+
 def build_rejection(
     groups: Sequence[tuple[FunctionTask, list[Episode]]],
     sandbox: Sandbox | None,
     *,
-    repairer: Repairer | None = None,
+    repairer: Repairer | RepairerSpec | None = None,
     ground_truth: bool = False,
     dedupe: bool = True,
     fmt: SftFormat = "messages",
     system: str | None = None,
     workers: int = 1,
     on_task: Callable[[TaskOutcome], None] | None = None,
+    executor: Executor | None = None,
 ) -> tuple[list[dict[str, Any]], RejectionSummary]:
-    """SFT records and Table 9's numbers for a run's tasks (``workers`` tasks at once;
-    records keep the order of ``groups``).
+    """SFT records and Table 9's numbers for a run's tasks, on ``executor`` (default:
+    ``workers`` threads over ``sandbox``); records keep the order of ``groups``.
 
     Args:
         sandbox: where repairs are tested; needed only with a ``repairer``.
+        repairer: a :class:`RepairerSpec` (made where each task runs, any executor) or a
+            live repairer (this process's threads only).
     """
-
-    def one(group: tuple[FunctionTask, list[Episode]]) -> TaskOutcome:
-        outcome = collect_task(group[0], group[1], sandbox, repairer=repairer, ground_truth=ground_truth, dedupe=dedupe)
-        if on_task is not None:
-            on_task(outcome)
-        return outcome
-
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        outcomes = list(pool.map(one, groups))
+    if isinstance(repairer, RepairerSpec):
+        close_samplers([repairer.make(None)])  # a bad spec or a missing key fails before any task runs
+    elif repairer is not None and executor is not None and not isinstance(executor, LocalExecutor):
+        raise ConfigError("a live repairer runs on this process's threads only: give a RepairerSpec")
+    work = RejectionWork(repairer, ground_truth, dedupe)
+    outcomes = with_sandbox(executor, sandbox, workers).map(work, groups, on_task)
     records = [r for o in outcomes for r in solution_records(o, fmt, system)]
     return records, summarize_rejection(outcomes, len(records))

@@ -33,7 +33,7 @@ the reply with :func:`gym_repost.harness.extract_code_block`; an LLM test sample
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from gym_repost.analysis.mutation import generate_mutants, sample_mutants
@@ -208,3 +208,22 @@ def load_test_sampler(spec: str, **settings: Any) -> TestSampler:
         MissingExtraError: the model's SDK is not installed.
     """
     return _lookup(spec, _TEST_SAMPLERS, "test", settings)
+
+
+def check_sampler_specs(
+    code_specs: Sequence[str], test_specs: Sequence[str], settings: Mapping[str, Mapping[str, Any]]
+) -> None:
+    """Load (and close) each sampler once here, so that a bad spec, setting or missing key
+    fails before any unit of work runs; the units make their own where they run.
+
+    Raises:
+        ConfigError, MissingExtraError: as :func:`load_code_sampler`.
+    """
+    from gym_repost.data.llm_samplers import close_samplers
+
+    made: list[Any] = []
+    try:
+        made += [load_code_sampler(spec, **settings.get(spec, {})) for spec in code_specs]
+        made += [load_test_sampler(spec, **settings.get(spec, {})) for spec in test_specs]
+    finally:
+        close_samplers(made)

@@ -35,7 +35,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from gym_repost.data.records import task_seed
 from gym_repost.errors import ConfigError
-from gym_repost.executor import Executor, LocalExecutor
+from gym_repost.executor import Executor, need_sandbox, with_sandbox
 from gym_repost.harness.candidate import extract_code_block
 from gym_repost.harness.testfile_report import TestFileReport, score_test_file
 from gym_repost.harness.testfile_scoring import RepairKind, RewardConfig, weakest_metric
@@ -328,9 +328,40 @@ def synthesize_tests(
     return result
 
 
+@dataclass(frozen=True)
+class TestGenWork:
+    """The unit of work of :func:`run`: one task, its generator made (and closed) where it runs."""
+
+    __test__ = False  # not a pytest test class
+
+    generator: str
+    settings: Mapping[str, Any]
+    max_rounds: int
+    seed: int
+
+    def __call__(self, task: TestFileTask, sandbox: Sandbox | None) -> TestGenResult:
+        model = load_generator(self.generator, **self.settings)
+        try:
+            return synthesize_tests(
+                task,
+                model,
+                need_sandbox(sandbox, "test generation"),
+                max_rounds=self.max_rounds,
+                seed=task_seed(self.seed, task.id, "testgen"),
+            )
+        finally:
+            _close(model)
+
+
+def _close(model: TextGenerator) -> None:
+    close = getattr(model, "close", None)
+    if callable(close):
+        close()
+
+
 def run(
     tasks: Sequence[TestFileTask],
-    sandbox: Sandbox,
+    sandbox: Sandbox | None,
     *,
     generator: str,
     generator_settings: Mapping[str, Any] | None = None,
@@ -340,23 +371,18 @@ def run(
     on_result: Callable[[TestGenResult], None] | None = None,
 ) -> list[TestGenResult]:
     """:func:`synthesize_tests` over ``tasks`` with the generator ``generator`` (a spec of
-    :func:`load_generator`), closed at the end; each task's seed is derived from ``seed``.
+    :func:`load_generator`); each task gets its own generator, made where the task runs
+    (default: two threads over ``sandbox``) and closed after it, so a ``scripted:FILE``
+    generator serves its replies from the start to every task, whatever ran before;
+    each task's seed is derived from ``seed``.
 
     Raises:
         ConfigError: a bad generator spec or setting.
         SandboxError, LLMError: the infrastructure failed.
     """
-    model = load_generator(generator, **dict(generator_settings or {}))
-    try:
-        return (executor or LocalExecutor()).map(
-            lambda t: synthesize_tests(t, model, sandbox, max_rounds=max_rounds, seed=task_seed(seed, t.id, "testgen")),
-            tasks,
-            on_result,
-        )
-    finally:
-        close = getattr(model, "close", None)
-        if callable(close):
-            close()
+    settings = dict(generator_settings or {})
+    _close(load_generator(generator, **settings))  # a bad spec or setting fails before any task runs
+    return with_sandbox(executor, sandbox).map(TestGenWork(generator, settings, max_rounds, seed), tasks, on_result)
 
 
 def testgen_totals(results: Sequence[TestGenResult]) -> dict[str, Any]:

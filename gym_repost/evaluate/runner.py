@@ -26,7 +26,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -37,6 +37,7 @@ from gym_repost.env.testfile_env import TestFileEnv
 from gym_repost.errors import InfrastructureError, PolicyError, UntrustedDataError
 from gym_repost.evaluate.records import Episode, RunConfig, RunDir, software_versions
 from gym_repost.evaluate.summary import summarize
+from gym_repost.executor import Executor, need_sandbox, with_sandbox
 from gym_repost.policy.loader import PolicyFactory
 from gym_repost.policy.privileged import reset_policy
 from gym_repost.sandbox.base import Sandbox
@@ -250,25 +251,18 @@ class _Recorder:
             self.stopped = True
 
 
-def _run_all(
-    work: Callable[[tuple[Task, int]], None], todo: Sequence[tuple[Task, int]], workers: int, recorder: _Recorder
-) -> None:
-    """``work`` over ``todo`` on a thread pool, records written as episodes complete.
+@dataclass(frozen=True)
+class EpisodeWork:
+    """The unit of work of :func:`evaluate`: one (task, sample) episode, played where the
+    executor runs it. Picklable: the policy factory travels as its spec and options and the
+    policy (and its LLM client) is created where the episode runs."""
 
-    On an interrupt (KeyboardInterrupt, which the CLI also raises on SIGTERM) or an error,
-    recording stops at once, episodes not started are cancelled, and the exception
-    propagates without waiting for the episodes in flight: a hung step must not hold up
-    Ctrl-C. Their threads finish in the background and write nothing.
-    """
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="gym-repost-episode")
-    try:
-        for future in as_completed([pool.submit(work, item) for item in todo]):
-            future.result()
-    except BaseException:
-        recorder.stop()
-        pool.shutdown(wait=False, cancel_futures=True)
-        raise
-    pool.shutdown()
+    factory: PolicyFactory
+    config: RunConfig
+
+    def __call__(self, item: tuple[Task, int], sandbox: Sandbox | None) -> tuple[Episode, list[dict[str, Any]]]:
+        task, sample = item
+        return run_episode(task, sample, self.factory, need_sandbox(sandbox, "an episode"), self.config)
 
 
 def evaluate(
@@ -276,14 +270,19 @@ def evaluate(
     factory: PolicyFactory,
     config: RunConfig,
     run_dir: RunDir,
-    sandbox: Sandbox,
+    sandbox: Sandbox | None = None,
     on_episode: Callable[[Episode], None] | None = None,
+    executor: Executor | None = None,
 ) -> dict[str, Any]:
     """Run every (task, sample) not yet finished in ``run_dir``; return the summary.
 
-    The run directory's writer lock is held throughout. Interrupted (KeyboardInterrupt),
-    it returns at once by raising, with every finished episode on disk and none of those
-    in flight; closing ``sandbox`` then frees threads stuck in a sandbox call.
+    Episodes run on ``executor`` (default: ``config.workers`` threads over ``sandbox``;
+    the Ray executor brings its own sandboxes). This process alone writes ``run_dir``: each
+    episode is recorded once, when its result comes back, whichever worker played it (an
+    episode rerun after a worker died is still recorded once). The writer lock is held
+    throughout. Interrupted (KeyboardInterrupt), it returns at once by raising, with every
+    finished episode on disk and none of those in flight; closing ``sandbox`` then frees
+    threads stuck in a sandbox call.
 
     Raises:
         RunDirError: ``run_dir`` belongs to a run with other settings.
@@ -295,12 +294,13 @@ def evaluate(
         todo = [(t, s) for t in tasks for s in range(config.n) if (t.id, s) not in done]
         logger.info("%d episodes to run (%d already finished)", len(todo), len(done))
         recorder = _Recorder(run_dir, on_episode)
-
-        def work(item: tuple[Task, int]) -> None:
-            if not recorder.stopped:
-                recorder.record(*run_episode(item[0], item[1], factory, sandbox, config))
-
-        _run_all(work, todo, config.workers, recorder)
+        try:
+            with_sandbox(executor, sandbox, config.workers).map(
+                EpisodeWork(factory, config), todo, lambda result: recorder.record(*result)
+            )
+        except BaseException:
+            recorder.stop()
+            raise
         ids = {t.id for t in tasks}
         summary = summarize([e for e in run_dir.episodes() if e.task_id in ids], config)
         run_dir.write_summary(summary)

@@ -15,7 +15,7 @@ from typing import Any
 
 from gym_repost.analysis.mutation import Mutant, MutationScore, generate_mutants, mutation_score, sample_mutants
 from gym_repost.analysis.packages import distribution_for
-from gym_repost.executor import Executor, LocalExecutor
+from gym_repost.executor import Executor, need_sandbox, with_sandbox
 from gym_repost.harness import do_nothing_candidate, reference_for, run_function_tests, run_host_made
 from gym_repost.harness.coverage import FunctionCoverage, measure_coverage
 from gym_repost.harness.report import TestReport
@@ -152,8 +152,22 @@ def validate_task(
     return result
 
 
+@dataclass(frozen=True)
+class ValidateWork:
+    """The unit of work of :func:`validate_tasks`: one task's validation (picklable)."""
+
+    mutants: int = 10
+    seed: int = 0
+    coverage: bool = False
+
+    def __call__(self, task: FunctionTask, sandbox: Sandbox | None) -> TaskValidation:
+        return validate_task(
+            need_sandbox(sandbox, "validation"), task, mutants=self.mutants, seed=self.seed, coverage=self.coverage
+        )
+
+
 def validate_tasks(
-    sandbox: Sandbox,
+    sandbox: Sandbox | None,
     tasks: Sequence[FunctionTask],
     *,
     mutants: int = 10,
@@ -162,10 +176,10 @@ def validate_tasks(
     executor: Executor | None = None,
     on_result: Callable[[TaskValidation], None] | None = None,
 ) -> list[TaskValidation]:
-    """:func:`validate_task` for every task, in task order (two at once by default)."""
-    return (executor or LocalExecutor()).map(
-        lambda task: validate_task(sandbox, task, mutants=mutants, seed=seed, coverage=coverage), tasks, on_result
-    )
+    """:func:`validate_task` for every task, in task order, on ``executor`` (default: two
+    threads over ``sandbox``; an executor with sandboxes of its own needs no ``sandbox``)."""
+    work = ValidateWork(mutants=mutants, seed=seed, coverage=coverage)
+    return with_sandbox(executor, sandbox).map(work, tasks, on_result)
 
 
 def validation_totals(results: Sequence[TaskValidation]) -> dict[str, Any]:

@@ -39,6 +39,15 @@ class PolicyFactory:
     spec: str
     make: Callable[[], Policy]
     options: dict[str, Any] = field(default_factory=dict)
+    by_spec: bool = False
+    """Made by :func:`load_policy` from ``spec`` and ``options``: pickled as those two and
+    loaded again where it is unpickled (a Ray worker), so the policy's class and clients
+    are created there and nothing live travels."""
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        if self.by_spec:
+            return (load_policy_factory, (self.spec, self.options))
+        return super().__reduce_ex__(protocol)
 
     def __call__(self) -> Policy:
         try:
@@ -94,7 +103,12 @@ def _llm_factory(spec: str, options: dict[str, Any]) -> PolicyFactory:
 
     model = spec.removeprefix("llm:")
     LLMPolicy(model, **options).check()  # a bad option, a missing SDK or key fails now, not per episode
-    return PolicyFactory(spec, lambda: LLMPolicy(model, **options), options)
+    return PolicyFactory(spec, lambda: LLMPolicy(model, **options), options, by_spec=True)
+
+
+def load_policy_factory(spec: str, options: dict[str, Any]) -> PolicyFactory:
+    """:func:`load_policy` with the options as one mapping (how a factory is unpickled)."""
+    return load_policy(spec, **options)
 
 
 def load_policy(spec: str, **options: Any) -> PolicyFactory:
@@ -108,12 +122,12 @@ def load_policy(spec: str, **options: Any) -> PolicyFactory:
     from gym_repost.policy.scripted import ScriptedPolicy, read_script
 
     if spec == "oracle":
-        return PolicyFactory(spec, lambda: OraclePolicy(**options), options)
+        return PolicyFactory(spec, lambda: OraclePolicy(**options), options, by_spec=True)
     if spec == "mutant":
-        return PolicyFactory(spec, lambda: MutantPolicy(**options), options)
+        return PolicyFactory(spec, lambda: MutantPolicy(**options), options, by_spec=True)
     if spec.startswith("scripted:"):
         entries = read_script(spec.split(":", 1)[1])
-        return PolicyFactory(spec, lambda: ScriptedPolicy(entries=entries, **options), options)
+        return PolicyFactory(spec, lambda: ScriptedPolicy(entries=entries, **options), options, by_spec=True)
     if spec.startswith("llm:"):
         return _llm_factory(spec, options)
     target, sep, name = spec.rpartition(":")
@@ -121,4 +135,4 @@ def load_policy(spec: str, **options: Any) -> PolicyFactory:
         raise ConfigError(f"unknown policy {spec!r}; use one of: {', '.join(_BUILTIN)}")
     cls = _class_from_file(target, name) if target.endswith(".py") else _class_from_module(target, name)
     _check_policy_class(cls, spec)
-    return PolicyFactory(spec, lambda: cls(**options), options)
+    return PolicyFactory(spec, lambda: cls(**options), options, by_spec=True)

@@ -1,0 +1,438 @@
+"""Corpus builds: many repositories through the executor, one task set out.
+
+A *source list* is a text file with one source per line (``pypi:NAME==VERSION`` or a
+path to a directory or archive; blank lines and ``#`` comments are skipped).
+:func:`build_corpus` builds every repository as one unit of work (a thread, or a Ray
+actor with its own sandbox), then, in this process alone:
+
+1. keeps each finished repository's build in ``STATE/repos/`` as it comes back, so an
+   interrupted build resumes at the repository level (a repository is built again only
+   when its record is missing or was made with other settings);
+2. removes near-duplicate tasks across repositories (:func:`near_duplicates`: token
+   5-gram Jaccard similarity of the target's normalised source); the repository that
+   comes first in the list keeps its task;
+3. splits train/eval *by repository* (:func:`split_repositories`): every task of a
+   repository goes to the same split, so no repository is in both;
+4. writes one task file (``OUTPUT``), the two splits beside it (``OUTPUT`` with
+   ``.train.jsonl`` and ``.eval.jsonl``), and the per-repository statistics
+   (``.stats.json``, ``.stats.md``).
+
+What is kept never depends on which worker built what, or in what order: records are
+assembled in the order of the list.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import math
+import time
+import tokenize
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gym_repost.construct.pipeline import BuildSettings, BuildWork
+from gym_repost.construct.stats import table2
+from gym_repost.errors import BuildError, ConfigError, InfrastructureError
+from gym_repost.executor import Executor
+from gym_repost.sandbox.base import Sandbox
+from gym_repost.task import FunctionTask, save_tasks
+
+logger = logging.getLogger(__name__)
+
+SOURCE_LIST_SUFFIXES = (".txt", ".list")
+_RECORD_VERSION = 1
+
+
+def is_source_list(source: str) -> bool:
+    """``source`` names a source list (an existing ``.txt`` or ``.list`` file)."""
+    path = Path(source)
+    return path.suffix in SOURCE_LIST_SUFFIXES and path.is_file()
+
+
+def read_sources(path: str | Path) -> list[str]:
+    """The sources of a source list, in order; relative paths resolve from the list's folder.
+
+    Raises:
+        ConfigError: a line that is neither ``pypi:NAME[==VERSION]`` nor an existing path
+            (with the file and line number), a source listed twice, or no source at all.
+    """
+    path = Path(path)
+    sources: list[str] = []
+    for number, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        source = _source_of(line, path.parent)
+        if source is None:
+            raise ConfigError(f"{path}:{number}: {line!r} is neither pypi:NAME==VERSION nor an existing path")
+        if source in sources:
+            raise ConfigError(f"{path}:{number}: {line!r} is listed twice")
+        sources.append(source)
+    if not sources:
+        raise ConfigError(f"{path}: no sources (one pypi:NAME==VERSION or path per line)")
+    return sources
+
+
+def _source_of(line: str, base: Path) -> str | None:
+    if line.startswith("pypi:"):
+        name = line.removeprefix("pypi:").split("==", 1)[0]
+        return line if name and " " not in line else None
+    for candidate in (Path(line), base / line):
+        if candidate.exists():
+            return str(candidate.resolve())
+    return None
+
+
+@dataclass
+class RepositoryBuild:
+    """What one repository of a corpus contributed (picklable: it comes back from a worker)."""
+
+    source: str
+    name: str = ""
+    version: str | None = None
+    license: str | None = None
+    tasks: list[FunctionTask] = field(default_factory=list)
+    statistics: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+    error: str | None = None
+    """Why the repository gave nothing (a refused license, an unusable source, a sandbox failure)."""
+    infrastructure: bool = False
+    """The error was the infrastructure's: not kept, so a resumed build tries again."""
+
+    def to_json(self, settings_digest: str) -> dict[str, Any]:
+        """The record kept in ``STATE/repos/``."""
+        record = {k: v for k, v in asdict(self).items() if k != "tasks"}
+        return {
+            "record_version": _RECORD_VERSION,
+            "settings": settings_digest,
+            **record,
+            "tasks": [t.model_dump(mode="json") for t in self.tasks],
+        }
+
+    @classmethod
+    def from_json(cls, record: dict[str, Any]) -> RepositoryBuild:
+        """A record read back from ``STATE/repos/``."""
+        fields = {k: v for k, v in record.items() if k not in ("record_version", "settings", "tasks")}
+        return cls(**fields, tasks=[FunctionTask.model_validate(t) for t in record["tasks"]])
+
+
+@dataclass(frozen=True)
+class RepositoryWork:
+    """The unit of work of a corpus build: one repository, built in the worker's sandbox."""
+
+    settings: BuildSettings
+
+    def __call__(self, source: str, sandbox: Sandbox | None) -> RepositoryBuild:
+        started = time.perf_counter()
+        try:
+            result = BuildWork(self.settings)(source, sandbox)
+        except BuildError as exc:
+            return RepositoryBuild(source, error=str(exc), seconds=time.perf_counter() - started)
+        except InfrastructureError as exc:
+            logger.error("%s: %s: %s", source, type(exc).__name__, exc)
+            error = f"{type(exc).__name__}: {exc}"
+            return RepositoryBuild(source, error=error, infrastructure=True, seconds=time.perf_counter() - started)
+        stats = result.statistics()
+        return RepositoryBuild(
+            source,
+            name=result.repo.name,
+            version=result.repo.version,
+            license=result.repo.license,
+            tasks=list(result.tasks),
+            statistics={"table2": stats["table2"], "drops": stats["drops"], "infra_errors": stats["infra_errors"]},
+            seconds=time.perf_counter() - started,
+        )
+
+
+def settings_digest(settings: BuildSettings) -> str:
+    """What makes two repository builds the same (a resumed build reuses only those);
+    ``workers`` is left out: it changes how fast a build is, never what it keeps."""
+    fields = sorted((k, v) for k, v in asdict(settings).items() if k != "workers")
+    return hashlib.sha256(repr(fields).encode()).hexdigest()[:16]
+
+
+class CorpusState:
+    """``STATE/repos/<key>.json``: each finished repository, written as it comes back."""
+
+    def __init__(self, root: Path, settings: BuildSettings) -> None:
+        self.root = root
+        self.digest = settings_digest(settings)
+        (root / "repos").mkdir(parents=True, exist_ok=True)
+
+    def _path(self, source: str) -> Path:
+        return self.root / "repos" / (hashlib.sha256(source.encode()).hexdigest()[:20] + ".json")
+
+    def load(self, source: str) -> RepositoryBuild | None:
+        """The kept build of ``source`` made with these settings, else None."""
+        path = self._path(source)
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if record.get("record_version") != _RECORD_VERSION or record.get("settings") != self.digest:
+            return None
+        if record.get("source") != source:
+            return None
+        return RepositoryBuild.from_json(record)
+
+    def save(self, build: RepositoryBuild) -> None:
+        """Keep ``build`` (atomically); infrastructure failures are not kept."""
+        if build.infrastructure:
+            return
+        path = self._path(build.source)
+        partial = path.with_suffix(".partial")
+        partial.write_text(json.dumps(build.to_json(self.digest)), encoding="utf-8")
+        partial.replace(path)
+
+
+def _shingles(source: str, size: int = 5) -> frozenset[tuple[str, ...]]:
+    """Token ``size``-grams of a function's source, layout, comments and docstrings left out."""
+    skip = {tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.COMMENT, tokenize.ENDMARKER}
+    try:
+        tokens = [t.string for t in tokenize.generate_tokens(io.StringIO(source).readline) if t.type not in skip]
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        tokens = source.split()
+    tokens = [t for t in tokens if not (t.startswith(('"""', "'''")))]
+    if len(tokens) < size:
+        return frozenset({tuple(tokens)})
+    return frozenset(tuple(tokens[i : i + size]) for i in range(len(tokens) - size + 1))
+
+
+def _jaccard(a: frozenset[Any], b: frozenset[Any]) -> float:
+    return len(a & b) / len(a | b) if a or b else 1.0
+
+
+def near_duplicates(groups: Sequence[Sequence[FunctionTask]], threshold: float = 0.9) -> dict[str, str]:
+    """Tasks whose target is a near-duplicate of a target of an *earlier* group (repository).
+
+    Similarity is the Jaccard index of token 5-grams of the targets' sources (comments,
+    layout and docstrings left out); ``threshold`` or more is a duplicate. Within one
+    group nothing is removed (the builder chose those targets apart).
+
+    Returns:
+        ``{removed task id: the id of the task it duplicates}``.
+    """
+    kept: list[tuple[int, str, frozenset[Any]]] = []
+    removed: dict[str, str] = {}
+    for index, group in enumerate(groups):
+        mine = []
+        for task in group:
+            shingles = _shingles(task.target.source)
+            size = len(shingles)
+            match = next(
+                (
+                    other
+                    for g, other, theirs in kept
+                    if g != index
+                    and min(size, len(theirs)) >= threshold * max(size, len(theirs))
+                    and _jaccard(shingles, theirs) >= threshold
+                ),
+                None,
+            )
+            if match is None:
+                mine.append((index, task.id, shingles))
+            else:
+                removed[task.id] = match
+        kept += mine
+    return removed
+
+
+def split_repositories(names: Sequence[str], eval_fraction: float, seed: int = 0) -> dict[str, str]:
+    """``{repository: "train" | "eval"}``: the repositories ranked by a seeded hash of
+    their name, the first ``ceil(eval_fraction * n)`` to eval (at least one when there are
+    two or more and the fraction is positive, never all of them)."""
+    if not 0.0 <= eval_fraction < 1.0:
+        raise ConfigError(f"eval fraction {eval_fraction}: choose a value in [0, 1)")
+    ranked = sorted(names, key=lambda n: hashlib.sha256(f"{seed}:{n}".encode()).hexdigest())
+    count = math.ceil(eval_fraction * len(ranked)) if eval_fraction > 0 and len(ranked) >= 2 else 0
+    count = min(count, len(ranked) - 1) if ranked else 0
+    return {name: ("eval" if i < count else "train") for i, name in enumerate(ranked)}
+
+
+@dataclass
+class CorpusResult:
+    """A corpus build: each repository's build, the removals and the split."""
+
+    repositories: list[RepositoryBuild]
+    duplicates: dict[str, str]
+    split: dict[str, str]
+    resumed: int = 0
+    """Repositories taken from an earlier, interrupted build."""
+
+    def tasks(self, split: str | None = None) -> list[FunctionTask]:
+        """The kept tasks (of one split), in the order of the source list."""
+        return [
+            t
+            for r in self.repositories
+            for t in r.tasks
+            if t.id not in self.duplicates and (split is None or self.split.get(_key(r)) == split)
+        ]
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One statistics row per repository: size, yield, tests, coverage, kill rate, time, split."""
+        rows = []
+        for r in self.repositories:
+            t2 = r.statistics.get("table2", {})
+            kept = [t for t in r.tasks if t.id not in self.duplicates]
+            rows.append(
+                {
+                    "repository": _key(r),
+                    "source": r.source,
+                    "license": r.license,
+                    "split": self.split.get(_key(r)) if kept else None,
+                    "candidates": t2.get("candidate functions", 0),
+                    "built": len(r.tasks),
+                    "near_duplicates": len(r.tasks) - len(kept),
+                    "tasks": len(kept),
+                    "yield": t2.get("yield"),
+                    "avg_tests": _mean([t.metadata.num_tests for t in kept]),
+                    "avg_asserts": _mean([t.metadata.num_asserts for t in kept]),
+                    "avg_branch_coverage": t2.get("avg branch coverage"),
+                    "median_kill_rate": t2.get("median mutant kill rate"),
+                    "seconds": round(r.seconds, 1),
+                    "error": r.error,
+                }
+            )
+        return rows
+
+    def totals(self) -> dict[str, Any]:
+        """RepoST's Table 2 totals: tasks, repositories, tests and asserts per task, coverage."""
+        tasks = self.tasks()
+        candidates = sum(r.statistics.get("table2", {}).get("candidate functions", 0) for r in self.repositories)
+        summary = table2(candidates, tasks)
+        return {
+            "repositories": len(self.repositories),
+            "repositories with tasks": sum(
+                any(t.id not in self.duplicates for t in r.tasks) for r in self.repositories
+            ),
+            "repositories failed": sum(r.error is not None for r in self.repositories),
+            "tasks": len(tasks),
+            "train tasks": len(self.tasks("train")),
+            "eval tasks": len(self.tasks("eval")),
+            "near-duplicates removed": len(self.duplicates),
+            "avg tests per task": _mean([t.metadata.num_tests for t in tasks]),
+            "avg asserts per task": summary["avg test cases"],
+            "avg branch coverage": summary["avg branch coverage"],
+            "median mutant kill rate": summary["median mutant kill rate"],
+            "candidate functions": candidates,
+            "yield": summary["yield"],
+            "build seconds (sum over repositories)": round(sum(r.seconds for r in self.repositories), 1),
+        }
+
+
+def _key(build: RepositoryBuild) -> str:
+    """The repository's name in the split (its source when it was never ingested)."""
+    return build.name or build.source
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def corpus_paths(output: Path) -> dict[str, Path]:
+    """The files a corpus build writes beside ``OUTPUT``, and its resume state."""
+    stem = output.name.removesuffix(".jsonl")
+    return {
+        "tasks": output,
+        "train": output.with_name(f"{stem}.train.jsonl"),
+        "eval": output.with_name(f"{stem}.eval.jsonl"),
+        "stats_json": output.with_name(f"{stem}.stats.json"),
+        "stats_md": output.with_name(f"{stem}.stats.md"),
+        "state": output.with_name(f"{stem}.corpus-state"),
+    }
+
+
+def build_corpus(
+    sources: Sequence[str],
+    output: Path,
+    settings: BuildSettings,
+    executor: Executor,
+    *,
+    eval_fraction: float = 0.2,
+    duplicate_threshold: float = 0.9,
+    on_repository: Callable[[RepositoryBuild], None] | None = None,
+) -> CorpusResult:
+    """Build every source on ``executor`` (one repository per unit) and write the corpus.
+
+    Repositories already built into ``output``'s state with the same settings are not
+    built again. Writes ``output`` (every kept task), the train and eval files, and the
+    statistics (see :func:`corpus_paths`).
+
+    Raises:
+        ConfigError: a bad ``eval_fraction``.
+    """
+    split_repositories([], eval_fraction)  # checks the fraction before any build
+    paths = corpus_paths(output)
+    state = CorpusState(paths["state"], settings)
+    found = {s: b for s in sources if (b := state.load(s)) is not None}
+    todo = [s for s in sources if s not in found]
+    logger.info("corpus: %d repositories to build, %d already built", len(todo), len(found))
+
+    def keep(build: RepositoryBuild) -> None:
+        state.save(build)
+        if on_repository is not None:
+            on_repository(build)
+
+    built = dict(zip(todo, executor.map(RepositoryWork(settings), todo, keep)))
+    repositories = [found.get(s) or built[s] for s in sources]
+    result = assemble(repositories, eval_fraction, duplicate_threshold, settings.seed)
+    result.resumed = len(found)
+    write_corpus(result, paths)
+    return result
+
+
+def assemble(
+    repositories: list[RepositoryBuild], eval_fraction: float, duplicate_threshold: float, seed: int
+) -> CorpusResult:
+    """Near-duplicates removed and the split made over builds in source-list order."""
+    duplicates = near_duplicates([r.tasks for r in repositories], duplicate_threshold)
+    with_tasks = [_key(r) for r in repositories if any(t.id not in duplicates for t in r.tasks)]
+    return CorpusResult(repositories, duplicates, split_repositories(with_tasks, eval_fraction, seed))
+
+
+def write_corpus(result: CorpusResult, paths: dict[str, Path]) -> None:
+    """The task file, the two splits and the statistics (JSON and a Markdown table)."""
+    save_tasks(result.tasks(), paths["tasks"])
+    save_tasks(result.tasks("train"), paths["train"])
+    save_tasks(result.tasks("eval"), paths["eval"])
+    stats = {"totals": result.totals(), "repositories": result.rows(), "duplicates": result.duplicates}
+    paths["stats_json"].write_text(json.dumps(stats, indent=2), encoding="utf-8")
+    paths["stats_md"].write_text(statistics_markdown(result), encoding="utf-8")
+
+
+def statistics_markdown(result: CorpusResult) -> str:
+    """The per-repository table and the totals as Markdown."""
+    columns = ("repository", "split", "candidates", "tasks", "near_duplicates", "yield", "avg_asserts")
+    columns += ("avg_branch_coverage", "median_kill_rate", "seconds", "error")
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for row in result.rows():
+        lines.append("| " + " | ".join(_cell(row[c]) for c in columns) + " |")
+    lines += ["", "| total | value |", "|---|---|"]
+    lines += [f"| {k} | {_cell(v)} |" for k, v in result.totals().items()]
+    return "\n".join(lines) + "\n"
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value).replace("|", "/")[:80]
+
+
+__all__ = [
+    "CorpusResult",
+    "RepositoryBuild",
+    "RepositoryWork",
+    "build_corpus",
+    "corpus_paths",
+    "is_source_list",
+    "near_duplicates",
+    "read_sources",
+    "split_repositories",
+]

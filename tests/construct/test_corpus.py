@@ -1,0 +1,197 @@
+"""Corpus builds: source lists, near-duplicates across repositories, the split by
+repository, and resuming at the repository level."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gym_repost.construct.corpus import (
+    build_corpus,
+    corpus_paths,
+    near_duplicates,
+    read_sources,
+    split_repositories,
+)
+from gym_repost.construct.pipeline import BuildSettings
+from gym_repost.errors import ConfigError
+from gym_repost.executor import LocalExecutor
+from gym_repost.sandbox import Sandbox
+from gym_repost.task import FunctionTask, load_tasks
+
+ROOT = Path(__file__).resolve().parents[2]
+MIT = (ROOT / "tasks" / "demo" / "repo" / "LICENSE").read_text()
+
+WORDS = textwrap.dedent('''\
+    def count_vowels(text):
+        """Vowels in text."""
+        total = 0
+        for ch in text.lower():
+            if ch in "aeiou":
+                total += 1
+        return total
+
+
+    def initials(name):
+        """First letters of each word, upper-cased."""
+        parts = [p for p in name.split() if p]
+        if not parts:
+            return ""
+        return "".join(p[0].upper() for p in parts)
+    ''')
+
+NUMBERS = textwrap.dedent('''\
+    def clamp(value, low, high):
+        """value limited to [low, high]."""
+        if value < low:
+            return low
+        if value > high:
+            return high
+        return value
+    ''')
+
+
+def _repo(tmp_path: Path, name: str, modules: dict[str, str]) -> Path:
+    root = tmp_path / name
+    (root / name).mkdir(parents=True)
+    (root / name / "__init__.py").write_text("")
+    for module, text in modules.items():
+        (root / name / f"{module}.py").write_text(text)
+    (root / "LICENSE").write_text(MIT)
+    return root
+
+
+def test_a_source_list_is_read_in_order_and_bad_lines_say_where(tmp_path: Path) -> None:
+    (tmp_path / "here").mkdir()
+    listing = tmp_path / "sources.txt"
+    listing.write_text("# a corpus\n\npypi:toolz==1.2.0\nhere  # a folder beside the list\npypi:semver\n")
+    assert read_sources(listing) == ["pypi:toolz==1.2.0", str((tmp_path / "here").resolve()), "pypi:semver"]
+    listing.write_text("pypi:toolz==1.2.0\nmissing/folder\n")
+    with pytest.raises(ConfigError, match=r"sources\.txt:2: 'missing/folder' is neither"):
+        read_sources(listing)
+    listing.write_text("pypi:toolz==1.2.0\npypi:toolz==1.2.0\n")
+    with pytest.raises(ConfigError, match=r"sources\.txt:2: .* is listed twice"):
+        read_sources(listing)
+    listing.write_text("# nothing\n")
+    with pytest.raises(ConfigError, match="no sources"):
+        read_sources(listing)
+
+
+def _task(base: FunctionTask, name: str, source: str) -> FunctionTask:
+    task = base.model_copy(deep=True)
+    task.name, task.target.source = name, source
+    return task.with_id()
+
+
+def test_near_duplicates_are_removed_across_repositories_only(function_task: FunctionTask) -> None:
+    first = function_task.target.source
+    renamed = first.replace("total", "acc")  # the same code, one local renamed: not a near-duplicate
+    reformatted = first.replace("    ", "        ") + "\n# a comment\n"  # layout and comments only
+    a, b = _task(function_task, "a", first), _task(function_task, "b", reformatted)
+    c, d = _task(function_task, "c", renamed), _task(function_task, "d", first)
+    assert near_duplicates([[a, d], [b, c]]) == {b.id: a.id}  # a and d are in one repository: both kept
+    assert near_duplicates([[b], [a]]) == {a.id: b.id}  # the earlier repository keeps its task
+    assert near_duplicates([[a], [c]], threshold=0.3) == {c.id: a.id}
+
+
+def test_the_split_is_by_repository_seeded_and_never_empties_train() -> None:
+    names = [f"repo{i}" for i in range(10)]
+    split = split_repositories(names, 0.2, seed=0)
+    assert sorted(split) == names and sum(v == "eval" for v in split.values()) == 2
+    assert split == split_repositories(list(reversed(names)), 0.2, seed=0)  # order of the list does not matter
+    assert split != split_repositories(names, 0.2, seed=1)
+    assert set(split_repositories(["only"], 0.5).values()) == {"train"}
+    assert sum(v == "eval" for v in split_repositories(names[:3], 0.9).values()) == 2
+    assert set(split_repositories(names, 0.0).values()) == {"train"}
+    with pytest.raises(ConfigError, match="eval fraction 1.0"):
+        split_repositories(names, 1.0)
+
+
+def test_a_corpus_builds_dedupes_splits_and_resumes_per_repository(tmp_path: Path, sandbox: Sandbox) -> None:
+    alpha = _repo(tmp_path, "alpha", {"words": WORDS})
+    beta = _repo(tmp_path, "beta", {"words": WORDS, "numbers": NUMBERS})  # copies alpha's functions
+    sources, output = [str(alpha), str(beta)], tmp_path / "out" / "corpus.jsonl"
+    output.parent.mkdir()
+    settings = BuildSettings(max_candidates=5, test_executions=200, trace=False)
+    built: list[str] = []
+    result = build_corpus(
+        sources,
+        output,
+        settings,
+        LocalExecutor(2, sandbox),
+        eval_fraction=0.5,
+        on_repository=lambda r: built.append(r.source),
+    )
+    assert sorted(built) == sorted(sources) and result.resumed == 0
+    names = {r.name: [t.target.qualname for t in r.tasks] for r in result.repositories}
+    assert {"count_vowels", "initials"} <= set(names["alpha"]) and "clamp" in names["beta"]
+    kept = [t.target.qualname for t in result.tasks()]
+    assert sorted(kept) == sorted(names["alpha"] + ["clamp"])  # beta's copies of alpha's functions removed
+    assert len(result.duplicates) == len(names["beta"]) - 1
+    paths = corpus_paths(output)
+    train, evaluation = list(load_tasks(paths["train"])), list(load_tasks(paths["eval"]))
+    assert len(train) + len(evaluation) == len(load_tasks(output)) == len(kept)
+    repos = {split: {t.provenance.source for t in tasks} for split, tasks in (("t", train), ("e", evaluation))}
+    assert repos["t"] and repos["e"] and not repos["t"] & repos["e"]  # no repository in both
+    stats = json.loads(paths["stats_json"].read_text())
+    assert stats["totals"]["tasks"] == len(kept) and stats["totals"]["near-duplicates removed"] == len(
+        result.duplicates
+    )
+    assert [row["repository"] for row in stats["repositories"]] == ["alpha", "beta"]
+    assert "| alpha |" in paths["stats_md"].read_text()
+
+    built.clear()  # a second run builds nothing: both repositories are on disk
+    again = build_corpus(
+        sources,
+        output,
+        settings,
+        LocalExecutor(2, sandbox),
+        eval_fraction=0.5,
+        on_repository=lambda r: built.append(r.source),
+    )
+    assert built == [] and again.resumed == 2 and [t.id for t in again.tasks()] == [t.id for t in result.tasks()]
+    for record in (paths["state"] / "repos").iterdir():  # an interrupted build: one repository missing
+        if json.loads(record.read_text())["source"] == str(beta):
+            record.unlink()
+    resumed = build_corpus(
+        sources,
+        output,
+        settings,
+        LocalExecutor(2, sandbox),
+        eval_fraction=0.5,
+        on_repository=lambda r: built.append(r.source),
+    )
+    assert built == [str(beta)] and resumed.resumed == 1
+    assert [t.id for t in resumed.tasks()] == [t.id for t in result.tasks()]
+    other = BuildSettings(max_candidates=1, test_executions=200, trace=False)  # other settings: built again
+    assert build_corpus(sources, output, other, LocalExecutor(2, sandbox), eval_fraction=0.5).resumed == 0
+
+
+def test_the_command_line_builds_a_source_list_and_says_which_line_is_bad(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    _repo(tmp_path, "alpha", {"numbers": NUMBERS})
+    listing = tmp_path / "sources.txt"
+    listing.write_text("alpha\n")
+    output = tmp_path / "corpus.jsonl"
+
+    def build(*extra: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "gym_repost.cli", "build", str(listing), "-o", str(output), *extra]
+        env = {**os.environ, "COLUMNS": "400"}  # error lines unwrapped
+        return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
+
+    result = build("--max-candidates", "1", "--test-executions", "200", "--no-trace")
+    assert result.returncode == 0, result.stderr
+    assert "corpus totals" in result.stdout and [t.target.qualname for t in load_tasks(output)] == ["clamp"]
+    assert (
+        "1 repositories were already built"
+        in build("--max-candidates", "1", "--test-executions", "200", "--no-trace").stdout
+    )
+    listing.write_text("alpha\nnot/here\n")
+    result = build()
+    assert result.returncode == 2 and "sources.txt:2: 'not/here' is neither" in result.stderr
