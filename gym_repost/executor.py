@@ -38,15 +38,17 @@ logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 R = TypeVar("R")
+T_contra = TypeVar("T_contra", contravariant=True)
+R_co = TypeVar("R_co", covariant=True)
 
 ExecutorKind = Literal["local", "ray"]
 RAY_INSTALL = 'pip install "gym-repost[ray]"'
 
 
-class Work(Protocol[T, R]):
+class Work(Protocol[T_contra, R_co]):
     """One unit of work: picklable, called where the executor runs it."""
 
-    def __call__(self, item: T, sandbox: Sandbox | None) -> R:
+    def __call__(self, item: T_contra, sandbox: Sandbox | None, /) -> R_co:
         """The result of ``item``; ``sandbox`` is the executor's (None when it has none)."""
         ...
 

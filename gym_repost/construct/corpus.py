@@ -407,8 +407,8 @@ def write_corpus(result: CorpusResult, paths: dict[str, Path]) -> None:
 
 def statistics_markdown(result: CorpusResult) -> str:
     """The per-repository table and the totals as Markdown."""
-    columns = ("repository", "split", "candidates", "tasks", "near_duplicates", "yield", "avg_asserts")
-    columns += ("avg_branch_coverage", "median_kill_rate", "seconds", "error")
+    columns: tuple[str, ...] = ("repository", "split", "candidates", "tasks", "near_duplicates", "yield")
+    columns += ("avg_asserts", "avg_branch_coverage", "median_kill_rate", "seconds", "error")
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in result.rows():
         lines.append("| " + " | ".join(_cell(row[c]) for c in columns) + " |")

@@ -26,7 +26,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -75,37 +75,49 @@ def make_env(task: Task, sandbox: Sandbox, config: RunConfig) -> FunctionEnv | T
     )
 
 
+@dataclass
+class _Outcome:
+    """What one played episode gave, before it becomes an :class:`Episode`."""
+
+    submissions: list[bool] = field(default_factory=list)
+    test_runs: list[bool] = field(default_factory=list)
+    reward: float = 0.0
+    terminated: bool = False
+    truncated: bool = False
+    steps: int = 0
+    last_report: dict[str, Any] | None = None
+
+
 def _play(
     env: FunctionEnv | TestFileEnv, policy: Any, task: Task, sample: int, seed: int, trajectory: list[dict[str, Any]]
-) -> dict[str, Any]:
+) -> _Outcome:
     obs, info = env.reset(seed=seed)
     info = {**info, "sample": sample, "seed": seed}
     try:
         reset_policy(policy, task, obs, info, seed=seed)
     except Exception as exc:
         raise PolicyError(f"policy.reset raised {type(exc).__name__}: {exc}") from exc
-    outcome = {"submissions": [], "test_runs": [], "reward": 0.0, "terminated": False, "truncated": False}
+    outcome = _Outcome()
     tokens = _Tokens(policy)
     while True:
         action = _act(policy, obs, info)
         obs, reward, terminated, truncated, info = env.step(action)
         if info.get("infra_error"):
             raise InfrastructureError(info["infra_error"])
-        outcome["reward"] += reward
+        outcome.reward += float(reward)
         tested = info["tool"] in ("run_tests", "submit") and info["ok"] and info["test_report"] is not None
         if tested:
-            outcome["test_runs"].append(bool(info["test_report"]["passed"]))
+            outcome.test_runs.append(bool(info["test_report"]["passed"]))
             if info["tool"] == "submit":
-                outcome["submissions"].append(bool(info["test_report"]["passed"]))
+                outcome.submissions.append(bool(info["test_report"]["passed"]))
         step = {"action": _recordable(action), "observation": obs[:_MAX_OBS_CHARS], "reward": reward}
         step.update(tool=info["tool"], ok=info["ok"], tokens=tokens.since_last())
         if tested:
             step["test_report"] = _brief(info["test_report"])
         trajectory.append(step)
         if terminated or truncated:
-            outcome.update(
-                terminated=terminated, truncated=truncated, steps=info["steps"], last_report=info["test_report"]
-            )
+            outcome.terminated, outcome.truncated = terminated, truncated
+            outcome.steps, outcome.last_report = info["steps"], info["test_report"]
             return outcome
 
 
@@ -127,7 +139,13 @@ def run_episode(
     seed = episode_seed(config.seed, task.id, sample)
     env = make_env(task, sandbox, config)
     trajectory: list[dict[str, Any]] = []
-    base = {"task_id": task.id, "task_name": task.name, "sample": sample, "seed": seed, "policy": config.policy}
+    base: dict[str, Any] = {
+        "task_id": task.id,
+        "task_name": task.name,
+        "sample": sample,
+        "seed": seed,
+        "policy": config.policy,
+    }
     policy: Any = None
     started = time.time()
     try:
@@ -146,20 +164,20 @@ def run_episode(
     finally:
         _close_policy(policy)
         env.close()
-    solved_at = out["submissions"].index(True) if True in out["submissions"] else None
+    solved_at = out.submissions.index(True) if True in out.submissions else None
     return Episode(
         **base,
         **_timing(started),
         status="passed" if solved_at is not None else "failed",
-        submissions=out["submissions"],
-        test_runs=out["test_runs"],
+        submissions=out.submissions,
+        test_runs=out.test_runs,
         solved_at=solved_at,
-        steps=out["steps"],
-        reward=out["reward"],
-        terminated=out["terminated"],
-        truncated=out["truncated"],
+        steps=out.steps,
+        reward=out.reward,
+        terminated=out.terminated,
+        truncated=out.truncated,
         code=env.code,
-        final_report=_brief(out["last_report"]),
+        final_report=_brief(out.last_report),
         stats=_stats(policy),
     ), trajectory
 
