@@ -12,8 +12,12 @@ from rich.table import Table
 
 from gym_repost.cli.app import app
 from gym_repost.cli.common import (
+    ENV,
     EXECUTOR,
+    PYTHON,
     RAY_ADDRESS,
+    SANDBOX,
+    WORKERS,
     console,
     counts_table,
     fail,
@@ -184,11 +188,11 @@ def build(
     ),
     test_budget: Optional[float] = typer.Option(None, hidden=True, help="Replaced by --test-executions."),
     trace: bool = typer.Option(True, help="Harvest inputs by running the repository's own tests."),
-    workers: int = typer.Option(2, "--workers", "-w", min=1),
+    workers: int = WORKERS,
     seed: int = typer.Option(0),
-    sandbox: str = typer.Option("local", help="Sandbox backend."),
-    python: Optional[str] = typer.Option(None, help="Interpreter inside the sandbox."),
-    env: Optional[str] = typer.Option(None, help="Installed environment (see `gym-repost env`)."),
+    sandbox: str = SANDBOX,
+    python: Optional[str] = PYTHON,
+    env: Optional[str] = ENV,
     stats_json: Optional[Path] = typer.Option(None, "--stats", help="Write the build statistics here."),
     eval_fraction: float = typer.Option(
         0.2, min=0.0, max=0.99, help="Corpus build: share of the repositories put in the eval split."

@@ -138,6 +138,16 @@ def open_sandbox(name: str, options: dict[str, Any]) -> Iterator[Any]:
         sandbox.close()
 
 
+# Options several commands share (one definition each; a command lists it as its default).
+WORKERS = typer.Option(2, "--workers", "-w", min=1, help="Units of work at once (and warm sandbox workers).")
+SANDBOX = typer.Option("local", help="Sandbox backend: local | docker.")
+PYTHON = typer.Option(None, help="Interpreter inside the sandbox.")
+ENV = typer.Option(None, help="Installed environment (see `gym-repost env`).")
+PRELOAD = typer.Option(
+    "auto",
+    help="Modules warm workers import ahead of runs: auto (those of "
+    "the --env's preload.txt the tasks import), none, or MOD,MOD,...",
+)
 EXECUTOR = typer.Option(
     "local", "--executor", help="Where units of work run: local (threads of this process) | ray (Ray actors)."
 )

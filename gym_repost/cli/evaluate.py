@@ -11,8 +11,13 @@ from rich.table import Table
 
 from gym_repost.cli.app import app
 from gym_repost.cli.common import (
+    ENV,
     EXECUTOR,
+    PRELOAD,
+    PYTHON,
     RAY_ADDRESS,
+    SANDBOX,
+    WORKERS,
     console,
     fail,
     load_tasks,
@@ -33,18 +38,14 @@ def eval_command(
     output: Path = typer.Option(..., "-o", "--output", help="Run directory (resumable)."),
     n: int = typer.Option(1, "-n", "--samples", min=1, help="Samples per task."),
     repairs: int = typer.Option(0, "--repairs", min=0, help="Repair iterations after a failing submission."),
-    workers: int = typer.Option(2, "--workers", "-w", min=1),
+    workers: int = WORKERS,
     max_steps: int = typer.Option(30, help="Step budget per episode."),
     reward: str = typer.Option("binary", help="binary | shaped"),
     seed: int = typer.Option(0),
-    sandbox: str = typer.Option("local", help="Sandbox backend."),
-    python: Optional[str] = typer.Option(None, help="Interpreter inside the sandbox."),
-    env: Optional[str] = typer.Option(None, help="Installed environment (see `gym-repost env`)."),
-    preload: str = typer.Option(
-        "auto",
-        help="Modules warm workers import ahead of runs: auto (those of "
-        "the --env's preload.txt the tasks import), none, or MOD,MOD,...",
-    ),
+    sandbox: str = SANDBOX,
+    python: Optional[str] = PYTHON,
+    env: Optional[str] = ENV,
+    preload: str = PRELOAD,
     policy_arg: list[str] = typer.Option([], "--policy-arg", help="KEY=VALUE for the policy's constructor."),
     base_url: Optional[str] = typer.Option(
         None,

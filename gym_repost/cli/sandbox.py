@@ -11,6 +11,7 @@ from rich.table import Table
 
 from gym_repost.cli.app import env_app, sandbox_app
 from gym_repost.cli.common import (
+    PYTHON,
     console,
     err_console,
     open_sandbox,
@@ -21,7 +22,7 @@ from gym_repost.cli.common import (
 @sandbox_app.command("check")
 def sandbox_check(
     sandbox: str = typer.Option("local", help="Backend to check."),
-    python: Optional[str] = typer.Option(None, help="Interpreter inside the sandbox."),
+    python: Optional[str] = PYTHON,
 ) -> None:
     """Run the sandbox conformance suite against a backend."""
     from gym_repost.sandbox.conformance import run_conformance

@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 
 from gym_repost.cli.app import app
-from gym_repost.cli.common import console, load_tasks, open_sandbox, sandbox_options
+from gym_repost.cli.common import ENV, SANDBOX, console, load_tasks, open_sandbox, sandbox_options
 
 
 @app.command("serve")
@@ -20,8 +20,8 @@ def serve_command(
     port: int = typer.Option(8000, min=0, max=65535, help="TCP port (0: a free one)."),
     max_sessions: int = typer.Option(16, min=1, help="Sessions open at once; more are refused."),
     session_timeout: float = typer.Option(600.0, min=0.001, help="Seconds before an idle session is closed."),
-    sandbox: str = typer.Option("local", help="Sandbox backend: local | docker."),
-    env: Optional[str] = typer.Option(None, help="Installed environment (see `gym-repost env`)."),
+    sandbox: str = SANDBOX,
+    env: Optional[str] = ENV,
     workers: Optional[int] = typer.Option(None, "--workers", "-w", min=1, help="Sandbox runs at once (default: CPUs)."),
     max_steps: int = typer.Option(30, min=1, help="Step budget per episode."),
     repairs: int = typer.Option(0, "--repairs", min=0, help="Repair iterations after a failing submission."),

@@ -11,8 +11,13 @@ from rich.table import Table
 
 from gym_repost.cli.app import app
 from gym_repost.cli.common import (
+    ENV,
     EXECUTOR,
+    PRELOAD,
+    PYTHON,
     RAY_ADDRESS,
+    SANDBOX,
+    WORKERS,
     console,
     err_console,
     load_tasks,
@@ -44,15 +49,11 @@ def validate(
     tasks_path: Path = typer.Argument(..., metavar="TASKS", help="Task file (JSONL)."),
     mutants: int = typer.Option(10, help="Mutants of the ground truth tried per task."),
     coverage: bool = typer.Option(False, "--coverage", help="Also measure branch coverage."),
-    workers: int = typer.Option(2, "--workers", "-w", min=1),
-    sandbox: str = typer.Option("local", help="Sandbox backend."),
-    python: Optional[str] = typer.Option(None, help="Interpreter inside the sandbox."),
-    env: Optional[str] = typer.Option(None, help="Installed environment (see `gym-repost env`)."),
-    preload: str = typer.Option(
-        "auto",
-        help="Modules warm workers import ahead of runs: auto (those of "
-        "the --env's preload.txt the tasks import), none, or MOD,MOD,...",
-    ),
+    workers: int = WORKERS,
+    sandbox: str = SANDBOX,
+    python: Optional[str] = PYTHON,
+    env: Optional[str] = ENV,
+    preload: str = PRELOAD,
     seed: int = typer.Option(0, help="Seed of the mutant sample."),
     json_out: Optional[Path] = typer.Option(None, "--json", help="Write per-task results here."),
     executor: str = EXECUTOR,
