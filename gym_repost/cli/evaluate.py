@@ -18,6 +18,7 @@ from gym_repost.cli.common import (
     RAY_ADDRESS,
     SANDBOX,
     WORKERS,
+    backend_options,
     console,
     fail,
     load_tasks,
@@ -60,6 +61,7 @@ def eval_command(
     from gym_repost.evaluate import RunConfig, RunDir, evaluate
     from gym_repost.evaluate.runner import tasks_digest
     from gym_repost.policy import load_policy
+    from gym_repost.sandbox import sandbox_config
 
     tasks = load_tasks(tasks_path)
     options = parse_policy_args(policy_arg)
@@ -79,8 +81,7 @@ def eval_command(
         reward=reward,  # type: ignore[arg-type]  # pydantic checks it; main() reports a bad one
         seed=seed,
         workers=workers,
-        sandbox=sandbox,
-        sandbox_options={k: v for k, v in options_of_sandbox.items() if k != "workers"},
+        sandbox=sandbox_config(sandbox, **backend_options(sandbox, options_of_sandbox)),
     )
     run_dir = RunDir(output)
     keys = {(t.id, s) for t in tasks for s in range(n)}

@@ -23,9 +23,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from gym_repost.errors import RunDirBusyError, RunDirError
+from gym_repost.sandbox.config import DockerSandboxConfig, LocalSandboxConfig, SandboxConfig
 
 logger = logging.getLogger(__name__)
 
@@ -51,11 +52,24 @@ class RunConfig(BaseModel):
     reward: Literal["binary", "shaped"] = "binary"
     seed: int = 0
     workers: int = Field(default=1, ge=1)
-    sandbox: str = "local"
-    sandbox_options: dict[str, Any] = Field(default_factory=dict)
+    sandbox: SandboxConfig = Field(default_factory=LocalSandboxConfig)
+    """The sandbox the run's episodes ran in: its backend (``type``), limits and options."""
     versions: dict[str, str] = Field(default_factory=dict)
     """gym-repost, Python, Gymnasium and the platform of the run's last session (not part
     of its identity: a run can be continued after an upgrade); empty in older runs."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sandbox_of_older_runs(cls, data: Any) -> Any:
+        """Runs made before the sandbox was typed wrote its backend's name and an options
+        dict: read them as the backend's configuration (options it no longer has left out)."""
+        if isinstance(data, dict) and (isinstance(data.get("sandbox"), str) or "sandbox_options" in data):
+            data = dict(data)
+            name, options = data.pop("sandbox", "local"), data.pop("sandbox_options", None) or {}
+            fields = {"local": LocalSandboxConfig.model_fields, "docker": DockerSandboxConfig.model_fields}
+            known = set(fields.get(name, {}))
+            data["sandbox"] = {"type": name, **{k: v for k, v in options.items() if k in known}}
+        return data
 
     IDENTITY: ClassVar[tuple[str, ...]] = (
         "tasks_digest",

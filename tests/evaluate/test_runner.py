@@ -162,3 +162,24 @@ def test_resume_after_kill_loses_nothing_and_duplicates_nothing(
     assert len(keys) == len(set(keys)) == 12
     summary = json.loads((run / "summary.json").read_text())
     assert summary["pass@6"] == 1.0 and summary["episodes"] == 12
+    config = json.loads((run / "config.json").read_text())
+    assert config["sandbox"]["type"] == "local" and config["sandbox"]["workers"] == 2  # the typed sandbox config
+
+
+def test_a_run_of_an_older_version_with_a_sandbox_name_and_options_still_reads(tmp_path: Path) -> None:
+    from gym_repost.evaluate import RunDir
+
+    older = {
+        "tasks": "t.jsonl",
+        "tasks_digest": "d",
+        "policy": "oracle",
+        "n": 1,
+        "sandbox": "local",
+        "sandbox_options": {"env": "repost-eval", "python": "/opt/env/bin/python3", "preload": ["numpy"]},
+    }
+    (tmp_path / "config.json").write_text(json.dumps(older))
+    config = RunDir(tmp_path).read_config()
+    assert config is not None and config.sandbox.type == "local"
+    assert config.sandbox.python == "/opt/env/bin/python3" and config.sandbox.preload == ["numpy"]
+    docker = RunConfig.model_validate({**older, "sandbox": "docker", "sandbox_options": {"env": "repost-eval"}})
+    assert docker.sandbox.type == "docker"
