@@ -24,7 +24,7 @@ from gym_repost import bounded_json
 from gym_repost.analysis.parsing import parse_python
 from gym_repost.errors import CandidateError, ToolError, UntrustedDataError
 from gym_repost.harness import prepare_candidate, run_function_tests
-from gym_repost.harness.report import TestReport
+from gym_repost.harness.function_report import TestReport
 from gym_repost.harness.testfile_report import RewardConfig, TestFileReport, score_test_file
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask, TestFileTask

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from gym_repost.analysis.packages import distribution_for
 from gym_repost.harness import run_function_tests
-from gym_repost.harness.report import TestReport
+from gym_repost.harness.function_report import TestReport
 from gym_repost.sandbox.base import RunResult, Sandbox
 from gym_repost.task import FunctionTask
 

@@ -29,7 +29,7 @@ from gym_repost.data.llm_samplers import LLMTotals, add_llm_totals, close_sample
 from gym_repost.data.records import SftFormat, normalized_code, sft_record
 from gym_repost.env.function_env import FunctionEnv
 from gym_repost.errors import ConfigError, InfrastructureError, PolicyError, RunDirError, TaskFormatError
-from gym_repost.evaluate.records import Episode, RunConfig, RunDir
+from gym_repost.evaluate.run_dir import Episode, RunConfig, RunDir
 from gym_repost.evaluate.runner import tasks_digest
 from gym_repost.executor import Executor, LocalExecutor, with_sandbox
 from gym_repost.harness import run_function_tests

@@ -4,7 +4,7 @@ May import: bounded_json, env, errors, executor, policy, sandbox, task.
 """
 
 from gym_repost.evaluate.metrics import pass_at_k, self_repair_curve
-from gym_repost.evaluate.records import Episode, RunConfig, RunDir
+from gym_repost.evaluate.run_dir import Episode, RunConfig, RunDir
 from gym_repost.evaluate.runner import evaluate, run_episode
 from gym_repost.evaluate.summary import summarize
 

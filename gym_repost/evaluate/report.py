@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gym_repost.evaluate.records import Episode
+from gym_repost.evaluate.run_dir import Episode
 
 
 def percent(value: float | None) -> str:

@@ -35,7 +35,7 @@ from gym_repost.env import make_task_env
 from gym_repost.env.function_env import FunctionEnv
 from gym_repost.env.testfile_env import TestFileEnv
 from gym_repost.errors import InfrastructureError, PolicyError, UntrustedDataError
-from gym_repost.evaluate.records import Episode, RunConfig, RunDir, software_versions
+from gym_repost.evaluate.run_dir import Episode, RunConfig, RunDir, software_versions
 from gym_repost.evaluate.summary import summarize
 from gym_repost.executor import Executor, need_sandbox, with_sandbox
 from gym_repost.policy.loader import PolicyFactory

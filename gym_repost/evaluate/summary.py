@@ -12,7 +12,7 @@ from gym_repost.evaluate.metrics import (
     mean_pass_at_k,
     self_repair_curve,
 )
-from gym_repost.evaluate.records import Episode, RunConfig
+from gym_repost.evaluate.run_dir import Episode, RunConfig
 
 
 def rates(outcomes: Sequence[SampleOutcome], n: int, repairs: int) -> dict[str, Any]:

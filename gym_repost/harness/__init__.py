@@ -22,7 +22,7 @@ from gym_repost.harness.candidate import (
     prepare_candidate,
     strip_tests,
 )
-from gym_repost.harness.report import TestReport, parse_run
+from gym_repost.harness.function_report import TestReport, parse_run
 from gym_repost.harness.verdict import (
     MAX_RECORD_CHARS,
     Record,

@@ -18,7 +18,7 @@ from gym_repost.analysis.packages import distribution_for
 from gym_repost.executor import Executor, need_sandbox, with_sandbox
 from gym_repost.harness import do_nothing_candidate, reference_for, run_function_tests, run_host_made
 from gym_repost.harness.coverage import FunctionCoverage, measure_coverage
-from gym_repost.harness.report import TestReport
+from gym_repost.harness.function_report import TestReport
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask
 

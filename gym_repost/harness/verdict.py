@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from gym_repost.harness.report import Frame, TestReport
+from gym_repost.harness.function_report import Frame, TestReport
 
 MAX_RECORD_CHARS = 8_000_000
 MAX_CALLS = 2000

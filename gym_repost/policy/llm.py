@@ -46,7 +46,7 @@ from typing import Any
 
 from gym_repost.errors import ConfigError
 from gym_repost.harness import extract_code_block
-from gym_repost.harness.report import TestReport
+from gym_repost.harness.function_report import TestReport
 from gym_repost.llm import Ledger, LLMClient, LLMConfigBase, LLMResponse, Message, ToolCall, llm_config
 from gym_repost.policy.base import Action, PrivilegedPolicy, tool_call
 from gym_repost.policy.generation import (

@@ -73,7 +73,7 @@ def test_self_repair_curve_is_monotone() -> None:
 
 
 def test_summary_holds_the_mean_reward_of_scored_episodes_only() -> None:
-    from gym_repost.evaluate.records import Episode
+    from gym_repost.evaluate.run_dir import Episode
     from gym_repost.evaluate.summary import summarize
 
     def episode(task: str, status: str, reward: float) -> Episode:

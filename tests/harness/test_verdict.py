@@ -6,7 +6,7 @@ import textwrap
 
 from gym_repost.construct.quality import QualityReport, QualityThresholds, _judge
 from gym_repost.harness import do_nothing_candidate, reference_for, run_function_tests
-from gym_repost.harness.report import TestReport
+from gym_repost.harness.function_report import TestReport
 from gym_repost.harness.validation import validate_task
 from gym_repost.harness.verdict import MAX_RECORD_CHARS, Record, Reference, compare, merge_runs, parse_record
 from gym_repost.sandbox.base import RunResult, Sandbox

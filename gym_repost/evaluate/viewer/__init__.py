@@ -22,8 +22,8 @@ from typing import Any
 
 from gym_repost.errors import RunDirError
 from gym_repost.evaluate.charts import Series, bar_chart, line_chart
-from gym_repost.evaluate.records import CONFIG, EPISODES, Episode, RunConfig, RunDir
 from gym_repost.evaluate.report import INFRA_FAIL, SCORED, failure_text, figure_rows, natural_key, percent, task_rows
+from gym_repost.evaluate.run_dir import CONFIG, EPISODES, Episode, RunConfig, RunDir
 from gym_repost.evaluate.summary import summarize
 from gym_repost.evaluate.viewer.trajectory import step_views
 
