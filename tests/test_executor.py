@@ -68,7 +68,7 @@ def test_every_unit_of_work_pickles_with_the_standard_library(function_task: Any
     from gym_repost.data.acecoder import AcecoderWork
     from gym_repost.data.dstc import DstcWork
     from gym_repost.data.rejection import RejectionWork, RepairerSpec
-    from gym_repost.data.testgen import TestGenWork
+    from gym_repost.data.repo_smith import TestGenWork
     from gym_repost.evaluate import RunConfig
     from gym_repost.evaluate.runner import EpisodeWork
     from gym_repost.harness.validation import ValidateWork

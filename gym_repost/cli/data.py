@@ -377,7 +377,7 @@ def data_testgen(
     ray_address: Optional[str] = RAY_ADDRESS,
 ) -> None:
     """Test-generation data (Repo-Smith): generate a test file, repair its weakest metric, compress the reasoning."""
-    from gym_repost.data import testgen
+    from gym_repost.data import repo_smith
     from gym_repost.data.records import write_jsonl
 
     tasks = [t for t in load_tasks(tasks_path) if t.kind == "testfile"][:limit]
@@ -391,7 +391,7 @@ def data_testgen(
     options = sandbox_options(workers, python, env, ["pytest", "coverage"])
     label = f"test generation on {tasks_path.name}"
     with _executor(executor, ray_address, workers, sandbox, options, label, len(tasks)) as (ex, on_result):
-        results = testgen.run(
+        results = repo_smith.run(
             tasks,
             None,
             generator=generator,
@@ -402,7 +402,7 @@ def data_testgen(
             on_result=on_result,
         )
     write_jsonl([r.record() for r in results], output)
-    t = testgen.testgen_totals(results)
+    t = repo_smith.testgen_totals(results)
     console.print(
         counts_table(
             f"test generation ({generator}, up to {rounds} repair rounds)",

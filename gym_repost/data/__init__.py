@@ -6,6 +6,8 @@
   matrix (:func:`~gym_repost.data.dstc.minimax_select`), DPO and KTO records.
 * :mod:`gym_repost.data.acecoder`: AceCoder's test filtering by a proxy solution and pair
   rule over pass rates (:func:`~gym_repost.data.acecoder.preference_pairs`).
+* :mod:`gym_repost.data.repo_smith`: Repo-Smith's test-file data (generate, guided repair,
+  compressed reasoning), the ``data testgen`` command.
 * :mod:`gym_repost.data.base`: the sampler and repairer protocols;
   :mod:`gym_repost.data.samplers`: the offline samplers and the spec registry;
   :mod:`gym_repost.data.llm_samplers`: the ``llm:PROVIDER/MODEL`` samplers and repairer;

@@ -10,7 +10,7 @@ import pytest
 from testfile_tasks import GROUND_TRUTH, tiny_testfile_task  # noqa: F401 - a fixture
 
 from gym_repost.data.records import write_jsonl
-from gym_repost.data.testgen import (
+from gym_repost.data.repo_smith import (
     LLMGenerator,
     ScriptedGenerator,
     TextGenerator,
