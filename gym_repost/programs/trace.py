@@ -541,6 +541,9 @@ class TraceRun:
         self.token, self.config, self.recorder = token, config, recorder
         self.plugin, self.code, self.error = None, None, None
         self.captured = io.StringIO()
+        self.stdout_fd = os.dup(1)
+        """The real standard output: pytest's fd capture points fd 1 at a temporary file
+        while a test runs, and SIGXCPU can end the run right then."""
 
     def run(self):
         deadline = time.monotonic() + float(self.config.get("deadline", 240))
@@ -572,6 +575,7 @@ class TraceRun:
 
     def finish(self):
         result = summary(self.config, self.recorder, self.plugin, self.code, self.captured.getvalue(), self.error)
+        os.dup2(self.stdout_fd, 1)  # not pytest's capture file, if a test was running
         protocol.write_result(result, self.token, compress=True)
         os._exit(0)
 
