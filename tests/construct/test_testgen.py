@@ -741,4 +741,6 @@ def test_a_test_is_timed_by_its_cpu_time_and_a_sleeping_one_by_the_wall_clocks_s
     result = trace_repository(sandbox, repo, [target], timeout=60, test_timeout=0.5)
     assert result.tests_run == 3 and result.tests_failed == 2
     assert [c.args for c in result.calls[target.key]] == ["([1], [])", "([2], [])", "([], [3])"]
-    assert result.wall_stops == 1  # the sleeping test; the spinning one met its CPU limit
+    # the sleeping test always meets the wall clock's safety limit; on a quiet machine the spinning
+    # one meets its CPU limit first, on a loaded one (less than 1/6 of a core) the wall clock may
+    assert 1 <= result.wall_stops <= 2

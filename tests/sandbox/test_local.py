@@ -705,3 +705,21 @@ def test_profile_mode_stamps_each_phase_in_order(work_root: Path) -> None:
     assert [phases[k] for k in child] == sorted(phases[k] for k in child)
     assert phases["host_called"] <= phases["host_sent"] and phases["previous_ready"] <= phases["received"]
     assert 0 < phases["child_job_faults"] <= phases["child_start_faults"] <= phases["child_end_faults"]
+
+
+def test_a_run_reaches_none_of_the_workers_modules(warm_sandbox: LocalSandbox) -> None:
+    """A warm run is forked from PID 1, which holds the worker's modules (the server, the held
+    programs' bytecode, the profile stamps). The run must not reach them through sys.modules,
+    and a module of the same name that the run ships is the one it imports."""
+    probe = (
+        "import sys\n"
+        "names = ('worker', 'worker_io', 'worker_run', 'worker_startup', 'isolation')\n"
+        "print(sorted(n for n in sys.modules if n.split('.')[-1] in names))\n"
+        "import worker_run\n"
+        "print(worker_run.MINE)\n"
+    )
+    result = warm_sandbox.run(
+        {"main.py": probe, "worker_run.py": "MINE = 'the run own module'\n"}, ["python3", "main.py"], timeout=30
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:2] == ["[]", "the run own module"]
