@@ -143,6 +143,9 @@ WORKERS = typer.Option(2, "--workers", "-w", min=1, help="Units of work at once 
 SANDBOX = typer.Option("local", help="Sandbox backend: local | docker.")
 PYTHON = typer.Option(None, help="Interpreter inside the sandbox.")
 ENV = typer.Option(None, help="Installed environment (see `gym-repost env`).")
+SEED = typer.Option(0, help="Seed of everything sampled (the same seed gives the same result).")
+LIMIT = typer.Option(None, min=1, help="Only the first N tasks.")
+TEST_TIMEOUT = typer.Option(2.0, help="Seconds per test (script loading included).")
 PRELOAD = typer.Option(
     "auto",
     help="Modules warm workers import ahead of runs: auto (those of "
