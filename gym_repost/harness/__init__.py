@@ -19,6 +19,7 @@ from gym_repost.harness.candidate import (
     assemble,
     do_nothing_candidate,
     extract_code_block,
+    playback_script,
     prepare_candidate,
     strip_tests,
 )
@@ -32,6 +33,7 @@ from gym_repost.harness.verdict import (
     judge,
     merge_runs,
     parse_record,
+    playback_answers,
     reference_key,
 )
 from gym_repost.sandbox.base import RunResult, Sandbox
@@ -42,6 +44,8 @@ SCRIPT_NAME = "evaluation.py"
 """File name of the evaluation script inside the run directory."""
 HARNESS_NAME = program_file("harness")
 """File name of the in-sandbox harness (:mod:`gym_repost.programs.harness`) inside the run directory."""
+PROGRAM_MODULES = ("values",)
+"""Program modules the harness imports (:mod:`gym_repost.programs.values`, plain data)."""
 
 
 def harness_source() -> str:
@@ -80,9 +84,44 @@ def _harness_run(
         config,
         timeout=timeout or task.evaluation.timeout,
         token=True,
+        modules=PROGRAM_MODULES,
         max_chars=MAX_RECORD_CHARS,
     )
     return parse_run(run), parse_record(run.payload)
+
+
+PLAYBACK_NAME = "_gym_repost_playback.json"
+
+
+def playback_accepts(
+    sandbox: Sandbox, task: FunctionTask, reference: Reference, record: Record, timeout: float | None = None
+) -> bool:
+    """Whether the task's own tests accept the record's return values where they differ from the reference's.
+
+    False unless the task's tests are its specification (:func:`playback_script`) and the
+    record differs only in return values that are plain data (:func:`playback_answers`).
+    Then the tests run in a ``playback`` run, which holds the ground truth and the
+    recorded values, never the candidate's code, and must complete with every differing
+    value asked for. Nothing of that run reaches the agent.
+    """
+    script = playback_script(task)
+    answers = playback_answers(reference, record) if script is not None else None
+    if script is None or answers is None:
+        return False
+    files = {**task.evaluation.files, SCRIPT_NAME: script.script, PLAYBACK_NAME: json.dumps(answers)}
+    config = {"script": SCRIPT_NAME, "start": script.start_line, "end": script.end_line, "mode": "playback"}
+    config["playback"] = PLAYBACK_NAME
+    run = run_program(
+        sandbox,
+        "harness",
+        files,
+        config,
+        timeout=timeout or task.evaluation.timeout,
+        token=True,
+        modules=PROGRAM_MODULES,
+    )
+    payload = run.payload or {}
+    return run.completed and run.problem is None and payload.get("missed") == 0 and payload.get("unasked") == 0
 
 
 def record_reference(sandbox: Sandbox, task: FunctionTask) -> Reference:
@@ -142,8 +181,10 @@ def reference_for(sandbox: Sandbox, task: FunctionTask) -> Reference:
 
     Kept for the process, and on disk for the local sandbox
     (:mod:`gym_repost.harness.reference_store`), so a later process (``eval`` after
-    ``validate``) makes none. A failing reference (a missing package, a timeout) is not
-    kept: the next call tries again.
+    ``validate``) makes none. A failing reference is never kept on disk, and for the
+    process only when the ground truth ran into its timeout: the other samples of the task
+    would each wait for the same timeout again (a task that needs the network, say). Any
+    other failure (a missing package the builder then installs) is tried again.
     """
     description = {k: v for k, v in sandbox.describe().items() if k != "workers"}
     key = reference_key(task.evaluation.model_dump(), task.target.model_dump(), task.ground_truth, description)
@@ -156,7 +197,7 @@ def reference_for(sandbox: Sandbox, task: FunctionTask) -> Reference:
                 reference = record_reference(sandbox, task)
                 if reference.passed and stored is not None:
                     reference_store.save(stored, reference)
-            if reference.passed:
+            if reference.passed or reference.report.status == "timeout":
                 _REFERENCES.put(key, reference)
         return reference
 
@@ -180,7 +221,12 @@ def run_function_tests(sandbox: Sandbox, task: FunctionTask, code: str, timeout:
     if code == task.ground_truth:
         return reference.report
     report, record = _harness_run(sandbox, task, assembled, reference.mode, timeout, reference.inputs)
-    return judge(report, record, reference)
+    verdict = judge(report, record, reference)
+    if verdict.passed or not report.passed or record is None:
+        return verdict
+    if playback_accepts(sandbox, task, reference, record, timeout):
+        return report
+    return verdict
 
 
 CPU_FACTOR = 20.0

@@ -167,6 +167,52 @@ def assemble(task: FunctionTask, code: str, *, keep_original: bool = False) -> A
     return AssembledScript(script=script, start_line=start, end_line=end)
 
 
+PLAYBACK_HOOK = "__gym_repost_playback__"
+"""Name under which the in-sandbox harness's ``playback`` mode answers calls from a candidate's record."""
+
+
+def playback_script(task: FunctionTask) -> AssembledScript | None:
+    """The task's script with the original kept and ``{name}_new_implementation`` answering from a record.
+
+    Only for a task whose tests are its specification: a module-level target that the
+    script reaches only through ``{name}_new_implementation`` (HumanEval's ``check``, a
+    test asserting properties of the result). A script that uses the original's name
+    outside its definition (RepoST's equivalence tests, a helper calling it) gives None:
+    there the tests compare against the original, and the recorded calls decide alone.
+    """
+    target, evaluation = task.target, task.evaluation
+    if target.class_name is not None:
+        return None
+    return _playback_script(evaluation.script, target.name, new_name(target), evaluation.insert_line)
+
+
+@lru_cache(maxsize=256)
+def _playback_script(script: str, name: str, new: str, at: int) -> AssembledScript | None:
+    try:
+        tree = parse_python(script)
+    except (SyntaxError, ValueError):
+        return None
+    span = find_function(script, name, tree)
+    if span is None:
+        return None
+    inside = set(ast.walk(span.node))
+    for node in ast.walk(tree):
+        if node in inside:
+            continue
+        if (
+            (isinstance(node, ast.Name) and node.id == name)
+            or (isinstance(node, ast.Attribute) and node.attr == name)
+            or (isinstance(node, ast.alias) and name in (node.name, node.asname))
+            or (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name)
+        ):
+            return None
+    at = max(at, span.end)
+    lines = script.split("\n")
+    hook = f"{new} = {PLAYBACK_HOOK}({name})"
+    script = "\n".join(lines[:at] + ["", hook, ""] + lines[at:])
+    return AssembledScript(script=script, start_line=at + 2, end_line=at + 2)
+
+
 def _is_test_name(name: str, test_names: set[str]) -> bool:
     return name in test_names or name == "check" or name.startswith(("test", "Test"))
 

@@ -80,6 +80,7 @@ def disk_key(sandbox: Sandbox, task: FunctionTask) -> str | None:
         list(stamp),
         program_source("harness"),
         program_source("protocol"),
+        program_source("values"),
     )
 
 

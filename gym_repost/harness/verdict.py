@@ -19,6 +19,13 @@ truth alone, and cached:
 A candidate passes when its run completed and its record equals the reference's. A
 forged record passes only if it holds the reference's data, which a candidate can only
 produce by computing what the reference computes.
+
+Where the tests are the task's specification (HumanEval's ``check``: a tolerance, any
+valid root), a record that differs from the reference only in return values that are
+plain data gets a second chance: the tests run against those values in a separate run
+that holds the ground truth and not the candidate's code (:func:`playback_answers`,
+``playback`` mode), and the candidate passes when they complete and every differing
+value was checked.
 """
 
 from __future__ import annotations
@@ -159,6 +166,35 @@ def first_mismatch(reference: Reference, record: Record) -> tuple[int, str] | No
             if want != UNSTABLE and got.get(key, "") != want:
                 return index + 1, _describe(index, key, meaning, got)
     return None
+
+
+def playback_answers(reference: Reference, record: Record) -> list[tuple[str, str | None]] | None:
+    """The record's answers for a playback of the tests, None when the record does not qualify.
+
+    A record qualifies when it differs from the reference only in return values, each
+    recorded as plain data (``rl``): the same calls with the same arguments, no exception
+    on either side, the same arguments after the call and the same output. Each call's
+    answer is the digest of its arguments and either None (its return value is the
+    reference's: the playback runs the original) or the recorded value, which the task's
+    own tests then judge in a process without the candidate's code.
+    """
+    if record.overflow or reference.overflow or len(record.calls) != len(reference.calls) or not record.completed:
+        return None
+    answers: list[tuple[str, str | None]] = []
+    differs = False
+    for expected, got in zip(reference.calls, record.calls, strict=True):
+        if expected.get("a", "") in ("", UNSTABLE):
+            return None
+        for key in COMPARED:
+            want = expected.get(key, "")
+            if key != "r" and want != UNSTABLE and got.get(key, "") != want:
+                return None
+        same = expected.get("r", "") in (UNSTABLE, got.get("r", ""))
+        if not same and (expected.get("x") or got.get("x") or "g" in got or "g" in expected or not got.get("rl")):
+            return None
+        differs = differs or not same
+        answers.append((expected["a"], None if same else got["rl"]))
+    return answers if differs else None
 
 
 def _describe(index: int, key: str, meaning: str, got: dict[str, str]) -> str:

@@ -18,7 +18,18 @@ the exception's type and of the printed output, and a short text of the result. 
   also pickle each call's arguments so the calls can be replayed without the tests;
 * ``driver``: run the tests, record;
 * ``inputs``: the script holds no tests; replay the pickled arguments of the reference
-  calls, record.
+  calls, record;
+* ``playback`` (the ground truth is in the script, the code under test is not): run the
+  tests with ``{name}_new_implementation`` answering from a candidate's record (the
+  ``playback`` file: per call, the digest of its arguments and either its return value as
+  a literal or null, "what the ground truth returns"); the result says whether the tests
+  completed and every call was answered.
+
+In ``inputs`` and ``driver`` runs, a return value made only of literals (numbers,
+strings, bytes, None and lists, tuples, dicts and sets of them) is also recorded as such
+(``rl``), so that the host can let the task's own tests judge a value that differs from
+the reference's (a float within the test's tolerance, another valid answer): plain data
+as :mod:`values` carries it, which cannot carry behaviour.
 
 The result is the record, with ``report``: None when the script completed, else why it
 did not (exception, frames, failing assertion). The completion token follows only when
@@ -48,9 +59,10 @@ import traceback
 import types
 
 try:
-    from . import protocol
+    from . import protocol, values
 except ImportError:  # in the sandbox, beside the protocol module
     import _gym_repost_protocol as protocol  # type: ignore[no-redef,import-not-found]
+    import _gym_repost_values as values  # type: ignore[no-redef,import-not-found]
 
 _MAX_REPR = 400
 MAX_CALLS = 2000
@@ -299,6 +311,7 @@ class Recorder:
     """Records the outermost calls of the wrapped code under test."""
 
     def __init__(self, pickle_inputs, where=None):
+        self.literals = not pickle_inputs
         self.where = where
         self.failure = None
         self.calls = []
@@ -359,6 +372,10 @@ class Recorder:
         else:
             entry["r"] = _digest(result)
             entry["rr"] = _short_repr(result)[:300]
+            if self.literals and "g" not in entry:
+                literal = _literal_text(result)
+                if literal is not None:
+                    entry["rl"] = literal
             return result
         finally:
             self._local.depth = 0
@@ -437,6 +454,102 @@ def _then_raise(items, exc):
     raise exc
 
 
+# ------------------------------------------------------------------ literal values and playback
+
+MAX_LITERAL = 380
+"""Longest JSON text of a return value recorded as data (``rl``); longer ones are not."""
+
+
+def _literal_text(value):
+    """``value`` as plain data (:mod:`values`), as JSON text of at most :data:`MAX_LITERAL` characters, else None."""
+    data = values.encode(value)
+    if data is None:
+        return None
+    text = json.dumps(data, separators=(",", ":"))
+    return text if len(text) <= MAX_LITERAL else None
+
+
+def _answer(data):
+    """The value of a recorded answer; a class (named, found here) is refused: its metaclass could claim equality."""
+
+    def check(item):
+        tag = item[0]
+        if tag == "C":
+            raise ValueError("a class is not an answer")
+        if tag in ("l", "t", "S", "F"):
+            for value in item[1]:
+                check(value)
+        elif tag == "d":
+            for key, value in item[1]:
+                check(key)
+                check(value)
+
+    check(data)
+    return values.decode(data)
+
+
+class Playback:
+    """Answers the calls of the tests from a candidate's record; any call it cannot answer fails the run.
+
+    Calls are matched by the digest of their arguments, first unanswered first. A call
+    the record answers with null runs the original (the ground truth, whose answer the
+    candidate's matched); one with a value returns that value. A miss is remembered
+    (tests that catch it still fail), and so is a value no call asked for.
+    """
+
+    def __init__(self, path):
+        with open(path, encoding="utf-8") as fh:
+            entries = json.load(fh)
+        self.entries = [(str(d), v is None, None if v is None else _answer(json.loads(v))) for d, v in entries]
+        self.used = [False] * len(self.entries)
+        self.missed = 0
+
+    def wrap(self, original):
+        playback = self
+
+        def answered(*args, **kwargs):
+            return playback.answer(original, args, kwargs)
+
+        answered.__name__ = getattr(original, "__name__", "answered")
+        return answered
+
+    def answer(self, original, args, kwargs):
+        digest = _digest((args, kwargs))
+        for index, (want, same, value) in enumerate(self.entries):
+            if not self.used[index] and want == digest:
+                self.used[index] = True
+                return original(*args, **kwargs) if same else value
+        self.missed += 1
+        raise AssertionError("a call the candidate's record does not answer")
+
+    def unasked(self):
+        """Values of the record that no call of the tests received."""
+        return sum(1 for (_, same, _), used in zip(self.entries, self.used) if not same and not used)
+
+
+def _playback(config, token):
+    """Run the tests against a candidate's recorded answers; never returns."""
+    try:
+        playback = Playback(config["playback"])
+    except (OSError, ValueError, TypeError, KeyError, IndexError, RecursionError):
+        protocol.write_result({"completed": False, "missed": 0, "unasked": 0})
+        os._exit(1)
+    builtins.__gym_repost_playback__ = playback.wrap
+    script = config["script"]
+    sys.argv = [script]
+    sys.path[0] = os.path.dirname(os.path.abspath(script))
+    kind, _ = _run_script(script, None, "driver", None)
+    ok = kind is None and not playback.missed and not playback.unasked()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:
+        pass
+    result = {"completed": kind is None, "missed": playback.missed, "unasked": playback.unasked()}
+    protocol.write_result(result, token if ok else None)
+    os._exit(0 if ok else 1)
+
+
 # ------------------------------------------------------------------ main
 
 
@@ -467,6 +580,8 @@ def main():
     token = protocol.read_token()
     if config.get("batch"):
         _batch(config, token)
+    if config.get("mode") == "playback":
+        _playback(config, token)
     _single(config, token)
 
 

@@ -80,6 +80,9 @@ _BOOTSTRAP = "import sys; sys.path[0] = sys.argv[1]; import worker; sys.exit(wor
 HARNESS_MODULES = (
     "ast",
     "base64",
+    "datetime",
+    "decimal",
+    "fractions",
     "hashlib",
     "io",
     "linecache",

@@ -1,0 +1,157 @@
+"""The task's own tests judge return values that differ from the reference's (issue 14).
+
+Where the tests are the task's specification (HumanEval's ``check``), a candidate may
+return another valid answer than the ground truth's: another root, a float within the
+tests' tolerance. Its record differs from the reference's only in those return values,
+so the tests run again in a ``playback`` run that holds the ground truth and the
+recorded values, never the candidate's code. Wrong values still fail, tasks whose tests
+compare with the original (RepoST's equivalence tests) are still judged by the record
+alone, and nothing of the playback reaches the agent.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+from conftest import build_task
+
+from gym_repost.harness import playback_accepts, reference_for, run_function_tests
+from gym_repost.harness.candidate import playback_script
+from gym_repost.harness.verdict import Record, playback_answers
+from gym_repost.sandbox.base import Sandbox
+from gym_repost.task import FunctionTask
+
+ROOT_FINDER = """\
+def find_zero(xs: list):
+    begin, end = -1., 1.
+    while poly(xs, begin) * poly(xs, end) >= 0:
+        begin *= 2.0
+        end *= 2.0
+    while end - begin > 1e-10:
+        center = (begin + end) / 2.0
+        if poly(xs, center) * poly(xs, begin) > 0:
+            begin = center
+        else:
+            end = center
+    return begin
+"""
+"""HumanEval/32's canonical solution with ``>=`` for ``>``: another root on some inputs, which ``check`` accepts."""
+
+
+def _tolerance_task(test_body: str, helper: str = "") -> FunctionTask:
+    script = textwrap.dedent("""\
+        def mean(xs):
+            return sum(xs) / len(xs)
+
+        {helper}
+        def test_mean():
+        {body}
+
+
+        if __name__ == "__main__":
+            test_mean()
+        """).format(helper=helper, body=textwrap.indent(textwrap.dedent(test_body), "    "))
+    files = {"tiny/stats.py": "def mean(xs):\n    return sum(xs) / len(xs)\n"}
+    return build_task(script, "mean", files, "tiny/stats.py")
+
+
+SPEC_TESTS = """\
+for xs in ([1, 2, 3], [10, 20], [0.5, 0.25, 4.0, 7.0]):
+    assert abs(mean_new_implementation(xs) - sum(xs) / len(xs)) < 0.01
+"""
+EQUIVALENCE_TESTS = """\
+for xs in ([1, 2, 3], [10, 20], [0.5, 0.25, 4.0, 7.0]):
+    assert abs(mean_new_implementation(xs) - mean(xs)) < 0.01
+"""
+CLOSE = "def mean(xs):\n    return sum(xs) / len(xs) + 0.001\n"
+FAR = "def mean(xs):\n    return sum(xs) / len(xs) + 1.0\n"
+
+
+@pytest.fixture(scope="module")
+def find_zero(humaneval_tasks: list[FunctionTask]) -> FunctionTask:
+    return next(t for t in humaneval_tasks if t.name == "HumanEval/32")
+
+
+def test_another_valid_root_passes_as_the_official_harness_says(find_zero: FunctionTask, sandbox: Sandbox) -> None:
+    report = run_function_tests(sandbox, find_zero, ROOT_FINDER)
+    assert report.passed, report.to_text()
+
+
+@pytest.mark.parametrize(
+    "body", ["    return 0.0\n", "    return None\n", "    return [x for x in xs][0]\n", "    return 1e9\n"]
+)
+def test_wrong_answers_still_fail(body: str, find_zero: FunctionTask, sandbox: Sandbox) -> None:
+    report = run_function_tests(sandbox, find_zero, "def find_zero(xs: list):\n" + body)
+    assert not report.passed
+    assert report.exception == "WrongBehaviour" and "a correct implementation differs" in report.message
+
+
+def test_a_value_within_the_tests_tolerance_passes_and_one_outside_fails(sandbox: Sandbox) -> None:
+    task = _tolerance_task(SPEC_TESTS)
+    assert playback_script(task) is not None
+    assert run_function_tests(sandbox, task, CLOSE).passed
+    far = run_function_tests(sandbox, task, FAR)
+    assert not far.passed
+    assert "0.01" not in far.to_text() and "assert" not in far.to_text()  # nothing of the playback's test shown
+
+
+def test_tests_that_compare_with_the_original_are_judged_by_the_record_alone(sandbox: Sandbox) -> None:
+    task = _tolerance_task(EQUIVALENCE_TESTS)
+    assert playback_script(task) is None
+    assert not run_function_tests(sandbox, task, CLOSE).passed
+    assert run_function_tests(sandbox, task, task.ground_truth).passed
+
+
+def test_a_helper_that_calls_the_original_rules_out_playback() -> None:
+    helper = "def spread(xs):\n    return max(xs) - mean(xs)\n"
+    task = _tolerance_task("assert spread([1, 2, 3]) == 1.0\n" + SPEC_TESTS, helper)
+    assert playback_script(task) is None
+
+
+def test_a_record_qualifies_only_when_it_differs_in_return_values(sandbox: Sandbox) -> None:
+    task = _tolerance_task(SPEC_TESTS)
+    reference = reference_for(sandbox, task)
+    calls = [dict(c) for c in reference.calls]
+    assert playback_answers(reference, Record(calls, 0, True, None)) is None  # nothing differs
+    changed = [dict(c, r="0" * 24, rl='["f","2.001"]') if i == 0 else dict(c) for i, c in enumerate(calls)]
+    answers = playback_answers(reference, Record(changed, 0, True, None))
+    assert answers is not None and answers[0][1] == '["f","2.001"]' and all(a is None for _, a in answers[1:])
+    assert playback_accepts(sandbox, task, reference, Record(changed, 0, True, None))
+    unasked = [*changed, dict(changed[0])]
+    assert playback_answers(reference, Record(unasked, 0, True, None)) is None  # one call more
+    for key, value in (("o", "1" * 24), ("p", "1" * 24), ("x", "builtins.ValueError")):
+        other = [dict(changed[0], **{key: value}), *changed[1:]]
+        assert playback_answers(reference, Record(other, 0, True, None)) is None, key
+    no_value = [dict(changed[0], rl=""), *changed[1:]]
+    assert playback_answers(reference, Record(no_value, 0, True, None)) is None
+    assert playback_answers(reference, Record(changed, 0, False, None)) is None  # the run did not complete
+
+
+@pytest.mark.parametrize(
+    ("answer", "why"),
+    [
+        ('["f","5.0"]', "a wrong value"),
+        ('["C","builtins","object"]', "a class: its metaclass could claim equality"),
+        ('["l",[["C","builtins","object"]]]', "a class inside a list"),
+        ('["zz"]', "not plain data"),
+        ("[", "not JSON"),
+    ],
+)
+def test_forged_answers_are_refused(answer: str, why: str, sandbox: Sandbox) -> None:
+    task = _tolerance_task(SPEC_TESTS)
+    reference = reference_for(sandbox, task)
+    forged = [dict(c, r="0" * 24, rl=answer) if i == 0 else dict(c) for i, c in enumerate(reference.calls)]
+    assert not playback_accepts(sandbox, task, reference, Record(forged, 0, True, None)), why
+
+
+def test_an_answer_for_arguments_the_tests_never_pass_fails(sandbox: Sandbox) -> None:
+    task = _tolerance_task(SPEC_TESTS)
+    reference = reference_for(sandbox, task)
+    calls = [dict(c, a="f" * 24) if i == 0 else dict(c) for i, c in enumerate(reference.calls)]
+    elsewhere = reference.model_copy(update={"calls": calls})  # as if the reference had seen other arguments
+    record = Record(
+        [dict(c, r="0" * 24, rl='["f","2.0"]') if i == 0 else dict(c) for i, c in enumerate(calls)], 0, True, None
+    )
+    assert playback_answers(elsewhere, record) is not None
+    assert not playback_accepts(sandbox, task, elsewhere, record)  # the tests' own call finds no answer
