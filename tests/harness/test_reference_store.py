@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import FUNCTION_SCRIPT, REPO_FILE, build_task
 from sandboxes import CountingSandbox
 
 import gym_repost.harness as harness
@@ -37,6 +38,37 @@ def test_a_later_process_reads_the_reference_instead_of_making_it(
     assert reference_for(later, function_task) == made and later.runs == 0
     wrong = function_task.ground_truth.replace("total += clamp(v * SCALE, 0, cap)", "total += 1")
     assert not run_function_tests(later, function_task, wrong).passed and later.runs == 1
+
+
+def _score_task(script: str) -> FunctionTask:
+    files = {
+        "tiny/score.py": REPO_FILE,
+        "tiny/util.py": "def clamp(x, low, high):\n    return x\n",
+        "tiny/__init__.py": "",
+    }
+    return build_task(script, "score", files, "tiny/score.py")
+
+
+def test_a_reference_that_timed_out_is_not_made_again_by_the_process_nor_kept_on_disk(
+    store: Path, sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slow = _score_task("import time\n" + FUNCTION_SCRIPT.replace("    test_score()", "    time.sleep(30)"))
+    slow = slow.model_copy(update={"evaluation": slow.evaluation.model_copy(update={"timeout": 1.0})})
+    counting = CountingSandbox(sandbox)
+    first = run_function_tests(counting, slow, "def score(values, cap=100):\n    return 0\n")
+    assert first.status == "timeout" and counting.runs == 1
+    second = run_function_tests(counting, slow, "def score(values, cap=100):\n    return 1\n")
+    assert second.status == "timeout" and counting.runs == 1  # the other samples do not wait again
+    assert not list(store.rglob("*.json"))
+    _new_process(monkeypatch)
+    assert run_function_tests(counting, slow, slow.ground_truth).status == "timeout" and counting.runs == 2
+
+
+def test_a_failing_reference_other_than_a_timeout_is_tried_again(store: Path, sandbox: Sandbox) -> None:
+    broken = _score_task("import not_installed_here\n" + FUNCTION_SCRIPT)
+    counting = CountingSandbox(sandbox)
+    assert not reference_for(counting, broken).passed and counting.runs == 1
+    assert not reference_for(counting, broken).passed and counting.runs == 2  # an install may have fixed it
 
 
 def test_a_changed_ground_truth_or_limits_make_a_new_reference(
