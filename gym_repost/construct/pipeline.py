@@ -91,6 +91,9 @@ class BuildResult:
     infra_errors: list[str] = field(default_factory=list)
     llm_usage: dict[str, Any] | None = None
     """The LLM builder's totals (calls, retries, tokens, cost), when a model was used."""
+    llm_log: list[str] = field(default_factory=list)
+    """The exchange log's lines of a build that kept them rather than writing them (one
+    run by a Ray actor: the driver writes them, see :class:`~gym_repost.construct.llm_builder.LLMBuildWork`)."""
 
     def statistics(self) -> dict[str, Any]:
         """Table 2, the drop table, the stage timings, the wall-clock safety limits that fired
@@ -278,7 +281,17 @@ class BuildWork:
     policy_factory: PolicyFactory | None = None
 
     def __call__(self, source: str, sandbox: Sandbox | None) -> BuildResult:
-        return build_function_tasks(source, self.settings, need_sandbox(sandbox, "a build"), self.policy_factory)
+        return self.build(source, need_sandbox(sandbox, "a build"))
+
+    def build(
+        self,
+        source: str,
+        sandbox: Sandbox,
+        on_candidate: Callable[[Candidate, BuildOutcome | None], None] | None = None,
+        on_stage: Callable[[str, int], None] | None = None,
+    ) -> BuildResult:
+        """The build in this process, with progress callbacks (:func:`build_function_tasks`)."""
+        return build_function_tasks(source, self.settings, sandbox, self.policy_factory, on_candidate, on_stage)
 
 
 def _collect(
