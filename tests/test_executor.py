@@ -118,6 +118,14 @@ def test_the_command_line_prints_the_install_command_unmangled(tmp_path: Path) -
     assert result.returncode == 2 and 'pip install "gym-repost[ray]"' in result.stderr
 
 
+def test_importing_a_benchmark_on_ray_is_refused_by_name(tmp_path: Path) -> None:
+    """An import runs nothing: ``--executor ray`` would be ignored, so it is refused."""
+    command = [sys.executable, "-m", "gym_repost.cli", "build", "humaneval", "-o", str(tmp_path / "t.jsonl")]
+    result = subprocess.run([*command, "--executor", "ray"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2 and "--executor ray builds repositories" in result.stderr
+    assert "not humaneval" in result.stderr and not (tmp_path / "t.jsonl").exists()
+
+
 def test_a_local_executor_owns_the_sandbox_it_builds_and_borrows_one_it_is_given(sandbox: Sandbox) -> None:
     from gym_repost.sandbox import sandbox_config
 
