@@ -49,7 +49,7 @@ def _import_tasks(source: str) -> tuple[list[Any], list[Any]]:
 
 
 def _build_from_repository(source: str, work: Any, sandbox: str, options: dict[str, Any]) -> Any:
-    """``work`` (a ``BuildWork`` or an ``LLMBuildWork``) in this process, with a progress bar."""
+    """``work`` (a ``construct.pipeline.RepositoryUnit``) in this process, with a progress bar."""
     with open_sandbox(sandbox, options) as sb, progress_bar() as progress:
         bar = progress.add_task(f"building {source}", total=None)
 

@@ -36,18 +36,17 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Generator, Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from gym_repost.analysis.source import dedent_code
-from gym_repost.construct.agent import BuildContext, BuildOutcome
+from gym_repost.construct.agent import BuildContext
 from gym_repost.construct.builder import DeterministicBuilder, DeterministicBuilderSettings, PlannedBuilder
 from gym_repost.construct.extract import DEFAULT_EXCLUDE_KEYWORDS, _keyword_hit
-from gym_repost.construct.pipeline import BuildResult, BuildSettings, BuildWork
+from gym_repost.construct.pipeline import BuildResult, BuildSettings, BuildWork, OnCandidate, OnStage, RepositoryUnit
 from gym_repost.construct.stages import Candidate
-from gym_repost.executor import need_sandbox
 from gym_repost.harness import extract_code_block
 from gym_repost.llm import Ledger, LLMClient, LLMConfigBase, Message
 from gym_repost.llm.accounting import Exchange
@@ -482,7 +481,7 @@ class LLMBuildSession:
 
 
 @dataclass(frozen=True)
-class LLMBuildWork:
+class LLMBuildWork(RepositoryUnit):
     """One repository's build by the LLM builder as a unit of work: the LLM twin of
     :class:`~gym_repost.construct.pipeline.BuildWork` (``--builder llm --executor ray``).
 
@@ -508,15 +507,8 @@ class LLMBuildWork:
         paths = {k: Path(v).resolve() for k in ("cache_dir", "log_file") if (v := getattr(self.config, k)) is not None}
         object.__setattr__(self, "config", self.config.model_copy(update=paths))
 
-    def __call__(self, source: str, sandbox: Sandbox | None) -> BuildResult:
-        return self.build(source, need_sandbox(sandbox, "a build"))
-
     def build(
-        self,
-        source: str,
-        sandbox: Sandbox,
-        on_candidate: Callable[[Candidate, BuildOutcome | None], None] | None = None,
-        on_stage: Callable[[str, int], None] | None = None,
+        self, source: str, sandbox: Sandbox, on_candidate: OnCandidate | None = None, on_stage: OnStage | None = None
     ) -> BuildResult:
         """The build in this process, with progress callbacks."""
         log = ExchangeLog(self.log_path)
