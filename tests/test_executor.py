@@ -64,6 +64,7 @@ def test_workers_must_be_positive() -> None:
 def test_every_unit_of_work_pickles_with_the_standard_library(function_task: Any) -> None:
     """What travels to a Ray actor: settings, specs and sandbox configs, never a live object."""
     from gym_repost.construct.corpus import RepositoryWork
+    from gym_repost.construct.llm_builder import LLMBuildWork
     from gym_repost.construct.pipeline import BuildSettings, BuildWork
     from gym_repost.data.acecoder import AcecoderWork
     from gym_repost.data.dstc import DstcWork
@@ -72,6 +73,7 @@ def test_every_unit_of_work_pickles_with_the_standard_library(function_task: Any
     from gym_repost.evaluate import RunConfig
     from gym_repost.evaluate.runner import EpisodeWork
     from gym_repost.harness.validation import ValidateWork
+    from gym_repost.llm import llm_config
     from gym_repost.policy import load_policy
     from gym_repost.sandbox import sandbox_config
 
@@ -86,12 +88,15 @@ def test_every_unit_of_work_pickles_with_the_standard_library(function_task: Any
         RejectionWork(RepairerSpec("oracle"), ground_truth=True, dedupe=True),
         BuildWork(BuildSettings(max_candidates=3)),
         RepositoryWork(BuildSettings()),
+        LLMBuildWork(llm_config("openai/gpt-4o-mini", cache_dir="llm-cache"), BuildSettings()),
     ]
     for unit in units:
         assert pickle.loads(pickle.dumps(unit)) == unit or isinstance(unit, EpisodeWork)
     factory = pickle.loads(pickle.dumps(units[1])).factory  # loaded again by spec where it lands
     assert (factory.spec, factory.options, factory.by_spec) == ("mutant", {"seed": 3}, True)
     assert pickle.loads(pickle.dumps(sandbox_config("local", workers=3))).workers == 3
+    # a relative cache folder is the driver's: made absolute before it travels
+    assert units[-1].config.cache_dir == Path("llm-cache").resolve()
 
 
 def test_a_missing_ray_names_the_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -111,6 +116,14 @@ def test_the_command_line_prints_the_install_command_unmangled(tmp_path: Path) -
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert result.returncode == 2 and 'pip install "gym-repost[ray]"' in result.stderr
+
+
+def test_importing_a_benchmark_on_ray_is_refused_by_name(tmp_path: Path) -> None:
+    """An import runs nothing: ``--executor ray`` would be ignored, so it is refused."""
+    command = [sys.executable, "-m", "gym_repost.cli", "build", "humaneval", "-o", str(tmp_path / "t.jsonl")]
+    result = subprocess.run([*command, "--executor", "ray"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2 and "--executor ray builds repositories" in result.stderr
+    assert "not humaneval" in result.stderr and not (tmp_path / "t.jsonl").exists()
 
 
 def test_a_local_executor_owns_the_sandbox_it_builds_and_borrows_one_it_is_given(sandbox: Sandbox) -> None:

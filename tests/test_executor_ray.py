@@ -21,11 +21,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from llm_builds import DEMO, RATES_MODULE, RATES_TESTS, block, cli_llm_build, verdicts
+from testfile_tasks import FILES, GROUND_TRUTH, TEST_PATH
 
 from gym_repost.evaluate import RunConfig, RunDir, evaluate
 from gym_repost.evaluate.runner import tasks_digest
 from gym_repost.executor import RayExecutor
-from gym_repost.llm.scripted_server import RecordedRequest, Reply, ScriptedLLMServer
+from gym_repost.llm.scripted_server import Fault, RecordedRequest, Reply, ScriptedLLMServer
 from gym_repost.policy import load_policy
 from gym_repost.sandbox import Sandbox, sandbox_config
 from gym_repost.task import FunctionTask, load_tasks, save_tasks
@@ -260,3 +262,107 @@ def test_the_command_line_on_a_local_ray_instance_matches_a_local_run(tmp_path: 
     summaries = [json.loads((tmp_path / e / "summary.json").read_text()) for e in ("local", "ray")]
     assert summaries[0] == summaries[1] and summaries[0]["pass@1"] == 1.0
     assert _episodes(tmp_path / "ray") == _episodes(tmp_path / "local")
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    command = [sys.executable, "-m", "gym_repost.cli", *args]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
+
+
+TESTFILE_REPO = {
+    **FILES,
+    TEST_PATH: GROUND_TRUTH,
+    "tests/test_util.py": "from tinypkg.util import double\n\n\ndef test_double():\n    assert double(2) == 4\n",
+    "tests/test_util_wrong.py": "from tinypkg.util import double\n\n\ndef test_double():\n    assert double(2) == 5\n",
+    "tests/test_nothing.py": "def test_x():\n    assert True\n",
+    "LICENSE": "MIT License\n\nPermission is hereby granted, free of charge, to any person\n",
+    "pyproject.toml": '[project]\nname = "tinypkg"\nversion = "1.0"\nlicense = {text = "MIT"}\n',
+}
+"""Three pairs (two whose ground truth passes, one that fails) and a test file without a focal file."""
+
+
+def test_a_test_file_build_on_the_cluster_equals_a_local_one(cluster: Any, tmp_path: Path) -> None:
+    """``build --kind testfile --executor ray`` joins the cluster; its pairs are measured by the actors."""
+    repo = tmp_path / "tinypkg-1.0"
+    for path, text in TESTFILE_REPO.items():
+        (repo / path).parent.mkdir(parents=True, exist_ok=True)
+        (repo / path).write_text(text)
+    runs = {}
+    for name, executor in (("local", []), ("ray", ["--executor", "ray", "--ray-address", cluster.address])):
+        out, stats = tmp_path / f"{name}.jsonl", tmp_path / f"{name}.stats.json"
+        result = _cli(
+            *("build", str(repo), "--kind", "testfile", "-o", str(out), "--stats", str(stats)),
+            *("--max-mutants", "5", "--max-candidates", "2", "-w", "2", *executor),
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "4 test files, 3 paired with a focal file, 3 measured, 2 kept" in result.stdout
+        runs[name] = (out.read_text(), json.loads(stats.read_text()))
+    assert runs["ray"] == runs["local"]  # the same task file, byte for byte, and the same statistics
+    tasks = [json.loads(line) for line in runs["ray"][0].splitlines()]
+    assert sorted(t["evaluation"]["test_path"] for t in tasks) == ["tests/test_core.py", "tests/test_util.py"]
+    assert {(d["stage"], d["reason"]) for d in runs["ray"][1]["drops"]} == {
+        ("extract", "no focal file"),
+        ("execution", "ground truth fails"),
+    }
+
+
+def _exchanges(log: Path) -> list[dict[str, Any]]:
+    """The exchange log without what differs between two runs of the same build: the time,
+    the seconds, and the server's response ids (numbered across the test's runs)."""
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    for line in lines:
+        del line["time"], line["seconds"]
+        if line["response"] is not None:
+            del line["response"]["request_id"]
+    return lines
+
+
+def test_an_llm_build_on_the_cluster_equals_a_local_one_totals_log_and_cache(
+    cluster: Any, server: ScriptedLLMServer, llm_keys: None, tmp_path: Path
+) -> None:
+    """``build --builder llm --executor ray``: the client is made on the worker; the ledger's
+    totals and every exchange come back to the driver, which writes the log; the worker's
+    client uses (and fills) the cache folder it was given."""
+    script = [Fault.rate_limit(0.1), Reply(block(RATES_MODULE)), Reply(block(RATES_TESTS)), *verdicts()]
+    on_ray = ["--executor", "ray", "--ray-address", cluster.address]
+    runs: dict[str, Any] = {}
+    plan = [("local", "cache-local", []), ("ray", "cache-ray", on_ray), ("cached", "cache-ray", on_ray)]
+    for name, cache, more in plan:
+        if name != "cached":
+            server.push(*script)
+        asked = len(server.requests)
+        out, stats = tmp_path / name / "tasks.jsonl", tmp_path / name / "stats.json"
+        result = cli_llm_build(
+            DEMO / "repo",
+            out,
+            server.openai_base_url,
+            *("--builder-arg", f"cache_dir={tmp_path / cache}", "--stats", str(stats), *more),
+            timeout=900,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert server.remaining == 0
+        llm_line = next(line for line in result.stdout.splitlines() if line.startswith("LLM "))
+        log = _exchanges(out.with_name("tasks.jsonl.llm.jsonl"))
+        runs[name] = (out.read_text(), json.loads(stats.read_text()), log, len(server.requests) - asked, llm_line)
+    local, ray_run, cached = runs["local"], runs["ray"], runs["cached"]
+    assert len(local[0].splitlines()) == 1 and ray_run[0] == local[0] == cached[0]  # the same task
+    assert ray_run[1].pop("timings") and local[1].pop("timings")  # seconds: the one statistic that may differ
+    assert ray_run[1] == local[1]  # Table 2, drops, safety limits, the LLM totals
+    totals = local[1]["llm"]
+    assert (totals["llm_calls"], totals["cache_hits"], totals["retries"], totals["llm_failures"]) == (4, 0, 1, 0)
+    assert totals["input_tokens"] > 0 and totals["output_tokens"] > 0 and totals["cost_usd"] > 0
+    assert ray_run[2] == local[2] and [e["step"] for e in local[2]] == [
+        "aggregate",
+        "tests",
+        "judge functionality",
+        "judge tests",
+    ]
+    assert ray_run[3] == local[3] == 5  # four calls, one of them retried once
+    assert ray_run[4] == local[4] and "4 calls (0 cached, 1 retries" in local[4]
+    # a second build on the cluster is answered from the cache the first one's worker filled
+    assert cached[3] == 0 and len(list((tmp_path / "cache-ray").rglob("*.json"))) == 4
+    again = cached[1]["llm"]
+    assert (again["llm_calls"], again["cache_hits"], again["input_tokens"], again["retries"]) == (4, 4, 0, 0)
+    assert [e["response"]["cached"] for e in cached[2]] == [True] * 4
+    assert [e["request"] for e in cached[2]] == [e["request"] for e in local[2]]

@@ -48,52 +48,31 @@ def _import_tasks(source: str) -> tuple[list[Any], list[Any]]:
     return tasks, dropped
 
 
-def _build_from_repository(
-    source: str, settings: Any, sandbox: str, options: dict[str, Any], policy_factory: Any = None
-) -> Any:
-    from gym_repost.construct.pipeline import build_function_tasks
-
+def _build_from_repository(source: str, work: Any, sandbox: str, options: dict[str, Any]) -> Any:
+    """``work`` (a ``construct.pipeline.RepositoryUnit``) in this process, with a progress bar."""
     with open_sandbox(sandbox, options) as sb, progress_bar() as progress:
         bar = progress.add_task(f"building {source}", total=None)
 
         def on_stage(name: str, count: int) -> None:
             progress.update(bar, total=count, description=f"building {source}: {count} candidates")
 
-        return build_function_tasks(
-            source, settings, sb, policy_factory, on_stage=on_stage, on_candidate=lambda *_: progress.advance(bar)
-        )
+        return work.build(source, sb, on_candidate=lambda *_: progress.advance(bar), on_stage=on_stage)
 
 
-def _build_with_llm(
-    spec: str,
-    source: str,
-    settings: Any,
-    sandbox: str,
-    options: dict[str, Any],
-    *,
-    base_url: Optional[str],
-    builder_args: list[str],
-    log_path: Path,
+def _llm_work(
+    spec: str, settings: Any, *, base_url: Optional[str], builder_args: list[str], log_path: Optional[Path]
 ) -> Any:
-    """``--builder llm:PROVIDER/MODEL``: the LLM builder over the pipeline; every exchange logged."""
+    """``--builder llm:PROVIDER/MODEL``: the LLM builder's unit of work over the pipeline."""
     from gym_repost.construct.builder import DeterministicBuilderSettings
-    from gym_repost.construct.llm_builder import LLMBuildSession, split_builder_args
+    from gym_repost.construct.llm_builder import LLMBuildWork, split_builder_args
     from gym_repost.llm import llm_config
 
     budgets, llm_settings = split_builder_args(parse_policy_args(builder_args))
     if base_url:
         llm_settings["base_url"] = base_url
     config = llm_config(spec.removeprefix("llm:"), **llm_settings)
-    log_path.unlink(missing_ok=True)
-    with LLMBuildSession(
-        config,
-        budgets,
-        log_path=log_path,
-        deterministic=DeterministicBuilderSettings(test_executions=settings.test_executions, seed=settings.seed),
-    ) as llm:
-        result = _build_from_repository(source, LLMBuildSession.settings_for(settings), sandbox, options, llm.policy)
-        result.llm_usage = llm.usage()
-    return result
+    deterministic = DeterministicBuilderSettings(test_executions=settings.test_executions, seed=settings.seed)
+    return LLMBuildWork(config, settings, budgets, deterministic, log_path=log_path)
 
 
 def _fmt_stat(value: Any) -> str:
@@ -223,8 +202,8 @@ def build(
         raise fail("--builder llm builds function tasks from a repository (DIR, ARCHIVE or pypi:NAME)")
     if split not in ("train", "eval"):
         raise fail("--split must be train or eval")
-    if executor != "local" and (kind != "function" or builder != "deterministic" or _is_import_source(source)):
-        raise fail("--executor ray builds function tasks of repositories with the deterministic builder")
+    if executor != "local" and _is_import_source(source):
+        raise fail(f"--executor ray builds repositories (DIR, ARCHIVE, pypi:NAME, a source list), not {source}")
     if kind == "testfile":
         if _is_import_source(source):
             raise fail(f"--kind testfile needs a repository (DIR, ARCHIVE or pypi:NAME), not {source}")
@@ -239,6 +218,8 @@ def build(
             sandbox=sandbox,
             options=sandbox_options(workers, python, env, ["pytest", "coverage"]),
             stats_json=stats_json,
+            executor=executor,
+            ray_address=ray_address,
         )
         return
     if _is_import_source(source):
@@ -274,15 +255,21 @@ def build(
         with open_executor(executor, ray_address, workers, sandbox, options) as ex:
             _build_corpus(source, output, settings, ex, eval_fraction, duplicate_threshold)
         return
+    work: Any = BuildWork(settings)
+    if builder.startswith("llm:"):
+        # on Ray the exchanges come back with the result, and this process writes the log
+        written_here = log_path if executor == "local" else None
+        work = _llm_work(builder, settings, base_url=base_url, builder_args=builder_arg, log_path=written_here)
+        log_path.unlink(missing_ok=True)
     if executor != "local":
         with open_executor(executor, ray_address, workers, sandbox, options) as ex:
-            result = ex.map(BuildWork(settings), [source])[0]
-    elif builder.startswith("llm:"):
-        result = _build_with_llm(
-            builder, source, settings, sandbox, options, base_url=base_url, builder_args=builder_arg, log_path=log_path
-        )
+            result = ex.map(work, [source])[0]
+        if result.llm_log:
+            from gym_repost.construct.llm_builder import ExchangeLog
+
+            ExchangeLog(log_path).extend(result.llm_log)
     else:
-        result = _build_from_repository(source, settings, sandbox, options)
+        result = _build_from_repository(source, work, sandbox, options)
     written = save_tasks(result.tasks, output)
     _print_build(result)
     console.print(f"wrote [bold]{written}[/] tasks to {output}")
@@ -348,22 +335,23 @@ def _build_testfile(
     sandbox: str,
     options: dict[str, Any],
     stats_json: Optional[Path],
+    executor: str,
+    ray_address: Optional[str],
 ) -> None:
     from gym_repost.construct.ingest import ingest
     from gym_repost.construct.testfile import TestFileBuildSettings, build_testfile_tasks, mining_summary
     from gym_repost.task import save_tasks
 
     repo = ingest(source, licenses=licenses)
-    with open_sandbox(sandbox, options) as sb, progress_bar() as progress:
+    with open_executor(executor, ray_address, workers, sandbox, options) as ex, progress_bar() as progress:
         bar = progress.add_task(f"test files of {repo.name}", total=None)
         tasks, drops = build_testfile_tasks(
             repo,
-            sb,
             max_pairs=max_pairs,
             seed=seed,
-            workers=workers,
             settings=TestFileBuildSettings(max_mutants=max_mutants),
             on_pair=lambda _outcome: progress.advance(bar),
+            executor=ex,
         )
     written = save_tasks(tasks, output)
     summary = mining_summary(repo, tasks, drops)

@@ -37,7 +37,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Generator, Iterator, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,12 +45,13 @@ from gym_repost.analysis.source import dedent_code
 from gym_repost.construct.agent import BuildContext
 from gym_repost.construct.builder import DeterministicBuilder, DeterministicBuilderSettings, PlannedBuilder
 from gym_repost.construct.extract import DEFAULT_EXCLUDE_KEYWORDS, _keyword_hit
-from gym_repost.construct.pipeline import BuildSettings
+from gym_repost.construct.pipeline import BuildResult, BuildSettings, BuildWork, OnCandidate, OnStage, RepositoryUnit
 from gym_repost.construct.stages import Candidate
 from gym_repost.harness import extract_code_block
 from gym_repost.llm import Ledger, LLMClient, LLMConfigBase, Message
 from gym_repost.llm.accounting import Exchange
 from gym_repost.prompting import render_prompt
+from gym_repost.sandbox.base import Sandbox
 from gym_repost.tools import tool_call
 
 _PROMPTS = "gym_repost.construct"
@@ -112,15 +113,19 @@ def numbered(code: str) -> str:
 
 
 class ExchangeLog:
-    """Appends every model exchange of a build to a JSONL file (thread-safe).
+    """Every model exchange of a build as JSONL lines (thread-safe): appended to a file as
+    they happen, or, without a path, kept in :attr:`lines` (a build on a Ray actor sends
+    them back with its result, and the driver appends them with :meth:`extend`).
 
     Each line: ``time``, ``client``, ``candidate`` (``file::qualname``), ``step``
     (aggregate, tests, debug, coverage, judge functionality, judge tests), then the
     request, the response (or ``error``), usage and seconds.
     """
 
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
+    def __init__(self, path: str | Path | None = None) -> None:
+        self.path = None if path is None else Path(path)
+        self.lines: list[str] = []
+        """The lines written, when there is no :attr:`path`."""
         self._lock = threading.Lock()
 
     def write(self, exchange: Exchange, *, client: str, candidate: str, step: str) -> None:
@@ -132,11 +137,17 @@ class ExchangeLog:
             "step": step,
             **exchange.to_dict(),
         }
-        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+        self.extend([json.dumps(record, ensure_ascii=False, default=str) + "\n"])
+
+    def extend(self, lines: Sequence[str]) -> None:
+        """Append lines already made (those another log kept), in order."""
         with self._lock:
+            if self.path is None:
+                self.lines.extend(lines)
+                return
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with open(self.path, "a", encoding="utf-8") as fh:
-                fh.write(line)
+                fh.writelines(lines)
 
 
 class LLMBuilder(PlannedBuilder):
@@ -419,6 +430,8 @@ class LLMBuildSession:
         log_path: the JSONL file every exchange is appended to (None: not logged).
         deterministic: the deterministic builder's budgets, for the first try
             (used when ``settings.deterministic_first``).
+        log: the exchange log itself, in place of ``log_path`` (``ExchangeLog()`` keeps
+            the lines in memory).
     """
 
     def __init__(
@@ -428,10 +441,11 @@ class LLMBuildSession:
         *,
         log_path: Path | None = None,
         deterministic: DeterministicBuilderSettings | None = None,
+        log: ExchangeLog | None = None,
     ) -> None:
         self.config = config
         self.settings = settings or LLMBuilderBudgets()
-        self.log = ExchangeLog(log_path) if log_path is not None else None
+        self.log = log if log is not None else ExchangeLog(log_path) if log_path is not None else None
         self.deterministic = deterministic or DeterministicBuilderSettings()
         self.client: LLMClient | None = None
 
@@ -466,6 +480,46 @@ class LLMBuildSession:
         return {"model": self.client.describe(), **self.client.ledger.to_dict()}
 
 
+@dataclass(frozen=True)
+class LLMBuildWork(RepositoryUnit):
+    """One repository's build by the LLM builder as a unit of work: the LLM twin of
+    :class:`~gym_repost.construct.pipeline.BuildWork` (``--builder llm --executor ray``).
+
+    The model's configuration travels and the client is created where the unit runs, as
+    an LLM policy's is in an evaluation. What the client did comes back with the result:
+    the build's totals (``llm_usage``: calls, cache hits, failures, retries, tokens,
+    cost) and, without ``log_path``, every exchange's log line (``llm_log``) for the
+    driver to append to its log (:meth:`ExchangeLog.extend`), so totals and log are those
+    of a build in this process. A relative cache folder or log file of the configuration
+    is made absolute here, in the driver, so the client finds the driver's (on a cluster,
+    at the same path on every node).
+    """
+
+    config: LLMConfigBase
+    settings: BuildSettings
+    budgets: LLMBuilderBudgets = field(default_factory=LLMBuilderBudgets)
+    deterministic: DeterministicBuilderSettings = field(default_factory=DeterministicBuilderSettings)
+    log_path: Path | None = None
+    """Where each exchange is appended as it happens (a build in this process); None:
+    the lines are kept and come back in the result's ``llm_log``."""
+
+    def __post_init__(self) -> None:
+        paths = {k: Path(v).resolve() for k in ("cache_dir", "log_file") if (v := getattr(self.config, k)) is not None}
+        object.__setattr__(self, "config", self.config.model_copy(update=paths))
+
+    def build(
+        self, source: str, sandbox: Sandbox, on_candidate: OnCandidate | None = None, on_stage: OnStage | None = None
+    ) -> BuildResult:
+        """The build in this process, with progress callbacks."""
+        log = ExchangeLog(self.log_path)
+        with LLMBuildSession(self.config, self.budgets, log=log, deterministic=self.deterministic) as llm:
+            work = BuildWork(LLMBuildSession.settings_for(self.settings), llm.policy)
+            result = work.build(source, sandbox, on_candidate, on_stage)
+            result.llm_usage = llm.usage()
+        result.llm_log = log.lines
+        return result
+
+
 def split_builder_args(options: dict[str, Any]) -> tuple[LLMBuilderBudgets, dict[str, Any]]:
     """``--builder-arg`` options: the builder's budgets, and the rest (LLM settings)."""
     names = {f.name for f in fields(LLMBuilderBudgets)}
@@ -478,6 +532,7 @@ __all__ = [
     "MOCKABLE_CATEGORIES",
     "ExchangeLog",
     "LLMBuildSession",
+    "LLMBuildWork",
     "LLMBuilder",
     "LLMBuilderBudgets",
     "outside_world",

@@ -91,6 +91,9 @@ class BuildResult:
     infra_errors: list[str] = field(default_factory=list)
     llm_usage: dict[str, Any] | None = None
     """The LLM builder's totals (calls, retries, tokens, cost), when a model was used."""
+    llm_log: list[str] = field(default_factory=list)
+    """The exchange log's lines of a build that kept them rather than writing them (one
+    run by a Ray actor: the driver writes them, see :class:`~gym_repost.construct.llm_builder.LLMBuildWork`)."""
 
     def statistics(self) -> dict[str, Any]:
         """Table 2, the drop table, the stage timings, the wall-clock safety limits that fired
@@ -190,6 +193,10 @@ def trace_seeds(
 
 
 PolicyFactory = Callable[[], BuildPolicy]
+OnCandidate = Callable[[Candidate, BuildOutcome | None], None]
+"""Called as each construction episode ends, with its outcome (None: an infrastructure error)."""
+OnStage = Callable[[str, int], None]
+"""Called with a stage's name and count (``candidates``, N) as the build learns it."""
 
 
 @dataclass(frozen=True)
@@ -203,7 +210,7 @@ class _CandidateWork:
     seeds: dict[str, list[Any]]
     settings: BuildSettings
     policy_factory: PolicyFactory
-    on_candidate: Callable[[Candidate, BuildOutcome | None], None] | None
+    on_candidate: OnCandidate | None
 
     def __call__(self, item: Prepared, sandbox: Sandbox | None) -> tuple[Candidate, BuildOutcome | str]:
         context = BuildContext(
@@ -231,8 +238,8 @@ def build_function_tasks(
     settings: BuildSettings,
     sandbox: Sandbox,
     policy_factory: PolicyFactory | None = None,
-    on_candidate: Callable[[Candidate, BuildOutcome | None], None] | None = None,
-    on_stage: Callable[[str, int], None] | None = None,
+    on_candidate: OnCandidate | None = None,
+    on_stage: OnStage | None = None,
 ) -> BuildResult:
     """Build function tasks from ``source`` (a directory, an archive or ``pypi:NAME[==V]``).
 
@@ -269,16 +276,33 @@ def build_function_tasks(
     return _collect(repo, len(candidates), drops + static_drops, results, timer, notes)
 
 
+class RepositoryUnit:
+    """What builds one repository: a unit of work (``unit(source, sandbox)``, as an executor
+    calls it, in the sandbox it is handed), or :meth:`build` in this process, with progress."""
+
+    def __call__(self, source: str, sandbox: Sandbox | None) -> BuildResult:
+        return self.build(source, need_sandbox(sandbox, "a build"))
+
+    def build(
+        self, source: str, sandbox: Sandbox, on_candidate: OnCandidate | None = None, on_stage: OnStage | None = None
+    ) -> BuildResult:
+        """Build ``source`` in ``sandbox``, calling the progress callbacks of :func:`build_function_tasks`."""
+        raise NotImplementedError
+
+
 @dataclass(frozen=True)
-class BuildWork:
+class BuildWork(RepositoryUnit):
     """One repository's build as a unit of work (``--executor ray`` sends it to an actor,
     whose sandbox builds it); the deterministic builder, or ``policy_factory``."""
 
     settings: BuildSettings
     policy_factory: PolicyFactory | None = None
 
-    def __call__(self, source: str, sandbox: Sandbox | None) -> BuildResult:
-        return build_function_tasks(source, self.settings, need_sandbox(sandbox, "a build"), self.policy_factory)
+    def build(
+        self, source: str, sandbox: Sandbox, on_candidate: OnCandidate | None = None, on_stage: OnStage | None = None
+    ) -> BuildResult:
+        """The build in this process, with progress callbacks (:func:`build_function_tasks`)."""
+        return build_function_tasks(source, self.settings, sandbox, self.policy_factory, on_candidate, on_stage)
 
 
 def _collect(

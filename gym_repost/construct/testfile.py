@@ -37,7 +37,7 @@ from gym_repost.analysis.packages import distribution_for
 from gym_repost.analysis.parsing import parse_python
 from gym_repost.analysis.pytest_files import count_assertions, count_tests
 from gym_repost.construct.stages import Drop, SourceRepository
-from gym_repost.executor import LocalExecutor, need_sandbox
+from gym_repost.executor import Executor, need_sandbox, with_sandbox
 from gym_repost.harness.testfile import TestFileRun, run_test_file
 from gym_repost.harness.testfile_scoring import file_runs, metrics_from_run
 from gym_repost.sandbox.base import Sandbox
@@ -446,46 +446,53 @@ class _PairWork:
 
 def build_testfile_tasks(
     repo: SourceRepository,
-    sandbox: Sandbox,
+    sandbox: Sandbox | None = None,
     *,
     max_pairs: int = 30,
     seed: int = 0,
     settings: TestFileBuildSettings | None = None,
     workers: int = 2,
     on_pair: Callable[[TestFileTask | Drop], None] | None = None,
+    executor: Executor | None = None,
 ) -> tuple[list[TestFileTask], list[Drop]]:
     """Mine test-file tasks from a repository.
 
     Pairs are tried in a seeded order until ``max_pairs`` are kept; each try runs the
-    ground truth once in the sandbox (with its mutants).
+    ground truth once in the sandbox (with its mutants). Pairs are measured in rounds of
+    as many as are still wanted, so the pairs measured, and those kept, are the same
+    whatever the executor and its workers: the shortest run of the seeded order that
+    holds ``max_pairs`` kept pairs.
 
     Args:
         repo: the ingested repository.
-        sandbox: a started sandbox (``preload=["pytest", "coverage"]`` makes it fast).
+        sandbox: a started sandbox (``preload=["pytest", "coverage"]`` makes it fast);
+            None with an executor that has its own (Ray's actors, or one given a sandbox
+            config).
         max_pairs: most tasks to keep.
         seed: order of the pairs tried, and the mutant sample of every task.
         settings: thresholds and limits.
-        workers: ground truths run at once.
-        on_pair: called with each kept task or drop, as they finish.
+        workers: ground truths run at once on the default executor.
+        on_pair: called in this process with each kept task or drop, as they finish.
+        executor: where the ground truths run, one pair a unit of work (default:
+            ``workers`` threads over ``sandbox``).
 
     Returns:
         The kept tasks (in the seeded order) and every drop (pairing and measurement).
 
     Raises:
         SandboxError: the sandbox failed (infrastructure).
+        ConfigError: neither ``sandbox`` nor ``executor`` gives the pairs a sandbox.
     """
     settings = settings or TestFileBuildSettings()
     pairs, drops = find_pairs(repo)
     pairs.sort(key=lambda p: pair_rank(p, seed))
     kept: list[TestFileTask] = []
-    executor, work = LocalExecutor(workers, sandbox), _PairWork(repo, settings, seed)
-    for start in range(0, len(pairs), workers):
-        if len(kept) >= max_pairs:
-            break
-        batch = pairs[start : start + min(workers, max_pairs - len(kept))]
-        for outcome in executor.map(work, batch):
+    runner, work = with_sandbox(executor, sandbox, workers), _PairWork(repo, settings, seed)
+    tried = 0
+    while tried < len(pairs) and len(kept) < max_pairs:
+        batch = pairs[tried : tried + max_pairs - len(kept)]  # all may be kept: never more measured than needed
+        tried += len(batch)
+        for outcome in runner.map(work, batch, on_pair):
             (kept if isinstance(outcome, TestFileTask) else drops).append(outcome)  # type: ignore[arg-type]
-            if on_pair is not None:
-                on_pair(outcome)
     logger.info("%s: %d test files paired, %d tasks kept, %d dropped", repo.name, len(pairs), len(kept), len(drops))
     return kept, drops

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from llm_builds import DEMO, RATES_MODULE, RATES_SCRIPT, RATES_TESTS, block, cli_llm_build, verdicts
 
 from gym_repost.construct.builder import DeterministicBuilderSettings
 from gym_repost.construct.llm_builder import LLMBuilderBudgets, LLMBuildSession, parse_reply, parse_verdict
@@ -23,29 +24,13 @@ from gym_repost.construct.pipeline import BuildResult, BuildSettings, build_func
 from gym_repost.construct.quality import Judgement, judged_drop_reason
 from gym_repost.harness.validation import validate_task
 from gym_repost.llm import llm_config
-from gym_repost.llm.scripted_server import Fault, Reply, ScriptedLLMServer, ScriptItem
+from gym_repost.llm.scripted_server import Fault, Reply, ScriptedLLMServer
 from gym_repost.sandbox import Sandbox
 
 pytestmark = pytest.mark.usefixtures("llm_keys")
 
 ROOT = Path(__file__).resolve().parents[2]
-DEMO = ROOT / "tasks" / "demo"
-RATES_SCRIPT = (DEMO / "scripts" / "rateclient_fetch_rates.py").read_text(encoding="utf-8")
-RATES_MODULE = RATES_SCRIPT[: RATES_SCRIPT.index("def _state(")]
-"""The demo script up to its tests: the method, its dependencies and the fake rate service."""
-RATES_TESTS = RATES_SCRIPT[RATES_SCRIPT.index("def _state(") :]
 FAST = {"timeout": 2.0, "backoff_initial": 0.05, "backoff_max": 0.2}
-
-
-def block(code: str, before: str = "Here is the script.") -> str:
-    return f"{before}\n```python\n{code}```\n"
-
-
-def verdicts(functionality: str = "SAME", tests: str = "CORRECT") -> list[ScriptItem]:
-    return [
-        Reply(f"The target is copied as is; the service is faked.\nVERDICT: {functionality}"),
-        Reply(f"The test compares both on many inputs.\nVERDICT: {tests}"),
-    ]
 
 
 def build(
@@ -372,41 +357,14 @@ def test_build_through_the_cli(server: ScriptedLLMServer, tmp_path: Path) -> Non
     server.push(Fault.rate_limit(0.1), Reply(block(RATES_MODULE)), Reply(block(RATES_TESTS)), *verdicts())
     shutil.copytree(DEMO / "repo", tmp_path / "shopkit")
     output = tmp_path / "out" / "tasks.jsonl"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gym_repost.cli",
-            "build",
-            str(tmp_path / "shopkit"),
-            "-o",
-            str(output),
-            "--builder",
-            "llm:openai-compatible/test-model",
-            "--base-url",
-            server.openai_base_url,
-            "--only",
-            "*::RateClient.fetch_rates",
-            "--no-trace",
-            "--mutants",
-            "4",
-            "--workers",
-            "1",
-            "--builder-arg",
-            "backoff_initial=0.05",
-            "--builder-arg",
-            "input_price=1.0",
-            "--builder-arg",
-            "output_price=2.0",
-            "--builder-arg",
-            "coverage_rounds=1",
-            "--stats",
-            str(tmp_path / "s.json"),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    result = cli_llm_build(
+        tmp_path / "shopkit",
+        output,
+        server.openai_base_url,
+        "--builder-arg",
+        "coverage_rounds=1",
+        "--stats",
+        str(tmp_path / "s.json"),
     )
     assert result.returncode == 0, result.stdout + result.stderr
     tasks = [json.loads(line) for line in output.read_text().splitlines()]

@@ -137,6 +137,25 @@ def test_max_pairs_and_seed(mini_repo: SourceRepository, sandbox: Sandbox) -> No
     assert first[0].evaluation.max_mutants == 5 and first[0].reference.mutants_total <= 5
 
 
+def test_the_pairs_measured_and_kept_do_not_depend_on_the_workers(
+    mini_repo: SourceRepository, sandbox: Sandbox
+) -> None:
+    """Seed 0 orders words (kept), text_failing (dropped), shapes (kept), lonely_broken: the
+    shortest run of that order holding two kept pairs is the first three, whatever the workers
+    (three workers once measured words and text_failing, then skipped shapes)."""
+    settings = TestFileBuildSettings(max_mutants=2)
+    builds = []
+    for workers in (1, 3):
+        measured: list[object] = []
+        tasks, drops = build_testfile_tasks(
+            mini_repo, sandbox, max_pairs=2, seed=0, settings=settings, workers=workers, on_pair=measured.append
+        )
+        assert [t.evaluation.test_path for t in tasks] == ["tests/test_words.py", "tests/test_shapes.py"]
+        assert len(measured) == 3 and "tests/test_lonely_broken.py" not in {d.file for d in drops}
+        builds.append([t.id for t in tasks])
+    assert builds[0] == builds[1]
+
+
 @pytest.mark.network
 @pytest.mark.slow
 def test_a_real_package(pypi_sdist: Callable[..., SourceRepository], sandbox: Sandbox) -> None:
