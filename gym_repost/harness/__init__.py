@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import secrets
 from collections.abc import Sequence
+from typing import Any
 
 from gym_repost.errors import CandidateError, TaskError
 from gym_repost.harness import reference_store
@@ -37,7 +38,7 @@ from gym_repost.harness.verdict import (
     reference_key,
 )
 from gym_repost.sandbox.base import RunResult, Sandbox
-from gym_repost.sandbox.programs import program_file, program_source, read_program_output, run_program
+from gym_repost.sandbox.programs import ProgramRun, program_file, program_source, read_program_output, run_program
 from gym_repost.task import FunctionTask
 
 SCRIPT_NAME = "evaluation.py"
@@ -67,17 +68,27 @@ def _harness_run(
 ) -> tuple[TestReport, Record | None]:
     """One harness run of ``assembled`` in ``mode``; its process-level report and its record."""
     script = strip_tests(task, assembled) if mode == "inputs" else assembled.script
-    files = {**task.evaluation.files, SCRIPT_NAME: script}
-    if inputs is not None:
-        files[INPUTS_NAME] = json.dumps(inputs)
-    config = {
-        "script": SCRIPT_NAME,
-        "start": assembled.start_line,
-        "end": assembled.end_line,
-        "mode": mode,
-        "inputs": INPUTS_NAME if inputs is not None else None,
-    }
-    run = run_program(
+    data = {INPUTS_NAME: json.dumps(inputs)} if inputs is not None else {}
+    config = {"inputs": INPUTS_NAME if inputs is not None else None}
+    run = _run_harness(
+        sandbox, task, AssembledScript(script, assembled.start_line, assembled.end_line), mode, data, config, timeout
+    )
+    return parse_run(run), parse_record(run.payload)
+
+
+def _run_harness(
+    sandbox: Sandbox,
+    task: FunctionTask,
+    script: AssembledScript,
+    mode: str,
+    data: dict[str, str],
+    config: dict[str, Any],
+    timeout: float | None,
+) -> ProgramRun:
+    """Run the in-sandbox harness on ``script`` in ``mode``, beside the task's files and the ``data`` files."""
+    files = {**task.evaluation.files, SCRIPT_NAME: script.script, **data}
+    config = {"script": SCRIPT_NAME, "start": script.start_line, "end": script.end_line, "mode": mode, **config}
+    return run_program(
         sandbox,
         "harness",
         files,
@@ -87,7 +98,6 @@ def _harness_run(
         modules=PROGRAM_MODULES,
         max_chars=MAX_RECORD_CHARS,
     )
-    return parse_run(run), parse_record(run.payload)
 
 
 PLAYBACK_NAME = "_gym_repost_playback.json"
@@ -108,18 +118,8 @@ def playback_accepts(
     answers = playback_answers(reference, record) if script is not None else None
     if script is None or answers is None:
         return False
-    files = {**task.evaluation.files, SCRIPT_NAME: script.script, PLAYBACK_NAME: json.dumps(answers)}
-    config = {"script": SCRIPT_NAME, "start": script.start_line, "end": script.end_line, "mode": "playback"}
-    config["playback"] = PLAYBACK_NAME
-    run = run_program(
-        sandbox,
-        "harness",
-        files,
-        config,
-        timeout=timeout or task.evaluation.timeout,
-        token=True,
-        modules=PROGRAM_MODULES,
-    )
+    data = {PLAYBACK_NAME: json.dumps(answers)}
+    run = _run_harness(sandbox, task, script, "playback", data, {"playback": PLAYBACK_NAME}, timeout)
     payload = run.payload or {}
     return run.completed and run.problem is None and payload.get("missed") == 0 and payload.get("unasked") == 0
 
