@@ -221,12 +221,23 @@ def run_function_tests(sandbox: Sandbox, task: FunctionTask, code: str, timeout:
     if code == task.ground_truth:
         return reference.report
     report, record = _harness_run(sandbox, task, assembled, reference.mode, timeout, reference.inputs)
+    return _verdict(sandbox, task, reference, report, record, timeout)
+
+
+def _verdict(
+    sandbox: Sandbox,
+    task: FunctionTask,
+    reference: Reference,
+    report: TestReport,
+    record: Record | None,
+    timeout: float | None = None,
+) -> TestReport:
+    """The verdict of one candidate run: its record against the reference's, then, where they
+    differ only in values, the task's own tests on those values (:func:`playback_accepts`)."""
     verdict = judge(report, record, reference)
     if verdict.passed or not report.passed or record is None:
         return verdict
-    if playback_accepts(sandbox, task, reference, record, timeout):
-        return report
-    return verdict
+    return report if playback_accepts(sandbox, task, reference, record, timeout) else verdict
 
 
 CPU_FACTOR = 20.0
@@ -303,11 +314,18 @@ def _batch_run(
         "max_output": BATCH_OUTPUT,
     }
     run = run_program(
-        sandbox, "harness", files, config, timeout=limit * len(scripts) + 10.0, token=True, max_chars=MAX_RECORD_CHARS
+        sandbox,
+        "harness",
+        files,
+        config,
+        timeout=limit * len(scripts) + 10.0,
+        token=True,
+        modules=PROGRAM_MODULES,
+        max_chars=MAX_RECORD_CHARS,
     )
     if not run.completed or run.payload is None or not isinstance(run.payload.get("runs"), list):
         return None
-    judged = []
+    runs: list[tuple[TestReport, Record | None]] = []
     try:
         for child in run.payload["runs"]:
             result = RunResult(
@@ -319,10 +337,10 @@ def _batch_run(
                 killed_for=child.get("killed_for"),
             )
             own = read_program_output(result, child_token, max_chars=MAX_RECORD_CHARS)
-            judged.append(judge(parse_run(own), parse_record(own.payload), reference))
+            runs.append((parse_run(own), parse_record(own.payload)))
     except (KeyError, TypeError, ValueError):
         return None
-    return judged
+    return [_verdict(sandbox, task, reference, report, record) for report, record in runs]
 
 
 __all__ = [

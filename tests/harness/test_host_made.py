@@ -10,10 +10,11 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from sandboxes import CountingSandbox
 
 import gym_repost.harness as harness
 from gym_repost.analysis.mutation import generate_mutants, sample_mutants
-from gym_repost.harness import do_nothing_candidate, run_function_tests, run_host_made
+from gym_repost.harness import do_nothing_candidate, reference_for, run_function_tests, run_host_made
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask, load_tasks
 from tests.conftest import ROOT
@@ -40,7 +41,11 @@ def test_a_batch_gives_each_mutant_the_verdict_of_its_own_run(sandbox: Sandbox, 
         codes = [do_nothing_candidate(task)] + [
             m.source for m in sample_mutants(generate_mutants(task.ground_truth), 6, 0)
         ]
-        batch = run_host_made(sandbox, task, codes)
+        counting = CountingSandbox(sandbox)
+        reference_for(counting, task)
+        made = counting.runs
+        batch = run_host_made(counting, task, codes)
+        assert counting.runs == made + 1, task.name  # one batch, not a run per candidate
         alone = [run_function_tests(sandbox, task, code) for code in codes]
         assert [r.passed for r in batch] == [r.passed for r in alone], task.name
         assert [r.status for r in batch] == [r.status for r in alone], task.name

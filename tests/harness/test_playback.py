@@ -16,7 +16,7 @@ import textwrap
 import pytest
 from conftest import build_task
 
-from gym_repost.harness import playback_accepts, reference_for, run_function_tests
+from gym_repost.harness import playback_accepts, reference_for, run_function_tests, run_host_made
 from gym_repost.harness.candidate import playback_script
 from gym_repost.harness.verdict import Record, playback_answers
 from gym_repost.sandbox.base import Sandbox
@@ -76,6 +76,11 @@ def find_zero(humaneval_tasks: list[FunctionTask]) -> FunctionTask:
 def test_another_valid_root_passes_as_the_official_harness_says(find_zero: FunctionTask, sandbox: Sandbox) -> None:
     report = run_function_tests(sandbox, find_zero, ROOT_FINDER)
     assert report.passed, report.to_text()
+
+
+def test_a_batch_of_host_made_candidates_gets_the_same_verdicts(find_zero: FunctionTask, sandbox: Sandbox) -> None:
+    codes = [ROOT_FINDER, "def find_zero(xs: list):\n    return 0.0\n"]
+    assert [r.passed for r in run_host_made(sandbox, find_zero, codes)] == [True, False]
 
 
 @pytest.mark.parametrize(
