@@ -119,9 +119,51 @@ def playback_accepts(
     if script is None or answers is None:
         return False
     data = {PLAYBACK_NAME: json.dumps(answers)}
-    run = _run_harness(sandbox, task, script, "playback", data, {"playback": PLAYBACK_NAME}, timeout)
+    return _played(_run_harness(sandbox, task, script, "playback", data, {"playback": PLAYBACK_NAME}, timeout))
+
+
+def _played(run: ProgramRun) -> bool:
+    """A playback completed, every call answered and every differing value asked for."""
     payload = run.payload or {}
     return run.completed and run.problem is None and payload.get("missed") == 0 and payload.get("unasked") == 0
+
+
+def playbacks_accept(
+    sandbox: Sandbox, task: FunctionTask, reference: Reference, records: Sequence[Record | None]
+) -> list[bool]:
+    """:func:`playback_accepts` for each of ``records`` (host-made candidates' runs), in batches.
+
+    The playbacks hold no candidate's code, so they can share one run: each is forked from
+    a process that imported the script's modules, after the ground truth's own playback
+    (all of its answers its own), which must pass and sets the others' CPU limit.
+    """
+    script = playback_script(task)
+    answers = [playback_answers(reference, r) if script is not None and r is not None else None for r in records]
+    accepted = [False] * len(records)
+    pending = [i for i, a in enumerate(answers) if a is not None]
+    if script is None or len(pending) < 2:
+        return [
+            r is not None and a is not None and playback_accepts(sandbox, task, reference, r)
+            for a, r in zip(answers, records)
+        ]
+    own = [(call["a"], None) for call in reference.calls]
+    while pending:
+        files = {**task.evaluation.files, SCRIPT_NAME: script.script}
+        entries = []
+        for n, plays in enumerate([own] + [answers[i] for i in pending]):
+            files[f"_gym_repost_playback_{n}.json"] = json.dumps(plays)
+            entry = {"script": SCRIPT_NAME, "start": script.start_line, "end": script.end_line, "mode": "playback"}
+            entries.append(dict(entry, playback=f"_gym_repost_playback_{n}.json"))
+        children = _batch_children(sandbox, task, "playback", files, entries, False)
+        if children is None or len(children) < 2 or not _played(children[0]):
+            index = pending.pop(0)
+            record = records[index]
+            accepted[index] = record is not None and playback_accepts(sandbox, task, reference, record)
+            continue
+        for index, child in zip(pending, children[1:]):
+            accepted[index] = _played(child)
+        pending = pending[len(children) - 1 :]
+    return accepted
 
 
 def record_reference(sandbox: Sandbox, task: FunctionTask) -> Reference:
@@ -291,7 +333,11 @@ def run_host_made(sandbox: Sandbox, task: FunctionTask, codes: Sequence[str]) ->
 def _batch_run(
     sandbox: Sandbox, task: FunctionTask, reference: Reference, scripts: list[AssembledScript]
 ) -> list[TestReport] | None:
-    """One batch run of ``scripts`` (the ground truth's first); each child's judged report, in order."""
+    """One batch run of ``scripts`` (the ground truth's first); each child's verdict, in order.
+
+    Children whose record differs from the reference's only in values get one more batch,
+    of playbacks (:func:`playbacks_accept`), as a candidate's own run would.
+    """
     files = dict(task.evaluation.files)
     entries = []
     for i, assembled in enumerate(scripts):
@@ -300,13 +346,34 @@ def _batch_run(
         entries.append({"script": name, "start": assembled.start_line, "end": assembled.end_line})
     if reference.inputs is not None:
         files[INPUTS_NAME] = json.dumps(reference.inputs)
+    children = _batch_children(sandbox, task, reference.mode, files, entries, reference.inputs is not None)
+    if children is None:
+        return None
+    runs = [(parse_run(child), parse_record(child.payload)) for child in children]
+    verdicts = [judge(report, record, reference) for report, record in runs]
+    retry = [i for i, (v, (r, record)) in enumerate(zip(verdicts, runs, strict=True)) if not v.passed and r.passed]
+    retried = playbacks_accept(sandbox, task, reference, [runs[i][1] for i in retry])
+    for index, accepted in zip(retry, retried, strict=True):
+        if accepted:
+            verdicts[index] = runs[index][0]
+    return verdicts
+
+
+def _batch_children(
+    sandbox: Sandbox, task: FunctionTask, mode: str, files: dict[str, str], entries: list[dict[str, Any]], inputs: bool
+) -> list[ProgramRun] | None:
+    """One batch run of the harness (``entries``, the ground truth's first); what each child reported, in order.
+
+    None when the batch itself failed; fewer children than entries when their output
+    filled the batch (the rest go in another).
+    """
     child_token = secrets.token_hex(16)
     limit = task.evaluation.timeout
     config = {
         "batch": entries,
-        "mode": reference.mode,
+        "mode": mode,
         "child_token": child_token,
-        "inputs": INPUTS_NAME if reference.inputs is not None else None,
+        "inputs": INPUTS_NAME if inputs else None,
         "cpu_factor": CPU_FACTOR,
         "cpu_floor": CPU_FLOOR,
         "cpu_max": limit,
@@ -318,14 +385,14 @@ def _batch_run(
         "harness",
         files,
         config,
-        timeout=limit * len(scripts) + 10.0,
+        timeout=limit * len(entries) + 10.0,
         token=True,
         modules=PROGRAM_MODULES,
         max_chars=MAX_RECORD_CHARS,
     )
     if not run.completed or run.payload is None or not isinstance(run.payload.get("runs"), list):
         return None
-    runs: list[tuple[TestReport, Record | None]] = []
+    children = []
     try:
         for child in run.payload["runs"]:
             result = RunResult(
@@ -336,11 +403,10 @@ def _batch_run(
                 duration=float(child["wall"]),
                 killed_for=child.get("killed_for"),
             )
-            own = read_program_output(result, child_token, max_chars=MAX_RECORD_CHARS)
-            runs.append((parse_run(own), parse_record(own.payload)))
+            children.append(read_program_output(result, child_token, max_chars=MAX_RECORD_CHARS))
     except (KeyError, TypeError, ValueError):
         return None
-    return [_verdict(sandbox, task, reference, report, record) for report, record in runs]
+    return children
 
 
 __all__ = [

@@ -15,6 +15,7 @@ import textwrap
 
 import pytest
 from conftest import build_task
+from sandboxes import CountingSandbox
 
 from gym_repost.harness import playback_accepts, reference_for, run_function_tests, run_host_made
 from gym_repost.harness.candidate import playback_script
@@ -78,9 +79,17 @@ def test_another_valid_root_passes_as_the_official_harness_says(find_zero: Funct
     assert report.passed, report.to_text()
 
 
-def test_a_batch_of_host_made_candidates_gets_the_same_verdicts(find_zero: FunctionTask, sandbox: Sandbox) -> None:
-    codes = [ROOT_FINDER, "def find_zero(xs: list):\n    return 0.0\n"]
-    assert [r.passed for r in run_host_made(sandbox, find_zero, codes)] == [True, False]
+def test_a_batch_of_host_made_candidates_gets_the_same_verdicts_with_one_batch_of_playbacks(
+    find_zero: FunctionTask, sandbox: Sandbox
+) -> None:
+    codes = [ROOT_FINDER, ROOT_FINDER.replace("-1., 1.", "-1.5, 1.5"), "def find_zero(xs: list):\n    return 0.0\n"]
+    codes.append("def find_zero(xs: list):\n    return None\n")
+    counting = CountingSandbox(sandbox)
+    reference_for(counting, find_zero)
+    made = counting.runs
+    assert [r.passed for r in run_host_made(counting, find_zero, codes)] == [True, True, False, False]
+    assert counting.runs == made + 2  # the candidates' batch, then their playbacks' batch
+    assert [run_function_tests(sandbox, find_zero, code).passed for code in codes] == [True, True, False, False]
 
 
 @pytest.mark.parametrize(
