@@ -465,12 +465,13 @@ _NOT_JSON_OBJECT = ("not valid JSON", "expected a JSON object")
 """How the reasons of lines that are not JSON objects begin (see :func:`iter_task_lines`)."""
 
 
-def load_tasks(path: str | os.PathLike[str], *, strict: bool = False) -> TaskList:
+def load_tasks(path: str | os.PathLike[str], *, strict: bool = False, log: bool = True) -> TaskList:
     """Read a task set from a JSONL file.
 
-    Lines that are not valid tasks are skipped, logged, and kept in ``.errors`` so the
-    other tasks still run; with ``strict=True`` the first bad line raises. A file none of
-    whose lines is a task (a README, say) raises one error rather than one per line.
+    Lines that are not valid tasks are skipped, logged (unless ``log=False``: the caller
+    reports ``.errors`` itself, as the CLI does), and kept in ``.errors`` so the other
+    tasks still run; with ``strict=True`` the first bad line raises. A file none of whose
+    lines is a task (a README, say) raises one error rather than one per line.
 
     Raises:
         TaskFormatError: the file cannot be read or is not JSON Lines, or (strict) a line
@@ -507,7 +508,7 @@ def load_tasks(path: str | os.PathLike[str], *, strict: bool = False) -> TaskLis
             f"(line {errors[0].line}: {errors[0].reason})",
             path=str(p),
         )
-    for error in errors:
+    for error in errors if log else ():
         logger.warning("%s", error)
     return TaskList(tasks, errors=errors, path=str(p))
 

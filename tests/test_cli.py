@@ -97,6 +97,7 @@ def test_a_malformed_task_line_is_skipped_with_its_location(demo_subset: Path, t
     result = cli("eval", str(tasks), "--policy", "oracle", "-o", str(tmp_path / "run"))
     assert result.returncode == 0, result.stderr
     assert f"{tasks}:2: field 'evaluation.timeout'" in result.stderr.replace("\n", "")
+    assert result.stderr.replace("\n", "").count("evaluation.timeout") == 1  # once, not also as a log line
     assert json.loads((tmp_path / "run" / "summary.json").read_text())["episodes"] == 2
 
 

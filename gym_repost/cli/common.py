@@ -73,7 +73,7 @@ def load_tasks(tasks_path: Path) -> list[Any]:
     """The usable tasks of a task file (each unusable line reported); exit when none are."""
     from gym_repost.task import load_tasks as read_tasks
 
-    tasks = read_tasks(tasks_path)
+    tasks = read_tasks(tasks_path, log=False)
     for error in tasks.errors:
         err_console.print(f"[yellow]skipped:[/] {error}", highlight=False)
     if not tasks:
