@@ -22,7 +22,7 @@ from importlib import import_module
 from typing import Any
 
 from gym_repost.cli.app import app
-from gym_repost.cli.common import err_console, invalid_settings, print_error
+from gym_repost.cli.common import err_console, interrupted_note, invalid_settings, print_error
 from gym_repost.errors import GymRepostError
 
 for _group in ("build", "validate", "evaluate", "data", "sandbox", "serve"):  # registers the commands, in this order
@@ -58,7 +58,7 @@ def _exit_interrupted() -> None:
     import signal
 
     code = 128 + (_SIGNALS[0] if _SIGNALS else signal.SIGINT)
-    err_console.print("interrupted; finished work is saved (rerun the same command to continue)")
+    err_console.print(interrupted_note())
     busy = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon and t.is_alive()]
     if not busy:
         sys.exit(code)

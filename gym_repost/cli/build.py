@@ -26,6 +26,7 @@ from gym_repost.cli.common import (
     open_sandbox,
     parse_policy_args,
     progress_bar,
+    resumable,
     sandbox_options,
 )
 from gym_repost.errors import BuildError
@@ -287,6 +288,7 @@ def _build_corpus(
     sources = read_sources(source)
     with progress_bar() as progress:
         bar = progress.add_task(f"corpus of {len(sources)} repositories", total=len(sources))
+        resumable("every finished repository")
         result = build_corpus(
             sources,
             output,

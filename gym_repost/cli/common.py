@@ -31,6 +31,19 @@ from gym_repost.errors import ConfigError
 
 console = Console(width=None if sys.stdout.isatty() else 160)
 err_console = Console(stderr=True)
+_INTERRUPTED = ["interrupted"]
+
+
+def resumable(what: str) -> None:
+    """Say, should the command be interrupted, that ``what`` is saved and a rerun continues."""
+    _INTERRUPTED[0] = f"interrupted; {what} is saved (rerun the same command to continue)"
+
+
+def interrupted_note() -> str:
+    """What an interrupted command prints: plain, or what :func:`resumable` said."""
+    return _INTERRUPTED[0]
+
+
 logger = logging.getLogger("gym_repost")
 
 

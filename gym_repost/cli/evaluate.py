@@ -26,6 +26,7 @@ from gym_repost.cli.common import (
     open_executor,
     parse_policy_args,
     progress_bar,
+    resumable,
     sandbox_options,
 )
 from gym_repost.errors import ConfigError
@@ -65,6 +66,7 @@ def eval_command(
     from gym_repost.sandbox import sandbox_config
 
     tasks = load_tasks(tasks_path)
+    resumable("every finished episode")
     options = parse_policy_args(policy_arg)
     factory = load_policy(policy, **options, **_llm_options(policy, base_url, output, options))
     testfile = any(t.kind == "testfile" for t in tasks)  # scored with pytest and coverage: preload them

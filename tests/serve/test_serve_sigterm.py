@@ -121,6 +121,7 @@ def test_sigterm_closes_sessions_and_leaves_no_process(
     code, stderr = terminate(process)
     assert code == 143, stderr
     assert "Traceback" not in stderr, stderr
+    assert "interrupted" in stderr and "rerun" not in stderr, stderr  # a server has nothing to resume
     deadline = time.monotonic() + 30
     while any(alive(pid) for pid in below) and time.monotonic() < deadline:
         time.sleep(0.1)
