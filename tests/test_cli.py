@@ -81,8 +81,13 @@ def test_eval_then_report(demo_subset: Path, tmp_path: Path) -> None:
     summary = json.loads((run / "summary.json").read_text())
     assert set(summary) >= {"pass@1", "pass@2", "self_repair", "infra_errors"}
     assert list(summary["self_repair"]) == ["0", "1", "2"]
+    before = {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in run.iterdir() if p.is_file()}
     report = cli("report", str(run))
     assert report.returncode == 0 and "pass@2" in report.stdout
+    after = {
+        p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in run.iterdir() if p.name != "report.html" and p.is_file()
+    }
+    assert after == before  # the run's own files are read, never written (an eval may still be writing them)
     html = (run / "report" / "index.html").read_text()
     assert "<svg" in html and "pass@2" in html
     assert "report/index.html" in (run / "report.html").read_text()  # RUN_DIR/report.html leads to it

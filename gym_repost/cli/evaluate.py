@@ -197,7 +197,6 @@ def _print_brief(run: Path) -> None:
 
     rd = RunDir(run)
     summary = summarize(rd.episodes(), rd.read_config())
-    rd.write_summary(summary)
     figures = ", ".join(f"{k} {100 * v:.1f}%" for k, v in summary.items() if k.startswith("pass@") and v is not None)
     console.print(
         f"{run}: {figures or 'no scored episodes'} over {summary['tasks']} tasks "
