@@ -14,6 +14,7 @@ from functools import lru_cache
 
 from gym_repost.analysis.parsing import parse_python
 from gym_repost.analysis.source import (
+    FunctionSpan,
     dedent_code,
     find_function,
     indent_code,
@@ -53,6 +54,8 @@ class AssembledScript:
     script: str
     start_line: int
     end_line: int
+    stripped: str | None = None
+    """``script`` without its tests (see :func:`strip_tests`), where :func:`assemble` made it."""
 
 
 def new_name(target: Target) -> str:
@@ -142,6 +145,7 @@ def assemble(task: FunctionTask, code: str, *, keep_original: bool = False) -> A
     hook = "" if keep_original else "\n" + f"{task.target.name} = {new} = {RECORD_HOOK}({new})"
     block = indent_code(renamed + hook, task.evaluation.indent).split("\n")
     lines = task.evaluation.script.split("\n")
+    bare = list(_stripped_lines(task.evaluation.script, task.evaluation.test_function))
     at = task.evaluation.insert_line
     if not keep_original:
         first, last = _original_span(task.evaluation.script, task.target.qualname)
@@ -149,8 +153,17 @@ def assemble(task: FunctionTask, code: str, *, keep_original: bool = False) -> A
             raise TaskError(f"the insertion line {at} lies inside the original {task.target.qualname}")
         if at >= last:
             at -= last - first + 1
+        in_tests = not bare[first - 1].strip()  # a method of a test class: the class is blanked, and so is the code
         lines = lines[: first - 1] + lines[last:]
+        bare = bare[: first - 1] + bare[last:]
     script = "\n".join(lines[:at] + ["", *block, ""] + lines[at:])
+    stripped = None
+    if not keep_original:
+        if task.evaluation.indent:
+            bare_block = [""] * len(block) if in_tests else block
+        else:
+            bare_block = _without_tests(block, tree, task.evaluation.test_function, span)
+        stripped = "\n".join(bare[:at] + ["", *bare_block, ""] + bare[at:])
     start = at + 2
     end = start + len(block) - (1 if keep_original else 2)
     try:
@@ -164,7 +177,7 @@ def assemble(task: FunctionTask, code: str, *, keep_original: bool = False) -> A
         raise CandidateError(
             f"the evaluation script does not compile with your code in it: {where}: {exc.msg}"
         ) from None
-    return AssembledScript(script=script, start_line=start, end_line=end)
+    return AssembledScript(script=script, start_line=start, end_line=end, stripped=stripped)
 
 
 PLAYBACK_HOOK = "__gym_repost_playback__"
@@ -234,22 +247,33 @@ def strip_tests(task: FunctionTask, assembled: AssembledScript) -> str:
 
     Top-level ``if __name__ ...`` blocks, test functions and classes (the task's
     ``test_function``, ``check``, names starting with ``test``) and top-level calls of
-    them become blank lines, so line numbers (and the candidate's) stay as they were.
+    them become blank lines, so line numbers (and the candidate's) stay as they were. The
+    candidate's own definition stays, whatever its name. :func:`assemble` makes it from
+    the task's script, stripped once, and the candidate's syntax tree, parsing nothing.
     """
-    return _strip_tests(assembled.script, task.evaluation.test_function)
+    if assembled.stripped is not None:
+        return assembled.stripped
+    lines = assembled.script.split("\n")
+    return "\n".join(_without_tests(lines, parse_python(assembled.script), task.evaluation.test_function))
 
 
 @lru_cache(maxsize=256)
-def _strip_tests(script: str, test_function: str) -> str:
-    lines = script.split("\n")
-    tree = parse_python(script)
-    names = {test_function}
+def _stripped_lines(script: str, test_function: str) -> tuple[str, ...]:
+    """The task's script, split into lines, with its tests blanked (once per task)."""
+    return tuple(_without_tests(script.split("\n"), parse_python(script), test_function))
+
+
+def _without_tests(
+    lines: list[str], tree: ast.Module, test_function: str, keep: FunctionSpan | None = None
+) -> list[str]:
+    """``lines`` (of the module ``tree``) with the top-level test statements blanked, but ``keep``."""
+    lines = list(lines)
     for node in tree.body:
-        if _is_test_statement(node, names):
+        if _is_test_statement(node, {test_function}) and (keep is None or node is not keep.node):
             first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
             for i in range(first - 1, node.end_lineno or node.lineno):
                 lines[i] = ""
-    return "\n".join(lines)
+    return lines
 
 
 def do_nothing_candidate(task: FunctionTask) -> str:

@@ -91,3 +91,21 @@ def test_fence_search_is_linear_on_backtick_floods(text: str) -> None:
     started = time.process_time()
     extract_code_block(text)
     assert time.process_time() - started < 2.0  # was 47-54 s: quadratic backtracking
+
+
+def test_the_script_without_tests_keeps_the_code_and_drops_every_test(
+    function_task: FunctionTask, method_task: FunctionTask
+) -> None:
+    from gym_repost.harness import strip_tests
+    from gym_repost.harness.candidate import AssembledScript
+
+    extra = "\n\nif __name__ == '__main__':\n    print('example')\n\ndef test_mine():\n    assert False\n"
+    for task in (function_task, method_task):
+        assembled = assemble(task, task.ground_truth + (extra if task is function_task else ""))
+        parsed = strip_tests(task, AssembledScript(assembled.script, assembled.start_line, assembled.end_line))
+        assert assembled.stripped == parsed  # made without parsing the script again, the same text
+        lines = parsed.split("\n")
+        assert len(lines) == len(assembled.script.split("\n"))  # line numbers kept
+        assert f"def {task.target.name}_new_implementation" in parsed
+        assert "def test_" not in parsed and "__main__" not in parsed and "example" not in parsed
+        ast.parse(parsed)
