@@ -462,7 +462,7 @@ MAX_LITERAL = 380
 
 def _literal_text(value):
     """``value`` as plain data (:mod:`values`), as JSON text of at most :data:`MAX_LITERAL` characters, else None."""
-    if isinstance(value, (str, bytes, list, tuple, dict, set, frozenset)) and len(value) > MAX_LITERAL:
+    if type(value) in (str, bytes, list, tuple, dict, set, frozenset) and len(value) > MAX_LITERAL:
         return None  # too long anyway: not worth encoding
     data = values.encode(value)
     if data is None:
