@@ -464,11 +464,12 @@ def _literal_text(value):
     """``value`` as plain data (:mod:`values`), as JSON text of at most :data:`MAX_LITERAL` characters, else None."""
     if type(value) in (str, bytes, list, tuple, dict, set, frozenset) and len(value) > MAX_LITERAL:
         return None  # too long anyway: not worth encoding
-    data = values.encode(value)
-    if data is None:
+    try:
+        data = values.encode(value)
+        text = None if data is None else json.dumps(data, separators=(",", ":"))
+    except Exception:  # whatever goes wrong, the value is just not recorded as data
         return None
-    text = json.dumps(data, separators=(",", ":"))
-    return text if len(text) <= MAX_LITERAL else None
+    return text if text is not None and len(text) <= MAX_LITERAL else None
 
 
 def _answer(data):
