@@ -41,11 +41,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import append_record, machine, now, summary
 from benchmarks.sandbox_latency import EXPECTED, WORKLOAD
-from gym_repost.harness import HARNESS_NAME, SCRIPT_NAME, assemble
+from gym_repost.harness import HARNESS_NAME, SCRIPT_NAME, assemble, harness_files
 from gym_repost.sandbox.config import DockerSandboxConfig
 from gym_repost.sandbox.docker import _REAPER, IMAGE_PYTHON, ROLE_LABEL, DockerSandbox
 from gym_repost.sandbox.docker_containers import LABEL, OWNER_LABEL, owner_identity
-from gym_repost.sandbox.programs import program_files, program_stdin
+from gym_repost.sandbox.programs import program_stdin
 from gym_repost.task import FunctionTask
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,7 +73,7 @@ def workloads() -> list[Workload]:
     task = next(t for t in import_humaneval() if isinstance(t, FunctionTask))
     assembled = assemble(task, task.ground_truth)
     token = secrets.token_hex(16)
-    files = {**task.evaluation.files, SCRIPT_NAME: assembled.script, **program_files("harness")}
+    files = {**task.evaluation.files, SCRIPT_NAME: assembled.script, **harness_files()}
     config = {
         "script": SCRIPT_NAME,
         "start": assembled.start_line,

@@ -53,12 +53,13 @@ from gym_repost.harness import (
     HARNESS_NAME,
     SCRIPT_NAME,
     assemble,
+    harness_files,
     reference_for,
     run_function_tests,
 )
 from gym_repost.policy import load_policy
 from gym_repost.sandbox import get_sandbox
-from gym_repost.sandbox.programs import program_files, program_stdin
+from gym_repost.sandbox.programs import program_stdin
 from gym_repost.task import FunctionTask
 
 ENV = {
@@ -80,7 +81,7 @@ def passing_candidate(task: FunctionTask) -> str:
 def fresh_interpreter(task: FunctionTask, directory: Path) -> float:
     """Seconds for ``python3`` on the same harness files (driver mode), written beforehand."""
     assembled = assemble(task, passing_candidate(task))
-    files = {**task.evaluation.files, SCRIPT_NAME: assembled.script, **program_files("harness")}
+    files = {**task.evaluation.files, SCRIPT_NAME: assembled.script, **harness_files()}
     for name, text in files.items():
         (directory / name).write_text(text, encoding="utf-8")
     config = {

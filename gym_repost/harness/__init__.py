@@ -38,7 +38,14 @@ from gym_repost.harness.verdict import (
     reference_key,
 )
 from gym_repost.sandbox.base import RunResult, Sandbox
-from gym_repost.sandbox.programs import ProgramRun, program_file, program_source, read_program_output, run_program
+from gym_repost.sandbox.programs import (
+    ProgramRun,
+    program_file,
+    program_files,
+    program_source,
+    read_program_output,
+    run_program,
+)
 from gym_repost.task import FunctionTask
 
 SCRIPT_NAME = "evaluation.py"
@@ -47,6 +54,11 @@ HARNESS_NAME = program_file("harness")
 """File name of the in-sandbox harness (:mod:`gym_repost.programs.harness`) inside the run directory."""
 PROGRAM_MODULES = ("values",)
 """Program modules the harness imports (:mod:`gym_repost.programs.values`, plain data)."""
+
+
+def harness_files() -> dict[str, str]:
+    """The in-sandbox harness and the program modules it imports, by their run-directory names."""
+    return program_files("harness", PROGRAM_MODULES)
 
 
 def harness_source() -> str:

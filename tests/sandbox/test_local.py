@@ -652,10 +652,10 @@ def test_workdir_aliases_are_validated() -> None:
 def test_programs_run_from_their_bytecode_as_if_compiled_where_they_lie(warm_sandbox: LocalSandbox) -> None:
     # The harness, shipped verbatim, runs from the worker's precompiled code: its frames
     # (and the protocol module's, imported) must name the run's own files and lines.
-    from gym_repost.sandbox.programs import program_files
+    from gym_repost.harness import harness_files
 
     for _ in range(2):  # the second run's programs were relocated ahead, in the spare child
-        result = warm_sandbox.run(program_files("harness"), ["python3", "_gym_repost_harness.py"])
+        result = warm_sandbox.run(harness_files(), ["python3", "_gym_repost_harness.py"])
         assert result.returncode == 1 and result.extra["inprocess"] is True
         frames = re.findall(r'File "([^"]+)", line \d+, in (\w+)\n +(.+)', result.stderr)
         files = {os.path.basename(path): path for path, _, _ in frames}
@@ -669,15 +669,16 @@ def test_programs_run_from_their_bytecode_as_if_compiled_where_they_lie(warm_san
 
 def test_programs_the_worker_holds_are_written_from_its_copy(warm_sandbox: LocalSandbox) -> None:
     # Their text is not sent per run; the run directory holds exactly the text given.
-    from gym_repost.sandbox.programs import program_files
+    from gym_repost.harness import harness_files
 
-    files = program_files("harness")
+    files = harness_files()
     worker = warm_sandbox._pool.members()[0]
     request = worker.leave_out_programs({"files": dict(files)})
     assert request["files"] == {} and sorted(request["programs"]) == sorted(files)
     changed = {**files, "_gym_repost_harness.py": files["_gym_repost_harness.py"] + "# changed\n"}
     request = worker.leave_out_programs({"files": dict(changed)})
-    assert list(request["files"]) == ["_gym_repost_harness.py"] and request["programs"] == ["_gym_repost_protocol.py"]
+    assert list(request["files"]) == ["_gym_repost_harness.py"]
+    assert sorted(request["programs"]) == ["_gym_repost_protocol.py", "_gym_repost_values.py"]
     probe = "import hashlib, sys\nfor n in sys.argv[1:]:\n    print(hashlib.sha256(open(n, 'rb').read()).hexdigest())"
     for shipped in (files, changed):
         result = warm_sandbox.run({**shipped, "probe.py": probe}, ["python3", "probe.py", *sorted(shipped)])
