@@ -693,7 +693,7 @@ def _batch_child(config, token, cpu_limit, wall_limit):
         finally:
             os._exit(70)
     status, usage, timed_out = _wait_child(pid, started + wall_limit, cpu_limit)
-    _kill_group(pid)  # what the child started goes with it
+    protocol.kill_group(pid)  # what the child started goes with it
     run = {
         "returncode": _returncode(status),
         "timed_out": timed_out,
@@ -724,7 +724,7 @@ def _wait_child(pid, deadline, cpu_limit):
             if done:
                 return status, usage, False
             if time.monotonic() > deadline or _cpu_seconds(pid, ticks) > cpu_limit:
-                _kill_group(pid)
+                protocol.kill_group(pid)
                 _, status, usage = os.wait4(pid, 0)
                 return status, usage, True
             if handle is None:
@@ -743,14 +743,6 @@ def _cpu_seconds(pid, ticks):
         return (int(fields[11]) + int(fields[12])) / ticks
     except (OSError, IndexError, ValueError):
         return 0.0
-
-
-def _kill_group(pid):
-    for kill in (os.killpg, os.kill):
-        try:
-            kill(pid, 9)
-        except OSError:
-            pass
 
 
 def _returncode(status):

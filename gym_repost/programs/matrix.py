@@ -37,7 +37,6 @@ import builtins
 import json
 import os
 import select
-import signal
 import sys
 import time
 import types
@@ -174,14 +173,6 @@ def _read_lines(fd, deadline):
                 return lines, False
 
 
-def _kill_group(pid):
-    for kill in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
-        try:
-            kill()
-        except OSError:
-            pass
-
-
 def _exit_verdict(status, phase):
     if os.WIFSIGNALED(status):
         message = "the process was killed by signal %d (memory or process limit?)" % os.WTERMSIG(status)
@@ -208,7 +199,7 @@ def _run_in_child(spec, index):
         pass
     os.close(write_fd)
     lines, timed_out = _read_lines(read_fd, time.monotonic() + spec["timeout"])
-    _kill_group(pid)
+    protocol.kill_group(pid)
     _, status = os.waitpid(pid, 0)
     os.close(read_fd)
     phase = "test" if any(line.get("loaded") for line in lines) else "load"

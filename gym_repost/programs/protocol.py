@@ -117,3 +117,12 @@ def write_result(payload, token=None, compress=False):
     if token is not None:
         data += (END + token + "\n").encode("utf-8", "surrogatepass")
     write_all(1, data)
+
+
+def kill_group(pid):
+    """SIGKILL the process group ``pid`` leads, and ``pid`` itself (gone already: nothing to do)."""
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, 9)
+        except OSError:
+            pass
