@@ -381,6 +381,7 @@ def data_testgen(
 ) -> None:
     """Test-generation data (Repo-Smith): generate a test file, repair its weakest metric, compress the reasoning."""
     from gym_repost.data import repo_smith
+    from gym_repost.data.llm_samplers import add_llm_totals
     from gym_repost.data.records import write_jsonl
 
     tasks = [t for t in load_tasks(tasks_path) if t.kind == "testfile"][:limit]
@@ -389,7 +390,7 @@ def data_testgen(
     settings = (
         {}
         if generator.startswith("scripted:")
-        else {"base_url": base_url, "temperature": temperature, "cache_dir": output.parent / f"{output.stem}-llm-cache"}
+        else {"base_url": base_url, "temperature": temperature, "cache_dir": _llm_cache(output)}
     )
     options = sandbox_options(workers, python, env, ["pytest", "coverage"])
     label = f"test generation on {tasks_path.name}"
@@ -418,6 +419,7 @@ def data_testgen(
                 ),
                 ("repair rounds (accepted)", f"{t['repair_rounds']} ({t['repairs_accepted']})"),
                 ("repairs by target", ", ".join(f"{k}: {v}" for k, v in t["repairs_by_target"].items()) or "-"),
+                *_llm_rows(add_llm_totals(r.llm for r in results)),
             ],
         )
     )
