@@ -365,7 +365,8 @@ def data_testgen(
     tasks_path: Path = typer.Argument(..., metavar="TASKS", help="Test-file task file (JSONL, --kind testfile)."),
     output: Path = typer.Option(..., "-o", "--output", help="Records to write (JSONL)."),
     generator: str = typer.Option(
-        ..., help='llm:PROVIDER/MODEL | scripted:FILE (JSONL of {"text": reply}, served in order: use -w 1).'
+        ...,
+        help='llm:PROVIDER/MODEL | scripted:FILE (JSONL of {"text": reply}, each task served them from the first).',
     ),
     rounds: int = typer.Option(3, "--rounds", min=0, help="Guided repair rounds at most, per task."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="LLM endpoint (a proxy, vLLM, Ollama)."),
