@@ -190,32 +190,50 @@ def test_testgen_on_ray_equals_a_local_run(
 
 
 def repairs_a_only(request: RecordedRequest) -> Reply:
-    """A repair model that fixes one of the two failed answers (and writes no code for the other)."""
-    return Reply(block(FIX_SCORE) if WRONG_A in request.last_text() else NO_CODE)
+    """A repair model that fixes one of the two failed answers and not the other: in one
+    answer (no code for the other), or, asked as an agent, by writing the fix then submitting
+    (submitting at once for the other)."""
+    if not request.body.get("tools"):
+        return Reply(block(FIX_SCORE) if WRONG_A in request.last_text() else NO_CODE)
+    first_turn = not any(m["role"] == "assistant" for m in request.messages)
+    if first_turn and WRONG_A in request.text():
+        return Reply.calling("write_code", {"code": FIX_SCORE})
+    return Reply.calling("submit")
 
 
+@pytest.mark.parametrize(
+    ("repairer", "calls"),
+    [((), 2), (("--repair-policy", LLM, "--repair-policy-arg", "mode=agentic"), 3)],
+    ids=["one-answer", "agentic"],
+)
 def test_rejection_with_an_llm_repairer_on_ray_equals_a_local_run(
+    repairer: tuple[str, ...],
+    calls: int,
     cluster: Any,
     llm_run: tuple[Path, Any],  # noqa: F811
     server: ScriptedLLMServer,
     tmp_path: Path,
 ) -> None:
+    """The run's own model repairs in one answer per failure (2 calls); an agentic one writes
+    and submits for one failure, submits for the other (3 calls)."""
     run, _ = llm_run
     server.responder = repairs_a_only
     before = len(server.requests)
     args = ("rejection", str(run), "-o", "sft.jsonl", "--debug-failures", "--base-url", server.openai_base_url)
-    ran = local_and_ray(tmp_path, cluster, lambda _folder: None, *args, "-w", "2")
+    args += (*repairer, "-w", "2")
+    ran = local_and_ray(tmp_path, cluster, lambda _folder: None, *args)
     assert ran["ray"].stdout == ran["local"].stdout
     same_files(tmp_path, "sft.jsonl")
     (record,) = [json.loads(line) for line in (tmp_path / "ray" / "sft.jsonl").read_text().splitlines()]
     assert record["origin"] == "repaired"
-    assert len(server.requests) - before == 2 * 2  # two failed answers repaired in each run
-    assert row(ran["ray"].stdout, "LLM calls (cache hits)") == "2 (0)"
+    assert len(server.requests) - before == 2 * calls
+    assert row(ran["ray"].stdout, "LLM calls (cache hits)") == f"{calls} (0)"
     assert (tmp_path / "ray" / "sft-llm-cache").is_dir()
 
-    again = data_cli(tmp_path / "ray", *args, "-w", "2", *on_ray(cluster))
+    again = data_cli(tmp_path / "ray", *args, *on_ray(cluster))
     assert again.returncode == 0, again.stderr
-    assert len(server.requests) - before == 2 * 2 and row(again.stdout, "LLM calls (cache hits)") == "2 (2)"
+    assert len(server.requests) - before == 2 * calls
+    assert row(again.stdout, "LLM calls (cache hits)") == f"{calls} ({calls})"
 
 
 REPAIRER = """
