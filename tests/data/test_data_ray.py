@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ from gym_repost.analysis.mutation import generate_mutants
 from gym_repost.harness import do_nothing_candidate
 from gym_repost.llm.scripted_server import RecordedRequest, Reply, ScriptedLLMServer
 from gym_repost.task import FunctionTask, TestFileTask, load_tasks, save_tasks
-from tests.data.test_llm_samplers import FIX_SCORE, NO_CODE, WRONG_A, block, llm_run, row  # noqa: F401 - a fixture
+from tests.data.test_llm_samplers import FIX_SCORE, NO_CODE, WRONG_A, block, cli, llm_run, row  # noqa: F401 - a fixture
 from tests.data.test_rejection import REPAIR_AGENT, runs  # noqa: F401 - a fixture
 
 pytest.importorskip("ray", reason='the Ray tests need Ray: pip install "gym-repost[ray]"')
@@ -38,16 +37,9 @@ LLM = "llm:openai-compatible/scripted-model"
 
 
 def data_cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """``gym-repost data ARGS`` run in ``cwd`` (this checkout on the import path)."""
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), env.get("PYTHONPATH")) if p)
-    return subprocess.run(
-        [sys.executable, "-m", "gym_repost.cli", "data", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
+    """``gym-repost data ARGS`` run in ``cwd``, this checkout on the import path."""
+    return cli(
+        *args, env={"PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}, cwd=cwd
     )
 
 
