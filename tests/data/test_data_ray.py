@@ -142,6 +142,24 @@ def answers_testgen(request: RecordedRequest) -> Reply:
     return Reply(TESTGEN_REPLIES[0] if text.startswith("Write the tests of") else TESTGEN_REPLIES[1])
 
 
+def records_of_testgen(folder: Path) -> list[dict[str, Any]]:
+    """The records a test-generation run wrote, each mutant killed by a failing test or by
+    the clock counted as detected: which of the two a slow mutant meets depends on the load
+    of the machine (the score, which counts both, does not)."""
+
+    def detected(value: Any) -> Any:
+        if isinstance(value, list):
+            return [detected(v) for v in value]
+        if not isinstance(value, dict):
+            return value
+        folded = {k: detected(v) for k, v in value.items() if k not in ("mutants_killed", "mutants_timeouts")}
+        if "mutants_killed" in value:
+            folded["mutants_detected"] = value["mutants_killed"] + value["mutants_timeouts"]
+        return folded
+
+    return [detected(json.loads(line)) for line in (folder / "testgen.jsonl").read_text().splitlines()]
+
+
 @pytest.mark.parametrize("generator", ["scripted", "llm"])
 def test_testgen_on_ray_equals_a_local_run(
     generator: str,
@@ -163,8 +181,8 @@ def test_testgen_on_ray_equals_a_local_run(
         spec = ("--generator", LLM, "--base-url", server.openai_base_url)
     ran = local_and_ray(tmp_path, cluster, inputs, *args, *spec)
     assert ran["ray"].stdout == ran["local"].stdout
-    same_files(tmp_path, "testgen.jsonl")
-    records = [json.loads(line) for line in (tmp_path / "ray" / "testgen.jsonl").read_text().splitlines()]
+    records = records_of_testgen(tmp_path / "ray")
+    assert records == records_of_testgen(tmp_path / "local")
     assert [r["task_name"] for r in records] == [t.name for t in tasks]
     assert all(r["test_file"] == GROUND_TRUTH and r["passed"] for r in records)
     assert [r["kind"] for r in records[0]["rounds"]] == ["generate", "repair:coverage"]
@@ -175,7 +193,7 @@ def test_testgen_on_ray_equals_a_local_run(
     again = data_cli(tmp_path / "ray", *args, *spec, *on_ray(cluster))
     assert again.returncode == 0, again.stderr
     assert len(server.requests) == 2 * calls and row(again.stdout, "LLM calls (cache hits)") == f"{calls} ({calls})"
-    assert (tmp_path / "ray" / "testgen.jsonl").read_text() == (tmp_path / "local" / "testgen.jsonl").read_text()
+    assert records_of_testgen(tmp_path / "ray") == records
 
 
 # --------------------------------------------------------------------------- rejection sampling
