@@ -4,10 +4,12 @@ Each command runs twice from the command line, as a user runs it, with the same 
 the same relative paths: in ``local/`` with ``--executor local``, and in ``ray/`` with
 ``--executor ray --ray-address`` joining the simulated cluster of ``tests/conftest.py``,
 whose workers run in another directory (a path that travels to them must not be relative
-to the command's). The files written and everything printed must be equal. Models are the
+to the command's). The files written and everything printed must be equal (test
+generation's mutants killed by a test or by the clock counted together). Models are the
 scripted server on loopback, answering each request from its content alone (never from
 the order requests arrive), so both runs get the same answers; each run keeps its own
-response cache, which a second Ray run then answers from.
+response cache, which a second Ray run then answers from. Last, a repair policy kills its
+Ray worker once: the records are still the local run's, none lost, none twice.
 """
 
 from __future__ import annotations
