@@ -16,7 +16,8 @@ Two executors, one protocol (:class:`Executor`):
   each actor builds its own sandbox on its first unit and keeps it warm for its lifetime.
   An actor whose process or node dies is restarted by Ray and its unit retried
   (``max_restarts``, ``max_task_retries``): a unit may run twice, its result is returned
-  once.
+  once. Actors work in the driver's working directory (where their node has it), so a
+  relative path in a unit means the same on Ray as on threads.
 
 Both return results in the order of ``items``, whatever order they finish in, and call
 ``on_result`` in this process once per item, so what a command writes (a run directory,
@@ -140,11 +141,21 @@ def _start(config: Any) -> Sandbox:
 
 
 class _Actor:
-    """The body of a Ray actor: a warm sandbox built from a config, kept for the actor's life."""
+    """The body of a Ray actor: a warm sandbox built from a config, kept for the actor's life.
 
-    def __init__(self, config: Any | None) -> None:
+    The actor works in the driver's working directory when its node has it (one machine,
+    or a shared file system), so that a relative path a unit holds (a response cache, a
+    policy file, a scripted reply file) means what it means to the driver, as it does on
+    the driver's threads; a Ray worker otherwise runs where its node's Ray was started.
+    """
+
+    def __init__(self, config: Any | None, driver_cwd: str | None = None) -> None:
         self._config = config
         self._sandbox: Sandbox | None = None
+        if driver_cwd is not None and os.path.isdir(driver_cwd):
+            os.chdir(driver_cwd)
+        elif driver_cwd is not None:
+            logger.warning("%s is not on this node: relative paths are taken from %s", driver_cwd, os.getcwd())
 
     def run(self, work: Work[Any, Any], index_item: tuple[int, Any]) -> tuple[int, Any]:
         if self._sandbox is None and self._config is not None:
@@ -223,7 +234,7 @@ class RayExecutor(_Closing):
                 max_concurrency=2,  # close() is served while a unit runs (the pool sends one unit at a time)
                 runtime_env={"env_vars": forwarded_environment()},
             )
-            self._actors = [actor_class.remote(self._config) for _ in range(self.workers)]
+            self._actors = [actor_class.remote(self._config, os.getcwd()) for _ in range(self.workers)]
         return self._actors
 
     def map(self, work: Work[T, R], items: Sequence[T], on_result: Callable[[R], None] | None = None) -> list[R]:

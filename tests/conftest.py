@@ -1,4 +1,5 @@
-"""Shared fixtures: small hand-written tasks, the real local sandbox, HumanEval, RepoST-Eval."""
+"""Shared fixtures: small hand-written tasks, the real local sandbox, HumanEval, RepoST-Eval,
+a simulated Ray cluster."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import tempfile
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -176,3 +178,26 @@ def llm_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     """Stand-in API keys, so the real SDKs accept to talk to the scripted server."""
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-openai")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test-anthropic")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    """A simulated Ray cluster (``ray.cluster_utils.Cluster``) for one test module: a head
+    node (2 CPUs) and a worker node (1 CPU), this process connected as driver. Three actors
+    of one CPU each fill it, so a test that needs one on each node asks for three. A command
+    line run joins it with ``--ray-address cluster.address``."""
+    ray = pytest.importorskip("ray", reason='the Ray tests need Ray: pip install "gym-repost[ray]"')
+    from ray.cluster_utils import Cluster
+
+    os.environ.pop("RAY_ADDRESS", None)
+    simulated = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 2, "include_dashboard": False, "temp_dir": tempfile.mkdtemp(prefix="ray")},
+    )
+    simulated.add_node(num_cpus=1)
+    ray.init(address=simulated.address, log_to_driver=False)
+    try:
+        yield simulated
+    finally:
+        ray.shutdown()
+        simulated.shutdown()

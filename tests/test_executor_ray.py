@@ -1,8 +1,9 @@
 """The Ray executor on a real, simulated two-node cluster (``ray.cluster_utils.Cluster``).
 
-One cluster serves the module (starting Ray costs seconds on a loaded 2-core machine);
-a test that removes a node adds one back. Nothing here depends on timing: a worker is
-killed by the unit it runs, a node is removed once a unit on it says it has started.
+One cluster serves the module (the ``cluster`` fixture of ``tests/conftest.py``: starting
+Ray costs seconds on a loaded 2-core machine); a test that removes a node adds one back.
+Nothing here depends on timing: a worker is killed by the unit it runs, a node is removed
+once a unit on it says it has started.
 """
 
 from __future__ import annotations
@@ -11,11 +12,9 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,26 +36,6 @@ pytestmark = pytest.mark.slow
 ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the units below travel by value
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Any]:
-    """A head node (2 CPUs) and a worker node (1 CPU), this process connected as driver.
-    Three actors of one CPU each fill it, so a test that needs one on each node asks for three."""
-    from ray.cluster_utils import Cluster
-
-    os.environ.pop("RAY_ADDRESS", None)
-    simulated = Cluster(
-        initialize_head=True,
-        head_node_args={"num_cpus": 2, "include_dashboard": False, "temp_dir": tempfile.mkdtemp(prefix="ray")},
-    )
-    simulated.add_node(num_cpus=1)
-    ray.init(address=simulated.address, log_to_driver=False)
-    try:
-        yield simulated
-    finally:
-        ray.shutdown()
-        simulated.shutdown()
 
 
 def _executor(cluster: Any, workers: int = 2) -> RayExecutor:

@@ -365,7 +365,8 @@ def data_testgen(
     tasks_path: Path = typer.Argument(..., metavar="TASKS", help="Test-file task file (JSONL, --kind testfile)."),
     output: Path = typer.Option(..., "-o", "--output", help="Records to write (JSONL)."),
     generator: str = typer.Option(
-        ..., help='llm:PROVIDER/MODEL | scripted:FILE (JSONL of {"text": reply}, served in order: use -w 1).'
+        ...,
+        help='llm:PROVIDER/MODEL | scripted:FILE (JSONL of {"text": reply}, each task served them from the first).',
     ),
     rounds: int = typer.Option(3, "--rounds", min=0, help="Guided repair rounds at most, per task."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="LLM endpoint (a proxy, vLLM, Ollama)."),
@@ -381,6 +382,7 @@ def data_testgen(
 ) -> None:
     """Test-generation data (Repo-Smith): generate a test file, repair its weakest metric, compress the reasoning."""
     from gym_repost.data import repo_smith
+    from gym_repost.data.llm_samplers import add_llm_totals
     from gym_repost.data.records import write_jsonl
 
     tasks = [t for t in load_tasks(tasks_path) if t.kind == "testfile"][:limit]
@@ -389,7 +391,7 @@ def data_testgen(
     settings = (
         {}
         if generator.startswith("scripted:")
-        else {"base_url": base_url, "temperature": temperature, "cache_dir": output.parent / f"{output.stem}-llm-cache"}
+        else {"base_url": base_url, "temperature": temperature, "cache_dir": _llm_cache(output)}
     )
     options = sandbox_options(workers, python, env, ["pytest", "coverage"])
     label = f"test generation on {tasks_path.name}"
@@ -418,6 +420,7 @@ def data_testgen(
                 ),
                 ("repair rounds (accepted)", f"{t['repair_rounds']} ({t['repairs_accepted']})"),
                 ("repairs by target", ", ".join(f"{k}: {v}" for k, v in t["repairs_by_target"].items()) or "-"),
+                *_llm_rows(add_llm_totals(r.llm for r in results)),
             ],
         )
     )

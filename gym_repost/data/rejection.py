@@ -19,6 +19,8 @@ passing solution before and after debugging.
 from __future__ import annotations
 
 import logging
+import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +35,7 @@ from gym_repost.evaluate.run_dir import Episode, RunConfig, RunDir
 from gym_repost.evaluate.runner import tasks_digest
 from gym_repost.executor import Executor, LocalExecutor, with_sandbox
 from gym_repost.harness import run_function_tests
+from gym_repost.llm import Ledger
 from gym_repost.policy.base import tool_call
 from gym_repost.policy.loader import PolicyFactory, load_policy
 from gym_repost.policy.privileged import reset_policy
@@ -162,6 +165,10 @@ class PolicyRepairer:
         sandbox: where tests run.
         max_steps: step budget of a repair episode.
         max_submissions: submissions allowed in a repair episode.
+
+    Attributes:
+        llm: what the repair episodes' models cost, summed from each policy's ``ledger``
+            and ``counts`` (an ``llm:`` policy's); None while no policy had a ledger.
     """
 
     def __init__(
@@ -171,6 +178,8 @@ class PolicyRepairer:
         self.sandbox = sandbox
         self.max_steps = max_steps
         self.max_submissions = max_submissions
+        self.llm: LLMTotals | None = None
+        self._lock = threading.Lock()
 
     def repair(self, task: FunctionTask, code: str, report: str, *, seed: int) -> str | None:
         """Play one repair episode; return the code written at its end."""
@@ -192,10 +201,18 @@ class PolicyRepairer:
                 done = terminated or truncated
             return env.code
         finally:
+            self._account(policy)
             close = getattr(policy, "close", None)
             if callable(close):
                 close()
             env.close()
+
+    def _account(self, policy: Any) -> None:
+        ledger = getattr(policy, "ledger", None)
+        if isinstance(ledger, Ledger):
+            spent = (ledger.totals(), Counter(getattr(policy, "counts", None) or {}))
+            with self._lock:
+                self.llm = add_llm_totals([self.llm, spent])
 
 
 _POLICY_ONLY_OPTIONS = ("mode", "docstring", "tool_calling", "docstring_model")
@@ -387,7 +404,7 @@ class RejectionWork:
             if isinstance(self.repairer, RepairerSpec):
                 close_samplers([made])
         if isinstance(self.repairer, RepairerSpec):
-            outcome.llm = llm_totals([made])
+            outcome.llm = made.llm if isinstance(made, PolicyRepairer) else llm_totals([made])
         return outcome
 
 

@@ -33,13 +33,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from gym_repost.data.llm_samplers import LLMSampler, LLMTotals, UnitSamplers, close_samplers
 from gym_repost.data.records import task_seed
 from gym_repost.errors import ConfigError
 from gym_repost.executor import Executor, need_sandbox, with_sandbox
 from gym_repost.harness.candidate import extract_code_block
 from gym_repost.harness.testfile_report import TestFileReport, score_test_file
 from gym_repost.harness.testfile_scoring import RepairKind, RewardConfig, weakest_metric
-from gym_repost.llm.base import LLMClient, Message
+from gym_repost.llm.base import Message
 from gym_repost.policy.scripted import read_json_objects
 from gym_repost.prompting import render_prompt
 from gym_repost.sandbox.base import Sandbox
@@ -92,17 +93,15 @@ class ScriptedGenerator:
         raise ConfigError("scripted generator: no reply left for this request")
 
 
-class LLMGenerator:
-    """A chat model through :mod:`gym_repost.llm` (retries, cache and accounting there).
+class LLMGenerator(LLMSampler):
+    """A chat model through :mod:`gym_repost.llm` (retries, cache and accounting there): an
+    LLM sampler asked whole conversations, so what a task's calls cost is counted in its
+    result (:attr:`TestGenResult.llm`).
 
     Args:
-        client: a built LLM client (closed by :meth:`close`).
-        temperature: sampling temperature (the client's default when None).
+        model: ``PROVIDER/MODEL``.
+        **settings: LLM settings (``base_url``, ``temperature``, ``cache_dir``...).
     """
-
-    def __init__(self, client: LLMClient, temperature: float | None = None) -> None:
-        self.client = client
-        self.temperature = temperature
 
     def generate(self, messages: Sequence[Message], *, seed: int) -> str:
         """The model's answer text.
@@ -110,11 +109,7 @@ class LLMGenerator:
         Raises:
             LLMError: the endpoint failed beyond its retries (infrastructure).
         """
-        return self.client.complete(messages, temperature=self.temperature, seed=seed).text
-
-    def close(self) -> None:
-        """Close the client."""
-        self.client.close()
+        return self.client.complete(messages, seed=seed).text
 
 
 def read_replies(path: str | Path) -> list[str]:
@@ -142,11 +137,7 @@ def load_generator(spec: str, **settings: Any) -> TextGenerator:
     if spec.startswith("scripted:"):
         return ScriptedGenerator(read_replies(spec.split(":", 1)[1]))
     if spec.startswith("llm:"):
-        from gym_repost.llm import llm_config
-
-        temperature = settings.pop("temperature", None)
-        client = llm_config(spec.removeprefix("llm:"), **settings).build()
-        return LLMGenerator(client, temperature)
+        return LLMGenerator(spec.removeprefix("llm:"), **settings)
     raise ConfigError(f"unknown generator {spec!r}; use llm:PROVIDER/MODEL or scripted:FILE")
 
 
@@ -206,6 +197,8 @@ class TestGenResult:
     rounds: list[Round] = field(default_factory=list)
     reasoning: str = ""
     """The compressed reasoning that explains the final test file."""
+    llm: LLMTotals | None = None
+    """What the task's model calls cost (None when no model ran)."""
 
     @property
     def final(self) -> Round:
@@ -340,23 +333,16 @@ class TestGenWork:
     seed: int
 
     def __call__(self, task: TestFileTask, sandbox: Sandbox | None) -> TestGenResult:
-        model = load_generator(self.generator, **self.settings)
-        try:
-            return synthesize_tests(
+        with UnitSamplers() as made:
+            result = synthesize_tests(
                 task,
-                model,
+                made.add(load_generator(self.generator, **self.settings)),
                 need_sandbox(sandbox, "test generation"),
                 max_rounds=self.max_rounds,
                 seed=task_seed(self.seed, task.id, "testgen"),
             )
-        finally:
-            _close(model)
-
-
-def _close(model: TextGenerator) -> None:
-    close = getattr(model, "close", None)
-    if callable(close):
-        close()
+        result.llm = made.totals()
+        return result
 
 
 def run(
@@ -381,7 +367,7 @@ def run(
         SandboxError, LLMError: the infrastructure failed.
     """
     settings = dict(generator_settings or {})
-    _close(load_generator(generator, **settings))  # a bad spec or setting fails before any task runs
+    close_samplers([load_generator(generator, **settings)])  # a bad spec or setting fails before any task runs
     return with_sandbox(executor, sandbox).map(TestGenWork(generator, settings, max_rounds, seed), tasks, on_result)
 
 
