@@ -178,6 +178,14 @@ def trace_seeds(
         )
         logger.warning("%s: %s", repo.name, note)
         notes.append(note)
+    if result.cpu_limited:
+        note = (
+            f"tracing: the run's CPU budget stopped the repository's tests after {result.tests_run} test(s)"
+            f"{' (SIGXCPU cut the last one)' if result.cut else ''}; the inputs recorded until then are kept, "
+            f"those of the rest are missing"
+        )
+        logger.warning("%s: %s", repo.name, note)
+        notes.append(note)
     if result.timed_out:
         note = (
             f"tracing: {SAFETY_NOTE}: the repository's tests were stopped after {result.tests_run} "

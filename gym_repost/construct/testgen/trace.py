@@ -58,7 +58,12 @@ class TraceResult:
         errors: collection errors and what went wrong, short.
         tests_run: test items run (doctests included).
         tests_failed: reports that failed (a failing test may still have given traces).
-        timed_out: the deadline stopped the suite, or the sandbox killed the run.
+        timed_out: the wall clock's deadline stopped the suite, or the sandbox killed the
+            run (a safety limit: a loaded machine, or tests that sleep or wait).
+        cpu_limited: the run's CPU budget stopped the suite, before a test or (``cut``)
+            by SIGXCPU during one; the calls recorded until then are kept.
+        cut: SIGXCPU cut the run during a test that overran its CPU-time limit (a test
+            that swallows the timer's exception, as unittest's ``subTest`` does).
         wall_stops: tests stopped by the wall clock's safety limit rather than by their
             CPU-time limit (a loaded machine, or a test that sleeps or waits).
         duration: seconds of the sandbox run.
@@ -70,6 +75,8 @@ class TraceResult:
     tests_run: int = 0
     tests_failed: int = 0
     timed_out: bool = False
+    cpu_limited: bool = False
+    cut: bool = False
     wall_stops: int = 0
     duration: float = 0.0
 
@@ -147,6 +154,7 @@ def trace_repository(
     timeout: float = 300,
     max_calls_per_target: int = 20,
     test_timeout: float = 10.0,
+    cpu_seconds: float | None = None,
 ) -> TraceResult:
     """Run the repository's tests once in the sandbox and record the candidates' calls.
 
@@ -158,6 +166,10 @@ def trace_repository(
         max_calls_per_target: most calls kept per candidate (spread over the tests).
         test_timeout: CPU seconds per test before it is interrupted (the wall clock stops
             it only at ``WALL_FACTOR`` times that, a safety limit counted in ``wall_stops``).
+        cpu_seconds: CPU seconds for the whole run, its RLIMIT_CPU in place of the
+            sandbox's per-run limit (a suite may need more than one evaluation); None:
+            ``timeout``. The suite stops between tests a few seconds before; a test that
+            overruns its own limit up to this one is cut by SIGXCPU (``cpu_limited``, ``cut``).
 
     Raises:
         SandboxError: the sandbox itself failed (infrastructure).
@@ -172,7 +184,16 @@ def trace_repository(
         "sys_path": source_roots(repo),
         "args": pytest_arguments(repo, candidates),
     }
-    run = run_program(sandbox, "trace", repo.files, config, timeout=timeout, token=True, max_chars=MAX_RESULT_CHARS)
+    run = run_program(
+        sandbox,
+        "trace",
+        repo.files,
+        config,
+        timeout=timeout,
+        token=True,
+        max_chars=MAX_RESULT_CHARS,
+        cpu_seconds=timeout if cpu_seconds is None else cpu_seconds,
+    )
     result = run.result
     traced = _result(run.payload, repo, candidates, result.duration) if run.completed else None
     if traced is None:
@@ -216,6 +237,8 @@ def _read_result(
         tests_run=data["tests_run"],
         tests_failed=data["tests_failed"],
         timed_out=data["deadline_hit"],
+        cpu_limited=bool(data["cpu_limit_hit"]),
+        cut=bool(data["cut_by_sigxcpu"]),
         wall_stops=int(data.get("wall_stops", 0)),
         duration=duration,
     )
