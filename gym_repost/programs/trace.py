@@ -11,10 +11,11 @@ written as source is skipped: see :func:`to_source`. The result is written compr
 then the token's line.
 
 The CPU budget is the run's RLIMIT_CPU (less a margin): the suite stops before the next
-test once it is spent. A test may overrun its timer (unittest's ``subTest`` swallows the
-timer's exception) up to the limit itself; then SIGXCPU cuts the run, and the calls
-recorded so far are written all the same, with the token and the cut reported
-(:func:`watch_cpu_limit`).
+test once it is spent, or once the wall clock's deadline (a safety limit) has passed. A
+test may overrun its timer (unittest's ``subTest`` swallows the timer's exception): then
+SIGXCPU at the limit itself, or the wall clock a little before the host's timeout, cuts
+the run, and the calls recorded so far are written all the same, with the token and the
+cut reported (:func:`watch_limits`).
 """
 
 import ast
@@ -545,16 +546,21 @@ def cpu_deadline(margin=8.0):
 class TraceRun:
     """One tracing run: pytest in-process, then the result on standard output.
 
-    If the CPU limit is reached anyway, SIGXCPU (sent a second before the kill) makes it
-    report what it recorded so far (:func:`watch_cpu_limit`).
+    If the CPU limit is reached anyway (SIGXCPU, sent a second before the kill), or the run
+    is still going at its cut time, it reports what it recorded so far (:func:`watch_limits`).
     """
 
     def __init__(self, token, config, recorder):
         self.token, self.config, self.recorder = token, config, recorder
         self.plugin, self.code, self.error = None, None, None
         self.captured = io.StringIO()
+        self.deadline = time.monotonic() + float(config.get("deadline", 240))
+        """When the suite stops before the next test (wall clock)."""
+        self.cut_at = time.monotonic() + float(config.get("cut", float(config.get("deadline", 240)) + 10))
+        """When a run still going is cut (wall clock; the host's timeout is a little later)."""
         self.cut = None
-        """The test SIGXCPU cut (``""``: outside a test), None when the run was not cut."""
+        """``(what, test)`` when the run was cut: ``"cpu"`` (SIGXCPU) or ``"deadline"``, and
+        the test that was running (``""``: none)."""
         self.cpu_limit = resource.getrlimit(resource.RLIMIT_CPU)[0]
         """The soft limit as the run began (the kernel raises it by a second with each SIGXCPU)."""
         self.stdout_fd = os.dup(1)
@@ -563,13 +569,12 @@ class TraceRun:
         self._finishing = threading.Lock()
 
     def run(self):
-        deadline = time.monotonic() + float(self.config.get("deadline", 240))
         saved = sys.stdout
         try:
             import pytest
 
             self.plugin = make_plugin(
-                pytest, self.recorder, deadline, float(self.config.get("test_timeout", 10)), cpu_deadline()
+                pytest, self.recorder, self.deadline, float(self.config.get("test_timeout", 10)), cpu_deadline()
             )
             sys.stdout = self.captured
             self.code = int(pytest.main(list(self.config["args"]), plugins=[self.plugin]))
@@ -583,14 +588,14 @@ class TraceRun:
             sys.stdout = saved
         self.finish()
 
-    def on_cpu_limit(self):
-        """SIGXCPU (on the watching thread, while a test may still run): report what was recorded."""
+    def on_limit(self, what):
+        """SIGXCPU (``what="cpu"``) or the cut time (``"deadline"``), on the watching thread
+        while a test may still run: report what was recorded."""
         self.recorder.stopped = True
-        self.cut = self.recorder.current_test
-        self.error = "the CPU time limit (%s s) cut the run%s; the calls recorded so far are kept" % (
-            self.cpu_limit,
-            " during " + self.cut if self.cut else "",
-        )
+        test = self.recorder.current_test
+        self.cut = (what, test)
+        limit = "the CPU time limit (%s s)" % self.cpu_limit if what == "cpu" else "the wall clock's deadline"
+        self.error = "%s cut the run%s; the calls recorded so far are kept" % (limit, " during " + test if test else "")
         self.finish()
 
     def finish(self):
@@ -605,28 +610,33 @@ class TraceRun:
         os._exit(0)
 
 
-def watch_cpu_limit(on_limit):
-    """Call ``on_limit`` on a thread of its own when SIGXCPU arrives.
+def watch_limits(on_limit, cut_at):
+    """Call ``on_limit("cpu")`` when SIGXCPU arrives, or ``on_limit("deadline")`` at
+    ``cut_at`` (``time.monotonic``), on a thread of its own.
 
     Not a signal handler: Python runs those in the main thread only, between two bytecodes,
-    and a test whose main thread waits for threads that compute (more-itertools' concurrency
-    tests) defers it past the SIGKILL one CPU second later, so nothing was reported. SIGXCPU
-    is blocked here, before any other thread exists (they inherit the mask), and this
-    thread takes it with ``sigwait``; it then needs only the GIL, which a waiting main
-    thread does not hold. (A single C call that holds the GIL past that second still loses
-    the result: the host then reports the missing token.)
+    and SIGXCPU goes to whichever thread runs when the limit is reached. A test whose main
+    thread waits in ``join()`` for threads that compute (more-itertools' concurrency tests)
+    deferred the handler past the SIGKILL one CPU second later, and nothing was reported.
+    SIGXCPU is blocked here, before any other thread exists (they inherit the mask), and
+    this thread takes it with ``sigtimedwait``; it then needs only the GIL, which a waiting
+    main thread does not hold. (A single C call that holds the GIL past that second still
+    loses the result: the host then reports the missing token.)
     """
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGXCPU})
 
     def wait():
-        signal.sigwait({signal.SIGXCPU})
-        on_limit()
+        while time.monotonic() < cut_at:
+            if signal.sigtimedwait({signal.SIGXCPU}, max(0.0, cut_at - time.monotonic())) is not None:
+                on_limit("cpu")
+        on_limit("deadline")
 
-    threading.Thread(target=wait, name="gym-repost-cpu-limit", daemon=True).start()
+    threading.Thread(target=wait, name="gym-repost-limits", daemon=True).start()
 
 
 def summary(config, recorder, plugin, code, output, error, cut=None):
     """The JSON-able result of a tracing run (``cut``: see :attr:`TraceRun.cut`)."""
+    cut_by = cut[0] if cut else None
     limit = int(config.get("max_calls", 20))
     errors = [line.strip()[:300] for line in output.split("\n") if line.startswith(("ERROR", "INTERNALERROR"))]
     stopped_by = plugin.stopped_by if plugin else None
@@ -636,9 +646,9 @@ def summary(config, recorder, plugin, code, output, error, cut=None):
         "errors": ([error] if error else []) + errors[:10],
         "tests_run": plugin.tests_run if plugin else 0,
         "tests_failed": plugin.failed if plugin else 0,
-        "deadline_hit": stopped_by == "deadline",
-        "cpu_limit_hit": stopped_by == "cpu budget" or cut is not None,
-        "cut_by_sigxcpu": cut is not None,
+        "deadline_hit": stopped_by == "deadline" or cut_by == "deadline",
+        "cpu_limit_hit": stopped_by == "cpu budget" or cut_by == "cpu",
+        "cut": cut_by is not None,
         "wall_stops": len(_WALL_STOPS),
         "exit_code": code,
         "skipped": dict(recorder.skipped),
@@ -655,7 +665,7 @@ def main():
     run = TraceRun(token, config, Recorder(config["targets"], root, int(config.get("max_calls", 20))))
     signal.signal(signal.SIGPROF, _on_cpu_timer)
     signal.signal(signal.SIGALRM, _on_alarm)
-    watch_cpu_limit(run.on_cpu_limit)
+    watch_limits(run.on_limit, run.cut_at)
     run.run()
 
 

@@ -96,6 +96,30 @@ class Loops(unittest.TestCase):  # unittest runs the methods in the order of the
 """A test that overruns its CPU timer, as more-itertools' ``test_primes`` does."""
 
 
+SLEEPER = """
+import time
+from shapes.geometry import push_all
+
+def test_a_first():
+    assert push_all([1], []) == 1
+
+def test_b_cut():
+    push_all([2], [])
+    while True:
+        try:
+            while True:
+                try:
+                    time.sleep(1)
+                except BaseException:  # the timers' exceptions: it never ends by itself
+                    pass
+        except BaseException:
+            pass
+
+def test_c_never_run():
+    assert push_all([], [3]) == 1
+"""
+
+
 @pytest.fixture(scope="module")
 def stingy_sandbox() -> Iterator[Sandbox]:
     """A local sandbox whose runs may use 1 CPU second each."""
@@ -115,7 +139,7 @@ def _traced(sandbox: Sandbox, tmp_path, tests: str, **options):  # type: ignore[
         },
     )
     target = candidate(repo.files["shapes/geometry.py"], "push_all", "shapes/geometry.py")
-    result = trace_repository(sandbox, repo, [target], timeout=120, **options)
+    result = trace_repository(sandbox, repo, [target], **{"timeout": 120, **options})
     return result, [c.args for c in result.calls[target.key]]
 
 
@@ -151,3 +175,11 @@ def test_a_run_cut_by_sigxcpu_keeps_what_it_recorded_and_says_so(sandbox, tmp_pa
     assert calls == ["([1], [])", "([2], [])"]
     assert "the CPU time limit (3 s) cut the run during tests/test_cpu.py::" in result.errors[0]
     assert "test_b_cut" in result.errors[0] and "calls recorded so far are kept" in result.errors[0]
+
+
+def test_a_run_still_going_near_its_timeout_is_cut_and_keeps_what_it_recorded(sandbox, tmp_path):
+    # no CPU to speak of: the wall clock's deadline (a safety limit) cuts it 5 s before the timeout
+    repo_result, calls = _traced(sandbox, tmp_path, SLEEPER, test_timeout=0.5, timeout=30)
+    assert repo_result.cut and repo_result.timed_out and not repo_result.cpu_limited
+    assert repo_result.tests_run == 1 and calls == ["([1], [])", "([2], [])"]
+    assert "the wall clock's deadline cut the run during tests/test_cpu.py::test_b_cut" in repo_result.errors[0]
