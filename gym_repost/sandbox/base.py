@@ -221,6 +221,12 @@ def limit_overrides(cpu_seconds: float | None = None, **more: float) -> dict[str
     return {**more, "cpu_seconds": float(cpu_seconds)}
 
 
+def install_limits(limits: SandboxLimits, timeout: float) -> dict[str, float]:
+    """The limits of an install run in place of the sandbox's: pip writes large wheels, and
+    builds from source for as long as its timeout allows."""
+    return limit_overrides(max(limits.cpu_seconds, timeout), max_file_size_mb=max(limits.max_file_size_mb, 4096))
+
+
 def check_relative_path(path: str) -> str:
     """Normalise a file name given to :meth:`Sandbox.run`; reject escapes.
 

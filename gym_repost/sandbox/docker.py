@@ -57,6 +57,7 @@ from gym_repost.sandbox.base import (
     RunResult,
     Sandbox,
     SandboxLimits,
+    install_limits,
     limit_overrides,
     pip_install_command,
 )
@@ -437,9 +438,7 @@ class DockerSandbox(Sandbox):
         """
         argv = pip_install_command(requirements)
         env, binds = _pip_environment()
-        limits = limit_overrides(
-            max(self.config.cpu_seconds, timeout), max_file_size_mb=max(self.config.max_file_size_mb, 4096)
-        )
+        limits = install_limits(self.config, timeout)
         spec = replace(self._spec({}, argv, timeout, None, env, limits), keep=True)
         self.start()
         container = self._create_container("install", network=True, install=True, binds=binds)

@@ -60,6 +60,7 @@ from gym_repost.sandbox.base import (
     RunResult,
     Sandbox,
     SandboxLimits,
+    install_limits,
     limit_overrides,
     pip_install_command,
 )
@@ -382,9 +383,7 @@ class LocalSandbox(Sandbox):
         """
         argv = pip_install_command(requirements)
         env = {k: v for k, v in os.environ.items() if k.startswith("PIP_") or k in _PIP_ENV}
-        limits = limit_overrides(
-            max(self.config.cpu_seconds, timeout), max_file_size_mb=max(self.config.max_file_size_mb, 4096)
-        )
+        limits = install_limits(self.config, timeout)
         request = build_request({}, argv, timeout, None, env, limits)
         request["keep"] = True
         self.start()
