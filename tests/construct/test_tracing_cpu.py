@@ -8,7 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from gym_repost.construct.testgen import trace_repository
+from gym_repost.construct.pipeline import _tracing_limits
+from gym_repost.construct.testgen import TraceResult, trace_repository
+from gym_repost.construct.testgen.explore import SAFETY_NOTE
 from gym_repost.sandbox import get_sandbox
 from gym_repost.sandbox.base import Sandbox
 from tests.construct.test_testgen import GEOMETRY, candidate, repository
@@ -183,3 +185,15 @@ def test_a_run_still_going_near_its_timeout_is_cut_and_keeps_what_it_recorded(sa
     assert repo_result.cut and repo_result.timed_out and not repo_result.cpu_limited
     assert repo_result.tests_run == 1 and calls == ["([1], [])", "([2], [])"]
     assert "the wall clock's deadline cut the run during tests/test_cpu.py::test_b_cut" in repo_result.errors[0]
+
+
+def test_the_build_says_which_limit_stopped_the_tracing():
+    cut_by_cpu = _tracing_limits(TraceResult(calls={}, tests_run=7, cpu_limited=True, cut=True))
+    assert cut_by_cpu == [
+        "tracing: the run's CPU budget stopped the repository's tests after 7 test(s) (the last one was cut); "
+        "the inputs recorded until then are kept, those of the rest are missing"
+    ]
+    stopped_by_wall = _tracing_limits(TraceResult(calls={}, tests_run=3, timed_out=True))
+    assert len(stopped_by_wall) == 1 and SAFETY_NOTE in stopped_by_wall[0]  # listed in --stats' safety_limits
+    assert "the wall clock stopped the repository's tests after 3 test(s);" in stopped_by_wall[0]
+    assert _tracing_limits(TraceResult(calls={})) == []
