@@ -621,7 +621,8 @@ def watch_limits(on_limit, cut_at):
     SIGXCPU is blocked here, before any other thread exists (they inherit the mask), and
     this thread takes it with ``sigtimedwait``; it then needs only the GIL, which a waiting
     main thread does not hold. (A single C call that holds the GIL past that second still
-    loses the result: the host then reports the missing token.)
+    loses the result: the host then reports the missing token. Processes the tests start
+    inherit the mask: past their own CPU limit they get SIGKILL, a second later than SIGXCPU.)
     """
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGXCPU})
 
