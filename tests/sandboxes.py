@@ -34,6 +34,7 @@ class CountingSandbox(Sandbox):
         stdin: str | None = None,
         env: Mapping[str, str] | None = None,
         network: bool = False,
+        cpu_seconds: float | None = None,
     ) -> RunResult:
         self.runs += 1
-        return self.inner.run(files, command, timeout, stdin=stdin, env=env, network=network)
+        return self.inner.run(files, command, timeout, stdin=stdin, env=env, network=network, cpu_seconds=cpu_seconds)

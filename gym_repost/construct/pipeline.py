@@ -23,7 +23,7 @@ from gym_repost.construct.quality import QualityThresholds, Split
 from gym_repost.construct.stages import Candidate, DependencySlice, Drop, SandboxedScript, SourceRepository
 from gym_repost.construct.stats import StageTimer, drop_table, table2
 from gym_repost.construct.testgen.explore import SAFETY_NOTE
-from gym_repost.construct.testgen.trace import local_modules
+from gym_repost.construct.testgen.trace import TraceResult, local_modules
 from gym_repost.errors import InfrastructureError
 from gym_repost.executor import LocalExecutor, need_sandbox
 from gym_repost.sandbox.base import Sandbox
@@ -174,22 +174,33 @@ def trace_seeds(
             break
         result = trace_repository(sandbox, repo, candidates)
     notes.extend(f"tracing: {e}" for e in result.errors[:5])
-    if result.wall_stops:
-        note = (
-            f"tracing: {SAFETY_NOTE}: {result.wall_stops} test(s) stopped by the wall clock rather than "
-            f"by their CPU-time limit; inputs they would have given are missing"
-        )
-        logger.warning("%s: %s", repo.name, note)
-        notes.append(note)
-    if result.timed_out:
-        note = (
-            f"tracing: {SAFETY_NOTE}: the repository's tests were stopped after {result.tests_run} "
-            f"test(s); inputs the rest would have given are missing, so the build may differ from an "
-            f"unloaded run's"
-        )
+    for note in _tracing_limits(result):
         logger.warning("%s: %s", repo.name, note)
         notes.append(note)
     return result.calls, notes
+
+
+def _tracing_limits(result: TraceResult) -> list[str]:
+    """Notes on the limits that stopped the tracing of a repository's tests."""
+    stopped = f"stopped the repository's tests after {result.tests_run} test(s)"
+    cut = " (the last one was cut)" if result.cut else ""
+    notes = []
+    if result.wall_stops:
+        notes.append(
+            f"tracing: {SAFETY_NOTE}: {result.wall_stops} test(s) stopped by the wall clock rather than "
+            f"by their CPU-time limit; inputs they would have given are missing"
+        )
+    if result.cpu_limited:
+        notes.append(
+            f"tracing: the run's CPU budget {stopped}{cut}; the inputs recorded until then are kept, "
+            f"those of the rest are missing"
+        )
+    if result.timed_out:
+        notes.append(
+            f"tracing: {SAFETY_NOTE}: the wall clock {stopped}{cut}; inputs the rest would have given "
+            f"are missing, so the build may differ from an unloaded run's"
+        )
+    return notes
 
 
 PolicyFactory = Callable[[], BuildPolicy]

@@ -108,15 +108,17 @@ def result_line(payload, compress=False):
     return (RESULT + text + "\n").encode("utf-8", "surrogatepass")
 
 
-def write_result(payload, token=None, compress=False):
+def write_result(payload, token=None, compress=False, fd=1):
     """Write the result line on its own line of standard output, then the token's line if given.
 
     A program that writes the token only when it completed passes ``token=None`` otherwise.
+    ``fd``: a duplicate of standard output kept by a program whose fd 1 may point elsewhere
+    when it writes (pytest's capture).
     """
     data = b"\n" + result_line(payload, compress)
     if token is not None:
         data += (END + token + "\n").encode("utf-8", "surrogatepass")
-    write_all(1, data)
+    write_all(fd, data)
 
 
 def kill_group(pid):

@@ -2,13 +2,20 @@
 
 Copied into the run directory next to the repository's files; its configuration and a
 one-time token (read at once) come through the protocol of :mod:`gym_repost.programs`.
-It runs pytest in-process (no cache, the
-configuration's ``addopts`` cleared, a timer per test and a deadline for the whole run)
-with a ``sys.settrace`` hook that only looks at *call* events: a call of a code object
+It runs pytest in-process (no cache, the configuration's ``addopts`` cleared, a CPU-time
+timer per test, and a CPU budget and a wall-clock deadline for the whole run) with a
+``sys.settrace`` hook that only looks at *call* events: a call of a code object
 whose (file, first line) is a target's is recorded, its arguments written back as Python
 source at call time (so later mutations do not leak into the record). What cannot be
 written as source is skipped: see :func:`to_source`. The result is written compressed,
 then the token's line.
+
+The CPU budget is the run's RLIMIT_CPU (less a margin): the suite stops before the next
+test once it is spent, or once the wall clock's deadline (a safety limit) has passed. A
+test may overrun its timer (unittest's ``subTest`` swallows the timer's exception): then
+SIGXCPU at the limit itself, or the wall clock a little before the host's timeout, cuts
+the run, and the calls recorded so far are written all the same, with the token and the
+cut reported (:func:`watch_limits`).
 """
 
 import ast
@@ -353,6 +360,8 @@ class Recorder:
         self.pool, self.per_test_cap = 3 * max_calls, max(2, max_calls // 4)
         self.max_attempts = 50 * max_calls
         self.current_test = ""
+        self.stopped = False
+        """Set when the run is cut: a test still running records nothing more."""
 
     def trace(self, frame, event, arg):
         code = frame.f_code
@@ -376,7 +385,8 @@ class Recorder:
     def record(self, target, frame):
         key = target["key"]
         if (
-            self.attempts[key] >= self.max_attempts
+            self.stopped
+            or self.attempts[key] >= self.max_attempts
             or len(self.calls[key]) >= self.pool
             or self.per_test[(key, self.current_test)] >= self.per_test_cap
         ):
@@ -439,7 +449,7 @@ class Recorder:
     def selected(self, key, limit):
         """Up to ``limit`` recorded calls, taken round-robin over the tests that made them."""
         by_test = collections.OrderedDict()
-        for test, call in self.calls[key]:
+        for test, call in list(self.calls[key]):  # a copy: a cut run's tests may still be running
             by_test.setdefault(test, []).append(call)
         out = []
         while len(out) < limit and any(by_test.values()):
@@ -486,14 +496,15 @@ def make_plugin(pytest, recorder, deadline, per_test, cpu_limit=float("inf")):
     class TracePlugin:
         tests_run = 0
         failed = 0
-        stopped = False
+        stopped_by = None
+        """What stopped the suite early: ``"cpu budget"``, ``"deadline"`` (the wall clock's), or None."""
 
         @pytest.hookimpl(hookwrapper=True)
         def pytest_runtest_protocol(self, item, nextitem):
             wall_left, cpu_left = deadline - time.monotonic(), cpu_limit - time.process_time()
             if min(wall_left, cpu_left) <= 0:
                 item.session.shouldstop = "the tracing deadline passed"
-                self.stopped = True
+                self.stopped_by = self.stopped_by or ("cpu budget" if cpu_left <= 0 else "deadline")
             recorder.current_test = item.nodeid
             if not recorder.saturated():
                 sys.settrace(recorder.trace)
@@ -507,6 +518,7 @@ def make_plugin(pytest, recorder, deadline, per_test, cpu_limit=float("inf")):
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 sys.settrace(None)
                 threading.settrace(None)
+                recorder.current_test = ""
             self.tests_run += 1
 
         def pytest_runtest_logreport(self, report):
@@ -525,34 +537,44 @@ def make_plugin(pytest, recorder, deadline, per_test, cpu_limit=float("inf")):
 
 
 def cpu_deadline(margin=8.0):
-    """CPU seconds (``time.process_time``) at which to stop: before RLIMIT_CPU kills the run."""
+    """CPU seconds (``time.process_time``) at which to stop: before RLIMIT_CPU kills the run
+    (``margin`` before it, at most a quarter of it)."""
     soft, _ = resource.getrlimit(resource.RLIMIT_CPU)
-    return float("inf") if soft == resource.RLIM_INFINITY else max(1.0, soft - margin)
+    return float("inf") if soft == resource.RLIM_INFINITY else max(1.0, soft - min(margin, soft / 4))
 
 
 class TraceRun:
     """One tracing run: pytest in-process, then the result on standard output.
 
-    If the CPU limit is reached anyway, SIGXCPU (sent a second before the kill) makes it
-    report what it recorded so far.
+    If the CPU limit is reached anyway (SIGXCPU, sent a second before the kill), or the run
+    is still going at its cut time, it reports what it recorded so far (:func:`watch_limits`).
     """
 
     def __init__(self, token, config, recorder):
         self.token, self.config, self.recorder = token, config, recorder
         self.plugin, self.code, self.error = None, None, None
         self.captured = io.StringIO()
+        self.deadline = time.monotonic() + float(config.get("deadline", 240))
+        """When the suite stops before the next test (wall clock)."""
+        self.cut_at = time.monotonic() + float(config.get("cut", float(config.get("deadline", 240)) + 10))
+        """When a run still going is cut (wall clock; the host's timeout is a little later)."""
+        self.cut = None
+        """``(what, test)`` when the run was cut: ``"cpu"`` (SIGXCPU) or ``"deadline"``, and
+        the test that was running (``""``: none)."""
+        self.cpu_limit = resource.getrlimit(resource.RLIMIT_CPU)[0]
+        """The soft limit as the run began (the kernel raises it by a second with each SIGXCPU)."""
         self.stdout_fd = os.dup(1)
         """The real standard output: pytest's fd capture points fd 1 at a temporary file
         while a test runs, and SIGXCPU can end the run right then."""
+        self._finishing = threading.Lock()
 
     def run(self):
-        deadline = time.monotonic() + float(self.config.get("deadline", 240))
         saved = sys.stdout
         try:
             import pytest
 
             self.plugin = make_plugin(
-                pytest, self.recorder, deadline, float(self.config.get("test_timeout", 10)), cpu_deadline()
+                pytest, self.recorder, self.deadline, float(self.config.get("test_timeout", 10)), cpu_deadline()
             )
             sys.stdout = self.captured
             self.code = int(pytest.main(list(self.config["args"]), plugins=[self.plugin]))
@@ -566,35 +588,72 @@ class TraceRun:
             sys.stdout = saved
         self.finish()
 
-    def on_cpu_limit(self, signum, frame):
-        sys.settrace(None)
-        self.error = "the CPU time limit was reached; partial traces"
-        if self.plugin is not None:
-            self.plugin.stopped = True
+    def on_limit(self, what):
+        """SIGXCPU (``what="cpu"``) or the cut time (``"deadline"``), on the watching thread
+        while a test may still run: report what was recorded."""
+        self.recorder.stopped = True
+        test = self.recorder.current_test
+        self.cut = (what, test)
+        limit = "the CPU time limit (%s s)" % self.cpu_limit if what == "cpu" else "the wall clock's deadline"
+        self.error = "%s cut the run%s; the calls recorded so far are kept" % (limit, " during " + test if test else "")
         self.finish()
 
     def finish(self):
-        result = summary(self.config, self.recorder, self.plugin, self.code, self.captured.getvalue(), self.error)
-        os.dup2(self.stdout_fd, 1)  # not pytest's capture file, if a test was running
-        protocol.write_result(result, self.token, compress=True)
+        """Write the result and the token, then exit; whichever thread comes second waits here."""
+        self._finishing.acquire()
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        result = summary(
+            self.config, self.recorder, self.plugin, self.code, self.captured.getvalue(), self.error, self.cut
+        )
+        protocol.write_result(result, self.token, compress=True, fd=self.stdout_fd)
         os._exit(0)
 
 
-def summary(config, recorder, plugin, code, output, error):
-    """The JSON-able result of a tracing run."""
+def watch_limits(on_limit, cut_at):
+    """Call ``on_limit("cpu")`` when SIGXCPU arrives, or ``on_limit("deadline")`` at
+    ``cut_at`` (``time.monotonic``), on a thread of its own.
+
+    Not a signal handler: Python runs those in the main thread only, between two bytecodes,
+    and SIGXCPU goes to whichever thread runs when the limit is reached. A test whose main
+    thread waits in ``join()`` for threads that compute (more-itertools' concurrency tests)
+    deferred the handler past the SIGKILL one CPU second later, and nothing was reported.
+    SIGXCPU is blocked here, before any other thread exists (they inherit the mask), and
+    this thread takes it with ``sigtimedwait``; it then needs only the GIL, which a waiting
+    main thread does not hold. (A single C call that holds the GIL past that second still
+    loses the result: the host then reports the missing token. Processes the tests start
+    inherit the mask: past their own CPU limit they get SIGKILL, a second later than SIGXCPU.)
+    """
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGXCPU})
+
+    def wait():
+        while time.monotonic() < cut_at:
+            if signal.sigtimedwait({signal.SIGXCPU}, max(0.0, cut_at - time.monotonic())) is not None:
+                on_limit("cpu")
+        on_limit("deadline")
+
+    threading.Thread(target=wait, name="gym-repost-limits", daemon=True).start()
+
+
+def summary(config, recorder, plugin, code, output, error, cut=None):
+    """The JSON-able result of a tracing run (``cut``: see :attr:`TraceRun.cut`)."""
+    cut_by = cut[0] if cut else None
     limit = int(config.get("max_calls", 20))
     errors = [line.strip()[:300] for line in output.split("\n") if line.startswith(("ERROR", "INTERNALERROR"))]
+    stopped_by = plugin.stopped_by if plugin else None
     return {
         "calls": {key: recorder.selected(key, limit) for key in recorder.calls},
         "missing": sorted({m.split(".")[0] for m in _MISSING.findall(output + (error or ""))}),
         "errors": ([error] if error else []) + errors[:10],
         "tests_run": plugin.tests_run if plugin else 0,
         "tests_failed": plugin.failed if plugin else 0,
-        "deadline_hit": bool(plugin and plugin.stopped),
+        "deadline_hit": stopped_by == "deadline" or cut_by == "deadline",
+        "cpu_limit_hit": stopped_by == "cpu budget" or cut_by == "cpu",
+        "cut": cut_by is not None,
         "wall_stops": len(_WALL_STOPS),
         "exit_code": code,
         "skipped": dict(recorder.skipped),
-        "skip_reasons": recorder.reasons,
+        "skip_reasons": dict(recorder.reasons),
     }
 
 
@@ -607,7 +666,7 @@ def main():
     run = TraceRun(token, config, Recorder(config["targets"], root, int(config.get("max_calls", 20))))
     signal.signal(signal.SIGPROF, _on_cpu_timer)
     signal.signal(signal.SIGALRM, _on_alarm)
-    signal.signal(signal.SIGXCPU, run.on_cpu_limit)
+    watch_limits(run.on_limit, run.cut_at)
     run.run()
 
 

@@ -164,6 +164,7 @@ class Sandbox(abc.ABC):
         stdin: str | None = None,
         env: Mapping[str, str] | None = None,
         network: bool = False,
+        cpu_seconds: float | None = None,
     ) -> RunResult:
         """Run ``command`` in a fresh working directory holding ``files``.
 
@@ -177,6 +178,10 @@ class Sandbox(abc.ABC):
             stdin: text fed to the command's standard input (then closed).
             env: extra environment variables (the rest of the environment is scrubbed).
             network: allow network access for this run (package installs only).
+            cpu_seconds: this run's CPU-time limit (RLIMIT_CPU) in place of the sandbox's
+                ``cpu_seconds``, for a run with a CPU budget of its own (a repository's
+                whole test suite under the tracer); None: the sandbox's. At the limit the
+                run gets SIGXCPU, and SIGKILL one second later.
 
         Returns:
             The :class:`RunResult`. A command that fails, crashes or times out is a
@@ -185,7 +190,8 @@ class Sandbox(abc.ABC):
         Raises:
             SandboxError: the sandbox itself failed (a worker died, the engine is gone);
                 the caller records an infrastructure error.
-            ValueError: ``files`` holds a path outside the working directory.
+            ValueError: ``files`` holds a path outside the working directory, or
+                ``cpu_seconds`` is not a positive number.
         """
 
     def install(self, requirements: Sequence[str], timeout: float = 900.0) -> RunResult:
@@ -199,6 +205,26 @@ class Sandbox(abc.ABC):
     def describe(self) -> dict[str, object]:
         """A JSON-able description of the backend and its limits (for run configs)."""
         return {"backend": self.name}
+
+
+def limit_overrides(cpu_seconds: float | None = None, **more: float) -> dict[str, float]:
+    """The limits one run has in place of the sandbox's (``SandboxLimits`` field -> value):
+    ``cpu_seconds`` when given, and ``more``.
+
+    Raises:
+        ValueError: ``cpu_seconds`` is not a positive number.
+    """
+    if cpu_seconds is None:
+        return dict(more)
+    if isinstance(cpu_seconds, bool) or not isinstance(cpu_seconds, (int, float)) or not 0 < cpu_seconds < 1e9:
+        raise ValueError(f"cpu_seconds must be a positive number of seconds, got {cpu_seconds!r}")
+    return {**more, "cpu_seconds": float(cpu_seconds)}
+
+
+def install_limits(limits: SandboxLimits, timeout: float) -> dict[str, float]:
+    """The limits of an install run in place of the sandbox's: pip writes large wheels, and
+    builds from source for as long as its timeout allows."""
+    return limit_overrides(max(limits.cpu_seconds, timeout), max_file_size_mb=max(limits.max_file_size_mb, 4096))
 
 
 def check_relative_path(path: str) -> str:

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
+import signal
 import socket
 import sysconfig
 import tempfile
@@ -413,6 +415,25 @@ def _memory_limit(ctx: _Context) -> str:
     after = ctx.python("print('still fine')")
     expect(after.ok, "the sandbox is broken after a memory bomb", after)
     return r.stdout.strip() or f"killed (returncode {r.returncode})"
+
+
+_CPU_PROBE = """
+import resource, sys
+print(*resource.getrlimit(resource.RLIMIT_CPU), flush=True)
+while sys.argv[1:] == ["spin"]:
+    pass
+"""
+
+
+@_check("cpu_limit")
+def _cpu_limit(ctx: _Context) -> str:
+    configured = max(1, math.ceil(ctx.limit("cpu_seconds", 60.0)))
+    r = ctx.python(_CPU_PROBE)
+    expect(r.ok and _first_int(r.stdout) == configured, f"RLIMIT_CPU must be cpu_seconds ({configured})", r)
+    r = ctx.sandbox.run({"main.py": _CPU_PROBE}, ["python3", "main.py", "spin"], 60.0, cpu_seconds=1)
+    stopped = r.returncode in (-signal.SIGXCPU, -signal.SIGKILL) and not r.timed_out
+    expect(_first_int(r.stdout) == 1 and stopped, "a run given cpu_seconds=1 must be stopped by RLIMIT_CPU 1", r)
+    return f"RLIMIT_CPU {configured} s; a run's own 1 s stopped a spinning loop (returncode {r.returncode})"
 
 
 _FORK_BOMB = """

@@ -46,6 +46,7 @@ import time
 import weakref
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 from gym_repost.errors import SandboxError, SandboxUnavailableError
@@ -56,6 +57,8 @@ from gym_repost.sandbox.base import (
     RunResult,
     Sandbox,
     SandboxLimits,
+    install_limits,
+    limit_overrides,
     pip_install_command,
 )
 from gym_repost.sandbox.config import DockerSandboxConfig
@@ -395,9 +398,10 @@ class DockerSandbox(Sandbox):
         stdin: str | None = None,
         env: Mapping[str, str] | None = None,
         network: bool = False,
+        cpu_seconds: float | None = None,
     ) -> RunResult:
         """Run ``command`` in a fresh directory holding ``files`` (see :class:`Sandbox`)."""
-        spec = self._spec(files, command, timeout, stdin, env)
+        spec = self._spec(files, command, timeout, stdin, env, limit_overrides(cpu_seconds))
         if not self._pool.open:
             self.start()
         if network:
@@ -434,12 +438,8 @@ class DockerSandbox(Sandbox):
         """
         argv = pip_install_command(requirements)
         env, binds = _pip_environment()
-        spec = self._spec({}, argv, timeout, None, env)
-        limits = {
-            "max_file_size_mb": max(self.config.max_file_size_mb, 4096),
-            "cpu_seconds": max(self.config.cpu_seconds, timeout),
-        }
-        spec = RunSpec(spec.inline, spec.payload, b"", spec.argv, spec.env, timeout, limits, keep=True)
+        limits = install_limits(self.config, timeout)
+        spec = replace(self._spec({}, argv, timeout, None, env, limits), keep=True)
         self.start()
         container = self._create_container("install", network=True, install=True, binds=binds)
         try:
@@ -464,8 +464,10 @@ class DockerSandbox(Sandbox):
         timeout: float,
         stdin: str | None,
         env: Mapping[str, str] | None,
+        limits: Mapping[str, float] | None = None,
     ) -> RunSpec:
-        """Validate a run's arguments (ValueError/TypeError) and prepare its exec."""
+        """Validate a run's arguments (ValueError/TypeError) and prepare its exec; ``limits``:
+        the run's own in place of the sandbox's (see :func:`~gym_repost.sandbox.base.limit_overrides`)."""
         if isinstance(command, (str, bytes)) or not command:
             raise ValueError("command must be a non-empty argv list, e.g. ['python3', 'main.py']")
         if not 0 < timeout <= MAX_TIMEOUT:
@@ -489,7 +491,7 @@ class DockerSandbox(Sandbox):
         run_env["PYTHONPATH"] = f"{given}:{PACKAGES_MOUNT}" if given else PACKAGES_MOUNT
         data = (stdin or "").encode("utf-8", "surrogateescape")
         inline, payload = pack_files(files)
-        return RunSpec(inline, payload, data, argv, run_env, float(timeout))
+        return RunSpec(inline, payload, data, argv, run_env, float(timeout), dict(limits or {}))
 
     def _limit_args(self, overrides: Mapping[str, float]) -> list[str]:
         limits = {name: getattr(self.config, name) for name in SandboxLimits.model_fields}

@@ -54,7 +54,16 @@ from typing import Any
 from gym_repost.errors import SandboxError, SandboxUnavailableError
 from gym_repost.sandbox import cgroups
 from gym_repost.sandbox import worker as protocol
-from gym_repost.sandbox.base import INSTALL_TARGET, PROXY_ENV, RunResult, Sandbox, SandboxLimits, pip_install_command
+from gym_repost.sandbox.base import (
+    INSTALL_TARGET,
+    PROXY_ENV,
+    RunResult,
+    Sandbox,
+    SandboxLimits,
+    install_limits,
+    limit_overrides,
+    pip_install_command,
+)
 from gym_repost.sandbox.config import LocalSandboxConfig
 from gym_repost.sandbox.identity import host_identity
 from gym_repost.sandbox.local_worker import (
@@ -344,10 +353,11 @@ class LocalSandbox(Sandbox):
         stdin: str | None = None,
         env: Mapping[str, str] | None = None,
         network: bool = False,
+        cpu_seconds: float | None = None,
     ) -> RunResult:
         """Run ``command`` in a fresh directory holding ``files`` (see :class:`Sandbox`)."""
         called = time.monotonic()
-        request = build_request(files, command, timeout, stdin, env)
+        request = build_request(files, command, timeout, stdin, env, limit_overrides(cpu_seconds))
         if not self._pool.open or os.getpid() != self._owner:
             self.start()
         deadline = time.monotonic() + timeout + REPLY_GRACE
@@ -376,12 +386,9 @@ class LocalSandbox(Sandbox):
         """
         argv = pip_install_command(requirements)
         env = {k: v for k, v in os.environ.items() if k.startswith("PIP_") or k in _PIP_ENV}
-        request = build_request({}, argv, timeout, None, env)
+        limits = install_limits(self.config, timeout)
+        request = build_request({}, argv, timeout, None, env, limits)
         request["keep"] = True
-        request["limits"] = {
-            "max_file_size_mb": max(self.config.max_file_size_mb, 4096),
-            "cpu_seconds": max(self.config.cpu_seconds, timeout),
-        }
         self.start()
         deadline = time.monotonic() + timeout + REPLY_GRACE
         with self._fresh_worker(network=True) as worker:

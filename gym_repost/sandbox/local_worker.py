@@ -274,8 +274,10 @@ def build_request(
     timeout: float,
     stdin: str | None,
     env: Mapping[str, str] | None,
+    limits: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
-    """Validate a run's arguments and turn them into a worker request."""
+    """Validate a run's arguments and turn them into a worker request; ``limits``: the
+    run's own in place of the worker's (see :func:`~gym_repost.sandbox.base.limit_overrides`)."""
     if isinstance(command, (str, bytes)) or not command:
         raise ValueError("command must be a non-empty argv list, e.g. ['python3', 'main.py']")
     if not 0 < timeout <= MAX_TIMEOUT:
@@ -301,6 +303,7 @@ def build_request(
         "stdin": stdin,
         "env": clean_env,
         "timeout": float(timeout),
+        **({"limits": dict(limits)} if limits else {}),
     }
 
 

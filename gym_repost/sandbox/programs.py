@@ -86,6 +86,7 @@ def run_program(
     modules: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
     max_chars: int = bounded_json.MAX_CHARS,
+    cpu_seconds: float | None = None,
 ) -> ProgramRun:
     """Run the program ``name`` beside ``files`` with ``config``; what it reported.
 
@@ -99,6 +100,7 @@ def run_program(
         modules: other program modules it imports (``gym_repost/programs/{module}.py``).
         env: extra environment variables.
         max_chars: the largest result read (characters of its JSON).
+        cpu_seconds: the run's CPU-time limit in place of the sandbox's (see :meth:`Sandbox.run`).
 
     Raises:
         SandboxError: the sandbox itself failed (infrastructure).
@@ -106,7 +108,12 @@ def run_program(
     secret = secrets.token_hex(16) if token else None
     shipped = {**files, **program_files(name, modules)}
     result = sandbox.run(
-        shipped, ["python3", program_file(name)], timeout=timeout, stdin=program_stdin(config, secret), env=env
+        shipped,
+        ["python3", program_file(name)],
+        timeout=timeout,
+        stdin=program_stdin(config, secret),
+        env=env,
+        cpu_seconds=cpu_seconds,
     )
     return read_program_output(result, secret, max_chars=max_chars)
 

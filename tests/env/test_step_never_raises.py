@@ -270,6 +270,7 @@ class BrokenSandbox(Sandbox):
         stdin: str | None = None,
         env: Mapping[str, str] | None = None,
         network: bool = False,
+        cpu_seconds: float | None = None,
     ) -> RunResult:
         raise SandboxError("sandbox worker 4242 died")
 

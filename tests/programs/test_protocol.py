@@ -166,8 +166,9 @@ class RecordingSandbox(Sandbox):
         stdin: str | None = None,
         env: Mapping[str, str] | None = None,
         network: bool = False,
+        cpu_seconds: float | None = None,
     ) -> RunResult:
-        result = self.inner.run(files, command, timeout, stdin=stdin, env=env, network=network)
+        result = self.inner.run(files, command, timeout, stdin=stdin, env=env, network=network, cpu_seconds=cpu_seconds)
         self.runs.append((list(command), stdin, result))
         return result
 

@@ -35,6 +35,7 @@ TRUSTED_ONLY = [
     "path_escape_rejected",
     "timeout_kills_tree",
     "background_process_killed",
+    "cpu_limit",
     "memory_limit",
     "output_flood_capped",
     "output_head_and_tail",
@@ -116,6 +117,7 @@ class UnsandboxedSubprocess(Sandbox):
         stdin: str | None = None,
         env: Mapping[str, str] | None = None,
         network: bool = False,
+        cpu_seconds: float | None = None,
     ) -> RunResult:
         with tempfile.TemporaryDirectory() as directory:
             for name, content in files.items():

@@ -390,6 +390,9 @@ def test_invalid_arguments_are_rejected(warm_sandbox: LocalSandbox) -> None:
         warm_sandbox.run({}, ["python3"], timeout=0)
     with pytest.raises(ValueError):
         warm_sandbox.run({}, ["python3"], env={"A=B": "c"})
+    for bad in (0, -1.0, float("nan"), float("inf"), "60", True):
+        with pytest.raises(ValueError, match="cpu_seconds must be a positive number"):
+            warm_sandbox.run({}, ["python3", "-c", "pass"], cpu_seconds=bad)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------- leftovers after a crash

@@ -24,6 +24,11 @@ from gym_repost.sandbox.programs import run_program
 
 logger = logging.getLogger(__name__)
 
+CPU_BUDGET = 300.0
+"""CPU seconds of one tracing run (more-itertools 11.2.1's suite takes about 86 under the tracer)."""
+WALL_TIMEOUT = 900.0
+"""Wall-clock seconds of one tracing run: a safety limit, three times the CPU budget, so that
+a loaded machine (a third of a core for the run) still meets the budget first."""
 MAX_RESULT_CHARS = 50_000_000
 """The largest tracer result read (characters of its JSON; it travels compressed)."""
 _TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
@@ -58,7 +63,13 @@ class TraceResult:
         errors: collection errors and what went wrong, short.
         tests_run: test items run (doctests included).
         tests_failed: reports that failed (a failing test may still have given traces).
-        timed_out: the deadline stopped the suite, or the sandbox killed the run.
+        timed_out: the wall clock's deadline stopped the suite, before a test or (``cut``)
+            during one, or the sandbox killed the run (a safety limit: a loaded machine, or
+            tests that sleep or wait).
+        cpu_limited: the run's CPU budget stopped the suite, before a test or (``cut``)
+            by SIGXCPU during one; the calls recorded until then are kept.
+        cut: the run was cut during a test that overran its own limits (one that swallows
+            the timer's exception, as unittest's ``subTest`` does); ``errors`` says which.
         wall_stops: tests stopped by the wall clock's safety limit rather than by their
             CPU-time limit (a loaded machine, or a test that sleeps or waits).
         duration: seconds of the sandbox run.
@@ -70,6 +81,8 @@ class TraceResult:
     tests_run: int = 0
     tests_failed: int = 0
     timed_out: bool = False
+    cpu_limited: bool = False
+    cut: bool = False
     wall_stops: int = 0
     duration: float = 0.0
 
@@ -144,9 +157,10 @@ def trace_repository(
     repo: SourceRepository,
     candidates: Sequence[Candidate],
     *,
-    timeout: float = 300,
+    timeout: float = WALL_TIMEOUT,
     max_calls_per_target: int = 20,
     test_timeout: float = 10.0,
+    cpu_seconds: float = CPU_BUDGET,
 ) -> TraceResult:
     """Run the repository's tests once in the sandbox and record the candidates' calls.
 
@@ -154,10 +168,15 @@ def trace_repository(
         sandbox: where the tests run.
         repo: the repository (all its files go into the run directory).
         candidates: the functions whose calls to record.
-        timeout: seconds for the whole run; the suite stops a little before.
+        timeout: seconds for the whole run (wall clock, a safety limit); the suite stops
+            15 s before, and a test still running 5 s before is cut (``timed_out``, ``cut``).
         max_calls_per_target: most calls kept per candidate (spread over the tests).
         test_timeout: CPU seconds per test before it is interrupted (the wall clock stops
             it only at ``WALL_FACTOR`` times that, a safety limit counted in ``wall_stops``).
+        cpu_seconds: CPU seconds for the whole run (the budget: work, not seconds), its
+            RLIMIT_CPU in place of the sandbox's limit for one evaluation. The suite stops
+            between tests a few seconds before; a test that overruns its own limit up to
+            this one is cut by SIGXCPU (``cpu_limited``, ``cut``).
 
     Raises:
         SandboxError: the sandbox itself failed (infrastructure).
@@ -169,10 +188,20 @@ def trace_repository(
         "max_calls": max_calls_per_target,
         "test_timeout": test_timeout,
         "deadline": max(5.0, timeout - 15.0),
+        "cut": max(5.0, timeout - 5.0),
         "sys_path": source_roots(repo),
         "args": pytest_arguments(repo, candidates),
     }
-    run = run_program(sandbox, "trace", repo.files, config, timeout=timeout, token=True, max_chars=MAX_RESULT_CHARS)
+    run = run_program(
+        sandbox,
+        "trace",
+        repo.files,
+        config,
+        timeout=timeout,
+        token=True,
+        max_chars=MAX_RESULT_CHARS,
+        cpu_seconds=cpu_seconds,
+    )
     result = run.result
     traced = _result(run.payload, repo, candidates, result.duration) if run.completed else None
     if traced is None:
@@ -216,6 +245,8 @@ def _read_result(
         tests_run=data["tests_run"],
         tests_failed=data["tests_failed"],
         timed_out=data["deadline_hit"],
+        cpu_limited=bool(data["cpu_limit_hit"]),
+        cut=bool(data["cut"]),
         wall_stops=int(data.get("wall_stops", 0)),
         duration=duration,
     )
