@@ -14,7 +14,6 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from conftest import build_task
 from sandboxes import CountingSandbox
 
 from gym_repost.harness import playback_accepts, reference_for, run_function_tests, run_host_made
@@ -22,6 +21,7 @@ from gym_repost.harness.candidate import playback_script
 from gym_repost.harness.verdict import Record, playback_answers
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask
+from tests.conftest import build_task
 
 ROOT_FINDER = """\
 def find_zero(xs: list):

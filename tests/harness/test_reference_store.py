@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import FUNCTION_SCRIPT, REPO_FILE, build_task
 from sandboxes import CountingSandbox
 
 import gym_repost.harness as harness
@@ -13,6 +12,7 @@ from gym_repost.harness import reference_for, reference_store, run_function_test
 from gym_repost.harness.verdict import ReferenceCache
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask
+from tests.conftest import FUNCTION_SCRIPT, REPO_FILE, build_task
 
 
 @pytest.fixture
