@@ -16,7 +16,8 @@ suite against each):
   processes together (a cgroup; where none can be made, RLIMIT_AS per process only, as
   ``describe()["memory_cap"]`` says);
 * a scrubbed environment: only ``PATH``, ``HOME``, ``LANG``, ``TMPDIR``,
-  ``PYTHONHASHSEED``, ``PYTHONDONTWRITEBYTECODE`` and what the caller passes in ``env``.
+  ``PYTHONHASHSEED``, ``PYTHONDONTWRITEBYTECODE``, in a run without network
+  :data:`OFFLINE_ENV`, and what the caller passes in ``env``.
 
 A command whose first element is ``python`` or ``python3`` runs the sandbox's own
 interpreter (the one that has the evaluation packages installed).
@@ -84,6 +85,14 @@ class SandboxLimits(BaseModel):
 
 INSTALL_TARGET = "_gym_repost_target"
 """Directory of an install run where pip puts the packages; the backend copies it out."""
+OFFLINE_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "npm_config_offline": "true",
+}
+"""Set in every run without network: tools that would download (the Hugging Face hub, ``npx``)
+fail at once, saying they are offline, instead of retrying until the run's timeout."""
 PROXY_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
 """The host's proxy settings, which an install run (and an image build) passes on to pip."""
 CA_ENV = ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")

@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from gym_repost.sandbox.base import RunResult, Sandbox
+from gym_repost.sandbox.base import OFFLINE_ENV, RunResult, Sandbox
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,16 @@ class ConformanceFailure(AssertionError):
     """A guarantee was not kept (raised inside a check, reported as a failed result)."""
 
 
-_ALLOWED_ENV = {"PATH", "HOME", "LANG", "TMPDIR", "PYTHONHASHSEED", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH"}
+_ALLOWED_ENV = {
+    "PATH",
+    "HOME",
+    "LANG",
+    "TMPDIR",
+    "PYTHONHASHSEED",
+    "PYTHONDONTWRITEBYTECODE",
+    "PYTHONPATH",
+    *OFFLINE_ENV,
+}
 
 
 class _Context:
@@ -529,6 +538,16 @@ def _environment(ctx: _Context) -> str:
     extra = sorted(set(env) - _ALLOWED_ENV - {"GYM_REPOST_CHECK"})
     expect(not extra, f"unexpected environment variables: {extra}")
     return f"variables: {sorted(env)}"
+
+
+@_check("offline_told")
+def _offline_told(ctx: _Context) -> str:
+    show = "import json, os\nprint(json.dumps({k: os.environ.get(k) for k in %r}))" % sorted(OFFLINE_ENV)
+    r = ctx.python(show)
+    expect(r.ok and json.loads(r.stdout) == OFFLINE_ENV, "a run without network was not told it is offline", r)
+    told = ctx.python(show, env={"HF_HUB_OFFLINE": "0"})
+    expect(told.ok and json.loads(told.stdout)["HF_HUB_OFFLINE"] == "0", "the caller's env must win", told)
+    return ", ".join(f"{k}={v}" for k, v in OFFLINE_ENV.items())
 
 
 @_check("stdin_delivered")

@@ -53,6 +53,7 @@ from gym_repost.errors import SandboxError, SandboxUnavailableError
 from gym_repost.sandbox.base import (
     CA_ENV,
     INSTALL_TARGET,
+    OFFLINE_ENV,
     PROXY_ENV,
     RunResult,
     Sandbox,
@@ -401,7 +402,7 @@ class DockerSandbox(Sandbox):
         cpu_seconds: float | None = None,
     ) -> RunResult:
         """Run ``command`` in a fresh directory holding ``files`` (see :class:`Sandbox`)."""
-        spec = self._spec(files, command, timeout, stdin, env, limit_overrides(cpu_seconds))
+        spec = self._spec(files, command, timeout, stdin, env, limit_overrides(cpu_seconds), network=network)
         if not self._pool.open:
             self.start()
         if network:
@@ -465,6 +466,8 @@ class DockerSandbox(Sandbox):
         stdin: str | None,
         env: Mapping[str, str] | None,
         limits: Mapping[str, float] | None = None,
+        *,
+        network: bool = False,
     ) -> RunSpec:
         """Validate a run's arguments (ValueError/TypeError) and prepare its exec; ``limits``:
         the run's own in place of the sandbox's (see :func:`~gym_repost.sandbox.base.limit_overrides`)."""
@@ -485,6 +488,7 @@ class DockerSandbox(Sandbox):
             "TMPDIR": WORKDIR,
             "PYTHONHASHSEED": "0",
             "PYTHONDONTWRITEBYTECODE": "1",
+            **({} if network else OFFLINE_ENV),
             **caller,
         }
         given = caller.get("PYTHONPATH")

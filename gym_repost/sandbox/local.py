@@ -56,6 +56,7 @@ from gym_repost.sandbox import cgroups
 from gym_repost.sandbox import worker as protocol
 from gym_repost.sandbox.base import (
     INSTALL_TARGET,
+    OFFLINE_ENV,
     PROXY_ENV,
     RunResult,
     Sandbox,
@@ -528,6 +529,7 @@ class LocalSandbox(Sandbox):
             "host_packages": [*BASE_PACKAGES, "pip"],
             "isolation": cfg.isolation,
             "network": network,
+            "offline_env": {} if network else OFFLINE_ENV,
             "warm": cfg.warm and not once,
             "once": once,
             "uid": uid,

@@ -152,6 +152,8 @@ class Server:
         self.uid: int | None = config.get("uid") if mode == "root" else None
         self.userns = mode == "userns"
         self.packages_dir: str | None = config.get("packages_dir")
+        self.offline_env: dict[str, str] = dict(config.get("offline_env") or {})
+        """Set in every run when the worker has no network (the host's ``OFFLINE_ENV``)."""
         self.base_path = base_sys_path()
         self.path = f"{os.path.dirname(sys.executable)}:{DEFAULT_PATH}"
         self.count = 0
@@ -183,6 +185,7 @@ class Server:
             "TMPDIR": run_dir,
             "PYTHONHASHSEED": "0",
             "PYTHONDONTWRITEBYTECODE": "1",
+            **self.offline_env,
         }
         env.update(caller_env)
         if self.packages_dir and os.path.isdir(self.packages_dir):
@@ -509,6 +512,7 @@ def server_main(config: Message, fds: tuple[int, int, int], mode: str, run_cgrou
 
         site.main()  # site-packages and .pth files as the sandbox sees them, not the host
         server = Server(config, fds, mode, run_cgroup, scratch_shown)
+        os.environ.update(server.offline_env)  # preloaded modules read them at import, as a run's would
         preloaded = preload(config.get("preload") or [], f"{server.run_root}/{PRELOAD_DIR}")
         server.preload_env = preloaded["environment"]
         sys.path_importer_cache.clear()  # the worker's own directory, out of sight now (after preloading)

@@ -727,3 +727,13 @@ def test_a_run_reaches_none_of_the_workers_modules(warm_sandbox: LocalSandbox) -
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split("\n")[:2] == ["[]", "the run own module"]
+
+
+def test_only_runs_without_network_are_told_they_are_offline(warm_sandbox: LocalSandbox) -> None:
+    from gym_repost.sandbox.base import OFFLINE_ENV
+
+    show = "import json, os\nprint(json.dumps({k: os.environ.get(k) for k in %r}))" % sorted(OFFLINE_ENV)
+    offline = warm_sandbox.run({"m.py": show}, ["python3", "m.py"])
+    online = warm_sandbox.run({"m.py": show}, ["python3", "m.py"], network=True)
+    assert json.loads(offline.stdout) == OFFLINE_ENV
+    assert json.loads(online.stdout) == dict.fromkeys(OFFLINE_ENV)  # an install run may download
