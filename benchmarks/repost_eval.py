@@ -21,7 +21,9 @@
    the candidate, run as ``python evaluation.py`` with the environment's interpreter in a
    fresh directory, 2 threads, no sandbox, the task's timeout; passed = exit status 0.
    (Scripts that write to ``/home/user/tmp``, which the sandbox provides, fail fast here
-   when it does not exist: that only makes the loop faster.)
+   when it does not exist: that only makes the loop faster.) Then the same loop told it is
+   offline (``OFFLINE_ENV``), as the sandbox's runs without network are, so that tools that
+   would download fail at once there too: the like-for-like baseline.
 
 All in the same run. Appends a record to ``benchmarks/results/repost_eval.jsonl``.
 
@@ -51,6 +53,7 @@ from gym_repost.evaluate.runner import tasks_digest
 from gym_repost.harness import SCRIPT_NAME, assemble
 from gym_repost.policy import load_policy
 from gym_repost.sandbox import get_sandbox
+from gym_repost.sandbox.base import OFFLINE_ENV
 from gym_repost.sandbox.environments import preload_for, resolve_env_python
 from gym_repost.task import FunctionTask, load_tasks
 
@@ -173,13 +176,15 @@ def sandbox_loop(tasks: list[FunctionTask], env: str) -> dict[str, Any]:
     }
 
 
-def plain_run(python: str, task: FunctionTask) -> tuple[bool, float]:
-    """``python evaluation.py`` of the ground truth as the candidate, in a fresh directory."""
+def plain_run(python: str, task: FunctionTask, offline: bool = False) -> tuple[bool, float]:
+    """``python evaluation.py`` of the ground truth as the candidate, in a fresh directory
+    (``offline``: with the variables that tell the sandbox's runs they are offline)."""
     env = {
         "PATH": f"{os.path.dirname(python)}:/usr/local/bin:/usr/bin:/bin",
         "LANG": "C.UTF-8",
         "PYTHONHASHSEED": "0",
         "PYTHONDONTWRITEBYTECODE": "1",
+        **(OFFLINE_ENV if offline else {}),
     }
     with tempfile.TemporaryDirectory() as directory:
         for name, content in plain_script(task).items():
@@ -203,11 +208,11 @@ def plain_run(python: str, task: FunctionTask) -> tuple[bool, float]:
         return ok, time.perf_counter() - started
 
 
-def plain_loop(tasks: list[FunctionTask], env: str) -> dict[str, Any]:
+def plain_loop(tasks: list[FunctionTask], env: str, offline: bool = False) -> dict[str, Any]:
     python = resolve_env_python(env)
     started = time.perf_counter()
     with ThreadPoolExecutor(WORKERS) as pool:
-        results = list(pool.map(lambda t: plain_run(python, t), tasks))
+        results = list(pool.map(lambda t: plain_run(python, t, offline), tasks))
     elapsed = time.perf_counter() - started
     return {
         "wall_s": elapsed,
@@ -235,6 +240,7 @@ def main() -> None:
     unpreloaded = gym_repost_oracle(tasks, args.env, preload=False) if args.unpreloaded else None
     runs = sandbox_loop(tasks, args.env)
     plain = plain_loop(tasks, args.env)
+    plain_offline = plain_loop(tasks, args.env, offline=True)
     record = {
         "benchmark": "repost_eval",
         "date": now(),
@@ -249,6 +255,10 @@ def main() -> None:
         "gym_repost_unpreloaded": unpreloaded,
         "sandbox_one_run_per_task": runs,
         "plain_loop": plain,
+        "plain_loop_offline": plain_offline,
+        "speedup_warm_vs_offline_loop": plain_offline["wall_s"] / warm["wall_s"],
+        "speedup_run_for_run_vs_offline_loop": plain_offline["wall_s"] / runs["wall_s"],
+        "speedup_vs_offline_loop": plain_offline["wall_s"] / ours["wall_s"],
         "speedup": plain["wall_s"] / ours["wall_s"],
         "speedup_warm": plain["wall_s"] / warm["wall_s"],
         "speedup_warm_recording": plain["wall_s"] / recording["wall_s"],
@@ -276,6 +286,12 @@ def main() -> None:
         )
     print(f"one run per task in the preloaded sandbox: {runs['wall_s']:.1f} s, {runs['passed']}/{runs['tasks']} passed")
     print(f"plain loop: {plain['wall_s']:.1f} s, {plain['passed']}/{plain['tasks']} passed")
+    print(
+        f"plain loop told it is offline, as the sandbox's runs are: {plain_offline['wall_s']:.1f} s, "
+        f"{plain_offline['passed']}/{plain_offline['tasks']} passed; against it: cold "
+        f"{record['speedup_vs_offline_loop']:.2f}x, warm {record['speedup_warm_vs_offline_loop']:.2f}x, "
+        f"run for run {record['speedup_run_for_run_vs_offline_loop']:.2f}x"
+    )
     print(
         f"ratio: cold {record['speedup']:.2f}x, warm {record['speedup_warm']:.2f}x, warm with one recording "
         f"run per task {record['speedup_warm_recording']:.2f}x; run for run {record['speedup_run_for_run']:.2f}x "
