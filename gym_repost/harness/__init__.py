@@ -81,11 +81,16 @@ def _harness_run(
     """One harness run of ``assembled`` in ``mode``; its process-level report and its record."""
     script = strip_tests(task, assembled) if mode == "inputs" else assembled.script
     data = {INPUTS_NAME: json.dumps(inputs)} if inputs is not None else {}
-    config = {"inputs": INPUTS_NAME if inputs is not None else None}
+    config = {"inputs": INPUTS_NAME if inputs is not None else None, "literals": _may_play_back(task, mode)}
     run = _run_harness(
         sandbox, task, AssembledScript(script, assembled.start_line, assembled.end_line), mode, data, config, timeout
     )
     return parse_run(run), parse_record(run.payload)
+
+
+def _may_play_back(task: FunctionTask, mode: str) -> bool:
+    """Whether a candidate's run records its return values as data: only where a playback may judge them."""
+    return mode != "reference" and playback_script(task) is not None
 
 
 def _run_harness(
@@ -352,10 +357,11 @@ def _batch_run(
     """
     files = dict(task.evaluation.files)
     entries = []
+    literals = _may_play_back(task, reference.mode)
     for i, assembled in enumerate(scripts):
         name = f"_gym_repost_candidate_{i}.py"
         files[name] = strip_tests(task, assembled) if reference.mode == "inputs" else assembled.script
-        entries.append({"script": name, "start": assembled.start_line, "end": assembled.end_line})
+        entries.append({"script": name, "start": assembled.start_line, "end": assembled.end_line, "literals": literals})
     if reference.inputs is not None:
         files[INPUTS_NAME] = json.dumps(reference.inputs)
     children = _batch_children(sandbox, task, reference.mode, files, entries, reference.inputs is not None)

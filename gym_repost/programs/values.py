@@ -95,8 +95,9 @@ def _encode_numpy(value, kind, depth, count):
     raise NotPlain(kind.__name__)
 
 
-def decode(data):
-    """The value of an :func:`encode` form."""
+def decode(data, classes=True):
+    """The value of an :func:`encode` form; ``classes=False`` refuses a class anywhere in it
+    (ValueError): its metaclass could claim equality with anything."""
     tag = data[0]
     if tag == "c":
         return data[1]
@@ -111,12 +112,12 @@ def decode(data):
     if tag == "y":
         return base64.b64decode(data[1])
     if tag in ("l", "t"):
-        items = [decode(v) for v in data[1]]
+        items = [decode(v, classes) for v in data[1]]
         return items if tag == "l" else tuple(items)
     if tag == "d":
-        return {decode(k): decode(v) for k, v in data[1]}
+        return {decode(k, classes): decode(v, classes) for k, v in data[1]}
     if tag in ("S", "F"):
-        items = [decode(v) for v in data[1]]
+        items = [decode(v, classes) for v in data[1]]
         return set(items) if tag == "S" else frozenset(items)
     if tag == "D":
         return decimal.Decimal(data[1])
@@ -127,6 +128,8 @@ def decode(data):
     if tag == "dt":
         return datetime.timedelta(days=data[1], seconds=data[2], microseconds=data[3])
     if tag == "C":
+        if not classes:
+            raise ValueError("a class is not plain data here")
         return _class(data[1], data[2])
     if tag in ("A", "N"):
         import numpy
