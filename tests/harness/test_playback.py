@@ -169,3 +169,10 @@ def test_an_answer_for_arguments_the_tests_never_pass_fails(sandbox: Sandbox) ->
     )
     assert playback_answers(elsewhere, record) is not None
     assert not playback_accepts(sandbox, task, elsewhere, record)  # the tests' own call finds no answer
+
+
+def test_a_forged_record_gets_no_playback_where_the_tests_compare_with_the_original(sandbox: Sandbox) -> None:
+    task = _tolerance_task(EQUIVALENCE_TESTS)
+    reference = reference_for(sandbox, task)
+    forged = [dict(c, r="0" * 24, rl='["f","2.0"]') for c in reference.calls]  # values a forger would claim
+    assert not playback_accepts(sandbox, task, reference, Record(forged, 0, True, None))
