@@ -77,14 +77,14 @@ def _harness_run(
     mode: str,
     timeout: float | None,
     inputs: list[str] | None = None,
+    cpu_seconds: float | None = None,
 ) -> tuple[TestReport, Record | None]:
     """One harness run of ``assembled`` in ``mode``; its process-level report and its record."""
     script = strip_tests(task, assembled) if mode == "inputs" else assembled.script
     data = {INPUTS_NAME: json.dumps(inputs)} if inputs is not None else {}
     config = {"inputs": INPUTS_NAME if inputs is not None else None, "literals": _may_play_back(task, mode)}
-    run = _run_harness(
-        sandbox, task, AssembledScript(script, assembled.start_line, assembled.end_line), mode, data, config, timeout
-    )
+    assembled = AssembledScript(script, assembled.start_line, assembled.end_line)
+    run = _run_harness(sandbox, task, assembled, mode, data, config, timeout, cpu_seconds)
     return parse_run(run), parse_record(run.payload)
 
 
@@ -101,6 +101,7 @@ def _run_harness(
     data: dict[str, str],
     config: dict[str, Any],
     timeout: float | None,
+    cpu_seconds: float | None = None,
 ) -> ProgramRun:
     """Run the in-sandbox harness on ``script`` in ``mode``, beside the task's files and the ``data`` files."""
     files = {**task.evaluation.files, SCRIPT_NAME: script.script, **data}
@@ -114,6 +115,7 @@ def _run_harness(
         token=True,
         modules=PROGRAM_MODULES,
         max_chars=MAX_RECORD_CHARS,
+        cpu_seconds=cpu_seconds,
     )
 
 
@@ -193,6 +195,11 @@ def record_reference(sandbox: Sandbox, task: FunctionTask) -> Reference:
     and 3 are nondeterministic (not compared), and the replay decides ``inputs`` mode
     against what is left.
 
+    The replay makes the same calls as run 1 without the tests' own work, so it gets
+    :func:`replay_cpu_limit` of run 1's CPU time: a replay that goes another way (a call
+    that spins on hardware the tests had mocked) is stopped by CPU time, not after the
+    task's whole timeout, and the choice of mode does not depend on the machine's load.
+
     Raises:
         SandboxError: the sandbox failed (infrastructure).
     """
@@ -206,7 +213,8 @@ def record_reference(sandbox: Sandbox, task: FunctionTask) -> Reference:
     replay: tuple[list[str], TestReport, Record | None] | None = None
     if first.calls and not first.overflow and first.inputs and all(first.inputs):
         inputs = [blob for blob in first.inputs if blob is not None]
-        replay = (inputs, *_harness_run(sandbox, task, assembled, "inputs", None, inputs))
+        limit = replay_cpu_limit(first.cpu, task.evaluation.timeout)
+        replay = (inputs, *_harness_run(sandbox, task, assembled, "inputs", None, inputs, limit))
         exact = Reference(
             passed=True,
             report=report,
@@ -227,6 +235,20 @@ def record_reference(sandbox: Sandbox, task: FunctionTask) -> Reference:
         if _replays(replayed, replay):
             reference = replayed
     return reference
+
+
+REPLAY_CPU_FLOOR = 2.0
+"""The least CPU time a reference's replay gets (seconds): interpreter and imports included."""
+
+
+def replay_cpu_limit(reference_cpu: float | None, timeout: float) -> float | None:
+    """The CPU-time limit of a reference's replay: :data:`CPU_FACTOR` times the recording
+    run's CPU seconds, at least :data:`REPLAY_CPU_FLOOR`; None (the sandbox's own limit) when
+    that run did not say, or when the limit would not be below the task's timeout."""
+    if reference_cpu is None:
+        return None
+    limit = max(REPLAY_CPU_FLOOR, CPU_FACTOR * reference_cpu)
+    return limit if limit < timeout else None
 
 
 def _replays(reference: Reference, replay: tuple[list[str], TestReport, Record | None]) -> bool:

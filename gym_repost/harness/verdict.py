@@ -68,6 +68,8 @@ class Record:
     inputs: list[str | None] | None
     failure: dict[str, Any] | None = None
     """The harness's report of the first exception a call raised (``inputs`` and ``driver`` runs)."""
+    cpu: float | None = None
+    """CPU seconds the run's process used (``reference`` runs, the ground truth's)."""
 
 
 def _call_entry(value: Any) -> dict[str, str] | None:
@@ -94,13 +96,14 @@ def parse_record(data: dict[str, Any] | None) -> Record | None:
         return None
     if inputs is not None and (type(inputs) is not list or not all(i is None or type(i) is str for i in inputs)):
         return None
-    failure = data.get("failure")
+    failure, cpu = data.get("failure"), data.get("cpu")
     return Record(
         calls=entries,
         overflow=overflow,
         completed=completed,
         inputs=inputs,
         failure=failure if type(failure) is dict else None,
+        cpu=float(cpu) if isinstance(cpu, (int, float)) and not isinstance(cpu, bool) and 0 <= cpu < 1e9 else None,
     )
 
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import signal
 import textwrap
+from typing import Any
+
+import pytest
 
 from gym_repost.construct.quality import QualityReport, QualityThresholds, _judge
-from gym_repost.harness import do_nothing_candidate, reference_for, run_function_tests
+from gym_repost.harness import do_nothing_candidate, reference_for, replay_cpu_limit, run_function_tests
 from gym_repost.harness.function_report import TestReport
 from gym_repost.harness.validation import validate_task
 from gym_repost.harness.verdict import MAX_RECORD_CHARS, Record, Reference, compare, merge_runs, parse_record
@@ -52,6 +56,29 @@ MUTATING_SCRIPT = textwrap.dedent('''\
     ''')
 
 
+SPINNING_SCRIPT = textwrap.dedent('''\
+    def echo_time():
+        """Waits for the sensor's echo (spins on hardware the tests mock)."""
+        while True:
+            pass
+
+
+    def is_close(threshold):
+        """Whether the sensor sees something nearer than ``threshold``."""
+        return echo_time() * 17150 < threshold
+
+
+    def test_is_close():
+        globals()["echo_time"] = lambda: 0.001
+        for threshold in (5, 17.15, 20):
+            assert is_close(threshold) == is_close_new_implementation(threshold)
+
+
+    if __name__ == "__main__":
+        test_is_close()
+    ''')
+
+
 def _task(script: str, name: str) -> FunctionTask:
     return build_task(script, name, {"m.py": script.split("\n\ndef test_")[0]}, "m.py")
 
@@ -79,6 +106,41 @@ def test_arguments_changed_by_the_call_are_compared(sandbox: Sandbox) -> None:
     report = run_function_tests(sandbox, task, lazy)
     assert not report.passed and "arguments (or object) after the call" in report.message
     assert not run_function_tests(sandbox, task, do_nothing_candidate(task)).passed
+
+
+def test_a_replay_that_spins_without_the_tests_mocks_is_stopped_by_cpu_time(
+    sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RepoST-Eval's 442: the replay of the recorded calls, without the tests that mock the
+    sensor, spins forever. It is stopped by a CPU limit drawn from the recording run's CPU
+    time, not after the task's whole timeout, and the task is judged in driver mode."""
+    task = _task(SPINNING_SCRIPT, "is_close")
+    task = task.model_copy(update={"evaluation": task.evaluation.model_copy(update={"timeout": 60.0})})
+    runs: list[tuple[str, float | None, RunResult]] = []
+    real_run = sandbox.run
+
+    def spy(files: dict[str, str], command: list[str], **kwargs: Any) -> RunResult:
+        result = real_run(files, command, **kwargs)
+        runs.append((command[-1], kwargs.get("cpu_seconds"), result))
+        return result
+
+    monkeypatch.setattr(sandbox, "run", spy)
+    reference = reference_for(sandbox, task)
+    assert reference.passed and reference.mode == "driver"
+    assert len(runs) == 3  # record, replay (stopped), record again
+    _, limit, replayed = runs[1]
+    assert limit is not None and limit < 60.0
+    assert not replayed.timed_out and replayed.returncode in (-signal.SIGXCPU, -signal.SIGKILL), replayed
+    monkeypatch.undo()
+    assert run_function_tests(sandbox, task, task.ground_truth).passed
+    assert not run_function_tests(sandbox, task, "def is_close(threshold):\n    return threshold > 10\n").passed
+
+
+def test_the_replay_cpu_limit() -> None:
+    assert replay_cpu_limit(None, 30.0) is None  # the run did not say: the sandbox's own limit
+    assert replay_cpu_limit(0.01, 30.0) == 2.0  # the floor covers the interpreter and imports
+    assert replay_cpu_limit(0.5, 30.0) == 10.0  # 20 times the recording run's
+    assert replay_cpu_limit(2.0, 30.0) is None  # not below the timeout: the task's own
 
 
 def test_the_verdict_never_shows_the_expected_value(sandbox: Sandbox, function_task: FunctionTask) -> None:
