@@ -90,9 +90,11 @@ OFFLINE_ENV = {
     "HF_DATASETS_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
     "npm_config_offline": "true",
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
 }
 """Set in every run without network: tools that would download (the Hugging Face hub, ``npx``)
-fail at once, saying they are offline, instead of retrying until the run's timeout."""
+fail at once, saying they are offline, instead of retrying until the run's timeout, and
+litellm reads the model prices it ships instead of retrying their download at every import."""
 PROXY_ENV = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy")
 """The host's proxy settings, which an install run (and an image build) passes on to pip."""
 CA_ENV = ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")

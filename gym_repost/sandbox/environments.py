@@ -8,7 +8,9 @@ them; ``--env NAME`` then runs sandboxed scripts with its interpreter.
 A definition may also hold ``preload.txt``: modules that take long to import (measured
 in that environment), which the local sandbox's warm workers import once ahead of runs
 (:attr:`~gym_repost.sandbox.config.LocalSandboxConfig.preload`) when the tasks at hand
-import them (:func:`preload_for`). ``env install`` copies it into the environment.
+import them (:func:`preload_for`). A line ``MODULE if PACKAGE ...`` preloads a module that
+the tasks import through another package (``litellm if liteswarm``). ``env install``
+copies the file into the environment.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from pathlib import Path
 from gym_repost.errors import ConfigError
 
 PRELOAD_FILE = "preload.txt"
-"""Modules worth preloading, one per line (``#`` comments), in a definition or an environment."""
+"""Modules worth preloading, one per line (``#`` comments, ``MODULE if PACKAGE ...``), in a
+definition or an environment."""
 
 
 def home() -> Path:
@@ -75,22 +78,43 @@ def install_env(definition: str | Path, target: str | Path | None = None) -> Pat
     return python
 
 
-def env_preload(env: str) -> list[str]:
-    """The modules of environment ``env``'s ``preload.txt`` (name, definition or path):
-    the definition's (of ``envs/NAME`` in this checkout or the current directory) or else
-    the copy made at install; [] when it has none."""
+def _preload_lines(env: str) -> list[tuple[str, tuple[str, ...]]]:
+    """Each module of environment ``env``'s ``preload.txt`` (name, definition or path) and the
+    top-level packages whose use calls for it: the definition's file (of ``envs/NAME`` in
+    this checkout or the current directory) or else the copy made at install; [] when none.
+
+    Raises:
+        ConfigError: a line is not ``MODULE`` or ``MODULE if PACKAGE ...``.
+    """
     path = Path(env)
     checkout = Path(__file__).resolve().parents[2] / "envs" / path.name
     for directory in (path, checkout, Path.cwd() / "envs" / path.name, env_dir(path.name)):
         listing = directory / PRELOAD_FILE
-        if listing.is_file():
-            lines = (line.split("#", 1)[0].strip() for line in listing.read_text("utf-8").splitlines())
-            return [line for line in lines if line]
+        if not listing.is_file():
+            continue
+        entries: list[tuple[str, tuple[str, ...]]] = []
+        for number, line in enumerate(listing.read_text("utf-8").splitlines(), 1):
+            words = line.split("#", 1)[0].split()
+            if not words:
+                continue
+            if len(words) == 1:
+                entries.append((words[0], (words[0].split(".")[0],)))
+            elif words[1] == "if" and len(words) > 2:
+                entries.append((words[0], tuple(words[2:])))
+            else:
+                raise ConfigError(f"{listing}:{number}: expected MODULE or MODULE if PACKAGE ..., got {line.strip()!r}")
+        return entries
     return []
 
 
+def env_preload(env: str) -> list[str]:
+    """The modules of environment ``env``'s ``preload.txt`` (see :func:`_preload_lines`)."""
+    return [module for module, _ in _preload_lines(env)]
+
+
 def preload_for(env: str, packages: Iterable[str]) -> list[str]:
-    """The modules of ``env``'s ``preload.txt`` from the top-level ``packages`` that the
-    tasks import (e.g. their ``metadata.external_packages``): ``torch.nn`` if ``torch``."""
+    """The modules of ``env``'s ``preload.txt`` that the tasks need, from the top-level
+    ``packages`` they import (e.g. their ``metadata.external_packages``): ``torch.nn`` if
+    ``torch``, ``litellm if liteswarm`` if ``liteswarm``."""
     used = set(packages)
-    return [module for module in env_preload(env) if module.split(".")[0] in used]
+    return [module for module, wanted in _preload_lines(env) if used.intersection(wanted)]

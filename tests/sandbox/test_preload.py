@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from gym_repost.errors import ConfigError
 from gym_repost.sandbox.config import LocalSandboxConfig
 from gym_repost.sandbox.environments import env_preload, preload_for
 from gym_repost.sandbox.local import LocalSandbox
@@ -197,3 +198,17 @@ def test_an_environment_preloads_what_the_tasks_import(tmp_path: Path) -> None:
     assert env_preload(str(definition)) == ["numpy", "torch", "torch.nn"]
     assert preload_for(str(definition), ["torch", "requests"]) == ["torch", "torch.nn"]
     assert preload_for(str(tmp_path / "no-such-env"), ["torch"]) == []
+
+
+def test_a_module_is_preloaded_for_the_packages_named_after_if(tmp_path: Path) -> None:
+    definition = tmp_path / "myenv"
+    definition.mkdir()
+    (definition / "requirements.txt").write_text("liteswarm\n", encoding="utf-8")
+    (definition / "preload.txt").write_text("numpy\nlitellm if liteswarm crewai  # heavy\n", encoding="utf-8")
+    assert env_preload(str(definition)) == ["numpy", "litellm"]
+    assert preload_for(str(definition), ["liteswarm"]) == ["litellm"]
+    assert preload_for(str(definition), ["crewai", "numpy"]) == ["numpy", "litellm"]
+    assert preload_for(str(definition), ["litellm"]) == []  # only for the packages named
+    (definition / "preload.txt").write_text("numpy\nlitellm liteswarm\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"preload.txt:2: expected MODULE or MODULE if PACKAGE"):
+        preload_for(str(definition), ["numpy"])
