@@ -47,8 +47,8 @@ def test_at_least_290_of_296_ground_truths_pass(env_python: str) -> None:
     tasks = [t for t in import_repost_eval(DATA) if isinstance(t, FunctionTask)]
     assert len(tasks) == 296
     # as `gym-repost validate --env repost-eval -w 4` runs them: warm workers preload what the
-    # tasks import; four, because a few ground truths mostly sleep (621, 615 and 469 wait ~20 s
-    # each in time.sleep over their three runs) and would hold half of two workers idle
+    # tasks import; four, because a few ground truths mostly sleep (621, 615 and 947 spend 13
+    # to 24 s in time.sleep over their three runs) and would hold half of two workers idle
     preload = preload_for("repost-eval", (p for t in tasks for p in t.metadata.external_packages))
     with get_sandbox("local", workers=4, python=env_python, preload=preload) as sb:
         results = validate_tasks(sb, tasks, mutants=0, executor=LocalExecutor(4))
