@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from gym_repost.sandbox.conformance import CHECK_NAMES
 from gym_repost.task import FunctionTask, load_tasks, save_tasks
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,10 +125,19 @@ def test_bad_input_gives_a_clear_error(args: list[str], message: str, tmp_path: 
     assert message in result.stderr.replace("\n", " ") and "Traceback" not in result.stderr
 
 
-def test_sandbox_check_passes() -> None:
-    result = cli("sandbox", "check")
+def test_sandbox_check_passes(tmp_path: Path) -> None:
+    result = cli("sandbox", "check", "--output", str(tmp_path / "checks.json"))
     assert result.returncode == 0, result.stdout
     assert "checks passed" in result.stdout and "FAIL" not in result.stdout
+    written = json.loads((tmp_path / "checks.json").read_text("utf-8"))
+    assert written["sandbox"] == "local" and [c["name"] for c in written["checks"]] == list(CHECK_NAMES)
+    assert all(c["passed"] for c in written["checks"])
+
+
+def test_sandbox_check_refuses_an_output_it_could_not_write_before_it_runs(tmp_path: Path) -> None:
+    result = cli("sandbox", "check", "--output", str(tmp_path / "missing" / "checks.json"))
+    assert result.returncode == 2 and "checks passed" not in result.stdout
+    assert f"the directory {tmp_path / 'missing'} does not exist" in result.stderr.replace("\n", "")
 
 
 def test_sandbox_cleanup_runs() -> None:

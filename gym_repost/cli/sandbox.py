@@ -14,6 +14,7 @@ from gym_repost.cli.common import (
     PYTHON,
     console,
     err_console,
+    fail,
     open_sandbox,
     progress_bar,
 )
@@ -23,10 +24,18 @@ from gym_repost.cli.common import (
 def sandbox_check(
     sandbox: str = typer.Option("local", help="Backend to check."),
     python: Optional[str] = PYTHON,
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", help="Also write the results as JSON (one object per check) to this file."
+    ),
 ) -> None:
     """Run the sandbox conformance suite against a backend."""
+    import dataclasses
+    import json
+
     from gym_repost.sandbox.conformance import run_conformance
 
+    if output is not None and not output.parent.is_dir():
+        raise fail(f"--output {output}: the directory {output.parent} does not exist")
     options: dict[str, Any] = {"python": python} if python else {}
     with open_sandbox(sandbox, options) as sb, progress_bar() as progress:
         progress.add_task(f"conformance checks of {sandbox}", total=None)
@@ -39,6 +48,12 @@ def sandbox_check(
     console.print(table)
     failed = [r for r in results if not r.passed]
     console.print(f"{len(results) - len(failed)}/{len(results)} checks passed")
+    if output is not None:
+        checks = [dataclasses.asdict(r) for r in results]
+        try:
+            output.write_text(json.dumps({"sandbox": sandbox, "checks": checks}, indent=1) + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise fail(f"could not write the results to {output}: {exc.strerror or exc}") from exc
     if failed:
         raise typer.Exit(1)
 

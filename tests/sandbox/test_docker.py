@@ -27,7 +27,7 @@ from gym_repost.harness import run_function_tests
 from gym_repost.harness.validation import validate_task
 from gym_repost.sandbox import get_sandbox
 from gym_repost.sandbox.config import DockerSandboxConfig
-from gym_repost.sandbox.conformance import CHECK_NAMES, CheckResult, processes_of_uid, run_conformance
+from gym_repost.sandbox.conformance import CHECK_NAMES, processes_of_uid
 from gym_repost.sandbox.docker import SANDBOX_LABEL, DockerSandbox
 from gym_repost.sandbox.docker_containers import LABEL, OWNER_LABEL, cleanup_containers, connect, owner_identity
 from gym_repost.sandbox.docker_exec import WORKDIR
@@ -113,19 +113,25 @@ def run_uid(sandbox: DockerSandbox) -> int:
 
 
 @pytest.fixture(scope="module")
-def conformance(sandbox: DockerSandbox) -> dict[str, CheckResult]:
-    return {r.name: r for r in run_conformance(sandbox)}
+def conformance(client: Any, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """`gym-repost sandbox check --sandbox docker` once: its exit, its output and each check's result."""
+    output = tmp_path_factory.mktemp("check") / "checks.json"
+    result = cli("sandbox", "check", "--sandbox", "docker", "--output", str(output))
+    checks = json.loads(output.read_text("utf-8"))["checks"] if output.exists() else []
+    return {"run": result, **{c["name"]: c for c in checks}}
 
 
 @pytest.mark.parametrize("name", CHECK_NAMES)
-def test_docker_sandbox_conforms(conformance: dict[str, CheckResult], name: str) -> None:
-    assert conformance[name].passed, conformance[name].detail
+def test_docker_sandbox_conforms(conformance: dict[str, Any], name: str) -> None:
+    assert name in conformance, conformance["run"].stdout + conformance["run"].stderr
+    assert conformance[name]["passed"], conformance[name]["detail"]
 
 
-def test_sandbox_check_command_passes_against_docker(client: Any) -> None:
-    result = cli("sandbox", "check", "--sandbox", "docker")
+def test_sandbox_check_command_passes_against_docker(conformance: dict[str, Any]) -> None:
+    result = conformance["run"]
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"{len(CHECK_NAMES)}/{len(CHECK_NAMES)} checks passed" in result.stdout
+    assert len(conformance) - 1 == len(CHECK_NAMES)  # the JSON holds every check
 
 
 @pytest.mark.parametrize("name", sorted(HOSTILE))
