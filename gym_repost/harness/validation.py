@@ -143,10 +143,16 @@ def validate_task(
     reference = reference_for(sandbox, task)
     result.verdict_mode, result.nondeterministic = reference.mode, list(reference.nondeterministic)
     chosen = sample_mutants(generate_mutants(task.ground_truth), mutants, seed) if mutants > 0 else []
-    reports = run_host_made(sandbox, task, [do_nothing_candidate(task), *(m.source for m in chosen)])
-    result.do_nothing = reports[0]
-    if mutants > 0:
+    if chosen:
+        reports = run_host_made(sandbox, task, [do_nothing_candidate(task), *(m.source for m in chosen)])
+        result.do_nothing = reports[0]
         result.mutants, result.surviving = _mutant_kills(sandbox, task, chosen, reports[1:])
+    else:
+        # alone, a batch would run the ground truth again beside it: judged as an agent's
+        # empty submission is, in one run
+        result.do_nothing = run_function_tests(sandbox, task, do_nothing_candidate(task))
+        if mutants > 0:
+            result.mutants = mutation_score(0, 0, 0)
     if coverage:
         result.coverage = measure_coverage(sandbox, task)
     return result
