@@ -168,7 +168,8 @@ def check_quality(
         allow_changed_target: do not fail on ``target unchanged (AST)`` (a train task
             whose edited target was judged equivalent); the check is still recorded.
         coverage: the ground truth's coverage, already measured on this very task in this
-            sandbox (the builder's last ``run_script``): used, not measured again.
+            sandbox (the builder's last ``run_script``): used, not measured again; below the
+            threshold, no mutant is run (the task is rejected for coverage whatever they do).
 
     Raises:
         SandboxError: the sandbox failed (infrastructure).
@@ -184,8 +185,9 @@ def check_quality(
     if failed:
         report.reason, report.detail = "sanity check failed", failed[0]
         return report
+    short = coverage is not None and coverage.branch_coverage < thresholds.min_branch_coverage
     validation = validate_task(
-        sandbox, task, mutants=thresholds.mutants, seed=thresholds.seed, coverage=coverage is None
+        sandbox, task, mutants=0 if short else thresholds.mutants, seed=thresholds.seed, coverage=coverage is None
     )
     if coverage is not None and validation.passed:
         validation.coverage = coverage
