@@ -27,7 +27,7 @@ from gym_repost.construct.quality import (
 from gym_repost.construct.stages import Candidate, DependencySlice, Drop, SandboxedScript, SourceRepository
 from gym_repost.construct.testgen.trace import local_modules
 from gym_repost.errors import BuildError, InfrastructureError, ToolError
-from gym_repost.harness.coverage import measure_coverage
+from gym_repost.harness.coverage import FunctionCoverage, measure_coverage
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask, Provenance, RepositoryView
 from gym_repost.tools import RepositoryTools, ToolResult, ToolSpec, parse_action, validate_args
@@ -155,6 +155,9 @@ class BuildTools(RepositoryTools):
         self.script: str | None = None
         self.outcome = BuildOutcome()
         self.done = False
+        self.measured: dict[str, FunctionCoverage] = {}
+        """The ground truth's coverage per task (content hash) run in this episode: ``submit``
+        reuses it rather than measuring the same script again."""
 
     def _drop(self, stage: str, reason: str, detail: str = "") -> None:
         c = self.context.candidate
@@ -206,7 +209,7 @@ class BuildTools(RepositoryTools):
         text = outcome.report.to_text()
         data: dict[str, Any] = {"passed": outcome.passed, "report": outcome.report.model_dump()}
         if outcome.passed:
-            cov = measure_coverage(self.context.sandbox, task)
+            cov = self._coverage(task)
             data.update(
                 branch_coverage=cov.branch_coverage,
                 branches=cov.branches,
@@ -219,6 +222,13 @@ class BuildTools(RepositoryTools):
                 f"{cov.missing_lines or 'none'}; missing branches: {cov.missing_branches or 'none'}"
             )
         return ToolResult(text, data=data)
+
+    def _coverage(self, task: FunctionTask) -> FunctionCoverage:
+        """The ground truth's coverage of ``task``, measured once per episode."""
+        key = task.content_hash()
+        if key not in self.measured:
+            self.measured[key] = measure_coverage(self.context.sandbox, task)
+        return self.measured[key]
 
     def _run_module(self) -> ToolResult:
         result = self.context.sandbox.run({"module.py": self.script or ""}, ["python3", "module.py"], timeout=30.0)
@@ -259,7 +269,12 @@ class BuildTools(RepositoryTools):
             if reason is not None:
                 return self._rejected(QualityReport(checks=checks, reason=reason, detail=judgement.notes[:300]))
         quality = check_quality(
-            ctx.sandbox, task, ctx.candidate.source, ctx.thresholds, allow_changed_target=judgement is not None
+            ctx.sandbox,
+            task,
+            ctx.candidate.source,
+            ctx.thresholds,
+            allow_changed_target=judgement is not None,
+            coverage=self.measured.get(task.content_hash()),
         )
         if not quality.passed:
             return self._rejected(quality)

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from gym_repost.analysis.parsing import parse_python
 from gym_repost.analysis.source import dedent_code, find_function
+from gym_repost.harness.coverage import FunctionCoverage
 from gym_repost.harness.validation import TaskValidation, validate_task
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask
@@ -159,12 +160,16 @@ def check_quality(
     thresholds: QualityThresholds,
     *,
     allow_changed_target: bool = False,
+    coverage: FunctionCoverage | None = None,
 ) -> QualityReport:
     """Run every check; stop measuring at the first failure.
 
     Args:
         allow_changed_target: do not fail on ``target unchanged (AST)`` (a train task
             whose edited target was judged equivalent); the check is still recorded.
+        coverage: the ground truth's coverage, already measured on this very task in this
+            sandbox (the builder's last ``run_script``): used, not measured again; below the
+            threshold, no mutant is run (the task is rejected for coverage whatever they do).
 
     Raises:
         SandboxError: the sandbox failed (infrastructure).
@@ -180,7 +185,12 @@ def check_quality(
     if failed:
         report.reason, report.detail = "sanity check failed", failed[0]
         return report
-    validation = validate_task(sandbox, task, mutants=thresholds.mutants, seed=thresholds.seed, coverage=True)
+    short = coverage is not None and coverage.branch_coverage < thresholds.min_branch_coverage
+    validation = validate_task(
+        sandbox, task, mutants=0 if short else thresholds.mutants, seed=thresholds.seed, coverage=coverage is None
+    )
+    if coverage is not None and validation.passed:
+        validation.coverage = coverage
     report.validation = validation
     return _judge(report, validation, thresholds)
 

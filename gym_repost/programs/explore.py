@@ -205,15 +205,21 @@ class ArcRecorder:
         self.cov = coverage.Coverage(branch=True, data_file=None, include=[self.path])
         self.cov.start()
         self._data = getattr(getattr(self.cov, "_collector", None), "data", None)
+        self._real = {}
+        """``os.path.realpath`` of the collector's file names, resolved once each (not per input)."""
         self.collect()
+
+    def _is_target(self, name):
+        if name not in self._real:
+            self._real[name] = os.path.realpath(name) == os.path.realpath(self.path)
+        return self._real[name]
 
     def collect(self):
         """Arcs of the target reached since the last call (and forget them)."""
         raw = set()
         if isinstance(self._data, dict):
-            real = os.path.realpath(self.path)
             for name, arcs in list(self._data.items()):
-                if os.path.realpath(name) == real and isinstance(arcs, set):
+                if self._is_target(name) and isinstance(arcs, set):
                     raw.update(_unpacked(a) for a in arcs)
                     arcs.clear()
         else:

@@ -14,6 +14,7 @@ wall-clock safety limit may stop it early, and then the report says so.
 
 import ast
 import contextlib
+import itertools
 import random
 
 try:
@@ -120,7 +121,8 @@ class Selection:
                 if self.full or self._spent():
                     break
                 first = explorer.recorder.parser.first_line(line) if explorer.recorder else None
-                order = [t for t in self.chosen + useful if first is None or any(first in arc for arc in t.arcs)][:60]
+                reaching = (t for t in self.chosen + useful if first is None or any(first in arc for arc in t.arcs))
+                order = list(itertools.islice(reaching, 60))
                 with mutants.swapped(replacement):
                     killer = next((t for t in order if self._kills(t)), None)
                 if killer is None and order:

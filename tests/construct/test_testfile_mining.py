@@ -160,8 +160,9 @@ def test_the_pairs_measured_and_kept_do_not_depend_on_the_workers(
 @pytest.mark.slow
 def test_a_real_package(pypi_sdist: Callable[..., SourceRepository], sandbox: Sandbox) -> None:
     repo = pypi_sdist("inflection", "0.5.1")
-    tasks, drops = build_testfile_tasks(repo, sandbox, settings=TestFileBuildSettings(max_mutants=20))
+    # 8 mutants: each runs the 455 tests until one fails; 20 took 2.5 times as long to check the same
+    tasks, drops = build_testfile_tasks(repo, sandbox, settings=TestFileBuildSettings(max_mutants=8))
     assert [t.name for t in tasks] == ["inflection/test_inflection.py"] and drops == []
     ref = tasks[0].reference
     assert ref.tests > 400 and ref.pass_rate == 1.0 and ref.line_coverage > 0.9
-    assert ref.mutants_total == 20 and ref.mutation_score is not None and ref.mutation_score > 0.5
+    assert ref.mutants_total == 8 and ref.mutation_score is not None and ref.mutation_score > 0.5

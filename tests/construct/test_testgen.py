@@ -26,7 +26,7 @@ from gym_repost.construct.stages import Candidate, Drop, GeneratedTests, Sandbox
 from gym_repost.construct.testgen import ChosenInput, RecordedCall, generate_tests, trace_repository, write_tests
 from gym_repost.construct.testgen.explore import may_depend_on_hash_order, verification_task
 from gym_repost.construct.testgen.writer import call_arguments, runtime_helpers
-from gym_repost.harness import do_nothing_candidate, run_function_tests
+from gym_repost.harness import do_nothing_candidate, run_function_tests, run_host_made
 from gym_repost.programs import hints, mutate, pools, runtime
 from gym_repost.programs import trace as trace_program
 
@@ -73,9 +73,11 @@ def generated(sandbox, module: str, qualname: str, **options) -> GeneratedTests:
 
 
 def kill_rate(sandbox, sandboxed: SandboxedScript, code: str) -> float:
+    """The share of all the target's mutants the tests reject, judged as validation judges
+    mutants: in batches, a mutant that loops forever stopped by CPU time (not a wall clock)."""
     task = verification_task(sandboxed, code)
     mutants = generate_mutants(task.ground_truth)
-    killed = sum(not run_function_tests(sandbox, task, m.source, timeout=5).passed for m in mutants)
+    killed = sum(not report.passed for report in run_host_made(sandbox, task, [m.source for m in mutants]))
     return killed / len(mutants)
 
 

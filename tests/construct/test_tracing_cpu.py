@@ -180,8 +180,10 @@ def test_a_run_cut_by_sigxcpu_keeps_what_it_recorded_and_says_so(sandbox, tmp_pa
 
 
 def test_a_run_still_going_near_its_timeout_is_cut_and_keeps_what_it_recorded(sandbox, tmp_path):
-    # no CPU to speak of: the wall clock's deadline (a safety limit) cuts it 5 s before the timeout
-    repo_result, calls = _traced(sandbox, tmp_path, SLEEPER, test_timeout=0.5, timeout=30)
+    # no CPU to speak of: the wall clock's deadline (a safety limit) cuts it 5 s before the
+    # timeout; the suite's own deadline, 15 s before it (7 s in), leaves a loaded machine time
+    # to start pytest and reach test_b_cut
+    repo_result, calls = _traced(sandbox, tmp_path, SLEEPER, test_timeout=0.5, timeout=22)
     assert repo_result.cut and repo_result.timed_out and not repo_result.cpu_limited
     assert repo_result.tests_run == 1 and calls == ["([1], [])", "([2], [])"]
     assert "the wall clock's deadline cut the run during tests/test_cpu.py::test_b_cut" in repo_result.errors[0]
