@@ -10,10 +10,14 @@ client) it is handed or creates where it runs.
 Two executors, one protocol (:class:`Executor`):
 
 * :class:`LocalExecutor` runs ``workers`` units at once on threads of this process, over
-  one thread-safe sandbox (given, or built from a sandbox config and closed with the
-  executor).
+  one thread-safe sandbox (given, or built from a sandbox config when a unit first runs
+  code in it, and closed with the executor).
+
+A sandbox built from a config is started on its first run (:class:`StartedOnFirstRun`):
+units that run no code (an LLM sampler's questions, a run's import) never pay for it.
 * :class:`RayExecutor` runs them in ``workers`` Ray actors. The sandbox *config* travels;
-  each actor builds its own sandbox on its first unit and keeps it warm for its lifetime.
+  each actor starts its own sandbox when a unit first runs code in it, and keeps it warm
+  for its lifetime.
   An actor whose process or node dies is restarted by Ray and its unit retried
   (``max_restarts``, ``max_task_retries``): a unit may run twice, its result is returned
   once. Actors work in the driver's working directory (where their node has it), so a
@@ -28,12 +32,13 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, Protocol, TypeVar
 
 from gym_repost.errors import ConfigError
-from gym_repost.sandbox.base import Sandbox
+from gym_repost.sandbox.base import RunResult, Sandbox
 
 logger = logging.getLogger(__name__)
 
@@ -84,8 +89,8 @@ class LocalExecutor(_Closing):
     Args:
         workers: units run at once.
         sandbox: a started sandbox (left open), a sandbox config (built with ``workers``
-            warm workers on first use, closed by :meth:`close`), or None for units that
-            run nothing.
+            warm workers, started when a unit first runs code in it, closed by
+            :meth:`close`), or None for units that run nothing.
     """
 
     def __init__(self, workers: int = 2, sandbox: Sandbox | Any | None = None) -> None:
@@ -98,11 +103,11 @@ class LocalExecutor(_Closing):
 
     @property
     def sandbox(self) -> Sandbox | None:
-        """The sandbox units are handed (built from the config on first use)."""
+        """The sandbox units are handed (built from the config, started on its first run)."""
         if self._given is not None:
             return self._given
         if self._built is None and self._config is not None:
-            self._built = _start(self._config)
+            self._built = StartedOnFirstRun(self._config)
         return self._built
 
     def map(self, work: Work[T, R], items: Sequence[T], on_result: Callable[[R], None] | None = None) -> list[R]:
@@ -134,39 +139,103 @@ class LocalExecutor(_Closing):
             self._built = None
 
 
-def _start(config: Any) -> Sandbox:
-    sandbox = config.build()
-    sandbox.start()
-    return sandbox
+class StartedOnFirstRun(Sandbox):
+    """The sandbox a config builds, started when it is first asked to run (or install)
+    something: an executor hands it to every unit, and a unit that runs no code never
+    starts it. Thread-safe: units on several threads start it once.
+
+    Args:
+        config: a sandbox config (``gym_repost.sandbox.sandbox_config(...)``).
+    """
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
+        self.name = getattr(config, "type", type(self).name)
+        self._sandbox: Sandbox | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def started(self) -> bool:
+        """Whether a unit has run something in it yet."""
+        return self._sandbox is not None
+
+    def _started(self) -> Sandbox:
+        sandbox = self._sandbox
+        if sandbox is None:
+            with self._lock:
+                if self._sandbox is None:
+                    built = self.config.build()
+                    built.start()
+                    self._sandbox = built
+                sandbox = self._sandbox
+        return sandbox
+
+    def start(self) -> None:
+        """Start it now (idempotent)."""
+        self._started()
+
+    def close(self) -> None:
+        """Close it if it was started (idempotent); a later run starts it again."""
+        with self._lock:
+            sandbox, self._sandbox = self._sandbox, None
+        if sandbox is not None:
+            sandbox.close()
+
+    def run(
+        self,
+        files: Mapping[str, str | bytes],
+        command: Sequence[str],
+        timeout: float = 10.0,
+        *,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+        network: bool = False,
+        cpu_seconds: float | None = None,
+    ) -> RunResult:
+        """:meth:`Sandbox.run` in the started sandbox."""
+        return self._started().run(
+            files, command, timeout, stdin=stdin, env=env, network=network, cpu_seconds=cpu_seconds
+        )
+
+    def install(self, requirements: Sequence[str], timeout: float = 900.0) -> RunResult:
+        """:meth:`Sandbox.install` in the started sandbox."""
+        return self._started().install(requirements, timeout)
+
+    def describe(self) -> dict[str, object]:
+        """The started sandbox's description."""
+        return self._started().describe()
 
 
 class _Actor:
-    """The body of a Ray actor: a warm sandbox built from a config, kept for the actor's life.
+    """The body of a Ray actor: a sandbox built from a config, started when a unit first
+    runs code in it and kept warm for the actor's life.
 
     The actor works in the driver's working directory when its node has it (one machine,
     or a shared file system), so that a relative path a unit holds (a response cache, a
     policy file, a scripted reply file) means what it means to the driver, as it does on
     the driver's threads; a Ray worker otherwise runs where its node's Ray was started.
+    It gets the driver's variables of :func:`forwarded_environment` as arguments, set in
+    its own process (a dedicated one: Ray never reuses an actor's worker): a Ray
+    ``runtime_env`` would do the same at the price of seconds per actor start.
     """
 
-    def __init__(self, config: Any | None, driver_cwd: str | None = None) -> None:
-        self._config = config
-        self._sandbox: Sandbox | None = None
+    def __init__(
+        self, config: Any | None, driver_cwd: str | None = None, environment: Mapping[str, str] | None = None
+    ) -> None:
+        os.environ.update(environment or {})
+        self._sandbox = None if config is None else StartedOnFirstRun(config)
         if driver_cwd is not None and os.path.isdir(driver_cwd):
             os.chdir(driver_cwd)
         elif driver_cwd is not None:
             logger.warning("%s is not on this node: relative paths are taken from %s", driver_cwd, os.getcwd())
 
     def run(self, work: Work[Any, Any], index_item: tuple[int, Any]) -> tuple[int, Any]:
-        if self._sandbox is None and self._config is not None:
-            self._sandbox = _start(self._config)
         index, item = index_item
         return index, work(item, self._sandbox)
 
     def close(self) -> None:
         if self._sandbox is not None:
             self._sandbox.close()
-            self._sandbox = None
 
 
 def import_ray() -> Any:
@@ -184,7 +253,8 @@ class RayExecutor(_Closing):
     Args:
         workers: actors (units run at once across the cluster).
         sandbox: the sandbox config each actor builds its sandbox from (with one warm
-            worker: an actor runs one unit at a time); None for units that run nothing.
+            worker: an actor runs one unit at a time), started on the first unit that runs
+            code in it; None for units that run nothing.
         address: None starts a new local Ray instance (shut down by :meth:`close`; never
             one found running); ``auto`` or ``HOST:PORT`` (``ray://...``) joins a running
             cluster. When this process is already connected to Ray, that connection is used.
@@ -232,9 +302,9 @@ class RayExecutor(_Closing):
                 max_task_retries=self._retries,
                 scheduling_strategy="SPREAD",
                 max_concurrency=2,  # close() is served while a unit runs (the pool sends one unit at a time)
-                runtime_env={"env_vars": forwarded_environment()},
             )
-            self._actors = [actor_class.remote(self._config, os.getcwd()) for _ in range(self.workers)]
+            environment = forwarded_environment()
+            self._actors = [actor_class.remote(self._config, os.getcwd(), environment) for _ in range(self.workers)]
         return self._actors
 
     def map(self, work: Work[T, R], items: Sequence[T], on_result: Callable[[R], None] | None = None) -> list[R]:
@@ -346,6 +416,7 @@ __all__ = [
     "ExecutorKind",
     "LocalExecutor",
     "RayExecutor",
+    "StartedOnFirstRun",
     "Work",
     "get_executor",
     "import_ray",
