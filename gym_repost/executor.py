@@ -257,7 +257,8 @@ class RayExecutor(_Closing):
             code in it; None for units that run nothing.
         address: None starts a new local Ray instance (shut down by :meth:`close`; never
             one found running); ``auto`` or ``HOST:PORT`` (``ray://...``) joins a running
-            cluster. When this process is already connected to Ray, that connection is used.
+            cluster (left by :meth:`close`). When this process is already connected to Ray,
+            that connection is used (and kept).
         retries: restarts of a dead actor, and reruns of the unit it held.
         cpus: CPUs Ray reserves per actor.
         init_options: more keyword arguments of ``ray.init`` (a local instance only).
@@ -284,7 +285,7 @@ class RayExecutor(_Closing):
         self._config = _one_worker(sandbox)
         self._retries, self._cpus = retries, cpus
         self._init_options = dict(init_options or {})
-        self._started_ray = False
+        self._connected = False
         self._actors: list[Any] = []
 
     def _ensure_actors(self) -> list[Any]:
@@ -292,9 +293,9 @@ class RayExecutor(_Closing):
         if not ray.is_initialized():
             if self.address is None:  # "local": a new instance, never one found in /tmp/ray
                 ray.init(address="local", include_dashboard=False, log_to_driver=False, **self._init_options)
-                self._started_ray = True
             else:
                 ray.init(address=self.address, log_to_driver=False)
+            self._connected = True
         if not self._actors:
             actor_class = ray.remote(_Actor).options(
                 num_cpus=self._cpus,
@@ -330,8 +331,11 @@ class RayExecutor(_Closing):
         return results
 
     def close(self) -> None:
-        """Close the actors' sandboxes, end the actors, and shut down a Ray instance this
-        executor started."""
+        """Close the actors' sandboxes, end the actors, and disconnect from Ray if this
+        executor connected (a Ray instance it started is shut down; a cluster it joined
+        keeps running). Disconnecting here, not at the interpreter's exit, spares the half
+        second Ray's exit hook waits for the log lines a driver with ``log_to_driver=False``
+        never receives."""
         ray = self.ray
         if self._actors:
             try:
@@ -341,9 +345,9 @@ class RayExecutor(_Closing):
             for actor in self._actors:
                 ray.kill(actor, no_restart=True)
             self._actors = []
-        if self._started_ray:
+        if self._connected:
             ray.shutdown()
-            self._started_ray = False
+            self._connected = False
 
 
 FORWARDED_ENVIRONMENT = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL")
