@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gym_repost.errors import ConfigError
-from gym_repost.executor import LocalExecutor, get_executor, need_sandbox
+from gym_repost.executor import LocalExecutor, StartedOnFirstRun, get_executor, need_sandbox
 from gym_repost.sandbox import Sandbox
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -133,10 +133,16 @@ def test_a_local_executor_owns_the_sandbox_it_builds_and_borrows_one_it_is_given
         assert box is not None
         return box.run(files={}, command=["python3", "-c", f"print({item})"], timeout=30.0).stdout.strip()
 
+    def runs_nothing(item: int, box: Sandbox | None) -> int:
+        assert box is not None
+        return item
+
     with LocalExecutor(2, sandbox_config("local", workers=2)) as owner:
-        assert owner.map(echo, [1, 2, 3]) == ["1", "2", "3"]
         built = owner.sandbox
-    assert built is not None and built is not sandbox
+        assert isinstance(built, StartedOnFirstRun) and built is not sandbox
+        assert owner.map(runs_nothing, [1, 2]) == [1, 2] and not built.started  # started on its first run only
+        assert owner.map(echo, [1, 2, 3]) == ["1", "2", "3"] and built.started and owner.sandbox is built
+    assert not built.started  # closed with the executor
     with LocalExecutor(2, sandbox) as borrower:
         assert borrower.map(echo, [4]) == ["4"] and borrower.sandbox is sandbox
     assert sandbox.run(files={}, command=["true"], timeout=30.0).returncode == 0  # still open
