@@ -147,10 +147,10 @@ def answers_testgen(request: RecordedRequest) -> Reply:
 
 @pytest.fixture(scope="module")
 def testgen_task(sandbox: Sandbox) -> TestFileTask:
-    """The tiny test-file task with 8 of its 32 mutants (its reference measured from its
+    """The tiny test-file task with 4 of its 32 mutants (its reference measured from its
     ground truth): mutation testing is most of what scoring a test file costs, and each
     run below scores four test files (two tasks, two rounds)."""
-    return measured_testfile_task(sandbox, max_mutants=8)
+    return measured_testfile_task(sandbox, max_mutants=4)
 
 
 def records_of_testgen(folder: Path) -> list[dict[str, Any]]:
