@@ -116,7 +116,7 @@ class LocalExecutor(_Closing):
         sandbox = self.sandbox
 
         def one(item: T) -> R:
-            result = work(item, sandbox)
+            result = _run_unit(work, item, sandbox)
             if on_result is not None:
                 on_result(result)
             return result
@@ -144,6 +144,12 @@ class StartedOnFirstRun(Sandbox):
     something: an executor hands it to every unit, and a unit that runs no code never
     starts it. Thread-safe: units on several threads start it once.
 
+    A failed start is not retried: every later run raises the same error, and the
+    executors raise it from ``map`` (:func:`_run_unit`) even when the unit that met it
+    recorded it as an infrastructure error, so a sandbox that cannot start here (a
+    missing interpreter, no Docker) stops the command with its message, as a sandbox
+    started before the first unit did.
+
     Args:
         config: a sandbox config (``gym_repost.sandbox.sandbox_config(...)``).
     """
@@ -151,6 +157,8 @@ class StartedOnFirstRun(Sandbox):
     def __init__(self, config: Any) -> None:
         self.config = config
         self.name = getattr(config, "type", type(self).name)
+        self.failure: BaseException | None = None
+        """Why it could not start (None: it has not failed to)."""
         self._sandbox: Sandbox | None = None
         self._lock = threading.Lock()
 
@@ -163,9 +171,15 @@ class StartedOnFirstRun(Sandbox):
         sandbox = self._sandbox
         if sandbox is None:
             with self._lock:
+                if self.failure is not None:
+                    raise self.failure
                 if self._sandbox is None:
-                    built = self.config.build()
-                    built.start()
+                    try:
+                        built = self.config.build()
+                        built.start()
+                    except BaseException as exc:
+                        self.failure = exc
+                        raise
                     self._sandbox = built
                 sandbox = self._sandbox
         return sandbox
@@ -206,6 +220,15 @@ class StartedOnFirstRun(Sandbox):
         return self._started().describe()
 
 
+def _run_unit(work: Work[T, R], item: T, sandbox: Sandbox | None) -> R:
+    """``work(item, sandbox)``; raises the error a sandbox built from a config met when
+    it started, whatever the unit made of it."""
+    result = work(item, sandbox)
+    if isinstance(sandbox, StartedOnFirstRun) and sandbox.failure is not None:
+        raise sandbox.failure
+    return result
+
+
 class _Actor:
     """The body of a Ray actor: a sandbox built from a config, started when a unit first
     runs code in it and kept warm for the actor's life.
@@ -231,7 +254,7 @@ class _Actor:
 
     def run(self, work: Work[Any, Any], index_item: tuple[int, Any]) -> tuple[int, Any]:
         index, item = index_item
-        return index, work(item, self._sandbox)
+        return index, _run_unit(work, item, self._sandbox)
 
     def close(self) -> None:
         if self._sandbox is not None:

@@ -99,6 +99,29 @@ def test_every_unit_of_work_pickles_with_the_standard_library(function_task: Any
     assert units[-1].config.cache_dir == Path("llm-cache").resolve()
 
 
+def test_a_sandbox_that_cannot_start_stops_the_map_even_when_its_unit_swallows_the_error() -> None:
+    """The sandbox starts inside the first unit that runs code; its failure still reaches
+    the caller (as when it started before the units), and the next units do not retry it."""
+    from gym_repost.errors import SandboxUnavailableError
+    from gym_repost.sandbox import sandbox_config
+
+    met: list[str] = []
+
+    def swallows(item: int, box: Sandbox | None) -> int:
+        assert box is not None
+        try:
+            box.run(files={}, command=["python3", "-c", "pass"], timeout=30.0)
+        except SandboxUnavailableError as exc:  # as an episode records an infrastructure error
+            met.append(str(exc))
+        return item
+
+    done: list[int] = []
+    with LocalExecutor(1, sandbox_config("local", python="/nonexistent/python3")) as executor:
+        with pytest.raises(SandboxUnavailableError, match="interpreter not found"):
+            executor.map(swallows, [1, 2, 3], done.append)
+    assert done == [] and len(met) == 1  # nothing reported as a result; the first unit stopped the map
+
+
 def test_a_missing_ray_names_the_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "ray", None)  # import ray raises ImportError
     with pytest.raises(ConfigError, match=re.escape('pip install "gym-repost[ray]"')):
