@@ -10,14 +10,16 @@ client) it is handed or creates where it runs.
 Two executors, one protocol (:class:`Executor`):
 
 * :class:`LocalExecutor` runs ``workers`` units at once on threads of this process, over
-  one thread-safe sandbox (given, or built from a sandbox config when a unit first runs
-  code in it, and closed with the executor).
+  one thread-safe sandbox (given, or built from a sandbox config and closed with the
+  executor).
 
-A sandbox built from a config is started on its first run (:class:`StartedOnFirstRun`):
-units that run no code (an LLM sampler's questions, a run's import) never pay for it.
+A sandbox built from a config (:class:`StartedOnFirstRun`) is started before the first
+unit, unless the unit says it runs no code (a ``runs_code`` attribute that is False, as
+``data rejection`` without repairs): then only a run in it starts it, and units that run
+nothing never pay for it.
 * :class:`RayExecutor` runs them in ``workers`` Ray actors. The sandbox *config* travels;
-  each actor starts its own sandbox when a unit first runs code in it, and keeps it warm
-  for its lifetime.
+  each actor starts its own sandbox before its first unit that may run code, and keeps
+  it warm for its lifetime.
   An actor whose process or node dies is restarted by Ray and its unit retried
   (``max_restarts``, ``max_task_retries``): a unit may run twice, its result is returned
   once. Actors work in the driver's working directory (where their node has it), so a
@@ -52,7 +54,8 @@ RAY_INSTALL = 'pip install "gym-repost[ray]"'
 
 
 class Work(Protocol[T_contra, R_co]):
-    """One unit of work: picklable, called where the executor runs it."""
+    """One unit of work: picklable, called where the executor runs it. A unit may say it
+    runs no code with a ``runs_code`` attribute that is False (:func:`runs_code`)."""
 
     def __call__(self, item: T_contra, sandbox: Sandbox | None, /) -> R_co:
         """The result of ``item``; ``sandbox`` is the executor's (None when it has none)."""
@@ -89,7 +92,7 @@ class LocalExecutor(_Closing):
     Args:
         workers: units run at once.
         sandbox: a started sandbox (left open), a sandbox config (built with ``workers``
-            warm workers, started when a unit first runs code in it, closed by
+            warm workers, started before the first unit that may run code, closed by
             :meth:`close`), or None for units that run nothing.
     """
 
@@ -103,7 +106,7 @@ class LocalExecutor(_Closing):
 
     @property
     def sandbox(self) -> Sandbox | None:
-        """The sandbox units are handed (built from the config, started on its first run)."""
+        """The sandbox units are handed (built from the config; :meth:`map` starts it)."""
         if self._given is not None:
             return self._given
         if self._built is None and self._config is not None:
@@ -114,6 +117,8 @@ class LocalExecutor(_Closing):
         """Threads over the items. Interrupted (KeyboardInterrupt) or failed, it raises at
         once: units not started are cancelled, those in flight finish in the background."""
         sandbox = self.sandbox
+        if isinstance(sandbox, StartedOnFirstRun) and items and runs_code(work):
+            sandbox.start()  # a sandbox that cannot start stops the command here, with its message
 
         def one(item: T) -> R:
             result = _run_unit(work, item, sandbox)
@@ -144,11 +149,11 @@ class StartedOnFirstRun(Sandbox):
     something: an executor hands it to every unit, and a unit that runs no code never
     starts it. Thread-safe: units on several threads start it once.
 
-    A failed start is not retried: every later run raises the same error, and the
-    executors raise it from ``map`` (:func:`_run_unit`) even when the unit that met it
-    recorded it as an infrastructure error, so a sandbox that cannot start here (a
-    missing interpreter, no Docker) stops the command with its message, as a sandbox
-    started before the first unit did.
+    The executors start it before a unit that may run code (:func:`runs_code`), so a
+    sandbox that cannot start (a missing interpreter, no Docker) stops the command with
+    its message. A failed start is not retried: every later run raises the same error,
+    and the executors raise it from ``map`` (:func:`_run_unit`) even when a unit that met
+    it recorded it as an infrastructure error.
 
     Args:
         config: a sandbox config (``gym_repost.sandbox.sandbox_config(...)``).
@@ -220,6 +225,11 @@ class StartedOnFirstRun(Sandbox):
         return self._started().describe()
 
 
+def runs_code(work: Work[Any, Any]) -> bool:
+    """Whether ``work`` may run code in its sandbox (True unless it says otherwise)."""
+    return bool(getattr(work, "runs_code", True))
+
+
 def _run_unit(work: Work[T, R], item: T, sandbox: Sandbox | None) -> R:
     """``work(item, sandbox)``; raises the error a sandbox built from a config met when
     it started, whatever the unit made of it."""
@@ -230,8 +240,8 @@ def _run_unit(work: Work[T, R], item: T, sandbox: Sandbox | None) -> R:
 
 
 class _Actor:
-    """The body of a Ray actor: a sandbox built from a config, started when a unit first
-    runs code in it and kept warm for the actor's life.
+    """The body of a Ray actor: a sandbox built from a config, started before its first
+    unit that may run code (:func:`runs_code`) and kept warm for the actor's life.
 
     The actor works in the driver's working directory when its node has it (one machine,
     or a shared file system), so that a relative path a unit holds (a response cache, a
@@ -254,6 +264,8 @@ class _Actor:
 
     def run(self, work: Work[Any, Any], index_item: tuple[int, Any]) -> tuple[int, Any]:
         index, item = index_item
+        if self._sandbox is not None and runs_code(work):
+            self._sandbox.start()
         return index, _run_unit(work, item, self._sandbox)
 
     def close(self) -> None:
@@ -276,8 +288,8 @@ class RayExecutor(_Closing):
     Args:
         workers: actors (units run at once across the cluster).
         sandbox: the sandbox config each actor builds its sandbox from (with one warm
-            worker: an actor runs one unit at a time), started on the first unit that runs
-            code in it; None for units that run nothing.
+            worker: an actor runs one unit at a time), started before its first unit that
+            may run code (:func:`runs_code`); None for units that run nothing.
         address: None starts a new local Ray instance (shut down by :meth:`close`; never
             one found running); ``auto`` or ``HOST:PORT`` (``ray://...``) joins a running
             cluster (left by :meth:`close`). When this process is already connected to Ray,
@@ -448,5 +460,6 @@ __all__ = [
     "get_executor",
     "import_ray",
     "need_sandbox",
+    "runs_code",
     "with_sandbox",
 ]

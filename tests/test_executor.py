@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -100,8 +101,9 @@ def test_every_unit_of_work_pickles_with_the_standard_library(function_task: Any
 
 
 def test_a_sandbox_that_cannot_start_stops_the_map_even_when_its_unit_swallows_the_error() -> None:
-    """The sandbox starts inside the first unit that runs code; its failure still reaches
-    the caller (as when it started before the units), and the next units do not retry it."""
+    """A sandbox that cannot start stops the map before a unit that may run code; started
+    by a run in a unit that said it runs none, its failure still reaches the caller, and
+    the next units do not retry it."""
     from gym_repost.errors import SandboxUnavailableError
     from gym_repost.sandbox import sandbox_config
 
@@ -115,10 +117,20 @@ def test_a_sandbox_that_cannot_start_stops_the_map_even_when_its_unit_swallows_t
             met.append(str(exc))
         return item
 
+    @dataclass(frozen=True)
+    class SaysItRunsNothing:
+        runs_code = False
+
+        def __call__(self, item: int, box: Sandbox | None) -> int:
+            return swallows(item, box)
+
     done: list[int] = []
     with LocalExecutor(1, sandbox_config("local", python="/nonexistent/python3")) as executor:
         with pytest.raises(SandboxUnavailableError, match="interpreter not found"):
             executor.map(swallows, [1, 2, 3], done.append)
+        assert done == [] and met == []  # stopped before the first unit
+        with pytest.raises(SandboxUnavailableError, match="interpreter not found"):
+            executor.map(SaysItRunsNothing(), [1, 2, 3], done.append)
     assert done == [] and len(met) == 1  # nothing reported as a result; the first unit stopped the map
 
 
@@ -149,6 +161,17 @@ def test_importing_a_benchmark_on_ray_is_refused_by_name(tmp_path: Path) -> None
     assert "not humaneval" in result.stderr and not (tmp_path / "t.jsonl").exists()
 
 
+@dataclass(frozen=True)
+class RunsNothing:
+    """A unit that says it runs no code."""
+
+    runs_code = False
+
+    def __call__(self, item: int, box: Sandbox | None) -> int:
+        assert box is not None
+        return item
+
+
 def test_a_local_executor_owns_the_sandbox_it_builds_and_borrows_one_it_is_given(sandbox: Sandbox) -> None:
     from gym_repost.sandbox import sandbox_config
 
@@ -156,14 +179,10 @@ def test_a_local_executor_owns_the_sandbox_it_builds_and_borrows_one_it_is_given
         assert box is not None
         return box.run(files={}, command=["python3", "-c", f"print({item})"], timeout=30.0).stdout.strip()
 
-    def runs_nothing(item: int, box: Sandbox | None) -> int:
-        assert box is not None
-        return item
-
     with LocalExecutor(2, sandbox_config("local", workers=2)) as owner:
         built = owner.sandbox
         assert isinstance(built, StartedOnFirstRun) and built is not sandbox
-        assert owner.map(runs_nothing, [1, 2]) == [1, 2] and not built.started  # started on its first run only
+        assert owner.map(RunsNothing(), [1, 2]) == [1, 2] and not built.started  # it says so: no start
         assert owner.map(echo, [1, 2, 3]) == ["1", "2", "3"] and built.started and owner.sandbox is built
     assert not built.started  # closed with the executor
     with LocalExecutor(2, sandbox) as borrower:
