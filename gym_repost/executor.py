@@ -12,8 +12,14 @@ Two executors, one protocol (:class:`Executor`):
 * :class:`LocalExecutor` runs ``workers`` units at once on threads of this process, over
   one thread-safe sandbox (given, or built from a sandbox config and closed with the
   executor).
+
+A sandbox built from a config (:class:`StartedOnFirstRun`) is started before the first
+unit, unless the unit says it runs no code (a ``runs_code`` attribute that is False, as
+``data rejection`` without repairs): then only a run in it starts it, and units that run
+nothing never pay for it.
 * :class:`RayExecutor` runs them in ``workers`` Ray actors. The sandbox *config* travels;
-  each actor builds its own sandbox on its first unit and keeps it warm for its lifetime.
+  each actor starts its own sandbox before its first unit that may run code, and keeps
+  it warm for its lifetime.
   An actor whose process or node dies is restarted by Ray and its unit retried
   (``max_restarts``, ``max_task_retries``): a unit may run twice, its result is returned
   once. Actors work in the driver's working directory (where their node has it), so a
@@ -28,12 +34,13 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, Protocol, TypeVar
 
 from gym_repost.errors import ConfigError
-from gym_repost.sandbox.base import Sandbox
+from gym_repost.sandbox.base import RunResult, Sandbox
 
 logger = logging.getLogger(__name__)
 
@@ -47,7 +54,8 @@ RAY_INSTALL = 'pip install "gym-repost[ray]"'
 
 
 class Work(Protocol[T_contra, R_co]):
-    """One unit of work: picklable, called where the executor runs it."""
+    """One unit of work: picklable, called where the executor runs it. A unit may say it
+    runs no code with a ``runs_code`` attribute that is False (:func:`runs_code`)."""
 
     def __call__(self, item: T_contra, sandbox: Sandbox | None, /) -> R_co:
         """The result of ``item``; ``sandbox`` is the executor's (None when it has none)."""
@@ -84,8 +92,8 @@ class LocalExecutor(_Closing):
     Args:
         workers: units run at once.
         sandbox: a started sandbox (left open), a sandbox config (built with ``workers``
-            warm workers on first use, closed by :meth:`close`), or None for units that
-            run nothing.
+            warm workers, started before the first unit that may run code, closed by
+            :meth:`close`), or None for units that run nothing.
     """
 
     def __init__(self, workers: int = 2, sandbox: Sandbox | Any | None = None) -> None:
@@ -98,20 +106,22 @@ class LocalExecutor(_Closing):
 
     @property
     def sandbox(self) -> Sandbox | None:
-        """The sandbox units are handed (built from the config on first use)."""
+        """The sandbox units are handed (built from the config; :meth:`map` starts it)."""
         if self._given is not None:
             return self._given
         if self._built is None and self._config is not None:
-            self._built = _start(self._config)
+            self._built = StartedOnFirstRun(self._config)
         return self._built
 
     def map(self, work: Work[T, R], items: Sequence[T], on_result: Callable[[R], None] | None = None) -> list[R]:
         """Threads over the items. Interrupted (KeyboardInterrupt) or failed, it raises at
         once: units not started are cancelled, those in flight finish in the background."""
         sandbox = self.sandbox
+        if isinstance(sandbox, StartedOnFirstRun) and items and runs_code(work):
+            sandbox.start()  # a sandbox that cannot start stops the command here, with its message
 
         def one(item: T) -> R:
-            result = work(item, sandbox)
+            result = _run_unit(work, item, sandbox)
             if on_result is not None:
                 on_result(result)
             return result
@@ -134,39 +144,133 @@ class LocalExecutor(_Closing):
             self._built = None
 
 
-def _start(config: Any) -> Sandbox:
-    sandbox = config.build()
-    sandbox.start()
-    return sandbox
+class StartedOnFirstRun(Sandbox):
+    """The sandbox a config builds, started when it is first asked to run (or install)
+    something: an executor hands it to every unit, and a unit that runs no code never
+    starts it. Thread-safe: units on several threads start it once.
+
+    The executors start it before a unit that may run code (:func:`runs_code`), so a
+    sandbox that cannot start (a missing interpreter, no Docker) stops the command with
+    its message. A failed start is not retried: every later run raises the same error,
+    and the executors raise it from ``map`` (:func:`_run_unit`) even when a unit that met
+    it recorded it as an infrastructure error.
+
+    Args:
+        config: a sandbox config (``gym_repost.sandbox.sandbox_config(...)``).
+    """
+
+    def __init__(self, config: Any) -> None:
+        self.config = config
+        self.name = getattr(config, "type", type(self).name)
+        self.failure: BaseException | None = None
+        """Why it could not start (None: it has not failed to)."""
+        self._sandbox: Sandbox | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def started(self) -> bool:
+        """Whether a unit has run something in it yet."""
+        return self._sandbox is not None
+
+    def _started(self) -> Sandbox:
+        sandbox = self._sandbox
+        if sandbox is None:
+            with self._lock:
+                if self.failure is not None:
+                    raise self.failure
+                if self._sandbox is None:
+                    try:
+                        built = self.config.build()
+                        built.start()
+                    except BaseException as exc:
+                        self.failure = exc
+                        raise
+                    self._sandbox = built
+                sandbox = self._sandbox
+        return sandbox
+
+    def start(self) -> None:
+        """Start it now (idempotent)."""
+        self._started()
+
+    def close(self) -> None:
+        """Close it if it was started (idempotent); a later run starts it again."""
+        with self._lock:
+            sandbox, self._sandbox = self._sandbox, None
+        if sandbox is not None:
+            sandbox.close()
+
+    def run(
+        self,
+        files: Mapping[str, str | bytes],
+        command: Sequence[str],
+        timeout: float = 10.0,
+        *,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+        network: bool = False,
+        cpu_seconds: float | None = None,
+    ) -> RunResult:
+        """:meth:`Sandbox.run` in the started sandbox."""
+        return self._started().run(
+            files, command, timeout, stdin=stdin, env=env, network=network, cpu_seconds=cpu_seconds
+        )
+
+    def install(self, requirements: Sequence[str], timeout: float = 900.0) -> RunResult:
+        """:meth:`Sandbox.install` in the started sandbox."""
+        return self._started().install(requirements, timeout)
+
+    def describe(self) -> dict[str, object]:
+        """The started sandbox's description."""
+        return self._started().describe()
+
+
+def runs_code(work: Work[Any, Any]) -> bool:
+    """Whether ``work`` may run code in its sandbox (True unless it says otherwise)."""
+    return bool(getattr(work, "runs_code", True))
+
+
+def _run_unit(work: Work[T, R], item: T, sandbox: Sandbox | None) -> R:
+    """``work(item, sandbox)``; raises the error a sandbox built from a config met when
+    it started, whatever the unit made of it."""
+    result = work(item, sandbox)
+    if isinstance(sandbox, StartedOnFirstRun) and sandbox.failure is not None:
+        raise sandbox.failure
+    return result
 
 
 class _Actor:
-    """The body of a Ray actor: a warm sandbox built from a config, kept for the actor's life.
+    """The body of a Ray actor: a sandbox built from a config, started before its first
+    unit that may run code (:func:`runs_code`) and kept warm for the actor's life.
 
     The actor works in the driver's working directory when its node has it (one machine,
     or a shared file system), so that a relative path a unit holds (a response cache, a
     policy file, a scripted reply file) means what it means to the driver, as it does on
     the driver's threads; a Ray worker otherwise runs where its node's Ray was started.
+    It gets the driver's variables of :func:`forwarded_environment` as arguments, set in
+    its own process (a dedicated one: Ray never reuses an actor's worker): a Ray
+    ``runtime_env`` would do the same at the price of seconds per actor start.
     """
 
-    def __init__(self, config: Any | None, driver_cwd: str | None = None) -> None:
-        self._config = config
-        self._sandbox: Sandbox | None = None
+    def __init__(
+        self, config: Any | None, driver_cwd: str | None = None, environment: Mapping[str, str] | None = None
+    ) -> None:
+        os.environ.update(environment or {})
+        self._sandbox = None if config is None else StartedOnFirstRun(config)
         if driver_cwd is not None and os.path.isdir(driver_cwd):
             os.chdir(driver_cwd)
         elif driver_cwd is not None:
             logger.warning("%s is not on this node: relative paths are taken from %s", driver_cwd, os.getcwd())
 
     def run(self, work: Work[Any, Any], index_item: tuple[int, Any]) -> tuple[int, Any]:
-        if self._sandbox is None and self._config is not None:
-            self._sandbox = _start(self._config)
         index, item = index_item
-        return index, work(item, self._sandbox)
+        if self._sandbox is not None and runs_code(work):
+            self._sandbox.start()
+        return index, _run_unit(work, item, self._sandbox)
 
     def close(self) -> None:
         if self._sandbox is not None:
             self._sandbox.close()
-            self._sandbox = None
 
 
 def import_ray() -> Any:
@@ -184,10 +288,12 @@ class RayExecutor(_Closing):
     Args:
         workers: actors (units run at once across the cluster).
         sandbox: the sandbox config each actor builds its sandbox from (with one warm
-            worker: an actor runs one unit at a time); None for units that run nothing.
+            worker: an actor runs one unit at a time), started before its first unit that
+            may run code (:func:`runs_code`); None for units that run nothing.
         address: None starts a new local Ray instance (shut down by :meth:`close`; never
             one found running); ``auto`` or ``HOST:PORT`` (``ray://...``) joins a running
-            cluster. When this process is already connected to Ray, that connection is used.
+            cluster (left by :meth:`close`). When this process is already connected to Ray,
+            that connection is used (and kept).
         retries: restarts of a dead actor, and reruns of the unit it held.
         cpus: CPUs Ray reserves per actor.
         init_options: more keyword arguments of ``ray.init`` (a local instance only).
@@ -214,7 +320,7 @@ class RayExecutor(_Closing):
         self._config = _one_worker(sandbox)
         self._retries, self._cpus = retries, cpus
         self._init_options = dict(init_options or {})
-        self._started_ray = False
+        self._connected = False
         self._actors: list[Any] = []
 
     def _ensure_actors(self) -> list[Any]:
@@ -222,9 +328,9 @@ class RayExecutor(_Closing):
         if not ray.is_initialized():
             if self.address is None:  # "local": a new instance, never one found in /tmp/ray
                 ray.init(address="local", include_dashboard=False, log_to_driver=False, **self._init_options)
-                self._started_ray = True
             else:
                 ray.init(address=self.address, log_to_driver=False)
+            self._connected = True
         if not self._actors:
             actor_class = ray.remote(_Actor).options(
                 num_cpus=self._cpus,
@@ -232,9 +338,9 @@ class RayExecutor(_Closing):
                 max_task_retries=self._retries,
                 scheduling_strategy="SPREAD",
                 max_concurrency=2,  # close() is served while a unit runs (the pool sends one unit at a time)
-                runtime_env={"env_vars": forwarded_environment()},
             )
-            self._actors = [actor_class.remote(self._config, os.getcwd()) for _ in range(self.workers)]
+            environment = forwarded_environment()
+            self._actors = [actor_class.remote(self._config, os.getcwd(), environment) for _ in range(self.workers)]
         return self._actors
 
     def map(self, work: Work[T, R], items: Sequence[T], on_result: Callable[[R], None] | None = None) -> list[R]:
@@ -260,8 +366,11 @@ class RayExecutor(_Closing):
         return results
 
     def close(self) -> None:
-        """Close the actors' sandboxes, end the actors, and shut down a Ray instance this
-        executor started."""
+        """Close the actors' sandboxes, end the actors, and disconnect from Ray if this
+        executor connected (a Ray instance it started is shut down; a cluster it joined
+        keeps running). Disconnecting here, not at the interpreter's exit, spares the half
+        second Ray's exit hook waits for the log lines a driver with ``log_to_driver=False``
+        never receives."""
         ray = self.ray
         if self._actors:
             try:
@@ -271,9 +380,9 @@ class RayExecutor(_Closing):
             for actor in self._actors:
                 ray.kill(actor, no_restart=True)
             self._actors = []
-        if self._started_ray:
+        if self._connected:
             ray.shutdown()
-            self._started_ray = False
+            self._connected = False
 
 
 FORWARDED_ENVIRONMENT = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL")
@@ -346,9 +455,11 @@ __all__ = [
     "ExecutorKind",
     "LocalExecutor",
     "RayExecutor",
+    "StartedOnFirstRun",
     "Work",
     "get_executor",
     "import_ray",
     "need_sandbox",
+    "runs_code",
     "with_sandbox",
 ]

@@ -122,9 +122,15 @@ def make_testfile_task(
     ).with_id()
 
 
+def measured_testfile_task(sandbox: Sandbox, **evaluation: object) -> TestFileTask:
+    """:func:`make_testfile_task` (``evaluation``: its settings) with its reference measured
+    from its ground truth."""
+    task = make_testfile_task(**evaluation)
+    task.reference = metrics_from_run(run_test_file(sandbox, task, task.ground_truth))
+    return task.with_id()
+
+
 @pytest.fixture(scope="session")
 def tiny_testfile_task(sandbox: Sandbox) -> TestFileTask:
     """The tiny task with its reference measured from its ground truth."""
-    task = make_testfile_task()
-    task.reference = metrics_from_run(run_test_file(sandbox, task, task.ground_truth))
-    return task.with_id()
+    return measured_testfile_task(sandbox)

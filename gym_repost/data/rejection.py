@@ -394,6 +394,11 @@ class RejectionWork:
     ground_truth: bool
     dedupe: bool
 
+    @property
+    def runs_code(self) -> bool:
+        """Only repairs run code: without them no sandbox is started."""
+        return self.repairer is not None
+
     def __call__(self, group: tuple[FunctionTask, list[Episode]], sandbox: Sandbox | None) -> TaskOutcome:
         made = self.repairer.make(sandbox) if isinstance(self.repairer, RepairerSpec) else self.repairer
         try:

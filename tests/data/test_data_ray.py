@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from testfile_tasks import GROUND_TRUTH, tiny_testfile_task  # noqa: F401 - a fixture
+from testfile_tasks import GROUND_TRUTH, measured_testfile_task
 
 from gym_repost.analysis.mutation import generate_mutants
 from gym_repost.harness import do_nothing_candidate
 from gym_repost.llm.scripted_server import RecordedRequest, Reply, ScriptedLLMServer
+from gym_repost.sandbox import Sandbox
 from gym_repost.task import FunctionTask, TestFileTask, load_tasks, save_tasks
 from tests.data.test_llm_samplers import FIX_SCORE, NO_CODE, WRONG_A, block, cli, llm_run, row  # noqa: F401 - a fixture
 from tests.data.test_rejection import REPAIR_AGENT, runs  # noqa: F401 - a fixture
@@ -144,6 +145,14 @@ def answers_testgen(request: RecordedRequest) -> Reply:
     return Reply(TESTGEN_REPLIES[0] if text.startswith("Write the tests of") else TESTGEN_REPLIES[1])
 
 
+@pytest.fixture(scope="module")
+def testgen_task(sandbox: Sandbox) -> TestFileTask:
+    """The tiny test-file task with 4 of its 32 mutants (its reference measured from its
+    ground truth): mutation testing is most of what scoring a test file costs, and each
+    run below scores four test files (two tasks, two rounds)."""
+    return measured_testfile_task(sandbox, max_mutants=4)
+
+
 def records_of_testgen(folder: Path) -> list[dict[str, Any]]:
     """The records a test-generation run wrote, each mutant killed by a failing test or by
     the clock counted as detected: which of the two a slow mutant meets depends on the load
@@ -166,11 +175,11 @@ def records_of_testgen(folder: Path) -> list[dict[str, Any]]:
 def test_testgen_on_ray_equals_a_local_run(
     generator: str,
     cluster: Any,
-    tiny_testfile_task: TestFileTask,  # noqa: F811
+    testgen_task: TestFileTask,
     server: ScriptedLLMServer,
     tmp_path: Path,
 ) -> None:
-    tasks = [tiny_testfile_task, tiny_testfile_task.model_copy(update={"name": "tiny/again"}).with_id()]
+    tasks = [testgen_task, testgen_task.model_copy(update={"name": "tiny/again"}).with_id()]
     server.responder = answers_testgen
 
     def inputs(folder: Path) -> None:
