@@ -207,12 +207,13 @@ class TestFileEvaluation(_Model):
     mutant_seed: int = 0
     """Seed of the mutant sample: the same mutants score every test file of the task."""
     mutation_timeout: float = Field(default=120.0, gt=0)
-    """Wall-clock seconds all mutants of one scoring may take."""
+    """CPU seconds all mutants of one scoring may take together (every mutant's process
+    counted); a loaded machine does not change how many are run."""
     timeout_factor: float = Field(default=10.0, gt=0)
-    """A mutant's run may take this multiple of its tests' baseline time, ..."""
+    """A mutant's run may take this multiple of its tests' CPU time in the baseline run, ..."""
     timeout_floor: float = Field(default=0.15, gt=0)
-    """... plus this many seconds, or three times the time a run of every passing test
-    takes in a mutant's process, whichever is larger."""
+    """... plus this many CPU seconds, or three times the CPU time a run of every passing
+    test takes in a mutant's process, whichever is larger."""
 
     @model_validator(mode="after")
     def _check_paths(self) -> TestFileEvaluation:

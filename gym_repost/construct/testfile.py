@@ -372,11 +372,11 @@ def measure_pair(
     task.metadata.branch_coverage = metrics.branch_coverage
     task.metadata.checks["ground_truth_mutation_status"] = run.mutation_status
     if run.mutation_status == "timeout":
-        # the mutation budget is wall-clock seconds (the runner's): say so rather than hide it
+        # the mutation budget (CPU seconds) or its wall-clock guard ran out: say so rather than hide it
         not_run = sum(m.status == "not run" for m in run.mutants)
         note = (
-            f"wall-clock safety limit: the mutation budget ({settings.mutation_timeout:g}s) ran out with "
-            f"{not_run} mutant(s) not run; the reference mutation score may differ from an unloaded run's"
+            f"the mutation run was cut short ({run.mutation_message or 'its budget ran out'}) with "
+            f"{not_run} mutant(s) not run; they count as surviving in the reference mutation score"
         )
         logger.warning("%s: %s", pair.test_path, note)
         task.metadata.notes.append(note)

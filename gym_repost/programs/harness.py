@@ -700,7 +700,6 @@ def _wait_child(pid, deadline, cpu_limit):
     """Wait for the child; kill it past its CPU time or the wall-clock deadline."""
     import select
 
-    ticks = os.sysconf("SC_CLK_TCK")
     try:
         handle = os.pidfd_open(pid)
     except (AttributeError, OSError):
@@ -710,7 +709,7 @@ def _wait_child(pid, deadline, cpu_limit):
             done, status, usage = os.wait4(pid, os.WNOHANG)
             if done:
                 return status, usage, False
-            if time.monotonic() > deadline or _cpu_seconds(pid, ticks) > cpu_limit:
+            if time.monotonic() > deadline or protocol.cpu_seconds(pid) > cpu_limit:
                 protocol.kill_group(pid)
                 _, status, usage = os.wait4(pid, 0)
                 return status, usage, True
@@ -721,15 +720,6 @@ def _wait_child(pid, deadline, cpu_limit):
     finally:
         if handle is not None:
             os.close(handle)
-
-
-def _cpu_seconds(pid, ticks):
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as fh:
-            fields = fh.read().rsplit(b")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / ticks
-    except (OSError, IndexError, ValueError):
-        return 0.0
 
 
 def _returncode(status):

@@ -40,8 +40,10 @@ test could not get. Five kinds of process:
   that passed in the session and in the calibration run and that ran the variant's line
   in the replay; every one when the line ran at import time), stopping at the first
   failure. The verdict is its exit status, observed by the zygote: 0 survived, anything
-  else killed, killed at its deadline a timeout. The deadline is a multiple of the tests'
-  time in the session plus a floor of three times the calibration run's wall time. The
+  else killed, stopped at its limit a timeout. The limit counts CPU time (read by the
+  zygote from ``/proc``, so a loaded machine does not change it): a multiple of the
+  tests' CPU time in the session plus a floor of three times the calibration run's; a
+  wall-clock guard far above it stops a child that waits without computing. The
   variants are anonymous spans of the focal source in an order the host shuffled: the
   mutants, each disguised by an equivalent edit beside the mutation, and the *decoys*
   (equivalent rewrites made by the host, which alone knows which is which; a test that
@@ -68,6 +70,8 @@ except ImportError:  # in the sandbox, beside the protocol module
 _MAX_RECORDS_BYTES = 48 * 1024 * 1024
 """Bytes of recorded calls the monitor keeps; later ones are counted as not replayable."""
 _READY_TIMEOUT = 60.0
+_SILENCE = 10.0
+"""Seconds beyond its longest variant's wall-clock guard the zygote may go without a reply."""
 
 
 # --------------------------------------------------------------------------- monitor
@@ -146,7 +150,7 @@ def _new_state():
 
 def _monitor(pid, fd, config, zygote):
     state = _new_state()
-    session = {"records": [], "bytes": 0, "durations": {}, "unpicklable": 0}
+    session = {"records": [], "bytes": 0, "durations": {}, "cpu": {}, "unpicklable": 0}
     _watch_session(pid, fd, config, state, session)
     _reap(pid, state)
     kill_group(pid)  # whatever the session left running
@@ -201,9 +205,9 @@ def _apply_event(state, session, event):
         test = event["test"]
         state["tests"].append(test)
         state["running"] = None
-        duration = event.get("duration")
-        if isinstance(duration, (int, float)) and isinstance(test.get("nodeid"), str):
-            session["durations"][test["nodeid"]] = max(0.0, min(float(duration), 1e6))
+        if isinstance(test.get("nodeid"), str):
+            session["durations"][test["nodeid"]] = _seconds(event.get("duration"))
+            session["cpu"][test["nodeid"]] = _seconds(event.get("cpu"))
     elif kind == "calls":
         _keep_calls(session, event)
     elif kind == "collection_error":
@@ -293,16 +297,30 @@ def _replay(zygote, config, state, session, passing):
 
 
 def _mutation_phase(zygote, config, state, session, passing, contexts):
-    deadline = time.monotonic() + config["mutation_timeout"]
+    """Calibrate, then run every variant its covering tests select, within the budget.
+
+    Limits count CPU seconds, which a loaded machine does not change: each variant's
+    (``timeout_factor`` times its tests' CPU time in the session, plus a floor of three
+    calibration runs), and the phase's (``mutation_timeout``, every variant process's CPU
+    together). Wall-clock guards only stop what waits without computing: a variant's at
+    :func:`_wall_guard`, the zygote's silence past the longest of them, and the phase's at
+    ``mutation_wall`` seconds.
+    """
+    budget = config["mutation_timeout"]
+    deadline = time.monotonic() + config["mutation_wall"]
     state["mutation_status"] = "running"
-    calibration = zygote.ask({"cmd": "calibrate", "nodeids": passing}, config["mutation_timeout"])
+    guard = _wall_guard(budget, budget)
+    ask = {"cmd": "calibrate", "nodeids": passing, "cpu": budget, "wall": guard}
+    calibration = zygote.ask(ask, min(guard + _SILENCE, deadline - time.monotonic()))
     if not isinstance(calibration, dict) or "passed" not in calibration:
         state["mutation_status"] = "crashed"
         state["mutation_message"] = "the calibration run did not report"
         return
     counted = set(calibration["passed"]) & set(passing)
     state["calibration"] = {"failed": [n for n in passing if n not in counted], "seconds": calibration.get("seconds")}
-    floor = max(config["timeout_floor"], 3 * float(calibration.get("seconds") or 0.0))
+    cpu_floor = max(config["timeout_floor"], 3 * _seconds(calibration.get("cpu")))
+    wall_floor = max(config["timeout_floor"], 3 * _seconds(calibration.get("seconds")))
+    factor = config["timeout_factor"]
     order = [n for n in passing if n in counted]
     plan = []
     for variant in config["variants"]:
@@ -310,12 +328,23 @@ def _mutation_phase(zygote, config, state, session, passing, contexts):
         if not nodeids:
             state["mutants"].append({"id": variant["id"], "status": "uncovered", "killed_by": None, "tests": 0})
             continue
-        seconds = config["timeout_factor"] * sum(session["durations"].get(n, 0.0) for n in nodeids) + floor
-        plan.append({"id": variant["id"], "nodeids": nodeids, "seconds": seconds})
+        cpu = factor * sum(session["cpu"].get(n, 0.0) for n in nodeids) + cpu_floor
+        wall = factor * sum(session["durations"].get(n, 0.0) for n in nodeids) + wall_floor
+        plan.append({"id": variant["id"], "nodeids": nodeids, "cpu": cpu, "wall": _wall_guard(cpu, wall)})
     if plan:
-        _run_plan(zygote, plan, config, state, deadline)
+        _run_plan(zygote, plan, config, state, budget - _seconds(calibration.get("cpu")), deadline)
     if state["mutation_status"] == "running":
         state["mutation_status"] = "completed"
+
+
+def _wall_guard(cpu, wall):
+    """Wall-clock seconds a variant may take: far above its CPU limit and its tests' own
+    wall-clock time, so that only a run that waits (sleeps, blocks) meets it."""
+    return max(4 * cpu, 2 * wall) + 1.0
+
+
+def _seconds(value):
+    return max(0.0, min(float(value), 1e6)) if isinstance(value, (int, float)) else 0.0
 
 
 def _selected(variant, contexts, order):
@@ -324,17 +353,35 @@ def _selected(variant, contexts, order):
     return [n for n in order if at_import or n in names]
 
 
-def _run_plan(zygote, plan, config, state, deadline):
+def _run_plan(zygote, plan, config, state, budget, deadline):
     zygote.send({"cmd": "variants", "plan": plan, "jobs": max(1, int(config["jobs"]))})
-    expected = len(plan)
+    silence = max(item["wall"] for item in plan) + _SILENCE
+    expected, spent = len(plan), 0.0
     while expected:
-        reply = zygote.receive(deadline - time.monotonic())
+        reply = zygote.receive(min(silence, deadline - time.monotonic()))
         if reply is None:
-            state["mutation_status"] = "timeout" if time.monotonic() >= deadline else "crashed"
+            if zygote.pid is None:
+                state["mutation_status"] = "crashed"
+                state["mutation_message"] = "the process that runs the mutants ended early"
+            else:
+                state["mutation_status"] = "timeout"
+                state["mutation_message"] = (
+                    "the process that runs the mutants stopped answering"
+                    if time.monotonic() < deadline
+                    else "the mutants did not finish within %g s" % config["mutation_wall"]
+                )
             return
         if reply.get("reply") == "variant" and isinstance(reply.get("verdict"), dict):
             state["mutants"].append(reply["verdict"])
             expected -= 1
+            spent += _seconds(reply.get("cpu"))
+            if expected and spent >= budget:
+                state["mutation_status"] = "timeout"
+                state["mutation_message"] = "the mutation budget (%g CPU seconds) ran out with %d mutant(s) to run" % (
+                    config["mutation_timeout"],
+                    expected,
+                )
+                return
 
 
 class _Zygote:

@@ -219,19 +219,19 @@ class _Plugin:
         self.recorder.switch(item.nodeid)
         signal.signal(signal.SIGALRM, _alarm)
         signal.setitimer(signal.ITIMER_REAL, self.config["test_timeout"])
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         try:
             yield
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
-            duration = time.perf_counter() - started
+            duration, cpu = time.perf_counter() - started, time.process_time() - cpu
             self.recorder.switch("")
             outcome = self.outcomes.get(item.nodeid) or {
                 "nodeid": item.nodeid,
                 "outcome": "error",
                 "message": "no report",
             }
-            self.emit({"event": "test", "test": outcome, "duration": duration})
+            self.emit({"event": "test", "test": outcome, "duration": duration, "cpu": cpu})
 
     def pytest_runtest_makereport(self, item, call):
         report = yield

@@ -22,10 +22,8 @@ except ImportError:  # in the sandbox, beside the protocol module
     from _gym_repost_testfile_session import INI_NAME, longrepr_text, summary_line  # type: ignore[no-redef,import-not-found]
 
 SLOTS = ".gym_repost_slots"
-_TIMEOUT_RETRIES = 2
-"""A variant that overruns its deadline runs again with twice the time, this many times,
-before it is a timeout: every variant alike (the zygote cannot tell a decoy, on which a
-timeout means detection, from a mutant)."""
+_CPU_POLL = 0.02
+"""Seconds between two readings of a running child's CPU time."""
 
 
 # --------------------------------------------------------------------------- zygote
@@ -140,7 +138,7 @@ class _ZygoteServer:
     def _calibrate(self, command):
         started = time.monotonic()
         pid, fd = _fork(lambda write_fd: _variant_main(self, 0, self.focal_source, command["nodeids"], False, write_fd))
-        data, status, _ = self._collect(pid, fd, started + self.config["mutation_timeout"])
+        data, status, cpu = self._collect(pid, fd, started + command["wall"], command["cpu"])
         seconds = time.monotonic() - started
         try:
             reply = json.loads(data.decode("utf-8"))
@@ -148,14 +146,16 @@ class _ZygoteServer:
             reply = None
         passed = reply.get("passed") if isinstance(reply, dict) else None
         if not isinstance(passed, list):
-            return {"passed": [], "seconds": seconds, "detail": "the calibration run %s" % _ended(status)}
-        return {"passed": [n for n in passed if isinstance(n, str)], "seconds": seconds}
+            detail = "the calibration run %s" % _ended(status)
+            return {"passed": [], "seconds": seconds, "cpu": cpu, "detail": detail}
+        return {"passed": [n for n in passed if isinstance(n, str)], "seconds": seconds, "cpu": cpu}
 
     def _variants(self, command):
+        """Run the plan's variants, ``jobs`` at a time; each is stopped at its CPU limit
+        (``cpu``) or its wall-clock guard (``wall``), whichever comes first: a timeout."""
         by_id = {v["id"]: v for v in self.config["variants"]}
         pending = list(command["plan"])
-        jobs = command["jobs"]
-        free = list(range(jobs))
+        free = list(range(command["jobs"]))
         running = {}
         while pending or running:
             while pending and free:
@@ -172,68 +172,65 @@ class _ZygoteServer:
                     "item": item,
                     "slot": slot,
                     "data": b"",
-                    "deadline": time.monotonic() + item["seconds"],
+                    "deadline": time.monotonic() + item["wall"],
                 }
-            self._wait(running, free, pending)
+            self._wait(running, free)
 
-    def _wait(self, running, free, pending):
-        wait = max(0.0, min(entry["deadline"] for entry in running.values()) - time.monotonic())
-        ready, _, _ = select.select(list(running), [], [], wait)
+    def _wait(self, running, free):
+        wait = min(entry["deadline"] for entry in running.values()) - time.monotonic()
+        ready, _, _ = select.select(list(running), [], [], min(max(0.0, wait), _CPU_POLL))
+        ended = []
         for fd in ready:
             chunk = os.read(fd, 1 << 16)
             if chunk:
                 running[fd]["data"] += chunk
-                continue
-            entry = running.pop(fd)
-            os.close(fd)
-            kill_group(entry["pid"])
-            _, status = os.waitpid(entry["pid"], 0)
-            self.children.pop(entry["pid"], None)
-            free.append(entry["slot"])
-            self.reply({"reply": "variant", "verdict": _verdict(entry, status)})
+            else:
+                ended.append((fd, False))
         now = time.monotonic()
-        for fd in [fd for fd, entry in running.items() if entry["deadline"] <= now]:
+        for fd, entry in running.items():
+            if (fd, False) in ended:
+                continue
+            if protocol.cpu_seconds(entry["pid"]) > entry["item"]["cpu"]:
+                ended.append((fd, "stopped at its CPU limit (%.2f s)" % entry["item"]["cpu"]))
+            elif entry["deadline"] <= now:
+                ended.append((fd, "stopped by its wall-clock guard (%.1f s) while waiting" % entry["item"]["wall"]))
+        for fd, over in ended:
             entry = running.pop(fd)
             kill_group(entry["pid"])
             os.close(fd)
-            os.waitpid(entry["pid"], 0)
+            _, status, usage = os.wait4(entry["pid"], 0)
             self.children.pop(entry["pid"], None)
             free.append(entry["slot"])
             item = entry["item"]
-            attempt = item.get("attempt", 0)
-            if attempt < _TIMEOUT_RETRIES:  # a load spike is not a timeout: again, twice the time
-                pending.insert(0, dict(item, attempt=attempt + 1, seconds=2 * item["seconds"]))
-                continue
-            self.reply(
-                {
-                    "reply": "variant",
-                    "verdict": {
-                        "id": item["id"],
-                        "status": "timeout",
-                        "killed_by": None,
-                        "tests": len(item["nodeids"]),
-                    },
-                }
-            )
+            if over:
+                verdict = {"id": item["id"], "status": "timeout", "killed_by": None, "tests": len(item["nodeids"])}
+                verdict["detail"] = over
+            else:
+                verdict = _verdict(entry, status)
+            self.reply({"reply": "variant", "verdict": verdict, "cpu": usage.ru_utime + usage.ru_stime})
 
-    def _collect(self, pid, fd, deadline):
-        """Read a child's pipe to its end (or the deadline), then reap it."""
+    def _collect(self, pid, fd, deadline, cpu_limit=None):
+        """Read a child's pipe to its end, then reap it; stopped at the wall-clock deadline
+        or past ``cpu_limit`` CPU seconds. (data, exit status or None when stopped, CPU seconds)."""
         self.children[pid] = True
-        data, timed_out = b"", False
+        data, stopped = b"", False
         while True:
-            ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+            wait = max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([fd], [], [], wait if cpu_limit is None else min(wait, _CPU_POLL))
             if not ready:
-                timed_out = True
-                break
+                if time.monotonic() >= deadline or (cpu_limit is not None and protocol.cpu_seconds(pid) > cpu_limit):
+                    stopped = True
+                    break
+                continue
             chunk = os.read(fd, 1 << 20)
             if not chunk:
                 break
             data += chunk
         kill_group(pid)
         os.close(fd)
-        _, status = os.waitpid(pid, 0)
+        _, status, usage = os.wait4(pid, 0)
         self.children.pop(pid, None)
-        return data, (None if timed_out else status), timed_out
+        return data, (None if stopped else status), usage.ru_utime + usage.ru_stime
 
 
 def _ended(status):

@@ -52,8 +52,10 @@ def test_mutant_verdicts(ground_truth_run: TestFileRun) -> None:
     assert _find(run, "x > high", "not (x > high)").status == "killed"
     removed = _find(run, "LIMIT = 10", "pass")
     assert removed.status == "killed" and "NameError" in (removed.detail or "")
-    # `i += 1` removed: total() loops forever, the run is stopped and reported apart.
-    assert _find(run, "i += 1", "pass").status == "timeout"
+    # `i += 1` removed: total() loops forever; the run is stopped at its CPU limit, which a
+    # loaded machine does not reach sooner or later, and reported apart.
+    looping = _find(run, "i += 1", "pass")
+    assert looping.status == "timeout" and "stopped at its CPU limit" in (looping.detail or "")
     score = run.mutation
     assert score is not None and score.timeouts == 1
     assert score.killed + score.timeouts + score.survived == score.total == len(run.mutants)
@@ -116,11 +118,35 @@ def test_timeouts_are_relative_to_the_baseline(sandbox: Sandbox) -> None:
     tests = "from tinypkg.core import wait\n\n\ndef test_wait():\n    assert wait(20) == 20\n"
     task = make_testfile_task(tests, files={**FILES, "tinypkg/core.py": focal}, timeout_factor=3.0, timeout_floor=0.05)
     run = run_test_file(sandbox, task, tests)
-    # The baseline test takes 0.2 s: a mutant that keeps its pace is judged on its result;
-    # 1.01 s per sleep (20 s) overruns its deadline (3 x 0.2 s plus a floor of three
-    # calibration runs) even when retried with twice and four times the time.
+    # The baseline test takes 0.2 s, sleeping: a mutant that keeps its pace is judged on its
+    # result; 1.01 s per sleep (20 s) uses no CPU but meets the wall-clock guard (twice
+    # 3 x 0.2 s plus a floor of three calibration runs, plus 1 s).
     assert _find(run, "0.01", "1.01").status == "timeout"
     assert _find(run, "return n", "return None").status == "killed"
+
+
+def test_waiting_does_not_spend_the_mutation_budget(sandbox: Sandbox) -> None:
+    # Each variant sleeps 0.5 s and computes little: about 10 variants on 2 jobs take more
+    # wall-clock time than the 2 s budget, but not its CPU seconds, so every one is run.
+    focal = "import time\n\n\ndef nap(x):\n    time.sleep(0.5)\n    return x + 1\n"
+    tests = "from tinypkg.core import nap\n\n\ndef test_nap():\n    assert nap(1) == 2\n"
+    task = make_testfile_task(tests, files={**FILES, "tinypkg/core.py": focal}, mutation_timeout=2.0)
+    run = run_test_file(sandbox, task, tests, jobs=2)
+    assert run.mutation_status == "completed", run.mutation_message
+    assert run.mutants and not run.count_mutants("not run")
+    assert _find(run, "x + 1", "x - 1").status == "killed" and _find(run, "0.5", "1.5").status == "survived"
+
+
+def test_the_mutation_budget_counts_cpu_seconds(sandbox: Sandbox) -> None:
+    # Every variant child pays pytest's start and a fresh import (tens of milliseconds of CPU):
+    # a budget of 0.2 CPU seconds runs out after a few of the tiny task's 32 mutants and
+    # their decoys, whatever the machine's load; the rest are not run and count as survived.
+    run = run_test_file(sandbox, make_testfile_task(mutation_timeout=0.2), GROUND_TRUTH)
+    assert run.mutation_status == "timeout" and run.mutation_cut_short
+    assert "the mutation budget (0.2 CPU seconds) ran out" in run.mutation_message
+    assert run.count_mutants("not run") > 0
+    score = run.mutation
+    assert score is not None and score.total == len(run.mutants) and score.survived >= run.count_mutants("not run")
 
 
 def test_objects_built_at_test_import_time_see_the_mutant(sandbox: Sandbox) -> None:
