@@ -70,8 +70,9 @@ except ImportError:  # in the sandbox, beside the protocol module
 _MAX_RECORDS_BYTES = 48 * 1024 * 1024
 """Bytes of recorded calls the monitor keeps; later ones are counted as not replayable."""
 _READY_TIMEOUT = 60.0
-_SILENCE = 10.0
-"""Seconds beyond its longest variant's wall-clock guard the zygote may go without a reply."""
+_SILENCE = 3.0
+"""Seconds beyond its longest variant's wall-clock guard the zygote may go without a reply
+(it only forks, writes a slot and reads pipes between two)."""
 
 
 # --------------------------------------------------------------------------- monitor
@@ -151,8 +152,10 @@ def _new_state():
 def _monitor(pid, fd, config, zygote):
     state = _new_state()
     session = {"records": [], "bytes": 0, "durations": {}, "cpu": {}, "unpicklable": 0}
+    started = time.monotonic()
     _watch_session(pid, fd, config, state, session)
-    _reap(pid, state)
+    session["wall_total"] = time.monotonic() - started
+    session["cpu_total"] = _reap(pid, state)
     kill_group(pid)  # whatever the session left running
     state["session_output"] = _log_tail()
     if state["status"] != "completed":
@@ -254,10 +257,12 @@ def _keep_calls(session, event):
 
 
 def _reap(pid, state):
+    """Wait for the session; the CPU seconds it used (pytest's start and collection included)."""
     try:
-        _, status = os.waitpid(pid, 0)
+        _, status, usage = os.wait4(pid, 0)
     except ChildProcessError:
-        return
+        return 0.0
+    cpu = usage.ru_utime + usage.ru_stime
     if state["status"] is None:
         state["status"] = "crashed"
         if os.WIFSIGNALED(status):
@@ -266,6 +271,7 @@ def _reap(pid, state):
             how = "ended early (exit status %d)" % os.WEXITSTATUS(status)
         where = " while %s ran" % state["running"] if state["running"] else ""
         state["message"] = "the test run %s%s" % (how, where)
+    return cpu
 
 
 def _log_tail():
@@ -309,8 +315,12 @@ def _mutation_phase(zygote, config, state, session, passing, contexts):
     budget = config["mutation_timeout"]
     deadline = time.monotonic() + config["mutation_wall"]
     state["mutation_status"] = "running"
-    guard = _wall_guard(budget, budget)
-    ask = {"cmd": "calibrate", "nodeids": passing, "cpu": budget, "wall": guard}
+    # The calibration does what the session did, without its recording: three times the
+    # session's CPU (pytest's start, collection, the tests) is room enough.
+    floor = config["timeout_floor"]
+    cpu = min(budget, 3 * session["cpu_total"] + floor)
+    guard = _wall_guard(cpu, 3 * session["wall_total"] + floor)
+    ask = {"cmd": "calibrate", "nodeids": passing, "cpu": cpu, "wall": guard}
     calibration = zygote.ask(ask, min(guard + _SILENCE, deadline - time.monotonic()))
     if not isinstance(calibration, dict) or "passed" not in calibration:
         state["mutation_status"] = "crashed"
@@ -318,9 +328,8 @@ def _mutation_phase(zygote, config, state, session, passing, contexts):
         return
     counted = set(calibration["passed"]) & set(passing)
     state["calibration"] = {"failed": [n for n in passing if n not in counted], "seconds": calibration.get("seconds")}
-    cpu_floor = max(config["timeout_floor"], 3 * _seconds(calibration.get("cpu")))
-    wall_floor = max(config["timeout_floor"], 3 * _seconds(calibration.get("seconds")))
-    factor = config["timeout_factor"]
+    cpu_floor = max(floor, 3 * _seconds(calibration.get("cpu")))
+    wall_floor = max(floor, 3 * _seconds(calibration.get("seconds")))
     order = [n for n in passing if n in counted]
     plan = []
     for variant in config["variants"]:
@@ -328,8 +337,8 @@ def _mutation_phase(zygote, config, state, session, passing, contexts):
         if not nodeids:
             state["mutants"].append({"id": variant["id"], "status": "uncovered", "killed_by": None, "tests": 0})
             continue
-        cpu = factor * sum(session["cpu"].get(n, 0.0) for n in nodeids) + cpu_floor
-        wall = factor * sum(session["durations"].get(n, 0.0) for n in nodeids) + wall_floor
+        cpu = config["timeout_factor"] * sum(session["cpu"].get(n, 0.0) for n in nodeids) + cpu_floor
+        wall = config["timeout_factor"] * sum(session["durations"].get(n, 0.0) for n in nodeids) + wall_floor
         plan.append({"id": variant["id"], "nodeids": nodeids, "cpu": cpu, "wall": _wall_guard(cpu, wall)})
     if plan:
         _run_plan(zygote, plan, config, state, budget - _seconds(calibration.get("cpu")), deadline)

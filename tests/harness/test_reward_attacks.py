@@ -440,9 +440,9 @@ def test_test_file_attack_earns_no_more_than_a_trivial_test(
     trivial_reward: float,
 ) -> None:
     task = tiny_testfile_task.model_copy(deep=True)
-    # room for the whole mutation phase (~14 s on a busy machine); the attack that suspends
-    # the zygote ends it at its first mutant, whatever the limit, so it waits out a shorter one
-    task.evaluation.mutation_timeout = 8.0 if attack == "suspend the process that forks the mutant children" else 20.0
+    # room for the whole mutation phase (CPU seconds); the attack that suspends the zygote
+    # ends it at the calibration run, which the monitor waits for only past its own guard
+    task.evaluation.mutation_timeout = 20.0
     report = score_test_file(sandbox, task, _testfile_attack(attack))
     assert report.reward <= trivial_reward + 1e-9, report.to_text()
     assert report.metrics.mutation_score in (None, 0.0) or report.metrics.mutation_score <= 0.35, report.to_text()
