@@ -111,9 +111,20 @@ RECORD_HOOK = "__gym_repost_record__"
 """Name under which the in-sandbox harness provides the call recorder to the script."""
 
 
+@lru_cache(maxsize=8)
+def _script_tree(script: str) -> ast.Module | None:
+    """The syntax tree of a task's script, None when it does not parse: parsed once for the
+    functions below (each cached per task), which only read it."""
+    try:
+        return parse_python(script)  # type: ignore[no-any-return]
+    except (SyntaxError, ValueError):
+        return None
+
+
 @lru_cache(maxsize=512)
 def _original_span(script: str, qualname: str) -> tuple[int, int]:
-    span = find_function(script, qualname)
+    tree = _script_tree(script)
+    span = None if tree is None else find_function(script, qualname, tree)
     if span is None:
         raise TaskError(f"the evaluation script does not define {qualname}, the task's target")
     return span.start, span.end
@@ -201,26 +212,28 @@ def playback_script(task: FunctionTask) -> AssembledScript | None:
 
 @lru_cache(maxsize=256)
 def _playback_script(script: str, name: str, new: str, at: int) -> AssembledScript | None:
-    try:
-        tree = parse_python(script)
-    except (SyntaxError, ValueError):
+    tree = _script_tree(script)
+    span = None if tree is None else find_function(script, name, tree)
+    if tree is None or span is None:
         return None
-    span = find_function(script, name, tree)
-    if span is None:
-        return None
-    inside = set(ast.walk(span.node))
-    for node in ast.walk(tree):
-        if node in inside:
-            continue
-        if (
-            (isinstance(node, ast.Name) and node.id == name)
-            or (isinstance(node, ast.Attribute) and node.attr == name)
-            or (isinstance(node, ast.alias) and name in (node.name, node.asname))
-            or (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name)
-        ):
-            return None
-    at = max(at, span.end)
     lines = script.split("\n")
+    outside = "\n".join(lines[: span.start - 1] + lines[span.end :])
+    # An identifier is spelled out where it is used; a script that never writes the name
+    # outside its definition (HumanEval's) needs no walk. Non-ASCII identifiers are
+    # normalized by the parser (NFKC), so such a script is always walked.
+    if not outside.isascii() or re.search(rf"\b{re.escape(name)}\b", outside):
+        inside = set(ast.walk(span.node))
+        for node in ast.walk(tree):
+            if node in inside:
+                continue
+            if (
+                (isinstance(node, ast.Name) and node.id == name)
+                or (isinstance(node, ast.Attribute) and node.attr == name)
+                or (isinstance(node, ast.alias) and name in (node.name, node.asname))
+                or (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name)
+            ):
+                return None
+    at = max(at, span.end)
     hook = f"{new} = {PLAYBACK_HOOK}({name})"
     script = "\n".join(lines[:at] + ["", hook, ""] + lines[at:])
     return AssembledScript(script=script, start_line=at + 2, end_line=at + 2)
@@ -260,7 +273,10 @@ def strip_tests(task: FunctionTask, assembled: AssembledScript) -> str:
 @lru_cache(maxsize=256)
 def _stripped_lines(script: str, test_function: str) -> tuple[str, ...]:
     """The task's script, split into lines, with its tests blanked (once per task)."""
-    return tuple(_without_tests(script.split("\n"), parse_python(script), test_function))
+    tree = _script_tree(script)
+    if tree is None:
+        raise TaskError("the evaluation script does not parse")
+    return tuple(_without_tests(script.split("\n"), tree, test_function))
 
 
 def _without_tests(

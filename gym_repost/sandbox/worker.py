@@ -161,7 +161,7 @@ class Server:
         self.spare: Spare | None = None
         self.next_run_dir: str | None = None
         self.recent_programs: list[str] = []
-        """Programs (run-directory file names) the last request shipped."""
+        """Programs (run-directory file names) the last request that shipped any shipped."""
         self.request_waiting = False
         """A request was already waiting when the spare child was forked."""
         self.scratch: tuple[str, int] | None = None
@@ -270,7 +270,8 @@ class Server:
 
     def handle(self, request: Message) -> tuple[Message, str | None]:
         shipped = [*(request.get("files") or ()), *(request.get("programs") or ())]
-        self.recent_programs = [name for name in shipped if name in PROGRAM_NAMES]
+        # a run of a plain command in between keeps them: the next program run still finds them ready
+        self.recent_programs = [name for name in shipped if name in PROGRAM_NAMES] or self.recent_programs
         run_dir, self.next_run_dir = self.next_run_dir, None
         try:
             run_dir = run_dir or self.make_run_dir()

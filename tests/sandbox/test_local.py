@@ -657,7 +657,11 @@ def test_programs_run_from_their_bytecode_as_if_compiled_where_they_lie(warm_san
     # (and the protocol module's, imported) must name the run's own files and lines.
     from gym_repost.harness import harness_files
 
-    for _ in range(2):  # the second run's programs were relocated ahead, in the spare child
+    for plain_run_before in (False, False, True):
+        # The second run's programs were relocated ahead, in the spare child; so were the
+        # third's, though a run of a plain command (shipping no program) came in between.
+        if plain_run_before:
+            assert warm_sandbox.run({"main.py": "print(1)\n"}, ["python3", "main.py"]).stdout == "1\n"
         result = warm_sandbox.run(harness_files(), ["python3", "_gym_repost_harness.py"])
         assert result.returncode == 1 and result.extra["inprocess"] is True
         frames = re.findall(r'File "([^"]+)", line \d+, in (\w+)\n +(.+)', result.stderr)
