@@ -116,7 +116,7 @@ def _script_tree(script: str) -> ast.Module | None:
     """The syntax tree of a task's script, None when it does not parse: parsed once for the
     functions below (each cached per task), which only read it."""
     try:
-        return parse_python(script)  # type: ignore[no-any-return]
+        return parse_python(script)
     except (SyntaxError, ValueError):
         return None
 
