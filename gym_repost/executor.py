@@ -13,10 +13,9 @@ Two executors, one protocol (:class:`Executor`):
   one thread-safe sandbox (given, or built from a sandbox config and closed with the
   executor).
 
-A sandbox built from a config (:class:`StartedOnFirstRun`) is started before the first
-unit, unless the unit says it runs no code (a ``runs_code`` attribute that is False, as
-``data rejection`` without repairs): then only a run in it starts it, and units that run
-nothing never pay for it.
+A sandbox built from a config is started before the first unit that may run code; a
+unit that says it runs none (a ``runs_code`` attribute that is False, as ``data
+rejection`` without repairs) is handed no sandbox, and never pays for one.
 * :class:`RayExecutor` runs them in ``workers`` Ray actors. The sandbox *config* travels;
   each actor starts its own sandbox before its first unit that may run code, and keeps
   it warm for its lifetime.
@@ -34,13 +33,12 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal, Protocol, TypeVar
 
 from gym_repost.errors import ConfigError
-from gym_repost.sandbox.base import RunResult, Sandbox
+from gym_repost.sandbox.base import Sandbox
 
 logger = logging.getLogger(__name__)
 
@@ -55,10 +53,12 @@ RAY_INSTALL = 'pip install "gym-repost[ray]"'
 
 class Work(Protocol[T_contra, R_co]):
     """One unit of work: picklable, called where the executor runs it. A unit may say it
-    runs no code with a ``runs_code`` attribute that is False (:func:`runs_code`)."""
+    runs no code with a ``runs_code`` attribute that is False (:func:`runs_code`): it is
+    then handed no sandbox."""
 
     def __call__(self, item: T_contra, sandbox: Sandbox | None, /) -> R_co:
-        """The result of ``item``; ``sandbox`` is the executor's (None when it has none)."""
+        """The result of ``item``; ``sandbox`` is the executor's (None when it has none, or
+        the unit runs no code)."""
         ...
 
 
@@ -92,8 +92,8 @@ class LocalExecutor(_Closing):
     Args:
         workers: units run at once.
         sandbox: a started sandbox (left open), a sandbox config (built with ``workers``
-            warm workers, started before the first unit that may run code, closed by
-            :meth:`close`), or None for units that run nothing.
+            warm workers and started by the first :meth:`map` of units that may run code,
+            closed by :meth:`close`), or None for units that run nothing.
     """
 
     def __init__(self, workers: int = 2, sandbox: Sandbox | Any | None = None) -> None:
@@ -106,22 +106,22 @@ class LocalExecutor(_Closing):
 
     @property
     def sandbox(self) -> Sandbox | None:
-        """The sandbox units are handed (built from the config; :meth:`map` starts it)."""
-        if self._given is not None:
-            return self._given
-        if self._built is None and self._config is not None:
-            self._built = StartedOnFirstRun(self._config)
-        return self._built
+        """The sandbox units that may run code are handed: the one given, or the one built
+        from the config (None until a :meth:`map` of such units started it)."""
+        return self._given if self._given is not None else self._built
 
     def map(self, work: Work[T, R], items: Sequence[T], on_result: Callable[[R], None] | None = None) -> list[R]:
         """Threads over the items. Interrupted (KeyboardInterrupt) or failed, it raises at
-        once: units not started are cancelled, those in flight finish in the background."""
-        sandbox = self.sandbox
-        if isinstance(sandbox, StartedOnFirstRun) and items and runs_code(work):
-            sandbox.start()  # a sandbox that cannot start stops the command here, with its message
+        once: units not started are cancelled, those in flight finish in the background.
+        Units that say they run no code (:func:`runs_code`) are handed no sandbox."""
+        sandbox = None
+        if items and runs_code(work):
+            if self._given is None and self._built is None and self._config is not None:
+                self._built = started_sandbox(self._config)  # one that cannot start stops the command here
+            sandbox = self.sandbox
 
         def one(item: T) -> R:
-            result = _run_unit(work, item, sandbox)
+            result = work(item, sandbox)
             if on_result is not None:
                 on_result(result)
             return result
@@ -144,99 +144,24 @@ class LocalExecutor(_Closing):
             self._built = None
 
 
-class StartedOnFirstRun(Sandbox):
-    """The sandbox a config builds, started when it is first asked to run (or install)
-    something: an executor hands it to every unit, and a unit that runs no code never
-    starts it. Thread-safe: units on several threads start it once.
+def started_sandbox(config: Any) -> Sandbox:
+    """The sandbox ``config`` builds, started (closed again when it cannot start).
 
-    The executors start it before a unit that may run code (:func:`runs_code`), so a
-    sandbox that cannot start (a missing interpreter, no Docker) stops the command with
-    its message. A failed start is not retried: every later run raises the same error,
-    and the executors raise it from ``map`` (:func:`_run_unit`) even when a unit that met
-    it recorded it as an infrastructure error.
-
-    Args:
-        config: a sandbox config (``gym_repost.sandbox.sandbox_config(...)``).
+    Raises:
+        SandboxError: it cannot start (a missing interpreter, no Docker), with why.
     """
-
-    def __init__(self, config: Any) -> None:
-        self.config = config
-        self.name = getattr(config, "type", type(self).name)
-        self.failure: BaseException | None = None
-        """Why it could not start (None: it has not failed to)."""
-        self._sandbox: Sandbox | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def started(self) -> bool:
-        """Whether a unit has run something in it yet."""
-        return self._sandbox is not None
-
-    def _started(self) -> Sandbox:
-        sandbox = self._sandbox
-        if sandbox is None:
-            with self._lock:
-                if self.failure is not None:
-                    raise self.failure
-                if self._sandbox is None:
-                    try:
-                        built = self.config.build()
-                        built.start()
-                    except BaseException as exc:
-                        self.failure = exc
-                        raise
-                    self._sandbox = built
-                sandbox = self._sandbox
-        return sandbox
-
-    def start(self) -> None:
-        """Start it now (idempotent)."""
-        self._started()
-
-    def close(self) -> None:
-        """Close it if it was started (idempotent); a later run starts it again."""
-        with self._lock:
-            sandbox, self._sandbox = self._sandbox, None
-        if sandbox is not None:
-            sandbox.close()
-
-    def run(
-        self,
-        files: Mapping[str, str | bytes],
-        command: Sequence[str],
-        timeout: float = 10.0,
-        *,
-        stdin: str | None = None,
-        env: Mapping[str, str] | None = None,
-        network: bool = False,
-        cpu_seconds: float | None = None,
-    ) -> RunResult:
-        """:meth:`Sandbox.run` in the started sandbox."""
-        return self._started().run(
-            files, command, timeout, stdin=stdin, env=env, network=network, cpu_seconds=cpu_seconds
-        )
-
-    def install(self, requirements: Sequence[str], timeout: float = 900.0) -> RunResult:
-        """:meth:`Sandbox.install` in the started sandbox."""
-        return self._started().install(requirements, timeout)
-
-    def describe(self) -> dict[str, object]:
-        """The started sandbox's description."""
-        return self._started().describe()
+    sandbox: Sandbox = config.build()
+    try:
+        sandbox.start()
+    except BaseException:
+        sandbox.close()
+        raise
+    return sandbox
 
 
 def runs_code(work: Work[Any, Any]) -> bool:
     """Whether ``work`` may run code in its sandbox (True unless it says otherwise)."""
     return bool(getattr(work, "runs_code", True))
-
-
-def _run_unit(work: Work[T, R], item: T, sandbox: Sandbox | None) -> R:
-    """``work(item, sandbox)``; raises the error a sandbox built from a config met when
-    it started, whatever the unit made of it."""
-    result = work(item, sandbox)
-    if isinstance(sandbox, StartedOnFirstRun) and sandbox.failure is not None:
-        raise sandbox.failure
-    return result
 
 
 class _Actor:
@@ -256,7 +181,8 @@ class _Actor:
         self, config: Any | None, driver_cwd: str | None = None, environment: Mapping[str, str] | None = None
     ) -> None:
         os.environ.update(environment or {})
-        self._sandbox = None if config is None else StartedOnFirstRun(config)
+        self._config = config
+        self._sandbox: Sandbox | None = None
         if driver_cwd is not None and os.path.isdir(driver_cwd):
             os.chdir(driver_cwd)
         elif driver_cwd is not None:
@@ -264,13 +190,16 @@ class _Actor:
 
     def run(self, work: Work[Any, Any], index_item: tuple[int, Any]) -> tuple[int, Any]:
         index, item = index_item
-        if self._sandbox is not None and runs_code(work):
-            self._sandbox.start()
-        return index, _run_unit(work, item, self._sandbox)
+        if self._config is None or not runs_code(work):
+            return index, work(item, None)
+        if self._sandbox is None:
+            self._sandbox = started_sandbox(self._config)
+        return index, work(item, self._sandbox)
 
     def close(self) -> None:
         if self._sandbox is not None:
             self._sandbox.close()
+            self._sandbox = None
 
 
 def import_ray() -> Any:
@@ -455,11 +384,11 @@ __all__ = [
     "ExecutorKind",
     "LocalExecutor",
     "RayExecutor",
-    "StartedOnFirstRun",
     "Work",
     "get_executor",
     "import_ray",
     "need_sandbox",
     "runs_code",
+    "started_sandbox",
     "with_sandbox",
 ]

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 
 from gym_repost.errors import ConfigError
-from gym_repost.executor import LocalExecutor, StartedOnFirstRun, get_executor, need_sandbox
+from gym_repost.executor import LocalExecutor, get_executor, need_sandbox
 from gym_repost.sandbox import Sandbox
+from gym_repost.sandbox.local import LocalSandbox
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -100,38 +101,35 @@ def test_every_unit_of_work_pickles_with_the_standard_library(function_task: Any
     assert units[-1].config.cache_dir == Path("llm-cache").resolve()
 
 
-def test_a_sandbox_that_cannot_start_stops_the_map_even_when_its_unit_swallows_the_error() -> None:
-    """A sandbox that cannot start stops the map before a unit that may run code; started
-    by a run in a unit that said it runs none, its failure still reaches the caller, and
-    the next units do not retry it."""
+@dataclass(frozen=True)
+class RunsNothing:
+    """A unit that says it runs no code: it is handed no sandbox."""
+
+    runs_code = False
+
+    def __call__(self, item: int, box: Sandbox | None) -> int:
+        assert box is None
+        return item
+
+
+def test_a_sandbox_that_cannot_start_stops_the_map_before_any_unit_that_may_run_code() -> None:
+    """A sandbox that cannot start stops the map before its first unit; units that say
+    they run no code are handed no sandbox, so they do not need one that starts."""
     from gym_repost.errors import SandboxUnavailableError
     from gym_repost.sandbox import sandbox_config
 
-    met: list[str] = []
-
-    def swallows(item: int, box: Sandbox | None) -> int:
+    def runs(item: int, box: Sandbox | None) -> int:
         assert box is not None
-        try:
-            box.run(files={}, command=["python3", "-c", "pass"], timeout=30.0)
-        except SandboxUnavailableError as exc:  # as an episode records an infrastructure error
-            met.append(str(exc))
+        box.run(files={}, command=["python3", "-c", "pass"], timeout=30.0)
         return item
-
-    @dataclass(frozen=True)
-    class SaysItRunsNothing:
-        runs_code = False
-
-        def __call__(self, item: int, box: Sandbox | None) -> int:
-            return swallows(item, box)
 
     done: list[int] = []
     with LocalExecutor(1, sandbox_config("local", python="/nonexistent/python3")) as executor:
-        with pytest.raises(SandboxUnavailableError, match="interpreter not found"):
-            executor.map(swallows, [1, 2, 3], done.append)
-        assert done == [] and met == []  # stopped before the first unit
-        with pytest.raises(SandboxUnavailableError, match="interpreter not found"):
-            executor.map(SaysItRunsNothing(), [1, 2, 3], done.append)
-    assert done == [] and len(met) == 1  # nothing reported as a result; the first unit stopped the map
+        for _ in range(2):  # not remembered: the next map tries again, and says why again
+            with pytest.raises(SandboxUnavailableError, match="interpreter not found"):
+                executor.map(runs, [1, 2, 3], done.append)
+        assert done == [] and executor.sandbox is None  # stopped before the first unit
+        assert executor.map(RunsNothing(), [1, 2, 3], done.append) == [1, 2, 3] and done == [1, 2, 3]
 
 
 def test_a_missing_ray_names_the_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -161,17 +159,6 @@ def test_importing_a_benchmark_on_ray_is_refused_by_name(tmp_path: Path) -> None
     assert "not humaneval" in result.stderr and not (tmp_path / "t.jsonl").exists()
 
 
-@dataclass(frozen=True)
-class RunsNothing:
-    """A unit that says it runs no code."""
-
-    runs_code = False
-
-    def __call__(self, item: int, box: Sandbox | None) -> int:
-        assert box is not None
-        return item
-
-
 def test_a_local_executor_owns_the_sandbox_it_builds_and_borrows_one_it_is_given(sandbox: Sandbox) -> None:
     from gym_repost.sandbox import sandbox_config
 
@@ -180,13 +167,15 @@ def test_a_local_executor_owns_the_sandbox_it_builds_and_borrows_one_it_is_given
         return box.run(files={}, command=["python3", "-c", f"print({item})"], timeout=30.0).stdout.strip()
 
     with LocalExecutor(2, sandbox_config("local", workers=2)) as owner:
+        assert owner.map(RunsNothing(), [1, 2]) == [1, 2] and owner.sandbox is None  # it says so: no start
+        assert owner.map(echo, [1, 2, 3]) == ["1", "2", "3"]
         built = owner.sandbox
-        assert isinstance(built, StartedOnFirstRun) and built is not sandbox
-        assert owner.map(RunsNothing(), [1, 2]) == [1, 2] and not built.started  # it says so: no start
-        assert owner.map(echo, [1, 2, 3]) == ["1", "2", "3"] and built.started and owner.sandbox is built
-    assert not built.started  # closed with the executor
+        assert isinstance(built, LocalSandbox) and built is not sandbox and built.worker_pids()
+        assert owner.map(echo, [4]) == ["4"] and owner.sandbox is built  # started once
+    assert owner.sandbox is None and not built.worker_pids()  # closed with the executor
     with LocalExecutor(2, sandbox) as borrower:
         assert borrower.map(echo, [4]) == ["4"] and borrower.sandbox is sandbox
+        assert borrower.map(RunsNothing(), [5]) == [5]
     assert sandbox.run(files={}, command=["true"], timeout=30.0).returncode == 0  # still open
     with pytest.raises(ConfigError, match="runs code in a sandbox"):
         need_sandbox(None, "validation")
