@@ -199,16 +199,20 @@ class TestFileEvaluation(_Model):
     plugins: list[str] = Field(default_factory=list)
     """pytest plugins loaded with ``-p`` (third-party plugins are not auto-loaded)."""
     timeout: float = Field(default=60.0, gt=0)
-    """Wall-clock seconds the whole test file may take."""
+    """CPU seconds the whole test file may take (its run, and the coverage replay of its
+    calls); a run that waits without computing is stopped at three times as many seconds
+    of the wall clock."""
     test_timeout: float = Field(default=10.0, gt=0)
-    """Wall-clock seconds one test may take."""
+    """CPU seconds one test may take (and one replayed call); waiting, three times as
+    many seconds of the wall clock."""
     max_mutants: int = Field(default=50, ge=0)
     """Seeded cap on the mutants of the focal file run per scoring (0: no mutation score)."""
     mutant_seed: int = 0
     """Seed of the mutant sample: the same mutants score every test file of the task."""
     mutation_timeout: float = Field(default=120.0, gt=0)
     """CPU seconds all mutants of one scoring may take together (every mutant's process
-    counted); a loaded machine does not change how many are run."""
+    counted); a loaded machine does not change how many are run. Waiting, three times as
+    many seconds of the wall clock."""
     timeout_factor: float = Field(default=10.0, gt=0)
     """A mutant's run may take this multiple of its tests' CPU time in the baseline run, ..."""
     timeout_floor: float = Field(default=0.15, gt=0)

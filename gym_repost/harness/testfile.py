@@ -41,9 +41,10 @@ logger = logging.getLogger(__name__)
 PROGRAM_MODULES = ("testfile_zygote", "testfile_session", "testfile_replay")
 """The program's modules (:mod:`gym_repost.programs.testfile` imports them)."""
 _GRACE = 20.0
-MUTATION_WALL_FACTOR = 4.0
-"""The mutation phase's wall-clock guard, in multiples of its CPU budget
-(``mutation_timeout``): only a phase that waits without computing meets it."""
+WALL_FACTOR = 3.0
+"""The time limits of a test-file run (``timeout``, ``test_timeout``, ``mutation_timeout``)
+count CPU seconds; each has a wall-clock guard this many times as long, which only code
+that waits without computing (sleeps, blocks) meets."""
 _OUTPUT = 1500
 
 RunStatus = Literal["completed", "invalid", "timeout", "crashed", "error"]
@@ -327,7 +328,8 @@ def _config(
         "timeout": spec.timeout,
         "test_timeout": spec.test_timeout,
         "mutation_timeout": spec.mutation_timeout,
-        "mutation_wall": MUTATION_WALL_FACTOR * spec.mutation_timeout,
+        "mutation_wall": WALL_FACTOR * spec.mutation_timeout,
+        "wall_factor": WALL_FACTOR,
         "timeout_factor": spec.timeout_factor,
         "timeout_floor": spec.timeout_floor,
         "jobs": jobs,
@@ -379,7 +381,7 @@ def run_test_file(
     mutants, population = select_mutants(focal_source, spec.max_mutants, spec.mutant_seed) if mutate else ([], 0)
     variants, sources = shuffled_variants(mutants, focal_source, random.Random(os.urandom(16))) if mutants else ([], [])
     config = _config(task, variants, focal_source, jobs or min(4, os.cpu_count() or 1), sources)
-    budget = 2 * spec.timeout + (config["mutation_wall"] if mutants else 0.0) + _GRACE
+    budget = 2 * WALL_FACTOR * spec.timeout + (config["mutation_wall"] if mutants else 0.0) + _GRACE
     run = run_program(
         sandbox,
         "testfile",

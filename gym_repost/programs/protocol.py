@@ -133,6 +133,21 @@ def cpu_seconds(pid):
         return 0.0
 
 
+def set_alarms(cpu, wall, handler=None):
+    """Interrupt this process after ``cpu`` seconds of its CPU time (``SIGPROF``) or
+    ``wall`` seconds of the wall clock (``SIGALRM``), whichever comes first: ``handler``
+    for both (when given). ``set_alarms(0, 0)`` cancels them. A time limit counts CPU
+    time, which a loaded machine does not change; the wall clock only stops code that
+    waits (sleeps, blocks) far beyond it."""
+    import signal
+
+    if handler is not None:
+        signal.signal(signal.SIGPROF, handler)
+        signal.signal(signal.SIGALRM, handler)
+    signal.setitimer(signal.ITIMER_PROF, cpu)
+    signal.setitimer(signal.ITIMER_REAL, wall)
+
+
 def kill_group(pid):
     """SIGKILL the process group ``pid`` leads, and ``pid`` itself (gone already: nothing to do)."""
     for kill in (os.killpg, os.kill):

@@ -70,6 +70,8 @@ except ImportError:  # in the sandbox, beside the protocol module
 _MAX_RECORDS_BYTES = 48 * 1024 * 1024
 """Bytes of recorded calls the monitor keeps; later ones are counted as not replayable."""
 _READY_TIMEOUT = 60.0
+_CPU_POLL = 0.05
+"""Seconds between two readings of the session's CPU time while it is silent."""
 _SILENCE = 3.0
 """Seconds beyond its longest variant's wall-clock guard the zygote may go without a reply
 (it only forks, writes a slot and reads pipes between two)."""
@@ -172,19 +174,26 @@ def _monitor(pid, fd, config, zygote):
 
 
 def _watch_session(pid, fd, config, state, session):
-    deadline = time.monotonic() + config["timeout"]
+    """Read the session's events until it is done; stop it past ``timeout`` seconds of its
+    CPU time (read from ``/proc``: a loaded machine does not change it) or, waiting,
+    ``wall_factor`` times as long on the wall clock."""
+    limit = config["timeout"]
+    deadline = time.monotonic() + config["wall_factor"] * limit
     buffered = b""
     while True:
         remaining = deadline - time.monotonic()
-        if remaining <= 0:
+        if remaining <= 0 or protocol.cpu_seconds(pid) > limit:
             kill_group(pid)
             if state["status"] is None:
                 state["status"] = "timeout"
-                state["message"] = "the test file did not finish within %g s" % config["timeout"]
+                state["message"] = "the test file did not finish within its time limit (%g CPU seconds%s)" % (
+                    limit,
+                    ", or %g s waiting" % (config["wall_factor"] * limit) if remaining <= 0 else "",
+                )
                 if state["running"]:
                     state["message"] += " (%s was running)" % state["running"]
             return
-        ready, _, _ = select.select([fd], [], [], remaining)
+        ready, _, _ = select.select([fd], [], [], min(remaining, _CPU_POLL))
         if not ready:
             continue
         chunk = os.read(fd, 1 << 16)
@@ -287,7 +296,8 @@ def _log_tail():
 
 def _replay(zygote, config, state, session, passing):
     """Coverage from the replayer; the lines each test ran (None when it failed)."""
-    reply = zygote.ask({"cmd": "replay", "records": session["records"], "passing": passing}, config["timeout"])
+    ask = {"cmd": "replay", "records": session["records"], "passing": passing}
+    reply = zygote.ask(ask, config["wall_factor"] * config["timeout"] + _SILENCE)
     calls = state["calls"]
     calls["recorded"] = len(session["records"]) + session["unpicklable"]
     calls["not_replayable"] = session["unpicklable"]

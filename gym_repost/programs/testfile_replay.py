@@ -7,7 +7,6 @@ import json
 import os
 import pickle
 import re
-import signal
 import sys
 import types
 
@@ -173,7 +172,7 @@ def replayer_main(server, command, write_fd):
     codes = _code_index(config["focal_source"], focal)
     real_exit = os._exit
     os._exit = _no_exit
-    signal.signal(signal.SIGALRM, _replay_alarm)
+    protocol.set_alarms(0, 0, _replay_alarm)
     cov.start()
     try:
         try:
@@ -184,7 +183,7 @@ def replayer_main(server, command, write_fd):
             cov.switch_context(nodeid)
             counts[_replay_call(module, codes, qualname, firstline, blob, finder.modules, config)] += 1
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        protocol.set_alarms(0, 0)
         cov.stop()
         os._exit = real_exit
     reply = {
@@ -228,14 +227,14 @@ def _replay_call(module, codes, qualname, firstline, blob, repository_modules, c
         function = types.FunctionType(code, vars(module), code.co_name, None, cells or None)
     except BaseException:
         return "not_replayable"
-    signal.setitimer(signal.ITIMER_REAL, config["test_timeout"])
+    protocol.set_alarms(config["test_timeout"], config["wall_factor"] * config["test_timeout"])
     try:
         result = function(*args, **kwargs)
         _drain(result, code)
     except BaseException:
         return "raised"
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        protocol.set_alarms(0, 0)
     return "replayed"
 
 

@@ -6,7 +6,6 @@ measures nothing.
 import json
 import os
 import pickle
-import signal
 import sys
 import time
 
@@ -191,7 +190,7 @@ class _TestTimeout(Exception):
 
 
 def _alarm(signum, frame):
-    raise _TestTimeout("the test took longer than its time limit")
+    raise _TestTimeout("the test took longer than its time limit (CPU seconds, or far longer waiting)")
 
 
 class _Plugin:
@@ -217,13 +216,13 @@ class _Plugin:
     def pytest_runtest_protocol(self, item, nextitem):
         self.emit({"event": "test_start", "nodeid": item.nodeid})
         self.recorder.switch(item.nodeid)
-        signal.signal(signal.SIGALRM, _alarm)
-        signal.setitimer(signal.ITIMER_REAL, self.config["test_timeout"])
+        limit = self.config["test_timeout"]
+        protocol.set_alarms(limit, self.config["wall_factor"] * limit, _alarm)
         started, cpu = time.perf_counter(), time.process_time()
         try:
             yield
         finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
+            protocol.set_alarms(0, 0)
             duration, cpu = time.perf_counter() - started, time.process_time() - cpu
             self.recorder.switch("")
             outcome = self.outcomes.get(item.nodeid) or {

@@ -124,7 +124,8 @@ class _ZygoteServer:
 
     def _replay(self, command):
         pid, fd = _fork(lambda write_fd: replayer_main(self, command, write_fd))
-        data, status, _ = self._collect(pid, fd, time.monotonic() + self.config["timeout"])
+        limit = self.config["timeout"]
+        data, status, _ = self._collect(pid, fd, time.monotonic() + self.config["wall_factor"] * limit, limit)
         try:
             reply = json.loads(data.decode("utf-8"))
         except ValueError:

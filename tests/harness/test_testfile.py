@@ -125,6 +125,18 @@ def test_timeouts_are_relative_to_the_baseline(sandbox: Sandbox) -> None:
     assert _find(run, "return n", "return None").status == "killed"
 
 
+def test_a_test_is_held_to_its_cpu_time_and_stopped_waiting_only_far_beyond_it(sandbox: Sandbox) -> None:
+    # test_timeout 1 s counts CPU time: waiting 1.5 s is within the wall-clock guard (3 s),
+    # spinning is stopped after 1 CPU second, however busy the machine is
+    tests = (
+        "import time\n\n\ndef test_waits():\n    time.sleep(1.5)\n\n\n"
+        "def test_spins():\n    while True:\n        pass\n"
+    )
+    run = run_test_file(sandbox, make_testfile_task(tests, test_timeout=1.0), tests, mutate=False)
+    assert run.status == "completed", run.message
+    assert {t.nodeid.split("::")[1]: t.outcome for t in run.tests} == {"test_waits": "passed", "test_spins": "timeout"}
+
+
 def test_waiting_does_not_spend_the_mutation_budget(sandbox: Sandbox) -> None:
     # Each variant sleeps 0.5 s and computes little: about 10 variants on 2 jobs take more
     # wall-clock time than the 2 s budget, but not its CPU seconds, so every one is run.
