@@ -85,10 +85,11 @@ class Budgets(_View):
     max_submissions: int
     """Submissions allowed: repair iterations + 1."""
     timeout: float
-    """Wall-clock seconds one test run may take (function task: the evaluation script;
-    test-file task: the whole test file)."""
+    """Seconds one test run may take: of the wall clock for a function task's evaluation
+    script, of CPU time for a test-file task's whole test file (waiting: three times as
+    long)."""
     test_timeout: float | None = None
-    """Wall-clock seconds one test may take (test-file tasks)."""
+    """CPU seconds one test may take (test-file tasks; waiting: three times as long)."""
 
 
 class TaskView(_View):
