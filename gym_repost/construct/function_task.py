@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from gym_repost.analysis.parsing import parse_python
@@ -89,13 +91,14 @@ def _defines(node: ast.stmt, name: str) -> bool:
     )
 
 
-def drop_definition(script: str, name: str) -> tuple[str, int]:
+def drop_definition(script: str, name: str, tree: ast.Module | None = None) -> tuple[str, int]:
     """Remove every definition of ``name`` at any depth (``def name``, ``name = ...``,
     ``Cls.name = ...``); return the script and how many were removed.
 
-    A block left empty gets a ``pass`` so the script still parses.
+    A block left empty gets a ``pass`` so the script still parses. ``tree``: the script's
+    syntax tree, when the caller has it.
     """
-    tree = parse_python(script)
+    tree = tree if tree is not None else parse_python(script)
     spans: list[tuple[int, int, bool]] = []
     for parent in ast.walk(tree):
         for field in ("body", "orelse", "finalbody"):
@@ -152,6 +155,52 @@ def target_from_script(script: str, qualname: str, tree: ast.Module | None = Non
     return target, span.end, span.indent
 
 
+@dataclass(frozen=True)
+class ScriptFacts:
+    """What a task takes from its evaluation script alone (see :func:`script_facts`)."""
+
+    script: str
+    """The script without a ``{name}_new_implementation`` of its own."""
+    removed: int
+    """Definitions of ``{name}_new_implementation`` removed."""
+    target: Target
+    insert_line: int
+    indent: str
+    test_function: str
+    num_tests: int
+    num_asserts: int
+    imports: tuple[str, ...]
+    """Top-level import names outside the standard library, sorted."""
+
+
+@lru_cache(maxsize=64)
+def script_facts(script: str, qualname: str) -> ScriptFacts:
+    """The script's analysis for the target ``qualname``, made once per script: a build
+    makes a task from the same script several times (the test generator's check, the
+    builder's run and its submission), and the analysis of a long script is most of the cost.
+
+    Raises:
+        BuildError: the script does not parse, or lacks the target or its test function.
+    """
+    short = qualname.split(".")[-1]
+    try:
+        tree = parse_python(script)
+        script, removed = drop_definition(script, f"{short}_new_implementation", tree)
+        if removed:
+            tree = parse_python(script)
+    except SyntaxError as exc:
+        raise BuildError(f"the evaluation script does not parse: line {exc.lineno}: {exc.msg}") from None
+    target, insert_line, indent = target_from_script(script, qualname, tree)
+    test_function = f"test_{short}"
+    if not any(
+        isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == test_function for n in ast.walk(tree)
+    ):
+        raise BuildError(f"the evaluation script has no {test_function}()")
+    num_tests, num_asserts = count_tests(tree)
+    imports = tuple(external_imports(tree))
+    return ScriptFacts(script, removed, target, insert_line, indent, test_function, num_tests, num_asserts, imports)
+
+
 def make_function_task(
     *,
     name: str,
@@ -176,36 +225,24 @@ def make_function_task(
         BuildError: the script does not parse, or lacks the target or its test function.
     """
     qualname = provenance.qualname
-    short = qualname.split(".")[-1]
     notes = list((metadata or {}).get("notes", []))  # type: ignore[call-overload]
-    try:
-        script, removed = drop_definition(script, f"{short}_new_implementation")
-        tree = parse_python(script)
-    except SyntaxError as exc:
-        raise BuildError(f"the evaluation script does not parse: line {exc.lineno}: {exc.msg}") from None
-    if removed:
+    facts = script_facts(script, qualname)
+    if facts.removed:
         notes.append(
-            f"the published script defined {short}_new_implementation itself "
-            f"({removed}x); removed, so that the candidate is what gets tested"
+            f"the published script defined {qualname.split('.')[-1]}_new_implementation itself "
+            f"({facts.removed}x); removed, so that the candidate is what gets tested"
         )
-    target, insert_line, indent = target_from_script(script, qualname, tree)
-    test_function = f"test_{short}"
-    if not any(
-        isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == test_function for n in ast.walk(tree)
-    ):
-        raise BuildError(f"the evaluation script has no {test_function}()")
-    num_tests, num_asserts = count_tests(tree)
     extra: dict[str, Any] = {k: v for k, v in (metadata or {}).items() if k != "notes"}
     return FunctionTask(
         name=name,
         provenance=provenance,
-        target=target,
+        target=facts.target.model_copy(deep=True),
         repository=repository,
         evaluation=Evaluation(
-            script=script,
-            insert_line=insert_line,
-            indent=indent,
-            test_function=test_function,
+            script=facts.script,
+            insert_line=facts.insert_line,
+            indent=facts.indent,
+            test_function=facts.test_function,
             timeout=timeout,
             files=dict(extra_files or {}),
             requirements=list(requirements or []),
@@ -213,10 +250,10 @@ def make_function_task(
         context=redact_target(context, repository.target_file, qualname),
         prompt=prompt,
         metadata=TaskMetadata(
-            num_tests=num_tests,
-            num_asserts=num_asserts,
+            num_tests=facts.num_tests,
+            num_asserts=facts.num_asserts,
             standalone=standalone,
-            external_packages=external_imports(tree, local_modules),
+            external_packages=[n for n in facts.imports if n not in local_modules],
             notes=notes,
             **extra,
         ),

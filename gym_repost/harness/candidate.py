@@ -130,6 +130,17 @@ def _original_span(script: str, qualname: str) -> tuple[int, int]:
     return span.start, span.end
 
 
+@lru_cache(maxsize=32)
+def _compile_error(script: str) -> tuple[int | None, str] | None:
+    """Where and why ``script`` does not compile, None when it does: checked once per
+    script text (the ground truth is assembled into the same script for every run of a task)."""
+    try:
+        compile(script, "evaluation.py", "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        return exc.lineno, str(exc.msg)
+    return None
+
+
 def assemble(task: FunctionTask, code: str, *, keep_original: bool = False) -> AssembledScript:
     """Put ``code`` into the task's evaluation script in place of the original.
 
@@ -177,17 +188,15 @@ def assemble(task: FunctionTask, code: str, *, keep_original: bool = False) -> A
         stripped = "\n".join(bare[:at] + ["", *bare_block, ""] + bare[at:])
     start = at + 2
     end = start + len(block) - (1 if keep_original else 2)
-    try:
-        compile(script, "evaluation.py", "exec", dont_inherit=True)
-    except SyntaxError as exc:
+    error = _compile_error(script)
+    if error is not None:
+        lineno, msg = error
         where = (
-            f"line {exc.lineno - start + 1} of your code"
-            if exc.lineno and start <= exc.lineno <= end
-            else f"line {exc.lineno} of the evaluation script"
+            f"line {lineno - start + 1} of your code"
+            if lineno and start <= lineno <= end
+            else f"line {lineno} of the evaluation script"
         )
-        raise CandidateError(
-            f"the evaluation script does not compile with your code in it: {where}: {exc.msg}"
-        ) from None
+        raise CandidateError(f"the evaluation script does not compile with your code in it: {where}: {msg}")
     return AssembledScript(script=script, start_line=start, end_line=end, stripped=stripped)
 
 

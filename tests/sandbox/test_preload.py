@@ -182,6 +182,18 @@ def test_a_run_child_forks_with_its_own_numpy_state(numpy_preloaded: LocalSandbo
     assert run(numpy_preloaded, source) == "True\n"
 
 
+def test_warm_workers_import_coverage_ahead_of_runs(sandbox: LocalSandbox) -> None:
+    """The input search and the coverage measurement import coverage.py on every run: a
+    warm worker has imported it already, and a run's tracing starts from a fresh state."""
+    source = (
+        "import sys\nwas = 'coverage' in sys.modules\nimport coverage\n"
+        "cov = coverage.Coverage(branch=True, data_file=None)\ncov.start()\nx = [i for i in range(3)]\ncov.stop()\n"
+        "print(was, len(coverage.collector.Collector._collectors))\n"
+    )
+    assert run(sandbox, source) == "True 0\n"
+    assert run(sandbox, source) == "True 0\n"
+
+
 def test_a_cold_sandbox_preloads_nothing(tmp_path: Path) -> None:
     config = LocalSandboxConfig(warm=False, work_root=str(tmp_path), preload=["numpy"])
     with LocalSandbox(config) as sandbox:
