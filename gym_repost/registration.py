@@ -13,19 +13,14 @@ FUNCTION_ENV_ID = "gym_repost/Function-v0"
 TESTFILE_ENV_ID = "gym_repost/TestFile-v0"
 
 
+_ENTRY_POINTS = {
+    FUNCTION_ENV_ID: "gym_repost.env.function_env:FunctionEnv",
+    TESTFILE_ENV_ID: "gym_repost.env.testfile_env:TestFileEnv",
+}
+
+
 def register_envs() -> None:
     """Register the environments with Gymnasium (idempotent)."""
-    if FUNCTION_ENV_ID not in registry:
-        register(
-            id=FUNCTION_ENV_ID,
-            entry_point="gym_repost.env.function_env:FunctionEnv",
-            disable_env_checker=True,
-            order_enforce=False,
-        )
-    if TESTFILE_ENV_ID not in registry:
-        register(
-            id=TESTFILE_ENV_ID,
-            entry_point="gym_repost.env.testfile_env:TestFileEnv",
-            disable_env_checker=True,
-            order_enforce=False,
-        )
+    for env_id, entry_point in _ENTRY_POINTS.items():
+        if env_id not in registry:
+            register(id=env_id, entry_point=entry_point, disable_env_checker=True, order_enforce=False)
