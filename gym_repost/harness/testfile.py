@@ -45,6 +45,10 @@ WALL_FACTOR = 3.0
 """The time limits of a test-file run (``timeout``, ``test_timeout``, ``mutation_timeout``)
 count CPU seconds; each has a wall-clock guard this many times as long, which only code
 that waits without computing (sleeps, blocks) meets."""
+MUTATION_WALL_GRACE = 10.0
+"""Seconds the mutation phase's wall-clock guard adds to ``WALL_FACTOR`` times its budget: a
+small budget (a fraction of a CPU second) is spent by variants that compute, not cut by a
+guard that a loaded machine reaches first."""
 _OUTPUT = 1500
 
 RunStatus = Literal["completed", "invalid", "timeout", "crashed", "error"]
@@ -328,7 +332,7 @@ def _config(
         "timeout": spec.timeout,
         "test_timeout": spec.test_timeout,
         "mutation_timeout": spec.mutation_timeout,
-        "mutation_wall": WALL_FACTOR * spec.mutation_timeout,
+        "mutation_wall": WALL_FACTOR * spec.mutation_timeout + MUTATION_WALL_GRACE,
         "wall_factor": WALL_FACTOR,
         "timeout_factor": spec.timeout_factor,
         "timeout_floor": spec.timeout_floor,
