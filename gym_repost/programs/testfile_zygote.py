@@ -125,7 +125,7 @@ class _ZygoteServer:
     def _replay(self, command):
         pid, fd = _fork(lambda write_fd: replayer_main(self, command, write_fd))
         limit = self.config["timeout"]
-        data, status, _ = self._collect(pid, fd, time.monotonic() + self.config["wall_factor"] * limit, limit)
+        data, status, _ = self._collect(pid, fd, {"cpu": limit, "wall": self.config["wall_factor"] * limit})
         try:
             reply = json.loads(data.decode("utf-8"))
         except ValueError:
@@ -139,7 +139,7 @@ class _ZygoteServer:
     def _calibrate(self, command):
         started = time.monotonic()
         pid, fd = _fork(lambda write_fd: _variant_main(self, 0, self.focal_source, command["nodeids"], False, write_fd))
-        data, status, cpu = self._collect(pid, fd, started + command["wall"], command["cpu"])
+        data, status, cpu = self._collect(pid, fd, command)
         seconds = time.monotonic() - started
         try:
             reply = json.loads(data.decode("utf-8"))
@@ -187,14 +187,10 @@ class _ZygoteServer:
                 running[fd]["data"] += chunk
             else:
                 ended.append((fd, False))
-        now = time.monotonic()
         for fd, entry in running.items():
-            if (fd, False) in ended:
-                continue
-            if protocol.cpu_seconds(entry["pid"]) > entry["item"]["cpu"]:
-                ended.append((fd, "stopped at its CPU limit (%.2f s)" % entry["item"]["cpu"]))
-            elif entry["deadline"] <= now:
-                ended.append((fd, "stopped by its wall-clock guard (%.1f s) while waiting" % entry["item"]["wall"]))
+            over = None if (fd, False) in ended else _over_limit(entry["pid"], entry["item"], entry["deadline"])
+            if over is not None:
+                ended.append((fd, over))
         for fd, over in ended:
             entry = running.pop(fd)
             kill_group(entry["pid"])
@@ -210,28 +206,38 @@ class _ZygoteServer:
                 verdict = _verdict(entry, status)
             self.reply({"reply": "variant", "verdict": verdict, "cpu": usage.ru_utime + usage.ru_stime})
 
-    def _collect(self, pid, fd, deadline, cpu_limit=None):
-        """Read a child's pipe to its end, then reap it; stopped at the wall-clock deadline
-        or past ``cpu_limit`` CPU seconds. (data, exit status or None when stopped, CPU seconds)."""
+    def _collect(self, pid, fd, limits):
+        """Read a child's pipe to its end, then reap it; stopped at its limits (``cpu``
+        seconds of CPU time, ``wall`` seconds of the wall clock), checked at every wake-up,
+        however much it writes. (data, exit status or None when stopped, CPU seconds)."""
         self.children[pid] = True
+        deadline = time.monotonic() + limits["wall"]
         data, stopped = b"", False
         while True:
-            wait = max(0.0, deadline - time.monotonic())
-            ready, _, _ = select.select([fd], [], [], wait if cpu_limit is None else min(wait, _CPU_POLL))
-            if not ready:
-                if time.monotonic() >= deadline or (cpu_limit is not None and protocol.cpu_seconds(pid) > cpu_limit):
-                    stopped = True
+            ready, _, _ = select.select([fd], [], [], min(max(0.0, deadline - time.monotonic()), _CPU_POLL))
+            if ready:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
                     break
-                continue
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
+                data += chunk
+            if _over_limit(pid, limits, deadline) is not None:
+                stopped = True
                 break
-            data += chunk
         kill_group(pid)
         os.close(fd)
         _, status, usage = os.wait4(pid, 0)
         self.children.pop(pid, None)
         return data, (None if stopped else status), usage.ru_utime + usage.ru_stime
+
+
+def _over_limit(pid, limits, deadline):
+    """Why a running child is to be stopped (past ``limits["cpu"]`` seconds of its CPU
+    time, or its wall-clock ``deadline``), None while it is within both."""
+    if protocol.cpu_seconds(pid) > limits["cpu"]:
+        return "stopped at its CPU limit (%.2f s)" % limits["cpu"]
+    if time.monotonic() >= deadline:
+        return "stopped by its wall-clock guard (%.1f s) while waiting" % limits["wall"]
+    return None
 
 
 def _ended(status):
