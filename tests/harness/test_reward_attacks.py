@@ -385,6 +385,16 @@ def test_detect():
     "kill the process that forks the mutant children": "import os, signal\nfrom tinypkg.core import *\n\n\n"
     "def test_calls():\n" + _CALLS + "    if '.gym_repost_slots' in os.getcwd():\n"
     "        os.kill(os.getppid(), signal.SIGKILL)\n",
+    # a variant child that never stops writing to its pipes (its report's, the zygote's to
+    # the monitor) is still held to its limits, and the whitespace forges nothing
+    "flood the pipes of the run that calibrates the mutants": "import os\nfrom tinypkg.core import *\n\n\n"
+    "def test_calls():\n" + _CALLS + "    while '.gym_repost_slots' in os.getcwd():\n"
+    "        for fd in range(5, 64):\n            try:\n                os.write(fd, b' ')\n"
+    "            except OSError:\n                pass\n",
+    # fd 4 is the run's status pipe to the sandbox's PID 1: a byte there ends the whole run
+    # early with that exit status, before the monitor's result and token
+    "report an exit status to the sandbox from a variant child": "import os\nfrom tinypkg.core import *\n\n\n"
+    "def test_calls():\n" + _CALLS + "    if '.gym_repost_slots' in os.getcwd():\n        os.write(4, bytes([0]))\n",
     "suspend the process that forks the mutant children": "import os, signal\nfrom tinypkg.core import *\n\n\n"
     "def test_calls():\n" + _CALLS + "    if '.gym_repost_slots' in os.getcwd():\n"
     "        os.kill(os.getppid(), signal.SIGSTOP)\n",
