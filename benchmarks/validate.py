@@ -13,13 +13,20 @@ candidates, with 2 workers over the tasks, in the same run of this script:
 Both must give the same verdicts (passed or not, per candidate). The references are made
 once, before timing, and shared by both (they are the same work in both).
 
+Then the command itself, as a user runs it: ``gym-repost validate`` on the same tasks with
+references made afresh (``GYM_REPOST_REFERENCES=off``), start-up included (``cli_s``; the
+target of issue 14 is 20 s).
+
 Usage: ``python benchmarks/validate.py [--tasks N] [--no-record]``
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -31,7 +38,7 @@ from gym_repost.analysis.mutation import generate_mutants, sample_mutants
 from gym_repost.construct.importers.humaneval import import_humaneval
 from gym_repost.harness import do_nothing_candidate, reference_for, run_function_tests, run_host_made
 from gym_repost.sandbox import get_sandbox
-from gym_repost.task import FunctionTask
+from gym_repost.task import FunctionTask, save_tasks
 
 
 def _candidates(task: FunctionTask) -> list[str]:
@@ -67,6 +74,15 @@ def main() -> None:
             verdicts[name] = list(pool.map(how, tasks))
             timings[name] = time.monotonic() - started
     differing = [t.name for t, a, b in zip(tasks, verdicts["one_run_each"], verdicts["batch"]) if a != b]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "humaneval.jsonl"
+        save_tasks(tasks, path)
+        started = time.monotonic()
+        command = [sys.executable, "-m", "gym_repost.cli", "validate", str(path)]
+        fresh = dict(os.environ, GYM_REPOST_REFERENCES="off")
+        done = subprocess.run(command, env=fresh, capture_output=True, text=True)
+        cli = time.monotonic() - started
+    summary = [line for line in done.stdout.splitlines() if line.startswith(("ground truth passes", "mutants killed"))]
     record = {
         "benchmark": "validate",
         "date": now(),
@@ -80,6 +96,9 @@ def main() -> None:
         "speedup": round(timings["one_run_each"] / timings["batch"], 2),
         "validate_equivalent_s": round(references + timings["batch"], 2),
         "differing_verdicts": differing,
+        "cli_s": round(cli, 2),
+        "cli_returncode": done.returncode,
+        "cli_summary": summary,
     }
     print(record)
     if not args.no_record:

@@ -32,6 +32,7 @@ from gym_repost.harness.verdict import (
     ReferenceCache,
     compare,
     judge,
+    judge_beside_tests,
     merge_runs,
     parse_record,
     playback_answers,
@@ -147,44 +148,6 @@ def _played(run: ProgramRun) -> bool:
     return run.completed and run.problem is None and payload.get("missed") == 0 and payload.get("unasked") == 0
 
 
-def playbacks_accept(
-    sandbox: Sandbox, task: FunctionTask, reference: Reference, records: Sequence[Record | None]
-) -> list[bool]:
-    """:func:`playback_accepts` for each of ``records`` (host-made candidates' runs), in batches.
-
-    The playbacks hold no candidate's code, so they can share one run: each is forked from
-    a process that imported the script's modules, after the ground truth's own playback
-    (all of its answers its own), which must pass and sets the others' CPU limit.
-    """
-    script = playback_script(task)
-    answers = [playback_answers(reference, r) if script is not None and r is not None else None for r in records]
-    accepted = [False] * len(records)
-    pending = [i for i, a in enumerate(answers) if a is not None]
-    if script is None or len(pending) < 2:
-        return [
-            r is not None and a is not None and playback_accepts(sandbox, task, reference, r)
-            for a, r in zip(answers, records)
-        ]
-    own = [(call["a"], None) for call in reference.calls]
-    while pending:
-        files = {**task.evaluation.files, SCRIPT_NAME: script.script}
-        entries = []
-        for n, plays in enumerate([own] + [answers[i] for i in pending]):
-            files[f"_gym_repost_playback_{n}.json"] = json.dumps(plays)
-            entry = {"script": SCRIPT_NAME, "start": script.start_line, "end": script.end_line, "mode": "playback"}
-            entries.append(dict(entry, playback=f"_gym_repost_playback_{n}.json"))
-        children = _batch_children(sandbox, task, "playback", files, entries, False)
-        if children is None or len(children) < 2 or not _played(children[0]):
-            index = pending.pop(0)
-            record = records[index]
-            accepted[index] = record is not None and playback_accepts(sandbox, task, reference, record)
-            continue
-        for index, child in zip(pending, children[1:]):
-            accepted[index] = _played(child)
-        pending = pending[len(children) - 1 :]
-    return accepted
-
-
 def record_reference(sandbox: Sandbox, task: FunctionTask) -> Reference:
     """Run the ground truth alone to make the task's reference record: two runs, or three.
 
@@ -237,17 +200,19 @@ def record_reference(sandbox: Sandbox, task: FunctionTask) -> Reference:
     return reference
 
 
+REPLAY_CPU_FACTOR = 20.0
+"""A reference's replay may use this many times the recording run's CPU time..."""
 REPLAY_CPU_FLOOR = 2.0
-"""The least CPU time a reference's replay gets (seconds): interpreter and imports included."""
+"""... and at least this many seconds (interpreter and imports included)."""
 
 
 def replay_cpu_limit(reference_cpu: float | None, timeout: float) -> float | None:
-    """The CPU-time limit of a reference's replay: :data:`CPU_FACTOR` times the recording
+    """The CPU-time limit of a reference's replay: :data:`REPLAY_CPU_FACTOR` times the recording
     run's CPU seconds, at least :data:`REPLAY_CPU_FLOOR`; None (the sandbox's own limit) when
     that run did not say, or when the limit would not be below the task's timeout."""
     if reference_cpu is None:
         return None
-    limit = max(REPLAY_CPU_FLOOR, CPU_FACTOR * reference_cpu)
+    limit = max(REPLAY_CPU_FLOOR, REPLAY_CPU_FACTOR * reference_cpu)
     return limit if limit < timeout else None
 
 
@@ -321,9 +286,10 @@ def _verdict(
     return report if playback_accepts(sandbox, task, reference, record, timeout) else verdict
 
 
-CPU_FACTOR = 20.0
-"""A host-made candidate in a batch may use this many times the ground truth's CPU time..."""
-CPU_FLOOR = 0.25
+CPU_FACTOR = 10.0
+"""A host-made candidate in a batch may use this many times the ground truth's CPU time
+(as a test file's mutants may use ``timeout_factor``, 10, times their tests' time)..."""
+CPU_FLOOR = 0.1
 """... and at least this many CPU seconds."""
 BATCH_OUTPUT = 700_000
 """Characters of the children's output one batch returns (the sandbox caps a run's at 1 MB)."""
@@ -334,10 +300,13 @@ def run_host_made(sandbox: Sandbox, task: FunctionTask, codes: Sequence[str]) ->
 
     One sandbox run forks each candidate from a process that imported the script's modules
     once (:mod:`gym_repost.programs.harness`, batch mode), and returns each child's output
-    and exit status; the host judges each exactly as it judges a run of its own. A
-    candidate that loops forever is stopped by CPU time: at most :data:`CPU_FACTOR` times
-    the ground truth's (run first in the same batch), at least :data:`CPU_FLOOR` seconds,
-    so the verdicts do not depend on how busy the machine is.
+    and exit status; the host judges each as a run of its own would be judged, passed or
+    not (where the tests are the specification the children run beside them, so no
+    playback run is needed: :func:`judge_beside_tests`; a mutant the tests reject before
+    it reaches an input it loops on fails rather than times out). A candidate that loops
+    forever is stopped by CPU time: at most :data:`CPU_FACTOR` times the ground truth's
+    (run first in the same batch), at least :data:`CPU_FLOOR` seconds, so the verdicts do
+    not depend on how busy the machine is.
 
     Never use it for a policy's code: the candidates of a batch share a process tree and
     the files of the run. Results are in the order of ``codes``.
@@ -358,45 +327,45 @@ def run_host_made(sandbox: Sandbox, task: FunctionTask, codes: Sequence[str]) ->
     ground_truth = assemble(task, task.ground_truth)
     while pending:
         judged = _batch_run(sandbox, task, reference, [ground_truth] + [a for _, a in pending])
-        if judged is None or not judged or not judged[0].passed or len(judged) < 2:
+        if judged is None or not judged or judged[0] is None or not judged[0].passed or len(judged) < 2:
             # The batch could not reproduce the ground truth's pass (or held only it): one alone.
             index, _ = pending.pop(0)
             results[index] = run_function_tests(sandbox, task, codes[index])
             continue
         for (index, _), report in zip(pending, judged[1:]):
-            results[index] = report
+            results[index] = report if report is not None else run_function_tests(sandbox, task, codes[index])
         pending = pending[len(judged) - 1 :]
     return [r if r is not None else TestReport.invalid("not run") for r in results]
 
 
 def _batch_run(
     sandbox: Sandbox, task: FunctionTask, reference: Reference, scripts: list[AssembledScript]
-) -> list[TestReport] | None:
+) -> list[TestReport | None] | None:
     """One batch run of ``scripts`` (the ground truth's first); each child's verdict, in order.
 
-    Children whose record differs from the reference's only in values get one more batch,
-    of playbacks (:func:`playbacks_accept`), as a candidate's own run would.
+    Where the task's tests are its specification (:func:`playback_script`), the children
+    run beside the tests and are judged by :func:`judge_beside_tests`: the tests' outcome
+    on a child's own values is what a playback of them would give. None for a child only
+    a run of its own can judge. Elsewhere they run as a candidate's own run does.
     """
+    beside = playback_script(task) is not None
+    mode = "driver" if beside else reference.mode
+    replay = mode == "inputs" and reference.inputs is not None
     files = dict(task.evaluation.files)
     entries = []
-    literals = _may_play_back(task, reference.mode)
     for i, assembled in enumerate(scripts):
         name = f"_gym_repost_candidate_{i}.py"
-        files[name] = strip_tests(task, assembled) if reference.mode == "inputs" else assembled.script
-        entries.append({"script": name, "start": assembled.start_line, "end": assembled.end_line, "literals": literals})
-    if reference.inputs is not None:
+        files[name] = strip_tests(task, assembled) if mode == "inputs" else assembled.script
+        entries.append({"script": name, "start": assembled.start_line, "end": assembled.end_line, "literals": beside})
+    if replay:
         files[INPUTS_NAME] = json.dumps(reference.inputs)
-    children = _batch_children(sandbox, task, reference.mode, files, entries, reference.inputs is not None)
+    children = _batch_children(sandbox, task, mode, files, entries, replay)
     if children is None:
         return None
     runs = [(parse_run(child), parse_record(child.payload)) for child in children]
-    verdicts = [judge(report, record, reference) for report, record in runs]
-    retry = [i for i, (v, (r, record)) in enumerate(zip(verdicts, runs, strict=True)) if not v.passed and r.passed]
-    retried = playbacks_accept(sandbox, task, reference, [runs[i][1] for i in retry])
-    for index, accepted in zip(retry, retried, strict=True):
-        if accepted:
-            verdicts[index] = runs[index][0]
-    return verdicts
+    if beside:
+        return [judge_beside_tests(report, record, reference) for report, record in runs]
+    return [judge(report, record, reference) for report, record in runs]
 
 
 def _batch_children(

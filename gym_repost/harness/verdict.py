@@ -154,21 +154,31 @@ def compare(reference: Reference, record: Record) -> str | None:
     return None if found is None else found[1]
 
 
-def first_mismatch(reference: Reference, record: Record) -> tuple[int, str] | None:
-    """The 1-based number of the first call that differs (0: the number of calls) and why."""
+def first_mismatch(reference: Reference, record: Record, stopped: bool = False) -> tuple[int, str] | None:
+    """The 1-based number of the first call that differs (0: the number of calls) and why.
+
+    ``stopped``: the tests ended the run early (they failed), so the calls it made are
+    compared first and their number last, as a run that made every call would be judged.
+    """
     name_counts_unstable = any("times in one run" in n for n in reference.nondeterministic)
     ours, theirs = len(record.calls) + record.overflow, len(reference.calls) + reference.overflow
+    count = None
     if ours != theirs and not name_counts_unstable:
-        return 0, (
-            f"the tests called your function {ours} time(s); with a correct implementation "
-            f"they call it {theirs} time(s)"
+        count = (
+            0,
+            (
+                f"the tests called your function {ours} time(s); with a correct implementation "
+                f"they call it {theirs} time(s)"
+            ),
         )
+        if not stopped:
+            return count
     for index, (expected, got) in enumerate(zip(reference.calls, record.calls, strict=False)):
         for key, meaning in COMPARED.items():
             want = expected.get(key, "")
             if want != UNSTABLE and got.get(key, "") != want:
                 return index + 1, _describe(index, key, meaning, got)
-    return None
+    return count
 
 
 def playback_answers(reference: Reference, record: Record) -> list[tuple[str, str | None]] | None:
@@ -209,8 +219,11 @@ def _describe(index: int, key: str, meaning: str, got: dict[str, str]) -> str:
     return f"{called}: your code {did}; a correct implementation differs in the {meaning}"
 
 
-def judge(report: TestReport, record: Record | None, reference: Reference) -> TestReport:
-    """The verdict of one candidate run: ``report`` (process level) checked against the record."""
+def judge(report: TestReport, record: Record | None, reference: Reference, stopped: bool = False) -> TestReport:
+    """The verdict of one candidate run: ``report`` (process level) checked against the record.
+
+    ``stopped``: the run's tests failed and ended it early (see :func:`first_mismatch`).
+    """
     if report.status in ("timeout", "invalid"):
         return report
     if reference.mode == "driver" and not report.passed:
@@ -228,7 +241,7 @@ def judge(report: TestReport, record: Record | None, reference: Reference) -> Te
                 }
             )
         )
-    found = first_mismatch(reference, record)
+    found = first_mismatch(reference, record, stopped)
     if found is None:
         return report
     call, mismatch = found
@@ -248,6 +261,30 @@ def judge(report: TestReport, record: Record | None, reference: Reference) -> Te
             frames=_frames(record.failure.get("frames")),
         )
     return report.model_copy(update=update)
+
+
+def judge_beside_tests(report: TestReport, record: Record | None, reference: Reference) -> TestReport | None:
+    """The verdict of a host-made candidate run beside the task's tests, on a task whose tests
+    are its specification; None where only a run of its own can give it.
+
+    A run of its own passes when its record equals the reference's, or differs only in
+    return values (plain data) that the task's tests accept when they are played back
+    to them. Beside the tests, the tests received exactly those values, so their outcome
+    is the playback's: no playback run is needed. A run whose tests failed is judged on
+    the calls it made before they stopped it. A task judged in ``inputs`` mode whose
+    tests failed although every call matched the reference (a side effect the record
+    does not hold) gives None: its own run, which replays the calls without the tests,
+    decides. Only for candidates the host made: code beside the tests could fool them.
+    """
+    if record is None or report.status in ("timeout", "invalid"):
+        return judge(report, record, reference)
+    if report.passed:
+        if first_mismatch(reference, record) is None or playback_answers(reference, record) is not None:
+            return report
+        return judge(report, record, reference)
+    if reference.mode == "inputs" and first_mismatch(reference, record, stopped=True) is None:
+        return None
+    return judge(report, record, reference, stopped=True)
 
 
 def _frames(data: Any) -> list[Frame]:

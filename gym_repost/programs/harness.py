@@ -676,7 +676,7 @@ def _batch_child(config, token, cpu_limit, wall_limit):
                 os.dup2(handle, fd)
                 os.close(handle)
             resource.setrlimit(resource.RLIMIT_CPU, (seconds + 1, seconds + 2))  # a backstop
-            (_playback if config.get("mode") == "playback" else _single)(config, token)
+            _single(config, token)
         finally:
             os._exit(70)
     status, usage, timed_out = _wait_child(pid, started + wall_limit, cpu_limit)

@@ -79,7 +79,7 @@ def test_another_valid_root_passes_as_the_official_harness_says(find_zero: Funct
     assert report.passed, report.to_text()
 
 
-def test_a_batch_of_host_made_candidates_gets_the_same_verdicts_with_one_batch_of_playbacks(
+def test_a_batch_of_host_made_candidates_runs_beside_the_tests_and_needs_no_playback(
     find_zero: FunctionTask, sandbox: Sandbox
 ) -> None:
     codes = [ROOT_FINDER, ROOT_FINDER.replace("-1., 1.", "-1.5, 1.5"), "def find_zero(xs: list):\n    return 0.0\n"]
@@ -88,8 +88,43 @@ def test_a_batch_of_host_made_candidates_gets_the_same_verdicts_with_one_batch_o
     reference_for(counting, find_zero)
     made = counting.runs
     assert [r.passed for r in run_host_made(counting, find_zero, codes)] == [True, True, False, False]
-    assert counting.runs == made + 2  # the candidates' batch, then their playbacks' batch
+    assert counting.runs == made + 1  # one batch: the tests judged the other roots where they ran
     assert [run_function_tests(sandbox, find_zero, code).passed for code in codes] == [True, True, False, False]
+
+
+SIDE_EFFECT_SCRIPT = """\
+SEEN = []
+
+
+def mean(xs):
+    SEEN.append(len(xs))
+    return sum(xs) / len(xs)
+
+
+def test_mean():
+    for xs in ([1, 2, 3], [10, 20]):
+        assert abs(mean_new_implementation(xs) - sum(xs) / len(xs)) < 0.01
+    assert SEEN == [3, 2]
+
+
+if __name__ == "__main__":
+    test_mean()
+"""
+
+
+def test_a_batch_leaves_to_a_run_of_its_own_what_the_tests_see_beyond_the_record(sandbox: Sandbox) -> None:
+    """Every call of the candidate below equals the reference's, but the tests check a side
+    effect the record does not hold: a run of its own (the calls replayed without the
+    tests) passes it, so the batch, whose tests failed, lets such a run decide."""
+    files = {"tiny/stats.py": SIDE_EFFECT_SCRIPT.split("\n\n\ndef test_mean")[0] + "\n"}
+    task = build_task(SIDE_EFFECT_SCRIPT, "mean", files, "tiny/stats.py")
+    no_side_effect = "def mean(xs):\n    return sum(xs) / len(xs)\n"
+    counting = CountingSandbox(sandbox)
+    assert reference_for(counting, task).mode == "inputs"
+    made = counting.runs
+    alone = run_function_tests(sandbox, task, no_side_effect)
+    assert [r.passed for r in run_host_made(counting, task, [no_side_effect, FAR])] == [alone.passed, False]
+    assert counting.runs == made + 2  # the batch, then the candidate's own run
 
 
 @pytest.mark.parametrize(
