@@ -127,11 +127,15 @@ def sandbox_build_image(
 def env_install(
     definition: Path = typer.Argument(..., help="Environment definition, e.g. envs/repost-eval."),
     target: Optional[Path] = typer.Option(None, help="Virtual environment to create."),
+    force: bool = typer.Option(
+        False, "--force", help="Run pip even when requirements.txt is unchanged since the last install."
+    ),
 ) -> None:
-    """Create a virtual environment with the packages an environment definition lists."""
+    """Create a virtual environment with the packages an environment definition lists
+    (pip runs only when requirements.txt changed since the last complete install, or with --force)."""
     from gym_repost.sandbox.environments import install_env
 
-    python = install_env(definition, target)
+    python = install_env(definition, target, force=force)
     console.print(f"installed: {python}\nuse it with: --env {target or definition.name}")
 
 

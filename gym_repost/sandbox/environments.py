@@ -15,6 +15,7 @@ copies the file into the environment.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -54,10 +55,17 @@ def resolve_env_python(env: str) -> str:
     raise ConfigError(f"environment {env!r} is not installed; run: gym-repost env install {definition}")
 
 
-def install_env(definition: str | Path, target: str | Path | None = None) -> Path:
+INSTALLED_FILE = ".gym-repost-installed"
+"""In an environment: what its last complete install installed (requirements.txt's hash)."""
+
+
+def install_env(definition: str | Path, target: str | Path | None = None, *, force: bool = False) -> Path:
     """Create the virtual environment of ``definition`` and install its requirements.
 
-    Output of pip goes to this process's stdout/stderr. Returns the interpreter path.
+    Output of pip goes to this process's stdout/stderr. Returns the interpreter path. An
+    environment whose last complete install was of the same ``requirements.txt`` is left
+    as it is (pip is not run again: resolving a long list takes seconds even when nothing
+    is missing) unless ``force``.
 
     Raises:
         ConfigError: the definition has no requirements.txt, or an install step failed.
@@ -68,11 +76,17 @@ def install_env(definition: str | Path, target: str | Path | None = None) -> Pat
         raise ConfigError(f"{definition} is not an environment definition (no requirements.txt)")
     venv = Path(target) if target else env_dir(definition.name)
     python = venv / "bin" / "python"
-    steps = [[sys.executable, "-m", "venv", str(venv)]] if not python.exists() else []
-    steps.append([str(python), "-m", "pip", "install", "-r", str(requirements)])
-    for command in steps:
-        if subprocess.run(command, check=False).returncode != 0:
-            raise ConfigError(f"installing {definition} failed at: {' '.join(command)}")
+    stamp = venv / INSTALLED_FILE
+    wanted = hashlib.sha256(requirements.read_bytes()).hexdigest()
+    done = python.exists() and stamp.is_file() and stamp.read_text("utf-8").strip() == wanted
+    if not done or force:
+        steps = [[sys.executable, "-m", "venv", str(venv)]] if not python.exists() else []
+        steps.append([str(python), "-m", "pip", "install", "-r", str(requirements)])
+        stamp.unlink(missing_ok=True)
+        for command in steps:
+            if subprocess.run(command, check=False).returncode != 0:
+                raise ConfigError(f"installing {definition} failed at: {' '.join(command)}")
+        stamp.write_text(wanted + "\n", "utf-8")
     if (definition / PRELOAD_FILE).is_file():
         shutil.copyfile(definition / PRELOAD_FILE, venv / PRELOAD_FILE)
     return python

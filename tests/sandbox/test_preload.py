@@ -224,3 +224,36 @@ def test_a_module_is_preloaded_for_the_packages_named_after_if(tmp_path: Path) -
     (definition / "preload.txt").write_text("numpy\nlitellm liteswarm\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"preload.txt:2: expected MODULE or MODULE if PACKAGE"):
         preload_for(str(definition), ["numpy"])
+
+
+def test_an_environment_is_installed_again_only_when_its_requirements_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gym_repost.sandbox import environments
+
+    commands: list[list[str]] = []
+
+    def fake_run(command: list[str], check: bool = False) -> subprocess.CompletedProcess[str]:
+        commands.append(command)
+        if command[1:3] == ["-m", "venv"]:
+            (Path(command[3]) / "bin").mkdir(parents=True)
+            (Path(command[3]) / "bin" / "python").write_text("", encoding="utf-8")
+        failing = "broken" in Path(command[-1]).read_text(encoding="utf-8") if command[-2:-1] == ["-r"] else False
+        return subprocess.CompletedProcess(command, 1 if failing else 0)
+
+    monkeypatch.setattr(environments.subprocess, "run", fake_run)
+    definition, venv = tmp_path / "myenv", tmp_path / "venv"
+    definition.mkdir()
+    (definition / "requirements.txt").write_text("numpy\n", encoding="utf-8")
+    python = environments.install_env(definition, venv)
+    assert python == venv / "bin" / "python" and [c[1:3] for c in commands] == [["-m", "venv"], ["-m", "pip"]]
+    environments.install_env(definition, venv)
+    assert len(commands) == 2  # unchanged requirements: pip is not run again
+    environments.install_env(definition, venv, force=True)
+    assert len(commands) == 3 and commands[-1][1:3] == ["-m", "pip"]
+    (definition / "requirements.txt").write_text("numpy\nbroken-package\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="installing .* failed at"):
+        environments.install_env(definition, venv)
+    (definition / "requirements.txt").write_text("numpy\n", encoding="utf-8")
+    environments.install_env(definition, venv)
+    assert len(commands) == 5  # a failed install leaves no record: the next one runs pip
