@@ -189,7 +189,8 @@ def test_a_change_to_an_object_built_at_import_time_is_seen(sandbox: Sandbox) ->
 
 def test_one_job_or_two_give_the_same_verdicts(sandbox: Sandbox, ground_truth_run: TestFileRun) -> None:
     single = run_test_file(sandbox, make_testfile_task(), GROUND_TRUTH, jobs=1)
-    assert [m.status for m in single.mutants] == [m.status for m in ground_truth_run.mutants]
+    differing = [(a.status, b.status, b.detail) for a, b in zip(ground_truth_run.mutants, single.mutants) if a != b]
+    assert [m.status for m in single.mutants] == [m.status for m in ground_truth_run.mutants], differing
 
 
 # --------------------------------------------------------------------------- bad input
