@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import math
 import random
 from collections.abc import Callable, Sequence
 
@@ -186,7 +187,8 @@ def _mutated_constant(value: object, rng: random.Random, replacements: Sequence[
     elif isinstance(value, int):
         new = rng.choice(_INT_EDITS)(value, rng)
     elif isinstance(value, float):
-        new = rng.choice((value + 1.0, value / 2, -value, 0.0, value * 10, round(value)))
+        rounded = round(value) if math.isfinite(value) else value  # round() of inf or nan raises
+        new = rng.choice((value + 1.0, value / 2, -value, 0.0, value * 10, rounded))
     elif isinstance(value, str):
         new = rng.choice(_STRING_EDITS)(value, rng)
     elif isinstance(value, bytes):

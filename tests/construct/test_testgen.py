@@ -292,6 +292,14 @@ def test_mutations_keep_the_call_shape():
         assert list(ast.literal_eval(kwargs)) == ["flag"]
 
 
+def test_an_infinite_float_in_an_input_is_mutated_not_raised():
+    """``1e309`` is how ``ast.unparse`` writes an infinite float; rounding it raised OverflowError."""
+    source = mutate.join_input(None, "(1e309, -1e309)", "{}")
+    rng = random.Random(0)
+    mutants = {mutate.mutate(source, rng, []) for _ in range(200)}
+    assert len(mutants - {None}) > 3  # None: both values became the name `inf`, nothing left to mutate
+
+
 # ---------------------------------------------------------------- writer
 
 
