@@ -156,3 +156,14 @@ def test_nothing_imports_the_cli() -> None:
 def test_the_bottom_layer_imports_nothing_above_it() -> None:
     """Pure source analysis (parsing, source edits, packages, mutation) runs nothing and knows no task."""
     assert set(import_graph().get("analysis", {})) <= {"errors"}
+
+
+def test_only_validation_judges_host_made_candidates_in_batches() -> None:
+    """``run_host_made`` runs candidates beside the tests, which a policy's code could fool
+    (tests/harness/test_playback.py shows one that does): no reward path may call it."""
+    users = sorted(
+        str(path.relative_to(PACKAGE))
+        for path in PACKAGE.rglob("*.py")
+        if "run_host_made" in path.read_text("utf-8") and path.name != "__init__.py"
+    )
+    assert users == ["harness/validation.py"]

@@ -145,6 +145,22 @@ def test_a_value_within_the_tests_tolerance_passes_and_one_outside_fails(sandbox
     assert "0.01" not in far.to_text() and "assert" not in far.to_text()  # nothing of the playback's test shown
 
 
+PATCHES_THE_TESTS = (
+    "def mean(xs):\n    import builtins\n    builtins.sum = lambda v, *a: 99.0 * len(v)\n    return 99.0\n"
+)
+"""A wrong value, and ``sum`` (with which the tests compute the expected mean) patched to agree."""
+
+
+def test_a_candidate_that_patches_what_the_tests_use_earns_nothing(sandbox: Sandbox) -> None:
+    """Beside the tests it would fool them (so host-made batches, which run there, are
+    never given a policy's code); its own run replays its calls without the tests, and
+    the playback of its value runs without its code."""
+    task = _tolerance_task(SPEC_TESTS)
+    report = run_function_tests(sandbox, task, PATCHES_THE_TESTS)
+    assert not report.passed and report.exception == "WrongBehaviour", report.to_text()
+    assert run_host_made(sandbox, task, [PATCHES_THE_TESTS])[0].passed  # why run_host_made is host-made only
+
+
 def test_tests_that_compare_with_the_original_are_judged_by_the_record_alone(sandbox: Sandbox) -> None:
     task = _tolerance_task(EQUIVALENCE_TESTS)
     assert playback_script(task) is None
