@@ -276,15 +276,14 @@ def judge_beside_tests(report: TestReport, record: Record | None, reference: Ref
     does not hold) gives None: its own run, which replays the calls without the tests,
     decides. Only for candidates the host made: code beside the tests could fool them.
     """
-    if record is None or report.status in ("timeout", "invalid"):
-        return judge(report, record, reference)
-    if report.passed:
-        if first_mismatch(reference, record) is None or playback_answers(reference, record) is not None:
-            return report
-        return judge(report, record, reference)
+    verdict = judge(report, record, reference, stopped=not report.passed)
+    if record is None or verdict.passed or report.status in ("timeout", "invalid"):
+        return verdict
+    if report.passed:  # the tests took the values that differ: what a playback of them decides
+        return report if playback_answers(reference, record) is not None else verdict
     if reference.mode == "inputs" and first_mismatch(reference, record, stopped=True) is None:
         return None
-    return judge(report, record, reference, stopped=True)
+    return verdict
 
 
 def _frames(data: Any) -> list[Frame]:
