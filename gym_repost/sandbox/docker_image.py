@@ -1,18 +1,21 @@
-"""The shared sandbox image of the docker backend, built on this machine from ``envs/docker``.
+"""The sandbox images of the docker backend, built on this machine from ``envs/docker``.
 
 No registry is reachable, so nothing is pulled: ``envs/docker/rootfs.sh`` makes a Debian
 root file system with ``debootstrap`` (cached as a tarball under
-``$GYM_REPOST_HOME/docker``) and ``docker import`` turns it into the base image
+``$GYM_REPOST_HOME/docker``) and ``docker import`` turns it into the image
 ``gym-repost-rootfs:<hash>``; ``envs/docker/Dockerfile`` adds a virtual environment with
-the packages of ``envs/docker/requirements.txt`` (what the harness and the tools need:
-the base image ``gym-repost-sandbox:base``), plus those of ``envs/NAME/requirements.txt``
-for ``gym-repost-sandbox:NAME``.
+the packages of ``envs/docker/requirements.txt`` (what the harness and the tools need): the
+base image ``gym-repost-sandbox:base``. The image of an environment definition,
+``gym-repost-sandbox:NAME``, is a layer on the base image (``envs/docker/env.Dockerfile``)
+that installs only ``envs/NAME/requirements.txt``; the base image is built first when it is
+missing or stale.
 
 Each image carries the label ``gym-repost.recipe``, a hash of everything it was built
-from; :func:`build_image` does nothing when an image with the same hash exists. During the
-build pip sees this machine's package index settings, its CA bundle (``PIP_CERT``,
-``REQUESTS_CA_BUNDLE``, ``SSL_CERT_FILE``) and its ``PIP_FIND_LINKS`` directories (served
-on loopback for the duration of the build; the build runs on the host network).
+from (an environment's includes the base image's); :func:`build_image` does nothing when an
+image with the same hash exists. During the build pip sees this machine's package index
+settings, its CA bundle (``PIP_CERT``, ``REQUESTS_CA_BUNDLE``, ``SSL_CERT_FILE``) and its
+``PIP_FIND_LINKS`` directories (served on loopback for the duration of the build; the build
+runs on the host network).
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ class ImageRecipe:
 
     Attributes:
         env: ``base`` or the name of the environment definition (``envs/NAME``).
-        recipe_dir: the directory holding ``rootfs.sh`` and ``Dockerfile``.
+        recipe_dir: the directory holding ``rootfs.sh``, ``Dockerfile`` and ``env.Dockerfile``.
         requirements: the requirements file installed into the image.
     """
 
@@ -80,23 +83,34 @@ class ImageRecipe:
         return _digest([self.recipe_dir / "rootfs.sh"])
 
     @property
-    def base_requirements(self) -> Path:
-        """What every image has (the harness's and the tools' packages): envs/docker's."""
-        return self.recipe_dir / "requirements.txt"
+    def dockerfile(self) -> Path:
+        """``Dockerfile`` (the base image) or ``env.Dockerfile`` (a layer on it)."""
+        return self.recipe_dir / ("Dockerfile" if self.env == BASE_ENV else "env.Dockerfile")
+
+    @property
+    def base(self) -> ImageRecipe:
+        """The recipe of the base image (an environment's image is a layer on it)."""
+        return ImageRecipe(BASE_ENV, self.recipe_dir, self.recipe_dir / "requirements.txt")
 
     @property
     def recipe_hash(self) -> str:
-        """Hash of everything the image is built from."""
-        files = [self.recipe_dir / "rootfs.sh", self.recipe_dir / "Dockerfile", self.base_requirements]
-        return _digest(files + ([self.requirements] if self.env != BASE_ENV else []))
+        """Hash of everything the image is built from (an environment's: its base's too)."""
+        if self.env == BASE_ENV:
+            return _digest([self.recipe_dir / "rootfs.sh", self.dockerfile, self.requirements])
+        return _digest([self.dockerfile, self.requirements], prefix=self.base.recipe_hash)
+
+    @property
+    def parent_tag(self) -> str:
+        """What the Dockerfile builds on: the imported root file system, or the base image."""
+        return self.rootfs_tag if self.env == BASE_ENV else self.base.tag
 
     @property
     def rootfs_tag(self) -> str:
         return f"{ROOTFS_REPOSITORY}:{self.rootfs_hash}"
 
 
-def _digest(paths: list[Path]) -> str:
-    digest = hashlib.sha256()
+def _digest(paths: list[Path], prefix: str = "") -> str:
+    digest = hashlib.sha256(prefix.encode())
     for path in paths:
         digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()[:16]
@@ -161,7 +175,8 @@ def build_image(client: Any, recipe: ImageRecipe, *, force: bool = False, log: L
     Args:
         client: a ``docker.DockerClient``.
         recipe: see :func:`resolve_recipe`.
-        force: rebuild even when the image is current (the root file system is reused).
+        force: rebuild even when the image is current (the root file system is reused, and
+            for an environment's image the base image when it is current).
         log: called with each line of progress (default: the module's logger).
 
     Returns:
@@ -176,7 +191,10 @@ def build_image(client: Any, recipe: ImageRecipe, *, force: bool = False, log: L
         log(f"{recipe.tag} is up to date (recipe {recipe.recipe_hash})")
         return recipe.tag
     previous = _image_id(client, recipe.tag)
-    ensure_rootfs(client, recipe, log)
+    if recipe.env == BASE_ENV:
+        ensure_rootfs(client, recipe, log)
+    else:
+        build_image(client, recipe.base, log=log)
     with tempfile.TemporaryDirectory(prefix="gym-repost-build-") as context:
         with _find_links_served() as find_links:
             _write_context(recipe, Path(context), find_links)
@@ -250,12 +268,8 @@ def _run_rootfs_script(recipe: ImageRecipe, tarball: Path, log: Log) -> None:
 def _write_context(recipe: ImageRecipe, context: Path, find_links: list[str]) -> None:
     build = context / "build"
     build.mkdir()
-    shutil.copyfile(recipe.recipe_dir / "Dockerfile", context / "Dockerfile")
-    shutil.copyfile(recipe.base_requirements, build / "base-requirements.txt")
-    if recipe.env == BASE_ENV:
-        (build / "requirements.txt").write_text("# the base image: base-requirements.txt only\n")
-    else:
-        shutil.copyfile(recipe.requirements, build / "requirements.txt")
+    shutil.copyfile(recipe.dockerfile, context / "Dockerfile")
+    shutil.copyfile(recipe.requirements, build / "requirements.txt")
     settings = {k: os.environ[k] for k in _PIP_SETTINGS if os.environ.get(k)}
     if find_links:
         settings["PIP_FIND_LINKS"] = " ".join(find_links)
@@ -277,7 +291,7 @@ def _docker_build(client: Any, recipe: ImageRecipe, context: str, log: Log, no_c
     stream = client.api.build(
         path=context,
         tag=recipe.tag,
-        buildargs={"BASE_IMAGE": recipe.rootfs_tag},
+        buildargs={"BASE_IMAGE": recipe.parent_tag},
         labels=labels,
         network_mode="host",
         rm=True,

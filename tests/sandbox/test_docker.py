@@ -308,10 +308,10 @@ def test_missing_image_without_a_recipe_names_build_image(client: Any, config: d
     assert ours(client, **{SANDBOX_LABEL: sb.token}) == []
 
 
-def test_missing_image_is_built_from_its_definition(client: Any, tmp_path: Path) -> None:
+def test_missing_image_is_built_from_its_definition_as_a_layer_on_the_base_image(client: Any, tmp_path: Path) -> None:
     definition = tmp_path / f"gymrepost-test-{secrets.token_hex(3)}"
     definition.mkdir()
-    (definition / "requirements.txt").write_text("# nothing beyond the base system\n")
+    (definition / "requirements.txt").write_text("# one package beyond the base image's\nsix\n")
     recipe = resolve_recipe(str(definition))
     assert image_status(client, recipe) == "missing"
     refused = DockerSandbox(DockerSandboxConfig(env=str(definition), build_missing=False))
@@ -319,10 +319,17 @@ def test_missing_image_is_built_from_its_definition(client: Any, tmp_path: Path)
         refused.start()
     try:
         with DockerSandbox(DockerSandboxConfig(env=str(definition))) as sb:
-            assert sb.run({}, ["python3", "-c", "print('built')"]).stdout == "built\n"
+            script = "import six, pytest, coverage\nprint('built', six.__name__)"
+            assert sb.run({}, ["python3", "-c", script]).stdout == "built six\n"
         assert image_status(client, recipe) == "current"
+        # the environment adds one layer to the base image, which it does not rebuild
+        base = client.images.get(resolve_recipe(None).tag)
+        layers = [entry["Id"] for entry in client.images.get(recipe.tag).history()]
+        assert base.id in layers, layers
+        assert recipe.recipe_hash != resolve_recipe(None).recipe_hash
     finally:
         client.images.remove(recipe.tag, force=True)
+    assert image_status(client, resolve_recipe(None)) == "current"
 
 
 def test_base_image_is_reused_when_current(client: Any) -> None:
