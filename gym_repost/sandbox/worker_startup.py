@@ -43,7 +43,7 @@ def filesystem_plan(config: Message) -> isolation.FilesystemPlan:
     if config.get("packages_dir"):
         shown.append(config["packages_dir"])
     size = max(64, 4 * int(config["limits"]["max_file_size_mb"]))
-    views = config.get("views")  # found by the sandbox's first worker (~0.2 s of metadata)
+    views = config.get("views")  # found by the sandbox's first worker (~0.05 s of metadata)
     return isolation.FilesystemPlan(
         host_dir=config["host_dir"],
         read_only=[os.path.realpath(p) for p in shown],
@@ -149,22 +149,41 @@ def _includes_system_site(venv: str) -> bool:
 def distribution_entries(directory: str, names: list[str]) -> list[str]:
     """Top-level entries of ``directory`` that belong to distributions ``names`` and to
     what they require (extras aside), found in their installed metadata."""
-    from importlib import metadata
-
-    found = {_normalise(d.metadata["Name"] or ""): d for d in metadata.distributions(path=[directory])}
+    found = _distributions(directory)
     entries: set[str] = set()
     todo, seen = [_normalise(n) for n in names], set()
     while todo:
         name = todo.pop()
-        dist = found.get(name)
-        if name in seen or dist is None:
+        if name in seen:
             continue
         seen.add(name)
-        entries.update(_top_level(dist))
-        for requirement in dist.requires or []:
-            if "extra" not in requirement.partition(";")[2]:
-                todo.append(_normalise(_requirement_name(requirement)))
+        for dist in found.get(name, []):
+            entries.update(_top_level(dist))
+            for requirement in dist.requires or []:
+                if "extra" not in requirement.partition(";")[2]:
+                    todo.append(_normalise(_requirement_name(requirement)))
     return sorted(e for e in entries if os.path.lexists(os.path.join(directory, e)))
+
+
+def _distributions(directory: str) -> dict[str, list[Any]]:
+    """The distributions installed in ``directory`` by normalised name (a name installed
+    twice, an ``.egg-info`` beside a ``.dist-info``, has both). The name is read from the
+    ``.dist-info``/``.egg-info`` directory's own name (``NAME-VERSION...``, the name's
+    dashes written as underscores), so that only the metadata of the distributions asked
+    for is parsed: parsing a site-packages of ~200 of them whole took 0.06 to 0.15 s, at
+    every sandbox's start. An entry whose name does not split is read whole."""
+    import pathlib
+    from importlib import metadata
+
+    found: dict[str, list[Any]] = {}
+    for entry in sorted(_listdir(directory)):
+        stem, dot, suffix = entry.rpartition(".")
+        if not dot or suffix not in ("dist-info", "egg-info"):
+            continue
+        dist = metadata.PathDistribution(pathlib.Path(directory, entry))
+        name = stem.partition("-")[0] if "-" in stem else (dist.metadata["Name"] or "")
+        found.setdefault(_normalise(name), []).append(dist)
+    return found
 
 
 def _normalise(name: str) -> str:

@@ -140,6 +140,46 @@ def test_site_views_keep_only_the_named_distributions() -> None:
     assert worker.site_views(["pytest"])[own] == entries
 
 
+def _install(site: Path, info: str, name: str, files: list[str], requires: list[str] = ()) -> None:
+    """A distribution as pip leaves it: its metadata directory and its files."""
+    (site / info).mkdir()
+    meta = f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n" + "".join(f"Requires-Dist: {r}\n" for r in requires)
+    (site / info / ("PKG-INFO" if info.endswith(".egg-info") else "METADATA")).write_text(meta)
+    (site / info / ("SOURCES.txt" if info.endswith(".egg-info") else "RECORD")).write_text(
+        "".join(f"{f}{'' if info.endswith('.egg-info') else ',,'}\n" for f in [*files, f"{info}/METADATA"])
+    )
+    for file in files:
+        (site / file).parent.mkdir(parents=True, exist_ok=True)
+        (site / file).write_text("")
+
+
+def test_distributions_are_found_by_their_metadata_directory_name_as_by_their_metadata(tmp_path: Path) -> None:
+    """Names are read from ``NAME-VERSION.dist-info`` without parsing every distribution's
+    metadata; what is shown equals what parsing all of it finds: dashes written as
+    underscores, a name installed twice (an egg-info beside a dist-info: both shown), an
+    egg-info without a version in its name, requirements followed, extras not."""
+    from importlib import metadata
+
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    _install(site, "my_pkg-1.0.dist-info", "My.Pkg", ["my_pkg/__init__.py"], ["dep-one", "extra-only; extra == 'x'"])
+    _install(site, "dep_one-2.0.dist-info", "dep-one", ["dep_one.py"], ["Twice>=1"])
+    _install(site, "twice-1.0.dist-info", "twice", ["twice/__init__.py"])
+    _install(site, "twice.egg-info", "twice", ["twice_legacy.py"])
+    _install(site, "extra_only-1.0.dist-info", "extra-only", ["extra_only.py"])
+    _install(site, "other-3.0.dist-info", "other", ["other.py"])
+    entries = worker.distribution_entries(str(site), ["my-pkg"])
+    assert entries == sorted(
+        ["my_pkg", "my_pkg-1.0.dist-info", "dep_one.py", "dep_one-2.0.dist-info", "twice", "twice-1.0.dist-info"]
+        + ["twice_legacy.py", "twice.egg-info"]
+    )
+    parsed = {}
+    for dist in metadata.distributions(path=[str(site)]):
+        parsed.setdefault(worker._normalise(dist.metadata["Name"]), set()).add(dist._path.name)  # type: ignore[attr-defined]
+    found = worker._distributions(str(site))
+    assert {n: {d._path.name for d in ds} for n, ds in found.items()} == parsed
+
+
 def test_a_run_past_its_disk_quota_fails_with_enospc(local_sandbox: LocalSandbox) -> None:
     # Three files of 16 MiB each: under the file size limit, over the 32 MiB quota.
     writer = (
