@@ -103,7 +103,9 @@ class Evaluation(_Model):
     test_function: str
     """Name of the test function the ``__main__`` block calls."""
     timeout: float = Field(default=10.0, gt=0)
-    """Wall-clock seconds one run of the script may take."""
+    """CPU seconds each process of one run of the script may use (RLIMIT_CPU); a run that
+    waits without computing is stopped at three times as many seconds of the wall clock
+    (:data:`gym_repost.harness.WALL_FACTOR`), so a loaded machine changes no verdict."""
     files: dict[str, str] = Field(default_factory=dict)
     """Extra files written beside the script before it runs (example inputs, fixtures)."""
     requirements: list[str] = Field(default_factory=list)

@@ -70,6 +70,12 @@ def harness_source() -> str:
 INPUTS_NAME = "_gym_repost_inputs.json"
 _REFERENCES = ReferenceCache()
 
+WALL_FACTOR = 3.0
+"""A function task's ``timeout`` counts CPU seconds: each process of a harness run may use
+that many (RLIMIT_CPU, SIGXCPU at the limit), and the run's wall-clock guard is this many
+times as long, which only code that waits without computing (sleeps, blocks) meets. A
+loaded machine therefore turns neither a candidate nor the ground truth into a timeout."""
+
 
 def _harness_run(
     sandbox: Sandbox,
@@ -86,7 +92,13 @@ def _harness_run(
     config = {"inputs": INPUTS_NAME if inputs is not None else None, "literals": _may_play_back(task, mode)}
     assembled = AssembledScript(script, assembled.start_line, assembled.end_line)
     run = _run_harness(sandbox, task, assembled, mode, data, config, timeout, cpu_seconds)
-    return parse_run(run), parse_record(run.payload)
+    return parse_run(run, cpu_limit(task, timeout, cpu_seconds)), parse_record(run.payload)
+
+
+def cpu_limit(task: FunctionTask, timeout: float | None, cpu_seconds: float | None = None) -> float:
+    """The CPU seconds a harness run may use: ``cpu_seconds`` when given, else the timeout
+    (``timeout`` or the task's), which counts CPU time (:data:`WALL_FACTOR`)."""
+    return cpu_seconds if cpu_seconds is not None else timeout or task.evaluation.timeout
 
 
 def _may_play_back(task: FunctionTask, mode: str) -> bool:
@@ -112,11 +124,11 @@ def _run_harness(
         "harness",
         files,
         config,
-        timeout=timeout or task.evaluation.timeout,
+        timeout=WALL_FACTOR * (timeout or task.evaluation.timeout),
         token=True,
         modules=PROGRAM_MODULES,
         max_chars=MAX_RECORD_CHARS,
-        cpu_seconds=cpu_seconds,
+        cpu_seconds=cpu_limit(task, timeout, cpu_seconds),
     )
 
 
@@ -386,7 +398,7 @@ def _batch_children(
         "cpu_factor": CPU_FACTOR,
         "cpu_floor": CPU_FLOOR,
         "cpu_max": limit,
-        "wall_max": limit,
+        "wall_max": WALL_FACTOR * limit,
         "max_output": BATCH_OUTPUT,
     }
     run = run_program(
@@ -394,7 +406,7 @@ def _batch_children(
         "harness",
         files,
         config,
-        timeout=limit * len(entries) + 10.0,
+        timeout=WALL_FACTOR * limit * len(entries) + 10.0,
         token=True,
         modules=PROGRAM_MODULES,
         max_chars=MAX_RECORD_CHARS,

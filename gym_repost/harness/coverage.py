@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gym_repost.errors import CandidateError, SandboxError
-from gym_repost.harness import SCRIPT_NAME, assemble
+from gym_repost.harness import SCRIPT_NAME, WALL_FACTOR, assemble
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.sandbox.programs import run_program
 from gym_repost.task import FunctionTask
@@ -55,7 +55,8 @@ def measure_coverage(
         "coverage",
         {**task.evaluation.files, SCRIPT_NAME: assembled.script},
         config,
-        timeout=(timeout or task.evaluation.timeout) * 3,
+        timeout=WALL_FACTOR * 3 * (timeout or task.evaluation.timeout),
+        cpu_seconds=3 * (timeout or task.evaluation.timeout),  # tracing slows the tests ~3x
     )
     data = run.payload
     if data is None:

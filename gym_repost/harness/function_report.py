@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
@@ -86,7 +87,8 @@ class TestReport(BaseModel):
         if self.status == "invalid":
             return f"Your code could not be tested: {self.message}"
         if self.status == "timeout":
-            head = "Tests timed out: the run was killed (an infinite loop or very slow code?)."
+            detail = self.message.removeprefix("timed out").lstrip(": ") or "the run was killed"
+            head = f"Tests timed out: {detail} (an infinite loop or very slow code?)."
         else:
             kind = "Tests failed" if self.status == "failed" else "Tests raised an error"
             head = f"{kind}: {self.exception or 'the script failed'}"
@@ -126,18 +128,30 @@ def _trim_stderr(stderr: str) -> str:
     return (text[:cut] if cut >= 0 else text).strip()[-_TAIL:]
 
 
-def parse_run(run: ProgramRun) -> TestReport:
+def parse_run(run: ProgramRun, cpu_limit: float | None = None) -> TestReport:
     """Turn a harness run (:func:`~gym_repost.sandbox.programs.run_program`) into a :class:`TestReport`.
 
     Passing needs both exit status 0 and the completion token on the last line of
-    stdout: a candidate that exits early never prints the token.
+    stdout: a candidate that exits early never prints the token. ``cpu_limit``: the run's
+    CPU seconds (RLIMIT_CPU); a process stopped by it (SIGXCPU) timed out.
     """
     result = run.result
     stdout = _strip_marks(result.stdout)[-_TAIL:]
-    common: dict[str, Any] = {"stdout": stdout, "returncode": result.returncode, "timed_out": result.timed_out}
-    if result.timed_out:
+    cpu_out = cpu_limit is not None and result.returncode == -signal.SIGXCPU and not result.killed_for
+    common: dict[str, Any] = {
+        "stdout": stdout,
+        "returncode": result.returncode,
+        "timed_out": result.timed_out or cpu_out,
+    }
+    if result.timed_out or cpu_out:
+        if cpu_out:
+            why = f"timed out: the CPU time limit ({cpu_limit:g} s) stopped the run"
+        elif cpu_limit is not None:
+            why = f"timed out: still running after {result.duration:.3g} s of wall-clock time"
+        else:
+            why = "timed out"
         return TestReport(
-            passed=False, status="timeout", message="timed out", stderr=_strip_marks(result.stderr)[-_TAIL:], **common
+            passed=False, status="timeout", message=why, stderr=_strip_marks(result.stderr)[-_TAIL:], **common
         )
     if result.returncode == 0 and run.completed and run.payload is not None:
         return TestReport(passed=True, status="passed", **common)

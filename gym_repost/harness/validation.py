@@ -30,12 +30,13 @@ def failure_cause(report: TestReport) -> str:
     if report.passed:
         return ""
     if report.status == "timeout":
+        head = report.message if report.message.startswith("timed out") else "timed out"
         last = [ln for ln in (report.stderr or report.stdout).strip().split("\n") if ln.strip()]
-        return "timed out" + (
-            f" (last output: {last[-1].strip()[:100]})"
-            if last
-            else " with no output (waiting on the network, which the sandbox blocks?)"
-        )
+        if last:
+            return f"{head} (last output: {last[-1].strip()[:100]})"
+        if "CPU time" in head:
+            return head
+        return head + " with no output (waiting on the network, which the sandbox blocks?)"
     if report.exception in ("ModuleNotFoundError", "ImportError"):
         found = _MISSING.search(report.message)
         if found:
