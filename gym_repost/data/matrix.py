@@ -182,8 +182,9 @@ def runner_config(
 
 
 def run_timeout(n_tests: int, test_timeout: float) -> float:
-    """Sandbox timeout of one runner run: every test's time plus a margin."""
-    return n_tests * (test_timeout + 0.5) + 10.0
+    """Sandbox timeout of one runner run: every test's wall-clock guard (three times its CPU
+    seconds, :data:`gym_repost.programs.matrix.WALL_FACTOR`) plus a margin."""
+    return n_tests * (3 * test_timeout + 0.5) + 10.0
 
 
 def _uniform(n: int, outcome: Outcome, exception: str, message: str) -> tuple[TestOutcome, ...]:

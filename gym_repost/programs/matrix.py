@@ -4,8 +4,9 @@ Its configuration and a one-time token come through the protocol of
 :mod:`gym_repost.programs`. The configuration: ``script`` (the evaluation script with the code inserted as
 ``{name}_new_implementation``, its ``__main__`` block removed), ``name``, ``class_name``,
 ``style`` (``assert``: bind the code to the target's own name first; ``equivalence``:
-leave the script's layout as it is), ``tests`` (sources), ``timeout`` (seconds per test)
-and ``preload`` (modules the script imports, imported once here so each test starts fast).
+leave the script's layout as it is), ``tests`` (sources), ``timeout`` (CPU seconds per
+test; the wall clock stops a test at three times as many) and ``preload`` (modules the
+script imports, imported once here so each test starts fast).
 
 Each test runs in its own child process (``fork``): the child loads the script as a fresh
 ``__main__`` module, binds the code, runs the test with stdout and stderr sent to
@@ -149,19 +150,28 @@ def _child(spec, index, write_fd):
             pass
 
 
-def _read_lines(fd, deadline):
-    """Lines the child sent until its verdict, EOF or the deadline."""
+WALL_FACTOR = 3
+"""A test's ``timeout`` counts the CPU seconds of its process; the wall clock stops it only
+at this many times as long (a test that waits without computing). A loaded machine
+therefore turns no test into a timeout."""
+
+
+def _read_lines(fd, deadline, pid, cpu_limit):
+    """Lines the child sent until its verdict, EOF, its CPU time limit or the wall-clock
+    deadline; and which limit stopped it (``"cpu"``, ``"wall"``, None)."""
     buffer, lines = b"", []
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
-            return lines, True
-        ready, _, _ = select.select([fd], [], [], left)
+            return lines, "wall"
+        if protocol.cpu_seconds(pid) > cpu_limit:
+            return lines, "cpu"
+        ready, _, _ = select.select([fd], [], [], min(left, 0.02))
         if not ready:
-            return lines, True
+            continue
         chunk = os.read(fd, 65536)
         if not chunk:
-            return lines, False
+            return lines, None
         buffer += chunk
         while b"\n" in buffer:
             line, buffer = buffer.split(b"\n", 1)
@@ -170,7 +180,7 @@ def _read_lines(fd, deadline):
             except ValueError:
                 continue
             if "outcome" in lines[-1]:
-                return lines, False
+                return lines, None
 
 
 def _exit_verdict(status, phase):
@@ -198,19 +208,22 @@ def _run_in_child(spec, index):
     except OSError:  # the child already did it, or already exited
         pass
     os.close(write_fd)
-    lines, timed_out = _read_lines(read_fd, time.monotonic() + spec["timeout"])
+    limit = spec["timeout"]
+    lines, stopped = _read_lines(read_fd, time.monotonic() + WALL_FACTOR * limit, pid, limit)
     protocol.kill_group(pid)
     _, status = os.waitpid(pid, 0)
     os.close(read_fd)
     phase = "test" if any(line.get("loaded") for line in lines) else "load"
     if lines and "outcome" in lines[-1]:
         return lines[-1]
-    if timed_out:
+    if stopped:
         return {
             "outcome": "timeout",
             "phase": phase,
             "exception": "Timeout",
-            "message": "the test did not finish within %.3g seconds" % spec["timeout"],
+            "message": "the test used its %.3g s of CPU time" % limit
+            if stopped == "cpu"
+            else "the test did not finish within %.3g s of wall-clock time" % (WALL_FACTOR * limit),
         }
     return _exit_verdict(status, phase)
 

@@ -43,6 +43,19 @@ def test_each_test_gets_its_own_outcome_and_timeout(function_task: FunctionTask,
     assert run.passed == 2 and run.pass_rate == pytest.approx(2 / 6)
 
 
+def test_a_tests_timeout_counts_its_cpu_seconds(function_task: FunctionTask, sandbox: Sandbox) -> None:
+    """A test that spins is stopped by its CPU time; one that waits (sleeps) past its
+    timeout passes within the wall-clock guard, three times as long, and is stopped beyond
+    it: how busy the machine is turns no test into a timeout."""
+    suite = TestSuite(
+        ("while True:\n    pass", "import time\ntime.sleep(1.3)\n" + GOOD, "import time\ntime.sleep(3.5)\n" + GOOD)
+    )
+    run = run_code_against_tests(sandbox, function_task, function_task.ground_truth, suite, test_timeout=1.0)
+    assert _outcomes(run) == ["timeout", "pass", "timeout"]
+    assert run.outcomes[0].message == "the test used its 1 s of CPU time"
+    assert run.outcomes[2].message == "the test did not finish within 3 s of wall-clock time"
+
+
 def test_the_code_under_test_replaces_the_target_for_assert_style_tests(
     function_task: FunctionTask, sandbox: Sandbox
 ) -> None:
