@@ -141,6 +141,12 @@ FULL_SCRIPT_NAME = "evaluation_full.py"
 """The script with the original beside the code, for the tests that run whole in the code's process."""
 
 
+TEST_WALL_FACTOR = 3.0
+"""A test's ``test_timeout`` counts the CPU seconds of its process; the wall clock stops it
+only at this many times as long (a test that waits without computing), so the machine's
+load turns no test into a timeout."""
+
+
 def _matrix_config(task: FunctionTask, suite: TestSuite, entries: list[Any], test_timeout: float) -> dict[str, Any]:
     """The matrix program's configuration (:mod:`gym_repost.programs.matrix`) for ``entries``."""
     return {
@@ -150,6 +156,7 @@ def _matrix_config(task: FunctionTask, suite: TestSuite, entries: list[Any], tes
         "style": suite.style,
         "tests": entries,
         "timeout": test_timeout,
+        "wall_factor": TEST_WALL_FACTOR,
         "preload": imported_modules(task.evaluation.script),
     }
 
@@ -182,9 +189,9 @@ def runner_config(
 
 
 def run_timeout(n_tests: int, test_timeout: float) -> float:
-    """Sandbox timeout of one runner run: every test's wall-clock guard (three times its CPU
-    seconds, :data:`gym_repost.programs.matrix.WALL_FACTOR`) plus a margin."""
-    return n_tests * (3 * test_timeout + 0.5) + 10.0
+    """Sandbox timeout of one runner run: every test's wall-clock guard
+    (:data:`TEST_WALL_FACTOR` times its CPU seconds) plus a margin."""
+    return n_tests * (TEST_WALL_FACTOR * test_timeout + 0.5) + 10.0
 
 
 def _uniform(n: int, outcome: Outcome, exception: str, message: str) -> tuple[TestOutcome, ...]:

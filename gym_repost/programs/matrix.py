@@ -5,8 +5,8 @@ Its configuration and a one-time token come through the protocol of
 ``{name}_new_implementation``, its ``__main__`` block removed), ``name``, ``class_name``,
 ``style`` (``assert``: bind the code to the target's own name first; ``equivalence``:
 leave the script's layout as it is), ``tests`` (sources), ``timeout`` (CPU seconds per
-test; the wall clock stops a test at three times as many) and ``preload`` (modules the
-script imports, imported once here so each test starts fast).
+test), ``wall_factor`` (the wall clock stops a test at this many times ``timeout``) and
+``preload`` (modules the script imports, imported once here so each test starts fast).
 
 Each test runs in its own child process (``fork``): the child loads the script as a fresh
 ``__main__`` module, binds the code, runs the test with stdout and stderr sent to
@@ -150,12 +150,6 @@ def _child(spec, index, write_fd):
             pass
 
 
-WALL_FACTOR = 3
-"""A test's ``timeout`` counts the CPU seconds of its process; the wall clock stops it only
-at this many times as long (a test that waits without computing). A loaded machine
-therefore turns no test into a timeout."""
-
-
 def _read_lines(fd, deadline, pid, cpu_limit):
     """Lines the child sent until its verdict, EOF, its CPU time limit or the wall-clock
     deadline; and which limit stopped it (``"cpu"``, ``"wall"``, None)."""
@@ -208,8 +202,8 @@ def _run_in_child(spec, index):
     except OSError:  # the child already did it, or already exited
         pass
     os.close(write_fd)
-    limit = spec["timeout"]
-    lines, stopped = _read_lines(read_fd, time.monotonic() + WALL_FACTOR * limit, pid, limit)
+    limit, wall = spec["timeout"], spec["wall_factor"] * spec["timeout"]
+    lines, stopped = _read_lines(read_fd, time.monotonic() + wall, pid, limit)
     protocol.kill_group(pid)
     _, status = os.waitpid(pid, 0)
     os.close(read_fd)
@@ -223,7 +217,7 @@ def _run_in_child(spec, index):
             "exception": "Timeout",
             "message": "the test used its %.3g s of CPU time" % limit
             if stopped == "cpu"
-            else "the test did not finish within %.3g s of wall-clock time" % (WALL_FACTOR * limit),
+            else "the test did not finish within %.3g s of wall-clock time" % wall,
         }
     return _exit_verdict(status, phase)
 
