@@ -92,10 +92,10 @@ def _harness_run(
     config = {"inputs": INPUTS_NAME if inputs is not None else None, "literals": _may_play_back(task, mode)}
     assembled = AssembledScript(script, assembled.start_line, assembled.end_line)
     run = _run_harness(sandbox, task, assembled, mode, data, config, timeout, cpu_seconds)
-    return parse_run(run, cpu_limit(task, timeout, cpu_seconds)), parse_record(run.payload)
+    return parse_run(run, _cpu_limit(task, timeout, cpu_seconds)), parse_record(run.payload)
 
 
-def cpu_limit(task: FunctionTask, timeout: float | None, cpu_seconds: float | None = None) -> float:
+def _cpu_limit(task: FunctionTask, timeout: float | None, cpu_seconds: float | None = None) -> float:
     """The CPU seconds a harness run may use: ``cpu_seconds`` when given, else the timeout
     (``timeout`` or the task's), which counts CPU time (:data:`WALL_FACTOR`)."""
     return cpu_seconds if cpu_seconds is not None else timeout or task.evaluation.timeout
@@ -128,7 +128,7 @@ def _run_harness(
         token=True,
         modules=PROGRAM_MODULES,
         max_chars=MAX_RECORD_CHARS,
-        cpu_seconds=cpu_limit(task, timeout, cpu_seconds),
+        cpu_seconds=_cpu_limit(task, timeout, cpu_seconds),
     )
 
 

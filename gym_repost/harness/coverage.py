@@ -49,14 +49,15 @@ def measure_coverage(
         CandidateError: ``code`` cannot be placed into the script.
     """
     assembled = assemble(task, code if code is not None else task.ground_truth)
+    cpu = 3 * (timeout or task.evaluation.timeout)  # tracing slows the tests ~3x
     config = {"script": SCRIPT_NAME, "start": assembled.start_line, "end": assembled.end_line}
     run = run_program(
         sandbox,
         "coverage",
         {**task.evaluation.files, SCRIPT_NAME: assembled.script},
         config,
-        timeout=WALL_FACTOR * 3 * (timeout or task.evaluation.timeout),
-        cpu_seconds=3 * (timeout or task.evaluation.timeout),  # tracing slows the tests ~3x
+        timeout=WALL_FACTOR * cpu,
+        cpu_seconds=cpu,
     )
     data = run.payload
     if data is None:

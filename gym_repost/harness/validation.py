@@ -9,6 +9,7 @@ is flagged.
 from __future__ import annotations
 
 import re
+import signal
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,7 +35,7 @@ def failure_cause(report: TestReport) -> str:
         last = [ln for ln in (report.stderr or report.stdout).strip().split("\n") if ln.strip()]
         if last:
             return f"{head} (last output: {last[-1].strip()[:100]})"
-        if "CPU time" in head:
+        if report.returncode == -signal.SIGXCPU:  # it computed: it was not waiting
             return head
         return head + " with no output (waiting on the network, which the sandbox blocks?)"
     if report.exception in ("ModuleNotFoundError", "ImportError"):
