@@ -87,3 +87,28 @@ def test_the_ground_truth_and_a_correct_candidate_pass_under_their_cpu_time(sand
     candidates = [task.ground_truth, CORRECT, ENDLESS, do_nothing_candidate(task)]
     reports = [run_function_tests(sandbox, task, c) for c in candidates]
     assert [r.status for r in reports] == ["passed", "passed", "timeout", "failed"], [r.to_text() for r in reports]
+
+
+RAISES_ITS_LIMIT = """\
+def churn(n):
+    import resource, signal
+    signal.signal(signal.SIGXCPU, signal.SIG_IGN)
+    soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    try:
+        resource.setrlimit(resource.RLIMIT_CPU, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+    except (ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_CPU, (hard, hard))
+    while True:
+        pass
+"""
+
+
+def test_a_candidate_cannot_raise_its_cpu_limit(sandbox: Sandbox) -> None:
+    """The attack: ignore SIGXCPU and lift RLIMIT_CPU to compute past the timeout. The hard
+    limit is the kernel's and cannot be raised by the run's unprivileged user: the process
+    is killed there, and the run fails."""
+    task = churn_task(1.0)
+    started = time.monotonic()
+    report = run_function_tests(sandbox, task, RAISES_ITS_LIMIT)
+    assert not report.passed and report.status in ("timeout", "error"), report.to_text()
+    assert time.monotonic() - started < WALL_FACTOR * 1.0 + 10
