@@ -77,6 +77,7 @@ def test_preloading_the_environment(env_python: str) -> None:
         "print(sum(i.atexit for i in weakref.finalize._registry.values() "
         "if i.func.__qualname__ == '_del_library'))\n"
     )
+    seeds = "import numpy, torch\nprint(torch.initial_seed(), torch.rand(1).item(), numpy.random.random())\n"
     with get_sandbox("local", python=env_python, preload=modules) as sb:
         report = sb.preload_report()
         result = sb.run(
@@ -84,7 +85,12 @@ def test_preloading_the_environment(env_python: str) -> None:
             ["python3", "main.py"],
             timeout=60,
         )
+        # torch seeds its generator from the OS at import, as numpy does: so does every run
+        # (runs of one worker drawing the same "random" tensors looked deterministic to a
+        # reference, and a correct candidate run by another worker then failed: task 831)
+        draws = [sb.run({"main.py": seeds}, ["python3", "main.py"], timeout=60).stdout.split() for _ in range(3)]
     assert report["loaded"] == modules and not report["failed"] and not report["unfit"], report
     assert result.stdout.split() == ["0", "FALSE"], result.stderr
+    assert all(len(draw) == 3 for draw in draws) and all(len({d[i] for d in draws}) == 3 for i in range(3)), draws
     with get_sandbox("local", python=env_python) as sb:  # not preloaded: torch registers them itself
         assert int(sb.run({"main.py": count}, ["python3", "main.py"], timeout=60).stdout) > 0

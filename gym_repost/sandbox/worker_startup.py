@@ -305,15 +305,21 @@ def _skip_exit_teardown() -> None:
 
 
 def _reseed_in_run_child(server_pid: int) -> None:
-    """numpy seeds its global generator from the OS at import; every run must too, not
-    inherit one seed from the worker (the ``random`` module reseeds itself at fork)."""
+    """numpy and torch seed their global generators from the OS at import; every run must
+    too, not inherit one seed from the worker (the ``random`` module reseeds itself at
+    fork). Else runs forked from one worker draw the same "random" inputs, and those of
+    another worker others: a task whose tests draw unseeded inputs would look deterministic
+    to its reference and fail a correct candidate run by another worker."""
     numpy_random = sys.modules.get("numpy.random")
-    if numpy_random is None:
+    torch_generator = getattr(sys.modules.get("torch"), "default_generator", None)
+    reseeds = [f for f in (getattr(numpy_random, "seed", None), getattr(torch_generator, "seed", None)) if f]
+    if not reseeds:
         return
 
     def reseed() -> None:
         if os.getppid() == server_pid:  # a run child, not a process a run forked
-            numpy_random.seed()
+            for function in reseeds:
+                function()
 
     os.register_at_fork(after_in_child=reseed)
 
