@@ -2,7 +2,8 @@
 
 1. gym-repost, **cold**: ``eval --policy oracle --env repost-eval`` with 2 workers, as
    the CLI runs it (warm local sandbox preloading the modules of
-   ``envs/repost-eval/preload.txt`` the tasks import), wall clock from the sandbox's start
+   ``envs/repost-eval/preload.txt`` the tasks import, and those it preloads ``apart`` in
+   workers of their own, started on first use), wall clock from the sandbox's start
    (the preloading included) to its close, with an empty reference store: each task costs
    its reference (the ground truth's run and its replay, a third run when the replay
    differs), which is kept in the store; the oracle's code is the ground truth's text,
@@ -24,6 +25,12 @@
    when it does not exist: that only makes the loop faster.) Then the same loop told it is
    offline (``OFFLINE_ENV``), as the sandbox's runs without network are, so that tools that
    would download fail at once there too: the like-for-like baseline.
+6. Attempts on the tasks that import a module preloaded apart (tensorflow, litellm...), as
+   an episode with self-repair makes them: for each task, task after task, its reference
+   (two or three runs), then ``ATTEMPTS`` candidate runs one after another (the ground
+   truth under another text each time); once with the workers of their own, once without
+   (every run imports the module). Wall clock and the machine's CPU seconds
+   (``/proc/stat``) per task, the start of the task's worker of its own included.
 
 All in the same run. Appends a record to ``benchmarks/results/repost_eval.jsonl``.
 
@@ -54,10 +61,17 @@ from gym_repost.harness import SCRIPT_NAME, assemble
 from gym_repost.policy import load_policy
 from gym_repost.sandbox import get_sandbox
 from gym_repost.sandbox.base import OFFLINE_ENV
-from gym_repost.sandbox.environments import preload_for, resolve_env_python
+from gym_repost.sandbox.environments import preload_apart_for, preload_for, resolve_env_python
 from gym_repost.task import FunctionTask, load_tasks
 
 WORKERS = 2
+ATTEMPTS = 5
+
+
+def _preload(env: str, tasks: list[FunctionTask]) -> dict[str, Any]:
+    """The sandbox's preload settings, as ``--env ENV`` makes them for ``tasks``."""
+    packages = {p for t in tasks for p in t.metadata.external_packages}
+    return {"preload": preload_for(env, packages), "preload_apart": preload_apart_for(env, packages)}
 
 
 class ReferenceClock:
@@ -88,12 +102,12 @@ class ReferenceClock:
 
 def gym_repost_oracle(tasks: list[FunctionTask], env: str, preload: bool) -> dict[str, Any]:
     """The oracle over every task, as ``gym-repost eval --env ENV -w 2`` runs it."""
-    modules = preload_for(env, (p for t in tasks for p in t.metadata.external_packages)) if preload else []
+    preloading = _preload(env, tasks) if preload else {}
     config = RunConfig(tasks="repost-eval", tasks_digest=tasks_digest(tasks), policy="oracle", workers=WORKERS)
     harness._REFERENCES = harness.ReferenceCache()  # what this process made before does not count
     with tempfile.TemporaryDirectory() as run, ReferenceClock() as clock:
         started = time.perf_counter()
-        with get_sandbox("local", workers=WORKERS, python=resolve_env_python(env), preload=modules) as sb:
+        with get_sandbox("local", workers=WORKERS, python=resolve_env_python(env), **preloading) as sb:
             ready = time.perf_counter() - started
             report = sb.preload_report()  # type: ignore[attr-defined]
             runs = count_runs(sb)
@@ -110,7 +124,7 @@ def gym_repost_oracle(tasks: list[FunctionTask], env: str, preload: bool) -> dic
         "references": clock.count,
         "reference_worker_s": clock.seconds,
         "reference_share": clock.seconds / (WORKERS * elapsed),
-        "preload": {k: report[k] for k in ("loaded", "failed", "unfit")},
+        "preload": {k: report[k] for k in ("loaded", "failed", "unfit", "apart") if k in report},
     }
 
 
@@ -129,12 +143,11 @@ def count_runs(sandbox: Any) -> list[int]:
 
 def warm_recording(tasks: list[FunctionTask], env: str) -> dict[str, Any]:
     """Every task judged once with the ground truth under another text, references from the store."""
-    modules = preload_for(env, (p for t in tasks for p in t.metadata.external_packages))
     harness._REFERENCES = harness.ReferenceCache()
     started = time.perf_counter()
     with (
         ReferenceClock() as clock,
-        get_sandbox("local", workers=WORKERS, python=resolve_env_python(env), preload=modules) as sb,
+        get_sandbox("local", workers=WORKERS, python=resolve_env_python(env), **_preload(env, tasks)) as sb,
         ThreadPoolExecutor(WORKERS) as pool,
     ):
         runs = count_runs(sb)
@@ -158,10 +171,9 @@ def plain_script(task: FunctionTask) -> dict[str, str]:
 
 def sandbox_loop(tasks: list[FunctionTask], env: str) -> dict[str, Any]:
     """The plain loop's scripts, one run each, in the warm preloaded sandbox."""
-    modules = preload_for(env, (p for t in tasks for p in t.metadata.external_packages))
     started = time.perf_counter()
     with (
-        get_sandbox("local", workers=WORKERS, python=resolve_env_python(env), preload=modules) as sb,
+        get_sandbox("local", workers=WORKERS, python=resolve_env_python(env), **_preload(env, tasks)) as sb,
         ThreadPoolExecutor(WORKERS) as pool,
     ):
         results = list(
@@ -174,6 +186,71 @@ def sandbox_loop(tasks: list[FunctionTask], env: str) -> dict[str, Any]:
         "tasks": len(tasks),
         "runs_s": sum(r.duration for r in results),
     }
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds the whole machine has spent (``/proc/stat``), idle and I/O wait excluded."""
+    with open("/proc/stat", encoding="utf-8") as handle:
+        ticks = [int(field) for field in handle.readline().split()[1:]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def _attempt(sandbox: Any, task: FunctionTask, number: int) -> Any:
+    """A candidate run of ``task``: its ground truth under another text."""
+    return harness.run_function_tests(sandbox, task, task.ground_truth + f"\n# attempt {number}\n")
+
+
+def apart_attempts(tasks: list[FunctionTask], env: str) -> dict[str, Any]:
+    """Measurement 6: ``ATTEMPTS`` candidate runs in a row per task that imports a module
+    preloaded apart, task after task, with the workers of their own and without them."""
+    apart = _preload(env, tasks)["preload_apart"]
+    heavy = [t for t in tasks if apart.keys() & set(t.metadata.external_packages)]
+    found: dict[str, Any] = {"tasks": [t.name for t in heavy], "attempts": ATTEMPTS}
+    for name, settings in (("without", {}), ("apart", {"preload_apart": apart})):
+        harness._REFERENCES = harness.ReferenceCache()
+        preload = _preload(env, tasks)["preload"]
+        by_task: dict[str, Any] = {}
+        with get_sandbox("local", workers=WORKERS, python=resolve_env_python(env), preload=preload, **settings) as sb:
+            for task in heavy:
+                cpu, started = _cpu_seconds(), time.perf_counter()
+                harness.reference_for(sb, task)
+                reports = [_attempt(sb, task, i) for i in range(ATTEMPTS)]
+                by_task[task.name] = {
+                    "wall_s": time.perf_counter() - started,
+                    "cpu_s": _cpu_seconds() - cpu,
+                    "passed": sum(r.passed for r in reports),
+                }
+        found[name] = {
+            "wall_s": sum(t["wall_s"] for t in by_task.values()),
+            "cpu_s": sum(t["cpu_s"] for t in by_task.values()),
+            "passed": sum(t["passed"] for t in by_task.values()),
+            "runs": ATTEMPTS * len(heavy),
+            "by_task": by_task,
+        }
+    found["speedup"] = found["without"]["wall_s"] / found["apart"]["wall_s"]
+    found["cpu_ratio"] = found["without"]["cpu_s"] / found["apart"]["cpu_s"]
+    return found
+
+
+def _print_attempts(attempts: dict[str, Any]) -> None:
+    print(
+        f"{ATTEMPTS} attempts in a row on each of the {len(attempts['tasks'])} tasks that import a module preloaded "
+        f"apart: {attempts['apart']['wall_s']:.1f} s and {attempts['apart']['cpu_s']:.1f} CPU-s with workers of "
+        f"their own, {attempts['without']['wall_s']:.1f} s and {attempts['without']['cpu_s']:.1f} CPU-s without "
+        f"({attempts['speedup']:.2f}x, CPU {attempts['cpu_ratio']:.2f}x; passed {attempts['apart']['passed']} and "
+        f"{attempts['without']['passed']} of {attempts['apart']['runs']})"
+    )
+
+
+def attempts_only(tasks: list[FunctionTask], env: str, record: bool) -> None:
+    """``--attempts-only``: measurement 6 alone, recorded as a record of its own."""
+    os.environ["GYM_REPOST_REFERENCES"] = "off"
+    found = {"benchmark": "repost_eval_attempts", "date": now(), "machine": machine(), "env": env}
+    found["attempts_on_tasks_preloaded_apart"] = attempts = apart_attempts(tasks, env)
+    found["load_after"] = machine()["load_average"]
+    _print_attempts(attempts)
+    if record:
+        print(f"recorded in {append_record('repost_eval', found)}")
 
 
 def plain_run(python: str, task: FunctionTask, offline: bool = False) -> tuple[bool, float]:
@@ -228,8 +305,12 @@ def main() -> None:
     parser.add_argument("--env", default="repost-eval")
     parser.add_argument("--unpreloaded", action="store_true", help="also measurement 3")
     parser.add_argument("--no-record", action="store_true")
+    parser.add_argument("--attempts-only", action="store_true", help="only measurement 6")
     args = parser.parse_args()
     tasks = [t for t in load_tasks(args.tasks) if isinstance(t, FunctionTask)]
+    if args.attempts_only:
+        attempts_only(tasks, args.env, record=not args.no_record)
+        return
     load_before = machine()["load_average"]
     with tempfile.TemporaryDirectory() as store:
         os.environ["GYM_REPOST_REFERENCES"] = store  # empty: the cold run makes and keeps them
@@ -241,6 +322,7 @@ def main() -> None:
     runs = sandbox_loop(tasks, args.env)
     plain = plain_loop(tasks, args.env)
     plain_offline = plain_loop(tasks, args.env, offline=True)
+    attempts = apart_attempts(tasks, args.env)
     record = {
         "benchmark": "repost_eval",
         "date": now(),
@@ -256,6 +338,7 @@ def main() -> None:
         "sandbox_one_run_per_task": runs,
         "plain_loop": plain,
         "plain_loop_offline": plain_offline,
+        "attempts_on_tasks_preloaded_apart": attempts,
         "speedup_warm_vs_offline_loop": plain_offline["wall_s"] / warm["wall_s"],
         "speedup_run_for_run_vs_offline_loop": plain_offline["wall_s"] / runs["wall_s"],
         "speedup_vs_offline_loop": plain_offline["wall_s"] / ours["wall_s"],
@@ -297,6 +380,7 @@ def main() -> None:
         f"run per task {record['speedup_warm_recording']:.2f}x; run for run {record['speedup_run_for_run']:.2f}x "
         f"(load {record['machine']['load_average']})"
     )
+    _print_attempts(attempts)
     if not args.no_record:
         print(f"recorded in {append_record('repost_eval', record)}")
 

@@ -15,7 +15,7 @@ from gym_repost.construct.importers.repost_eval import import_repost_eval
 from gym_repost.executor import LocalExecutor
 from gym_repost.harness.validation import validate_tasks
 from gym_repost.sandbox import get_sandbox
-from gym_repost.sandbox.environments import install_env, preload_for
+from gym_repost.sandbox.environments import install_env, preload_apart_for, preload_for
 from gym_repost.task import FunctionTask
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,11 +47,15 @@ def test_at_least_290_of_296_ground_truths_pass(env_python: str) -> None:
     tasks = [t for t in import_repost_eval(DATA) if isinstance(t, FunctionTask)]
     assert len(tasks) == 296
     # as `gym-repost validate --env repost-eval -w 4` runs them: warm workers preload what the
-    # tasks import; four, because a few ground truths mostly sleep (621, 615 and 947 spend 13
+    # tasks import, and workers of their own the heavy modules of a task or two (tensorflow,
+    # litellm); four, because a few ground truths mostly sleep (621, 615 and 947 spend 13
     # to 24 s in time.sleep over their three runs) and would hold half of two workers idle
-    preload = preload_for("repost-eval", (p for t in tasks for p in t.metadata.external_packages))
-    with get_sandbox("local", workers=4, python=env_python, preload=preload) as sb:
+    packages = {p for t in tasks for p in t.metadata.external_packages}
+    preload, apart = preload_for("repost-eval", packages), preload_apart_for("repost-eval", packages)
+    assert set(apart) == {"liteswarm", "panel", "tensorflow", "transformers"}
+    with get_sandbox("local", workers=4, python=env_python, preload=preload, preload_apart=apart) as sb:
         results = validate_tasks(sb, tasks, mutants=0, executor=LocalExecutor(4))
+        assert sb.preload_report()["apart"]["dropped"] == {}  # tensorflow prints at import: fit, printed again
     failed = {r.task_name.split("/")[1].split("-")[0]: r.cause for r in results if not r.passed}
     assert len(results) - len(failed) >= 291, failed
     # 831 asks the Hugging Face hub for a tokenizer: told it is offline, it passes at once

@@ -103,7 +103,8 @@ def sandbox_options(
     env_preload: str = "auto",
 ) -> dict[str, Any]:
     """``env_preload``: ``auto`` adds the modules of the environment's preload.txt that
-    ``tasks`` import, ``none`` nothing, else a comma-separated list of modules."""
+    ``tasks`` import (those it preloads ``apart`` in workers of their own), ``none`` nothing,
+    else a comma-separated list of modules."""
     options: dict[str, Any] = {"workers": workers}
     if env:
         options["env"] = env
@@ -111,9 +112,13 @@ def sandbox_options(
         options["python"] = python
     chosen = list(preload or [])
     if env_preload == "auto" and env and tasks is not None:
-        from gym_repost.sandbox.environments import preload_for
+        from gym_repost.sandbox.environments import preload_apart_for, preload_for
 
-        chosen += preload_for(env, (p for t in tasks for p in t.metadata.external_packages))
+        packages = {p for t in tasks for p in t.metadata.external_packages}
+        chosen += preload_for(env, packages)
+        apart = preload_apart_for(env, packages)
+        if apart:
+            options["preload_apart"] = apart
     elif env_preload not in ("auto", "none"):
         chosen += [m.strip() for m in env_preload.split(",") if m.strip()]
     if chosen:
@@ -131,6 +136,7 @@ def backend_options(name: str, options: dict[str, Any]) -> dict[str, Any]:
     env = options.pop("env", None)
     if name == "docker":
         options.pop("preload", None)
+        options.pop("preload_apart", None)
         if env:
             options["env"] = env
     elif env:

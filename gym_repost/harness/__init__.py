@@ -120,7 +120,7 @@ def _run_harness(
     files = {**task.evaluation.files, SCRIPT_NAME: script.script, **data}
     config = {"script": SCRIPT_NAME, "start": script.start_line, "end": script.end_line, "mode": mode, **config}
     return run_program(
-        sandbox,
+        sandbox.for_imports(task.metadata.external_packages),
         "harness",
         files,
         config,
@@ -402,7 +402,7 @@ def _batch_children(
         "max_output": BATCH_OUTPUT,
     }
     run = run_program(
-        sandbox,
+        sandbox.for_imports(task.metadata.external_packages),
         "harness",
         files,
         config,

@@ -52,7 +52,7 @@ def measure_coverage(
     cpu = 3 * (timeout or task.evaluation.timeout)  # tracing slows the tests ~3x
     config = {"script": SCRIPT_NAME, "start": assembled.start_line, "end": assembled.end_line}
     run = run_program(
-        sandbox,
+        sandbox.for_imports(task.metadata.external_packages),
         "coverage",
         {**task.evaluation.files, SCRIPT_NAME: assembled.script},
         config,

@@ -26,7 +26,7 @@ interpreter (the one that has the evaluation packages installed).
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -216,6 +216,15 @@ class Sandbox(abc.ABC):
     def describe(self) -> dict[str, object]:
         """A JSON-able description of the backend and its limits (for run configs)."""
         return {"backend": self.name}
+
+    def for_imports(self, packages: Iterable[str]) -> Sandbox:
+        """The sandbox to run code that imports the top-level ``packages`` in: the same runs,
+        the same results, maybe sooner. The local sandbox serves such runs from a warm
+        worker that preloaded a heavy module they import
+        (:attr:`~gym_repost.sandbox.config.LocalSandboxConfig.preload_apart`); by default,
+        this sandbox itself. The harness passes a task's ``metadata.external_packages``.
+        """
+        return self
 
 
 def limit_overrides(cpu_seconds: float | None = None, **more: float) -> dict[str, float]:

@@ -69,6 +69,19 @@ class LocalSandboxConfig(SandboxLimits):
     or changes the environment or working directory is *unfit* (a forked run would not
     see what a fresh import does) and workers are restarted without it. Both are
     reported in ``describe()["preload"]``."""
+    preload_apart: dict[str, list[str]] = Field(default_factory=dict)
+    """Top-level package -> modules that a warm worker of their own preloads, for the runs
+    of the tasks that import the package (``Sandbox.for_imports``; the harness passes a
+    task's ``metadata.external_packages``). For heavy modules few tasks import
+    (tensorflow, litellm): in ``preload`` every worker would pay for them at start, and
+    every fork for their memory. ``--env NAME`` fills it from the ``apart`` lines of the
+    environment's ``preload.txt``. Such a worker is started on first use; a run that finds
+    it busy goes to the other workers rather than wait for it; at most ``workers`` of them
+    are kept (the least recently used idle one is stopped first). Its
+    modules are checked as ``preload``'s are, except that what one prints at import is
+    printed again at the start of each run the worker serves (a fresh import prints it
+    there too). A module found unfit, or that fails to import, is reported in
+    ``describe()["preload"]["apart"]`` and its runs go to the other workers."""
     profile: bool = False
     """Time each run's phases (``time.monotonic()`` stamps on the host, in the worker and
     in the run's child, in ``RunResult.extra["phases"]``), for benchmarks: see

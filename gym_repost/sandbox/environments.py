@@ -9,8 +9,11 @@ A definition may also hold ``preload.txt``: modules that take long to import (me
 in that environment), which the local sandbox's warm workers import once ahead of runs
 (:attr:`~gym_repost.sandbox.config.LocalSandboxConfig.preload`) when the tasks at hand
 import them (:func:`preload_for`). A line ``MODULE if PACKAGE ...`` preloads a module that
-the tasks import through another package (``litellm if liteswarm``). ``env install``
-copies the file into the environment.
+the tasks import through another package (``litellm if liteswarm``). A line
+``apart MODULE [if PACKAGE ...]`` preloads it in a warm worker of its own, which serves
+only the runs of tasks that import it (:func:`preload_apart_for`): a heavy module that few
+tasks import (tensorflow, litellm) would otherwise slow every worker's start and fork.
+``env install`` copies the file into the environment.
 """
 
 from __future__ import annotations
@@ -26,8 +29,8 @@ from pathlib import Path
 from gym_repost.errors import ConfigError
 
 PRELOAD_FILE = "preload.txt"
-"""Modules worth preloading, one per line (``#`` comments, ``MODULE if PACKAGE ...``), in a
-definition or an environment."""
+"""Modules worth preloading, one per line (``#`` comments, ``MODULE if PACKAGE ...``,
+``apart MODULE ...``), in a definition or an environment."""
 
 
 def home() -> Path:
@@ -92,13 +95,14 @@ def install_env(definition: str | Path, target: str | Path | None = None, *, for
     return python
 
 
-def _preload_lines(env: str) -> list[tuple[str, tuple[str, ...]]]:
-    """Each module of environment ``env``'s ``preload.txt`` (name, definition or path) and the
-    top-level packages whose use calls for it: the definition's file (of ``envs/NAME`` in
-    this checkout or the current directory) or else the copy made at install; [] when none.
+def _preload_lines(env: str) -> list[tuple[str, tuple[str, ...], bool]]:
+    """Each module of environment ``env``'s ``preload.txt`` (name, definition or path), the
+    top-level packages whose use calls for it, and whether it is preloaded apart: the
+    definition's file (of ``envs/NAME`` in this checkout or the current directory) or else
+    the copy made at install; [] when none.
 
     Raises:
-        ConfigError: a line is not ``MODULE`` or ``MODULE if PACKAGE ...``.
+        ConfigError: a line is not ``[apart] MODULE`` or ``[apart] MODULE if PACKAGE ...``.
     """
     path = Path(env)
     checkout = Path(__file__).resolve().parents[2] / "envs" / path.name
@@ -106,29 +110,48 @@ def _preload_lines(env: str) -> list[tuple[str, tuple[str, ...]]]:
         listing = directory / PRELOAD_FILE
         if not listing.is_file():
             continue
-        entries: list[tuple[str, tuple[str, ...]]] = []
+        entries: list[tuple[str, tuple[str, ...], bool]] = []
         for number, line in enumerate(listing.read_text("utf-8").splitlines(), 1):
             words = line.split("#", 1)[0].split()
-            if not words:
+            apart = bool(words) and words[0] == "apart"
+            words = words[1:] if apart else words
+            if not words and not apart:
                 continue
             if len(words) == 1:
-                entries.append((words[0], (words[0].split(".")[0],)))
-            elif words[1] == "if" and len(words) > 2:
-                entries.append((words[0], tuple(words[2:])))
+                entries.append((words[0], (words[0].split(".")[0],), apart))
+            elif len(words) > 2 and words[1] == "if":
+                entries.append((words[0], tuple(words[2:]), apart))
             else:
-                raise ConfigError(f"{listing}:{number}: expected MODULE or MODULE if PACKAGE ..., got {line.strip()!r}")
+                raise ConfigError(
+                    f"{listing}:{number}: expected [apart] MODULE or [apart] MODULE if PACKAGE ..., "
+                    f"got {line.strip()!r}"
+                )
         return entries
     return []
 
 
 def env_preload(env: str) -> list[str]:
-    """The modules of environment ``env``'s ``preload.txt`` (see :func:`_preload_lines`)."""
-    return [module for module, _ in _preload_lines(env)]
+    """The modules every warm worker of environment ``env`` may preload: those of its
+    ``preload.txt`` but the ones preloaded apart (see :func:`_preload_lines`)."""
+    return [module for module, _, apart in _preload_lines(env) if not apart]
 
 
 def preload_for(env: str, packages: Iterable[str]) -> list[str]:
     """The modules of ``env``'s ``preload.txt`` that the tasks need, from the top-level
     ``packages`` they import (e.g. their ``metadata.external_packages``): ``torch.nn`` if
-    ``torch``, ``litellm if liteswarm`` if ``liteswarm``."""
+    ``torch``, ``litellm if liteswarm`` if ``liteswarm``. Not those preloaded apart."""
     used = set(packages)
-    return [module for module, wanted in _preload_lines(env) if used.intersection(wanted)]
+    return [module for module, wanted, apart in _preload_lines(env) if not apart and used.intersection(wanted)]
+
+
+def preload_apart_for(env: str, packages: Iterable[str]) -> dict[str, list[str]]:
+    """For each of the top-level ``packages`` that calls for modules ``env``'s ``preload.txt``
+    preloads apart, those modules: the local sandbox's
+    :attr:`~gym_repost.sandbox.config.LocalSandboxConfig.preload_apart`."""
+    used = set(packages)
+    apart: dict[str, list[str]] = {}
+    for module, wanted, is_apart in _preload_lines(env):
+        for package in wanted:
+            if is_apart and package in used:
+                apart.setdefault(package, []).append(module)
+    return dict(sorted(apart.items()))

@@ -38,6 +38,7 @@ neither the file system view nor the disk quota.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import logging
 import os
@@ -48,7 +49,8 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from gym_repost.errors import SandboxError, SandboxUnavailableError
@@ -126,6 +128,24 @@ coverage measurement and test-file tasks use."""
 _PIP_ENV = (*PROXY_ENV, "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
 
 
+@dataclass(eq=False)
+class _Apart:
+    """A warm worker of its own (a pool of one slot) that preloaded ``modules``, for the
+    runs of the tasks that import them (see ``LocalSandboxConfig.preload_apart``)."""
+
+    modules: tuple[str, ...]
+    pool: WarmPool[WorkerHandle]
+    users: int = 0
+    """Runs that chose this worker and have not finished: it is not stopped meanwhile."""
+    last_use: int = 0
+    """When it was last chosen (a count of choices): the least recently used goes first."""
+
+
+class _NotApart(Exception):
+    """The worker of an :class:`_Apart` found one of its modules unfit (or failing): the run
+    goes to the other workers."""
+
+
 # ---------------------------------------------------------------- the backend
 
 
@@ -148,10 +168,16 @@ class LocalSandbox(Sandbox):
         self._cgroup_note: str | None = "the sandbox is not started"
         self._unfit: dict[str, str] = {}
         """Preload modules found unfit to fork from (see :func:`worker.preload`), and why."""
+        self._aparts: dict[tuple[str, ...], _Apart] = {}
+        """Workers of their own for modules preloaded apart, by their modules (see :meth:`for_imports`)."""
+        self._apart_lock = threading.Lock()
+        self._apart_uses = itertools.count(1)
+        self._apart_dropped: dict[str, str] = {}
+        """Modules preloaded apart that were found unfit or failed to import, and why."""
         # Workers die with the host anyway (death signal); this also removes their
         # directories when a sandbox is dropped unclosed, or at interpreter exit.
         self._finalizer = weakref.finalize(
-            self, _stop_workers, self._pool, self._owner, self.config.isolation == "none"
+            self, _stop_workers, self._pool, self._owner, self.config.isolation == "none", self._aparts
         )
 
     # ------------------------------------------------------------ lifecycle
@@ -247,7 +273,7 @@ class LocalSandbox(Sandbox):
         of each module in the last worker started (seconds)."""
         report = self._info.get("preload") or {}
         requested = list(dict.fromkeys(self.config.preload)) if self.config.warm else []
-        return {
+        result: dict[str, Any] = {
             "requested": requested,
             "loaded": [m for m in report.get("loaded", []) if m in requested],
             "failed": {m: w for m, w in (report.get("failed") or {}).items() if m in requested},
@@ -255,6 +281,9 @@ class LocalSandbox(Sandbox):
             "environment": dict(report.get("environment") or {}),
             "seconds": {m: t for m, t in (report.get("seconds") or {}).items() if m in requested},
         }
+        if self.config.warm and self.config.preload_apart:
+            result["apart"] = {"requested": dict(self.config.preload_apart), "dropped": dict(self._apart_dropped)}
+        return result
 
     def _probe_cgroups(self) -> None:
         parent = cgroups.parent_at(self.config.cgroup_parent) if self.config.cgroup_parent else cgroups.default_parent()
@@ -323,10 +352,19 @@ class LocalSandbox(Sandbox):
             graceful = self.config.isolation == "none"
             for worker in self._pool.close():
                 worker.stop(graceful=graceful)
+            with self._apart_lock:
+                aparts = list(self._aparts.values())
+                self._aparts.clear()
+            for apart in aparts:
+                for worker in apart.pool.close():
+                    worker.stop(graceful=graceful)
 
     def worker_pids(self) -> list[int]:
-        """Host pids of the live worker processes (diagnostics and tests)."""
-        return sorted(w.proc.pid for w in self._pool.members() if not w.stopped)
+        """Host pids of the live worker processes (diagnostics and tests), those preloading
+        modules apart included."""
+        with self._apart_lock:
+            pools = [self._pool, *(apart.pool for apart in self._aparts.values())]
+        return sorted(w.proc.pid for pool in pools for w in pool.members() if not w.stopped)
 
     def describe(self) -> dict[str, object]:
         """Backend, isolation, warm/cold, limits and interpreter (JSON-able)."""
@@ -361,16 +399,47 @@ class LocalSandbox(Sandbox):
         cpu_seconds: float | None = None,
     ) -> RunResult:
         """Run ``command`` in a fresh directory holding ``files`` (see :class:`Sandbox`)."""
+        return self._run(files, command, timeout, stdin, env, network, cpu_seconds, apart=())
+
+    def for_imports(self, packages: Iterable[str]) -> Sandbox:
+        """This sandbox, with the runs served by a warm worker of their own that preloaded the
+        modules :attr:`~LocalSandboxConfig.preload_apart` names for ``packages`` (started on
+        first use), and those of ``preload`` of the same top-level packages (``torch``,
+        ``torch.nn`` for a task that imports torch and transformers); this sandbox itself
+        when it names none (or the sandbox is cold)."""
+        wanted = set(packages)
+        apart: list[str] = []
+        if self.config.warm:
+            for package, names in sorted(self.config.preload_apart.items()):
+                if package in wanted:
+                    apart += [m for m in names if m not in apart and m not in self._apart_dropped]
+        if not apart:
+            return self
+        shared = [m for m in self.preload_modules if m.split(".")[0] in wanted and m not in apart]
+        return _PreloadedApart(self, tuple(m for m in [*shared, *apart] if m not in self._apart_dropped))
+
+    def _run(
+        self,
+        files: Mapping[str, str | bytes],
+        command: Sequence[str],
+        timeout: float,
+        stdin: str | None,
+        env: Mapping[str, str] | None,
+        network: bool,
+        cpu_seconds: float | None,
+        *,
+        apart: tuple[str, ...],
+    ) -> RunResult:
         called = time.monotonic()
         request = build_request(files, command, timeout, stdin, env, limit_overrides(cpu_seconds))
         if not self._pool.open or os.getpid() != self._owner:
             self.start()
-        deadline = time.monotonic() + timeout + REPLY_GRACE
+        wait = timeout + REPLY_GRACE  # from when a worker has the request (not while one starts)
         if network or not self.config.warm:
             with self._fresh_worker(network=network, stop_later=True) as worker:
-                reply = worker.call(encode_message(request), deadline)
+                reply = worker.call(encode_message(request), time.monotonic() + wait)
         else:
-            reply = self._call_warm_worker(request, deadline)
+            reply = self._call_warm_worker(request, wait, apart)
         result = to_result(reply)
         if self.config.profile and isinstance(reply.get("phases"), dict):
             result.extra["phases"] = {
@@ -404,15 +473,94 @@ class LocalSandbox(Sandbox):
                 _merge_tree(source, self.packages_dir)
         return result
 
-    def _call_warm_worker(self, request: dict[str, Any], deadline: float) -> dict[str, Any]:
-        worker = self._checkout()
+    def _call_warm_worker(self, request: dict[str, Any], wait: float, apart: tuple[str, ...] = ()) -> dict[str, Any]:
+        chosen = self._choose_apart(apart) if apart else None
         try:
-            reply = worker.call(encode_message(worker.leave_out_programs(request)), deadline)
+            worker = self._checkout_apart(chosen) if chosen is not None else None
+            pool = chosen.pool if worker is not None and chosen is not None else self._pool
+            if worker is None:
+                worker = self._checkout()
+            try:
+                reply = worker.call(encode_message(worker.leave_out_programs(request)), time.monotonic() + wait)
+            except SandboxError:
+                if pool is self._pool:
+                    self._replace(worker)
+                else:  # the next run that wants it starts another
+                    pool.replace(worker, self._spawn, self._discard, fresh=False)
+                raise
+            pool.checkin(worker, self._discard)
+            return reply
+        finally:
+            if chosen is not None:
+                with self._apart_lock:
+                    chosen.users -= 1
+
+    # ------------------------------------------------------------ workers preloading apart
+
+    def _choose_apart(self, modules: tuple[str, ...]) -> _Apart | None:
+        """The worker of its own for ``modules`` (but those dropped meanwhile), made room for
+        if need be by stopping the least recently used idle one; None when the run goes to
+        the other workers (as many workers of their own as ``workers`` are in use, or nothing
+        is left to preload apart)."""
+        modules = tuple(m for m in modules if m not in self._apart_dropped)
+        if all(m in self.config.preload for m in modules):  # nothing the other workers lack
+            return None
+        doomed: list[WorkerHandle] = []
+        with self._apart_lock:
+            chosen = self._aparts.get(modules)
+            if chosen is None:
+                if len(self._aparts) >= self.config.workers:
+                    idle = [apart for apart in self._aparts.values() if apart.users == 0]
+                    if not idle:
+                        return None
+                    victim = min(idle, key=lambda apart: apart.last_use)  # the least recently used
+                    del self._aparts[victim.modules]
+                    doomed = victim.pool.close()
+                pool: WarmPool[WorkerHandle] = WarmPool()
+                pool.new_generation()
+                pool.fill([None])  # started by the first checkout
+                chosen = self._aparts[modules] = _Apart(modules, pool)
+            chosen.users += 1
+            chosen.last_use = next(self._apart_uses)
+        for worker in doomed:
+            worker.stop(graceful=self.config.isolation == "none")
+        return chosen
+
+    def _checkout_apart(self, apart: _Apart) -> WorkerHandle | None:
+        """The worker of ``apart``, started and checked on first use; None if another run has
+        it (this one goes to the other workers rather than wait: they may be idle), or if
+        one of its modules was found unfit or failed to import (recorded; dropped from now on)."""
+        try:
+            return apart.pool.try_checkout(lambda: self._spawn(apart=apart), lambda w: self._ready_apart(apart, w))
+        except _NotApart:
+            return None
+
+    def _ready_apart(self, apart: _Apart, worker: WorkerHandle) -> WorkerHandle:
+        if worker.proc.poll() is not None:  # died while idle
+            self._discard(worker)
+            worker = self._spawn(apart=apart)
+        try:
+            worker.wait_ready(START_TIMEOUT + PRELOAD_TIMEOUT)
         except SandboxError:
-            self._replace(worker)
+            apart.pool.replace(worker, self._spawn, self._discard, fresh=False)
             raise
-        self._checkin(worker)
-        return reply
+        report = worker.info.get("preload") or {}
+        dropped = {
+            **{m: f"failed to import: {why}" for m, why in (report.get("failed") or {}).items()},
+            **(report.get("unfit") or {}),
+        }
+        dropped = {m: why for m, why in dropped.items() if m in apart.modules}
+        if not dropped:
+            return worker
+        for module, why in dropped.items():
+            logger.warning("sandbox preload apart: %s %s; its runs go to the other workers", module, why)
+        with self._apart_lock:
+            self._apart_dropped.update(dropped)
+            if self._aparts.get(apart.modules) is apart:
+                del self._aparts[apart.modules]
+        for member in {*apart.pool.close(), worker}:
+            member.stop(graceful=self.config.isolation == "none")
+        raise _NotApart(", ".join(dropped))
 
     @contextlib.contextmanager
     def _fresh_worker(self, *, network: bool, stop_later: bool = False) -> Iterator[WorkerHandle]:
@@ -469,9 +617,12 @@ class LocalSandbox(Sandbox):
 
     def _discard(self, worker: WorkerHandle, graceful: bool = False) -> None:
         self._pool.untrack(worker)
+        with self._apart_lock:
+            for apart in self._aparts.values():
+                apart.pool.untrack(worker)
         worker.stop(graceful=graceful)
 
-    def _spawn(self, *, network: bool = False, once: bool = False) -> WorkerHandle:
+    def _spawn(self, *, network: bool = False, once: bool = False, apart: _Apart | None = None) -> WorkerHandle:
         host_dir = os.path.join(
             self.work_root, f"{DIR_PREFIX}{host_identity().replace(':', '-')}-{os.urandom(4).hex()}"
         )
@@ -490,7 +641,7 @@ class LocalSandbox(Sandbox):
             WORKER_DIR,
             protocol.MARKER,
             f"--host={host_identity()}",
-            json.dumps(self._worker_config(host_dir, uid, network, once, cgroup)),
+            json.dumps(self._worker_config(host_dir, uid, network, once, cgroup, apart)),
         ]
         try:
             proc = SPAWNER.popen(
@@ -508,8 +659,9 @@ class LocalSandbox(Sandbox):
             if cgroup is not None:
                 cgroups.remove(cgroup)
             raise SandboxUnavailableError(f"cannot start a sandbox worker with {argv[0]}: {exc}") from None
-        worker = WorkerHandle(proc, host_dir, uid, self._pool.generation, cgroup)
-        self._pool.track(worker)
+        pool = self._pool if apart is None else apart.pool
+        worker = WorkerHandle(proc, host_dir, uid, pool.generation, cgroup)
+        pool.track(worker)
         return worker
 
     def _make_cgroup(self, name: str) -> str | None:
@@ -523,9 +675,16 @@ class LocalSandbox(Sandbox):
             return None
 
     def _worker_config(
-        self, host_dir: str, uid: int | None, network: bool, once: bool, cgroup: str | None = None
+        self,
+        host_dir: str,
+        uid: int | None,
+        network: bool,
+        once: bool,
+        cgroup: str | None = None,
+        apart: _Apart | None = None,
     ) -> dict[str, Any]:
         cfg = self.config
+        preload = self.preload_modules if apart is None else list(apart.modules)
         return {
             "cgroup": cgroup,
             "site_packages": self.site_packages,
@@ -539,7 +698,8 @@ class LocalSandbox(Sandbox):
             "uid": uid,
             "host_dir": host_dir,
             "packages_dir": self.packages_dir,
-            "preload": [*HARNESS_MODULES, *PROGRAM_PACKAGES, *self.preload_modules] if cfg.warm and not once else [],
+            "preload": [*HARNESS_MODULES, *PROGRAM_PACKAGES, *preload] if cfg.warm and not once else [],
+            "preload_replay": apart is not None,
             "programs": {path: program_file(os.path.basename(path)[:-3]) for path in program_paths()}
             if cfg.warm and not once
             else {},
@@ -561,7 +721,51 @@ class LocalSandbox(Sandbox):
         }
 
 
-def _stop_workers(pool: WarmPool[WorkerHandle], owner: int, graceful: bool) -> None:
+class _PreloadedApart(Sandbox):
+    """A :class:`LocalSandbox` as the runs of code that imports heavy modules see it: the
+    same sandbox (description, limits, package cache), whose runs a warm worker of their
+    own serves, one that preloaded ``modules`` (see :meth:`LocalSandbox.for_imports`)."""
+
+    def __init__(self, sandbox: LocalSandbox, modules: tuple[str, ...]) -> None:
+        self.sandbox = sandbox
+        self.modules = modules
+        self.name = sandbox.name
+
+    def start(self) -> None:
+        self.sandbox.start()
+
+    def close(self) -> None:
+        """Nothing: the sandbox's own :meth:`~LocalSandbox.close` stops every worker."""
+
+    def run(
+        self,
+        files: Mapping[str, str | bytes],
+        command: Sequence[str],
+        timeout: float = 10.0,
+        *,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+        network: bool = False,
+        cpu_seconds: float | None = None,
+    ) -> RunResult:
+        return self.sandbox._run(files, command, timeout, stdin, env, network, cpu_seconds, apart=self.modules)
+
+    def install(self, requirements: Sequence[str], timeout: float = 900.0) -> RunResult:
+        return self.sandbox.install(requirements, timeout)
+
+    def describe(self) -> dict[str, object]:
+        return self.sandbox.describe()
+
+    def for_imports(self, packages: Iterable[str]) -> Sandbox:
+        return self.sandbox.for_imports(packages)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sandbox, name)
+
+
+def _stop_workers(
+    pool: WarmPool[WorkerHandle], owner: int, graceful: bool, aparts: dict[tuple[str, ...], _Apart]
+) -> None:
     """Stop the workers of a sandbox: on close(), garbage collection or interpreter exit.
 
     Without namespaces (``graceful``) only a worker itself can find what its runs left
@@ -569,7 +773,7 @@ def _stop_workers(pool: WarmPool[WorkerHandle], owner: int, graceful: bool) -> N
     """
     if os.getpid() != owner:  # a forked copy of the host: the workers are the parent's
         return
-    for worker in pool.take_all():
+    for worker in [*pool.take_all(), *(w for apart in list(aparts.values()) for w in apart.pool.take_all())]:
         worker.stop(graceful=graceful)
 
 

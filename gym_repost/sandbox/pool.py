@@ -76,8 +76,9 @@ class WarmPool(Generic[M]):
             self.generation += 1
             return self.generation
 
-    def fill(self, members: Iterable[M]) -> None:
-        """Put freshly made members in the slots and open the pool."""
+    def fill(self, members: Iterable[M | None]) -> None:
+        """Put freshly made members in the slots (None: an empty slot, filled by the first
+        checkout) and open the pool."""
         for member in members:
             self._idle.put(member)
         self.open = True
@@ -106,10 +107,21 @@ class WarmPool(Generic[M]):
         Raises:
             SandboxError: the pool was closed, or a member could not be made or readied.
         """
+        member = self._checkout(create, ready, wait=True)
+        assert member is not None
+        return member
+
+    def try_checkout(self, create: Callable[[], M], ready: Callable[[M], M | None] | None = None) -> M | None:
+        """:meth:`checkout` if a slot is free now; None if every slot is in use (or closed)."""
+        return self._checkout(create, ready, wait=False)
+
+    def _checkout(self, create: Callable[[], M], ready: Callable[[M], M | None] | None, wait: bool) -> M | None:
         while True:
             try:
-                member = self._idle.get(timeout=0.5)
+                member = self._idle.get(timeout=0.5) if wait else self._idle.get_nowait()
             except queue.Empty:
+                if not wait:
+                    return None
                 if not self.open:
                     raise SandboxError("the sandbox was closed") from None
                 continue

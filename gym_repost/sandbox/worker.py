@@ -84,6 +84,7 @@ if __package__:
         spare_main,
     )
     from gym_repost.sandbox.worker_startup import (
+        IMPORT_OUTPUT,
         PRELOAD_DIR,
         _take_protocol_fds,
         filesystem_plan,
@@ -100,7 +101,14 @@ else:  # inside the worker its siblings are top-level modules (no gym_repost)
         write_message,
     )
     from worker_run import CHILD_PHASES, PROGRAM_NAMES, RunJob, Supervisor, load_programs, program_digests, spare_main  # type: ignore[no-redef]
-    from worker_startup import PRELOAD_DIR, _take_protocol_fds, filesystem_plan, preload, visible_distributions  # type: ignore[no-redef,import-not-found]
+    from worker_startup import (  # type: ignore[no-redef,import-not-found]
+        IMPORT_OUTPUT,
+        PRELOAD_DIR,
+        _take_protocol_fds,
+        filesystem_plan,
+        preload,
+        visible_distributions,
+    )
 
 MARKER = "--gym-repost-sandbox-worker"
 """argv marker of worker processes (and of their warm run children), for cleanup."""
@@ -169,6 +177,9 @@ class Server:
         self.scratch_shown: list[str] = scratch_shown or []
         self.preload_env: dict[str, str] = {}
         """Environment variables that preloaded modules set at import, set in every run."""
+        self.preload_output: tuple[bytes, bytes] = (b"", b"")
+        """What modules preloaded apart printed at import (standard output, standard error):
+        each run that executes in process prints it again first, as a fresh import would."""
         self.phases: dict[str, float] | None = {} if config.get("profile") else None
         """Profile mode: this run's timestamps (``time.monotonic()``), sent with the reply."""
         if self.phases is not None:
@@ -514,8 +525,10 @@ def server_main(config: Message, fds: tuple[int, int, int], mode: str, run_cgrou
         site.main()  # site-packages and .pth files as the sandbox sees them, not the host
         server = Server(config, fds, mode, run_cgroup, scratch_shown)
         os.environ.update(server.offline_env)  # preloaded modules read them at import, as a run's would
-        preloaded = preload(config.get("preload") or [], f"{server.run_root}/{PRELOAD_DIR}")
+        replay = bool(config.get("preload_replay"))
+        preloaded = preload(config.get("preload") or [], f"{server.run_root}/{PRELOAD_DIR}", replay=replay)
         server.preload_env = preloaded["environment"]
+        server.preload_output = (IMPORT_OUTPUT[0], IMPORT_OUTPUT[1])
         sys.path_importer_cache.clear()  # the worker's own directory, out of sight now (after preloading)
         gc.freeze()  # children's collections then skip (and do not copy) the server's objects
         server.get_ready()

@@ -310,6 +310,15 @@ def _runnable_in_process(job: RunJob) -> bool:
         return False
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    try:
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError:
+        pass
+
+
 def _write_stderr(text: str) -> None:
     try:
         os.write(2, text.encode("utf-8", "replace"))
@@ -346,6 +355,8 @@ def run_in_process(server: Server, job: RunJob) -> NoReturn:
         _use_program_code_on_import()
     extra = [os.path.abspath(p) for p in job.env.get("PYTHONPATH", "").split(":") if p]
     sys.orig_argv = [sys.executable, *job.argv[1:]]
+    for fd, printed in zip((1, 2), server.preload_output):  # see worker_startup.preload(replay=True)
+        _write_all(fd, printed)
     status = _execute_main(job, extra, server.base_path)
     os._exit(_finalize(status))
 

@@ -243,6 +243,16 @@ PRELOAD_DIR = "preload"
 """Directory (under the run root) that is ``HOME``, ``TMPDIR`` and the working directory
 while preloading, as a run's directory is for the run."""
 
+IMPORT_OUTPUT: list[bytes] = [b"", b""]
+"""What the modules a worker preloaded with ``replay`` printed at import, on standard output
+and on standard error: each of its runs prints it again before its own code starts."""
+
+
+def _truncate(captures: tuple[int, int], ends: list[int]) -> None:
+    """Drop what an import that is not kept printed."""
+    for capture, end in zip(captures, ends):
+        os.ftruncate(capture, end)
+
 
 def _threads() -> dict[str, str]:
     """This process's threads but the main one (native ones included): tid -> name."""
@@ -257,14 +267,15 @@ def _threads() -> dict[str, str]:
     return threads
 
 
-def _import_watched(name: str, capture: int) -> str | None:
-    """Import ``name`` with fds 1 and 2 on ``capture``; what makes it unfit to fork from,
-    if anything. Variables it adds to (or sets in) the environment stay set."""
+def _import_watched(name: str, captures: tuple[int, int], replay: bool) -> str | None:
+    """Import ``name`` with fds 1 and 2 on ``captures``; what makes it unfit to fork from,
+    if anything. Variables it adds to (or sets in) the environment stay set. What it
+    prints makes it unfit, unless ``replay`` (each run prints it again: see :func:`preload`)."""
     threads, environ, cwd = _threads(), dict(os.environ), os.getcwd()
-    offset = os.lseek(capture, 0, os.SEEK_END)
+    offsets = [os.lseek(capture, 0, os.SEEK_END) for capture in captures]
     saved = [os.dup(1), os.dup(2)]
-    os.dup2(capture, 1)
-    os.dup2(capture, 2)
+    os.dup2(captures[0], 1)
+    os.dup2(captures[1], 2)
     try:
         __import__(name)
         for stream in (sys.stdout, sys.stderr):
@@ -274,9 +285,11 @@ def _import_watched(name: str, capture: int) -> str | None:
         for fd, copy in ((1, saved[0]), (2, saved[1])):
             os.dup2(copy, fd)
             os.close(copy)
-    if os.lseek(capture, 0, os.SEEK_END) > offset:
-        printed = os.pread(capture, 160, offset).decode("utf-8", "replace").strip()
-        return f"printed at import (a run would print it): {printed!r}"
+    printed = [os.lseek(capture, 0, os.SEEK_END) > offset for capture, offset in zip(captures, offsets)]
+    if any(printed) and not replay:
+        capture, offset = next((c, o) for c, o, p in zip(captures, offsets, printed) if p)
+        text = os.pread(capture, 160, offset).decode("utf-8", "replace").strip()
+        return f"printed at import (a run would print it): {text!r}"
     started = sorted(name for tid, name in _threads().items() if tid not in threads and name not in FORK_SAFE_THREADS)
     if started:
         return f"started threads {started} (a forked run would have none of them)"
@@ -324,7 +337,7 @@ def _reseed_in_run_child(server_pid: int) -> None:
     os.register_at_fork(after_in_child=reseed)
 
 
-def preload(names: list[str], directory: str) -> Message:
+def preload(names: list[str], directory: str, *, replay: bool = False) -> Message:
     """Import ``names`` before runs are forked; a report of what happened (never raises).
 
     A module is kept only if its import leaves the worker fit to fork runs from: it
@@ -335,35 +348,49 @@ def preload(names: list[str], directory: str) -> Message:
     ``KMP_DUPLICATE_LIB_OK`` and ``KMP_INIT_AT_FORK``) are reported under
     ``environment`` and set in every run, unless the run's own environment sets them.
     ``directory`` is ``HOME``, ``TMPDIR`` and the working directory meanwhile.
+
+    ``replay`` (a worker that preloads modules apart, for the runs of the tasks that import
+    them): a module that prints at import is kept all the same, and what the kept modules
+    printed is :data:`IMPORT_OUTPUT`, which each run this worker forks prints again
+    before its code starts (``printed``: how many bytes, per module).
     """
-    report: Message = {"loaded": [], "failed": {}, "unfit": {}, "seconds": {}, "environment": {}}
+    report: Message = {"loaded": [], "failed": {}, "unfit": {}, "seconds": {}, "environment": {}, "printed": {}}
     if not names:
         return report
     environ, cwd = dict(os.environ), os.getcwd()
     preload_env = {"HOME": directory, "TMPDIR": directory, **{k: "1" for k in PRELOAD_THREAD_ENV if k not in environ}}
     os.makedirs(directory, 0o755, exist_ok=True)
-    capture = os.memfd_create("gym-repost-preload")
+    captures = (os.memfd_create("gym-repost-preload-out"), os.memfd_create("gym-repost-preload-err"))
     try:
         for name in names:
             os.environ.clear()  # as it was, for each import (and its check) alike
             os.environ.update(environ, **preload_env)
             os.chdir(directory)
             started = time.monotonic()
+            ends = [os.lseek(capture, 0, os.SEEK_END) for capture in captures]
             try:
-                unfit = _import_watched(name, capture)
+                unfit = _import_watched(name, captures, replay)
             except BaseException as exc:
                 report["failed"][name] = f"{type(exc).__name__}: {exc}"[:300]
+                _truncate(captures, ends)
                 continue
             report["seconds"][name] = round(time.monotonic() - started, 3)
             if unfit:
                 report["unfit"][name] = unfit
+                _truncate(captures, ends)
                 continue
             report["loaded"].append(name)
+            printed = sum(os.lseek(capture, 0, os.SEEK_END) - end for capture, end in zip(captures, ends))
+            if printed:
+                report["printed"][name] = printed
             report["environment"].update(
                 {k: v for k, v in os.environ.items() if k not in preload_env and environ.get(k) != v}
             )
+        if replay:
+            IMPORT_OUTPUT[:] = [os.pread(c, os.lseek(c, 0, os.SEEK_END), 0) for c in captures]
     finally:
-        os.close(capture)
+        for capture in captures:
+            os.close(capture)
         os.environ.clear()
         os.environ.update(environ)
         os.chdir(cwd)

@@ -7,10 +7,7 @@ one of the host packages runs see by default, so its test needs no extra install
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +17,7 @@ from gym_repost.errors import ConfigError
 from gym_repost.sandbox.config import LocalSandboxConfig
 from gym_repost.sandbox.environments import env_preload, preload_for
 from gym_repost.sandbox.local import LocalSandbox
+from tests.sandbox.conftest import probe_environment
 
 PROBES = {
     # State a run may change: the next run must see it as a fresh import left it.
@@ -41,22 +39,9 @@ PROBES = {
 
 @pytest.fixture(scope="module")
 def probe_env() -> Iterator[str]:
-    """A virtual environment holding the probe modules; its interpreter. Outside pytest's
-    private temporary directory, so that the sandbox's unprivileged runs can read it."""
-    venv = Path(tempfile.mkdtemp(prefix="gym-repost-probe-env-"))
-    venv.chmod(0o755)
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    purelib = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    for name, source in PROBES.items():
-        Path(purelib, name).write_text(source, encoding="utf-8")
-    yield str(python)
-    shutil.rmtree(venv, ignore_errors=True)
+    """A virtual environment holding the probe modules; its interpreter."""
+    with probe_environment(PROBES) as python:
+        yield python
 
 
 @pytest.fixture(scope="module")
@@ -222,7 +207,7 @@ def test_a_module_is_preloaded_for_the_packages_named_after_if(tmp_path: Path) -
     assert preload_for(str(definition), ["crewai", "numpy"]) == ["numpy", "litellm"]
     assert preload_for(str(definition), ["litellm"]) == []  # only for the packages named
     (definition / "preload.txt").write_text("numpy\nlitellm liteswarm\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"preload.txt:2: expected MODULE or MODULE if PACKAGE"):
+    with pytest.raises(ConfigError, match=r"preload.txt:2: expected \[apart\] MODULE or \[apart\] MODULE if PACKAGE"):
         preload_for(str(definition), ["numpy"])
 
 
