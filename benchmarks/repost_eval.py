@@ -30,7 +30,8 @@
    (two or three runs), then ``ATTEMPTS`` candidate runs one after another (the ground
    truth under another text each time); once with the workers of their own, once without
    (every run imports the module). Wall clock and the machine's CPU seconds
-   (``/proc/stat``) per task, the start of the task's worker of its own included.
+   (``/proc/stat``) per task, the start of the task's worker of its own included. Then the
+   same with a task's attempts on both threads at once (as ``-n 2`` samples of a task run).
 
 All in the same run. Appends a record to ``benchmarks/results/repost_eval.jsonl``.
 
@@ -227,19 +228,48 @@ def apart_attempts(tasks: list[FunctionTask], env: str) -> dict[str, Any]:
             "runs": ATTEMPTS * len(heavy),
             "by_task": by_task,
         }
+        found[f"{name}_at_once"] = _attempts_at_once(env, tasks, heavy, settings)
     found["speedup"] = found["without"]["wall_s"] / found["apart"]["wall_s"]
     found["cpu_ratio"] = found["without"]["cpu_s"] / found["apart"]["cpu_s"]
+    found["speedup_at_once"] = found["without_at_once"]["wall_s"] / found["apart_at_once"]["wall_s"]
+    found["cpu_ratio_at_once"] = found["without_at_once"]["cpu_s"] / found["apart_at_once"]["cpu_s"]
     return found
 
 
+def _attempts_at_once(
+    env: str, tasks: list[FunctionTask], heavy: list[FunctionTask], settings: dict[str, Any]
+) -> dict[str, Any]:
+    """The same attempts, a task's on both threads at once (as ``-n 2`` samples of a task
+    run), task after task; references included."""
+    harness._REFERENCES = harness.ReferenceCache()
+    preload = _preload(env, tasks)["preload"]
+    with (
+        get_sandbox("local", workers=WORKERS, python=resolve_env_python(env), preload=preload, **settings) as sb,
+        ThreadPoolExecutor(WORKERS) as pool,
+    ):
+        cpu, started = _cpu_seconds(), time.perf_counter()
+        reports = []
+        for task in heavy:
+            harness.reference_for(sb, task)
+            reports += list(pool.map(lambda i: _attempt(sb, task, i), range(ATTEMPTS)))  # noqa: B023
+        return {
+            "wall_s": time.perf_counter() - started,
+            "cpu_s": _cpu_seconds() - cpu,
+            "passed": sum(r.passed for r in reports),
+            "runs": len(reports),
+        }
+
+
 def _print_attempts(attempts: dict[str, Any]) -> None:
-    print(
-        f"{ATTEMPTS} attempts in a row on each of the {len(attempts['tasks'])} tasks that import a module preloaded "
-        f"apart: {attempts['apart']['wall_s']:.1f} s and {attempts['apart']['cpu_s']:.1f} CPU-s with workers of "
-        f"their own, {attempts['without']['wall_s']:.1f} s and {attempts['without']['cpu_s']:.1f} CPU-s without "
-        f"({attempts['speedup']:.2f}x, CPU {attempts['cpu_ratio']:.2f}x; passed {attempts['apart']['passed']} and "
-        f"{attempts['without']['passed']} of {attempts['apart']['runs']})"
-    )
+    for how, suffix in (("in a row", ""), ("on both threads at once", "_at_once")):
+        apart, without = attempts[f"apart{suffix}"], attempts[f"without{suffix}"]
+        print(
+            f"{ATTEMPTS} attempts {how} on each of the {len(attempts['tasks'])} tasks that import a module "
+            f"preloaded apart: {apart['wall_s']:.1f} s and {apart['cpu_s']:.1f} CPU-s with workers of their own, "
+            f"{without['wall_s']:.1f} s and {without['cpu_s']:.1f} CPU-s without ({attempts['speedup' + suffix]:.2f}x, "
+            f"CPU {attempts['cpu_ratio' + suffix]:.2f}x; passed {apart['passed']} and {without['passed']} of "
+            f"{apart['runs']})"
+        )
 
 
 def attempts_only(tasks: list[FunctionTask], env: str, record: bool) -> None:

@@ -75,9 +75,10 @@ class LocalSandboxConfig(SandboxLimits):
     task's ``metadata.external_packages``). For heavy modules few tasks import
     (tensorflow, litellm): in ``preload`` every worker would pay for them at start, and
     every fork for their memory. ``--env NAME`` fills it from the ``apart`` lines of the
-    environment's ``preload.txt``. Such a worker is started on first use; a run that finds
-    it busy goes to the other workers rather than wait for it; at most ``workers`` of them
-    are kept (the least recently used idle one is stopped first). Its
+    environment's ``preload.txt``. Such a worker is started on first use, and another when
+    a run finds those of its modules all busy (runs of one task at once); at most
+    ``workers`` of them are kept in all, for at most ``workers`` sets of modules (the least
+    recently used set's idle workers are stopped first). Its
     modules are checked as ``preload``'s are, except that what one prints at import is
     printed again at the start of each run the worker serves (a fresh import prints it
     there too). A module found unfit, or that fails to import, is reported in

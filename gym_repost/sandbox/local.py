@@ -49,7 +49,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,8 +130,9 @@ _PIP_ENV = (*PROXY_ENV, "SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "
 
 @dataclass(eq=False)
 class _Apart:
-    """A warm worker of its own (a pool of one slot) that preloaded ``modules``, for the
-    runs of the tasks that import them (see ``LocalSandboxConfig.preload_apart``)."""
+    """Warm workers of their own that preload ``modules``, for the runs of the tasks that
+    import them (see ``LocalSandboxConfig.preload_apart``): a pool of ``workers`` slots, a
+    worker started in one only when those started are all busy."""
 
     modules: tuple[str, ...]
     pool: WarmPool[WorkerHandle]
@@ -488,7 +489,10 @@ class LocalSandbox(Sandbox):
                 else:  # the next run that wants it starts another
                     pool.replace(worker, self._spawn, self._discard, fresh=False)
                 raise
-            pool.checkin(worker, self._discard)
+            if pool is self._pool or chosen is None:
+                pool.checkin(worker, self._discard)
+            else:
+                self._checkin_apart(chosen, worker)
             return reply
         finally:
             if chosen is not None:
@@ -509,16 +513,12 @@ class LocalSandbox(Sandbox):
         with self._apart_lock:
             chosen = self._aparts.get(modules)
             if chosen is None:
+                doomed = self._stop_idle_aparts(None, lambda: len(self._aparts) >= self.config.workers)
                 if len(self._aparts) >= self.config.workers:
-                    idle = [apart for apart in self._aparts.values() if apart.users == 0]
-                    if not idle:
-                        return None
-                    victim = min(idle, key=lambda apart: apart.last_use)  # the least recently used
-                    del self._aparts[victim.modules]
-                    doomed = victim.pool.close()
-                pool: WarmPool[WorkerHandle] = WarmPool()
+                    return None
+                pool: WarmPool[WorkerHandle] = WarmPool(lifo=True)
                 pool.new_generation()
-                pool.fill([None])  # started by the first checkout
+                pool.fill([None] * self.config.workers)  # started by checkouts, as needed
                 chosen = self._aparts[modules] = _Apart(modules, pool)
             chosen.users += 1
             chosen.last_use = next(self._apart_uses)
@@ -526,10 +526,42 @@ class LocalSandbox(Sandbox):
             worker.stop(graceful=self.config.isolation == "none")
         return chosen
 
+    def _stop_idle_aparts(self, spare: _Apart | None, too_many: Callable[[], bool]) -> list[WorkerHandle]:
+        """While ``too_many()``, forget the least recently used set of modules whose workers
+        are all idle (but ``spare``'s); their workers, for the caller to stop once it has
+        released the lock it holds."""
+        doomed: list[WorkerHandle] = []
+        while too_many():
+            idle = [apart for apart in self._aparts.values() if apart.users == 0 and apart is not spare]
+            if not idle:
+                break
+            victim = min(idle, key=lambda apart: apart.last_use)
+            del self._aparts[victim.modules]
+            doomed += victim.pool.close()
+        return doomed
+
+    def _checkin_apart(self, apart: _Apart, worker: WorkerHandle) -> None:
+        """Keep ``worker`` for the next run, stopping idle workers of other modules if more
+        than ``workers`` workers preloading apart are alive; if that is not enough, stop
+        ``worker`` (its slot is empty again)."""
+        with self._apart_lock:
+
+            def alive() -> int:
+                return sum(len(a.pool.members()) for a in self._aparts.values())
+
+            doomed = self._stop_idle_aparts(apart, lambda: alive() > self.config.workers)
+            keep = alive() <= self.config.workers
+        for member in doomed:
+            member.stop(graceful=self.config.isolation == "none")
+        if keep:
+            apart.pool.checkin(worker, self._discard)
+        else:
+            apart.pool.replace(worker, self._spawn, self._discard, fresh=False)
+
     def _checkout_apart(self, apart: _Apart) -> WorkerHandle | None:
-        """The worker of ``apart``, started and checked on first use; None if another run has
-        it (this one goes to the other workers rather than wait: they may be idle), or if
-        one of its modules was found unfit or failed to import (recorded; dropped from now on)."""
+        """An idle worker of ``apart``, or a new one when all of them are busy (started and
+        checked there and then); None if one of its modules was found unfit or failed to
+        import (recorded; dropped from now on: the run goes to the other workers)."""
         try:
             return apart.pool.try_checkout(lambda: self._spawn(apart=apart), lambda w: self._ready_apart(apart, w))
         except _NotApart:

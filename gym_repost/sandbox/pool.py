@@ -36,12 +36,14 @@ M = TypeVar("M", bound=PoolMember)
 class WarmPool(Generic[M]):
     """Slots of warm members; the backend makes and destroys them (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, lifo: bool = False) -> None:
+        """``lifo``: a checkout takes the slot given back last, so that an empty slot is
+        filled (a member made) only when every member made is busy."""
         self.lock = threading.Lock()
         self.generation = 0
         self.open = False
         """Checked-out members may be checked in, and checkouts wait for a free slot."""
-        self._idle: queue.Queue[M | None] = queue.Queue()
+        self._idle: queue.Queue[M | None] = queue.LifoQueue() if lifo else queue.Queue()
         self._members: set[M] = set()
 
     # ------------------------------------------------------------ tracking

@@ -129,7 +129,8 @@ def test_workers_apart_are_as_many_as_workers_at_most(probe_env: str, tmp_path: 
 
 
 def test_a_run_that_finds_its_worker_busy_goes_to_the_others(probe_env: str, tmp_path: Path) -> None:
-    """Rather than wait while the other workers may be idle (it imports the module itself)."""
+    """With one worker: rather than wait while the other workers may be idle (it imports the
+    module itself)."""
     with _sandbox(probe_env, tmp_path, preload_apart={"heavypkg": ["probe_heavy"]}) as sandbox:
         view = sandbox.for_imports(["heavypkg"])
         assert _show(view, "probe_heavy")[0].endswith("probe_heavy True True\n")
@@ -140,6 +141,28 @@ def test_a_run_that_finds_its_worker_busy_goes_to_the_others(probe_env: str, tmp
         assert _show(view, "probe_heavy")[0] == "probe_heavy on stdout\nprobe_heavy False False\n"
         chosen.pool.checkin(held, sandbox._discard)
         assert _show(view, "probe_heavy")[0].endswith("probe_heavy True True\n")
+
+
+def test_runs_of_one_task_at_once_get_workers_of_their_own_as_many_as_workers_in_all(
+    probe_env: str, tmp_path: Path
+) -> None:
+    apart = {"a": ["probe_heavy"], "b": ["probe_other"]}
+    with _sandbox(probe_env, tmp_path, workers=2, preload_apart=apart) as sandbox:
+        view = sandbox.for_imports(["a"])
+        assert _show(view, "probe_heavy")[0].endswith("probe_heavy True True\n")
+        chosen = sandbox._choose_apart(("probe_heavy",))
+        assert chosen is not None
+        held = sandbox._checkout_apart(chosen)  # the first one, busy
+        assert held is not None
+        assert _show(view, "probe_heavy")[0].endswith("probe_heavy True True\n")  # a second one
+        assert len(chosen.pool.members()) == 2
+        sandbox._checkin_apart(chosen, held)
+        with sandbox._apart_lock:
+            chosen.users -= 1
+        assert len(sandbox.worker_pids()) == 4  # two others, two of "a"
+        # "b" gets one: "a"'s, idle, are stopped so that two at most are kept
+        assert _show(sandbox.for_imports(["b"]), "probe_other")[0] == "probe_other True True\n"
+        assert len(sandbox.worker_pids()) == 3 and chosen.pool.members() == []
 
 
 def test_a_run_waits_its_own_time_once_a_worker_has_it(
