@@ -137,7 +137,7 @@ class _Apart:
     modules: tuple[str, ...]
     pool: WarmPool[WorkerHandle]
     users: int = 0
-    """Runs that chose this worker and have not finished: it is not stopped meanwhile."""
+    """Runs that chose these workers and have not finished: they are not stopped meanwhile."""
     last_use: int = 0
     """When it was last chosen (a count of choices): the least recently used goes first."""
 
@@ -502,10 +502,10 @@ class LocalSandbox(Sandbox):
     # ------------------------------------------------------------ workers preloading apart
 
     def _choose_apart(self, modules: tuple[str, ...]) -> _Apart | None:
-        """The worker of its own for ``modules`` (but those dropped meanwhile), made room for
-        if need be by stopping the least recently used idle one; None when the run goes to
-        the other workers (as many workers of their own as ``workers`` are in use, or nothing
-        is left to preload apart)."""
+        """The workers of their own for ``modules`` (but those dropped meanwhile), a new set
+        if need be, made room for by stopping the least recently used set whose workers are
+        all idle; None when the run goes to the other workers (as many other sets as
+        ``workers`` are in use, or nothing is left to preload apart)."""
         modules = tuple(m for m in modules if m not in self._apart_dropped)
         if all(m in self.config.preload for m in modules):  # nothing the other workers lack
             return None
