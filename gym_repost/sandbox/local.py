@@ -408,12 +408,13 @@ class LocalSandbox(Sandbox):
         first use), and those of ``preload`` of the same top-level packages (``torch``,
         ``torch.nn`` for a task that imports torch and transformers); this sandbox itself
         when it names none (or the sandbox is cold)."""
+        if not self.config.preload_apart or not self.config.warm:  # every run's path: nothing to do
+            return self
         wanted = set(packages)
         apart: list[str] = []
-        if self.config.warm:
-            for package, names in sorted(self.config.preload_apart.items()):
-                if package in wanted:
-                    apart += [m for m in names if m not in apart and m not in self._apart_dropped]
+        for package, names in sorted(self.config.preload_apart.items()):
+            if package in wanted:
+                apart += [m for m in names if m not in apart and m not in self._apart_dropped]
         if not apart:
             return self
         shared = [m for m in self.preload_modules if m.split(".")[0] in wanted and m not in apart]
@@ -478,21 +479,21 @@ class LocalSandbox(Sandbox):
         chosen = self._choose_apart(apart) if apart else None
         try:
             worker = self._checkout_apart(chosen) if chosen is not None else None
-            pool = chosen.pool if worker is not None and chosen is not None else self._pool
+            served_apart = chosen if worker is not None else None
             if worker is None:
                 worker = self._checkout()
             try:
                 reply = worker.call(encode_message(worker.leave_out_programs(request)), time.monotonic() + wait)
             except SandboxError:
-                if pool is self._pool:
+                if served_apart is None:
                     self._replace(worker)
-                else:  # the next run that wants it starts another
-                    pool.replace(worker, self._spawn, self._discard, fresh=False)
+                else:  # the next run that wants one starts another
+                    served_apart.pool.replace(worker, self._spawn, self._discard, fresh=False)
                 raise
-            if pool is self._pool or chosen is None:
-                pool.checkin(worker, self._discard)
+            if served_apart is None:
+                self._checkin(worker)
             else:
-                self._checkin_apart(chosen, worker)
+                self._checkin_apart(served_apart, worker)
             return reply
         finally:
             if chosen is not None:

@@ -84,7 +84,6 @@ if __package__:
         spare_main,
     )
     from gym_repost.sandbox.worker_startup import (
-        IMPORT_OUTPUT,
         PRELOAD_DIR,
         _take_protocol_fds,
         filesystem_plan,
@@ -101,14 +100,7 @@ else:  # inside the worker its siblings are top-level modules (no gym_repost)
         write_message,
     )
     from worker_run import CHILD_PHASES, PROGRAM_NAMES, RunJob, Supervisor, load_programs, program_digests, spare_main  # type: ignore[no-redef]
-    from worker_startup import (  # type: ignore[no-redef,import-not-found]
-        IMPORT_OUTPUT,
-        PRELOAD_DIR,
-        _take_protocol_fds,
-        filesystem_plan,
-        preload,
-        visible_distributions,
-    )
+    from worker_startup import PRELOAD_DIR, _take_protocol_fds, filesystem_plan, preload, visible_distributions  # type: ignore[no-redef,import-not-found]
 
 MARKER = "--gym-repost-sandbox-worker"
 """argv marker of worker processes (and of their warm run children), for cleanup."""
@@ -526,9 +518,10 @@ def server_main(config: Message, fds: tuple[int, int, int], mode: str, run_cgrou
         server = Server(config, fds, mode, run_cgroup, scratch_shown)
         os.environ.update(server.offline_env)  # preloaded modules read them at import, as a run's would
         replay = bool(config.get("preload_replay"))
-        preloaded = preload(config.get("preload") or [], f"{server.run_root}/{PRELOAD_DIR}", replay=replay)
+        preloaded, server.preload_output = preload(
+            config.get("preload") or [], f"{server.run_root}/{PRELOAD_DIR}", replay=replay
+        )
         server.preload_env = preloaded["environment"]
-        server.preload_output = (IMPORT_OUTPUT[0], IMPORT_OUTPUT[1])
         sys.path_importer_cache.clear()  # the worker's own directory, out of sight now (after preloading)
         gc.freeze()  # children's collections then skip (and do not copy) the server's objects
         server.get_ready()

