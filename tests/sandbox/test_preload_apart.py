@@ -32,7 +32,7 @@ PROBES = {
         "import threading, time\nthreading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
     ),
     "probe_broken.py": "raise RuntimeError('probe_broken cannot be imported')\n",
-    "probe_slow.py": "import time\ntime.sleep(2.5)\n",
+    "probe_slow.py": "import time\ntime.sleep(5.0)\n",  # longer than the run's timeout and grace together
 }
 
 SHOW = (
@@ -99,6 +99,50 @@ def test_a_worker_of_its_own_serves_the_runs_that_import_it(probe_env: str, tmp_
             "dropped": {},
         }
     assert sandbox.worker_pids() == [] and not any(_alive(pid) for pid in pids)
+
+
+TAMPER = """
+import json, os, signal, sys
+import probe_heavy
+done = []
+probe_heavy.ITEMS.append("planted")
+probe_heavy.IMPORTED_IN = os.getpid()
+try:
+    with open(probe_heavy.__file__, "a") as handle:
+        handle.write("ITEMS.append('planted on disk')\\n")
+    done.append("rewrote the module's file")
+except OSError:
+    pass
+try:
+    with open("/proc/1/mem", "r+b") as memory:
+        memory.write(b"x")
+    done.append("wrote into the worker's memory")
+except OSError:
+    pass
+try:
+    os.kill(1, signal.SIGKILL)
+    done.append("signalled the worker")
+except OSError:
+    pass
+print(json.dumps(done))
+"""
+
+
+def test_a_run_cannot_change_what_the_next_runs_of_its_worker_of_its_own_see(probe_env: str, tmp_path: Path) -> None:
+    """The attack: code under test in a run of the worker that preloads a task's heavy
+    module plants state in the module, rewrites its file, writes into the worker's memory
+    and signals it. The next run of that task finds the module as the worker's import left
+    it, the same import output printed, and the same worker."""
+    with _sandbox(probe_env, tmp_path, preload_apart={"heavypkg": ["probe_heavy"]}) as sandbox:
+        view = sandbox.for_imports(["heavypkg"])
+        before = _show(view, "probe_heavy")
+        pids = sandbox.worker_pids()
+        attack = view.run({"main.py": TAMPER}, ["python3", "main.py"], timeout=60.0)
+        assert attack.ok and attack.stdout.splitlines()[-1] == "[]", (attack.stdout, attack.stderr)
+        check = "import os, probe_heavy\nprint(probe_heavy.ITEMS, probe_heavy.IMPORTED_IN != os.getpid())\n"
+        after = view.run({"main.py": check}, ["python3", "main.py"], timeout=60.0)
+        assert after.stdout == "probe_heavy on stdout\n[] True\n" and after.stderr == "probe_heavy on stderr\n"
+        assert _show(view, "probe_heavy") == before and sandbox.worker_pids() == pids
 
 
 def test_a_module_unfit_or_failing_even_apart_is_dropped_and_its_runs_go_to_the_others(
@@ -172,7 +216,7 @@ def test_a_run_waits_its_own_time_once_a_worker_has_it(
     that takes longer to start than the reply's grace does not fail the first run."""
     monkeypatch.setattr(local, "REPLY_GRACE", 1.0)
     with _sandbox(probe_env, tmp_path, preload_apart={"slowpkg": ["probe_slow"]}) as sandbox:
-        result = sandbox.for_imports(["slowpkg"]).run({"main.py": "print('ok')\n"}, ["python3", "main.py"], timeout=1.0)
+        result = sandbox.for_imports(["slowpkg"]).run({"main.py": "print('ok')\n"}, ["python3", "main.py"], timeout=3.0)
     assert result.ok and result.stdout == "ok\n", result
 
 
