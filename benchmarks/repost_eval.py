@@ -33,9 +33,16 @@
    (``/proc/stat``) per task, the start of the task's worker of its own included. Then the
    same with a task's attempts on both threads at once (as ``-n 2`` samples of a task run).
 
+7. The clock: each task's reference made now (empty store, 2 threads), then the ground
+   truth under another text judged right away and on a clock a day and 7 s later (as an
+   ``eval`` that reads the reference store a day after ``validate``); once with the
+   reference's second and third runs on a clock ahead (``Sandbox.clock_ahead``), once
+   without (as before). Passed counts, and the tasks that failed.
+
 All in the same run. Appends a record to ``benchmarks/results/repost_eval.jsonl``.
 
-Usage: ``python benchmarks/repost_eval.py TASKS.jsonl [--env repost-eval] [--unpreloaded] [--no-record]``
+Usage: ``python benchmarks/repost_eval.py TASKS.jsonl [--env repost-eval] [--unpreloaded] [--no-record]
+[--attempts-only | --clock-only]``
 (``TASKS.jsonl``: ``gym-repost build repost-eval:../shared/external/repost-eval -o TASKS.jsonl``).
 """
 
@@ -283,6 +290,69 @@ def attempts_only(tasks: list[FunctionTask], env: str, record: bool) -> None:
         print(f"recorded in {append_record('repost_eval', found)}")
 
 
+LATER = 86400 + 7.0
+"""How much later measurement 7 judges the candidates: a day and 7 s."""
+
+
+def judged_later(tasks: list[FunctionTask], env: str) -> dict[str, Any]:
+    """Measurement 7: references made now, the ground truth under another text judged now
+    and on a clock :data:`LATER` ahead; with the reference's clock ahead, and without."""
+    found: dict[str, Any] = {"later_s": LATER}
+    other_text = "\n# the ground truth under another text\n"
+    for name, ahead in (("clock_ahead", True), ("same_clock", False)):
+        harness._REFERENCES = harness.ReferenceCache()
+        with (
+            get_sandbox("local", workers=WORKERS, python=resolve_env_python(env), **_preload(env, tasks)) as sb,
+            ThreadPoolExecutor(WORKERS) as pool,
+        ):
+            later = sb.clock_ahead(LATER)
+            assert later is not None, "no clock ahead here (no C compiler?)"
+            if not ahead:
+                sb.clock_ahead = lambda seconds: None  # type: ignore[method-assign]  # as before
+            started = time.perf_counter()
+            references = list(pool.map(lambda t: harness.reference_for(sb, t), tasks))
+            made = time.perf_counter() - started
+
+            def judge(task: FunctionTask, where: Any) -> Any:
+                return harness.run_function_tests(where, task, task.ground_truth + other_text)
+
+            now_ = list(pool.map(judge, tasks, [sb] * len(tasks)))
+            day = list(pool.map(judge, tasks, [later] * len(tasks)))
+        found[name] = {
+            "references_s": made,
+            "references_passed": sum(r.passed for r in references),
+            "nondeterministic": sum(bool(r.nondeterministic) for r in references),
+            "passed_now": sum(r.passed for r in now_),
+            "passed_a_day_later": sum(r.passed for r in day),
+            "failed_now": [t.name for t, r in zip(tasks, now_, strict=True) if not r.passed],
+            "failed_a_day_later": [t.name for t, r in zip(tasks, day, strict=True) if not r.passed],
+            "why_a_day_later": {t.name: r.message[:400] for t, r in zip(tasks, day, strict=True) if not r.passed},
+        }
+    return found
+
+
+def _print_later(later: dict[str, Any]) -> None:
+    for name, how in (("clock_ahead", "reference's runs 2 and 3 on a clock ahead"), ("same_clock", "as before")):
+        data = later[name]
+        print(
+            f"the ground truth under another text, {how}: passed {data['passed_now']} right away, "
+            f"{data['passed_a_day_later']} a day later (references made in {data['references_s']:.1f} s, "
+            f"{data['nondeterministic']} with nondeterministic fields); "
+            f"failed a day later: {data['failed_a_day_later']}"
+        )
+
+
+def clock_only(tasks: list[FunctionTask], env: str, record: bool) -> None:
+    """``--clock-only``: measurement 7 alone, recorded as a record of its own."""
+    os.environ["GYM_REPOST_REFERENCES"] = "off"
+    found = {"benchmark": "repost_eval_clock", "date": now(), "machine": machine(), "env": env}
+    found["judged_later"] = later = judged_later(tasks, env)
+    found["load_after"] = machine()["load_average"]
+    _print_later(later)
+    if record:
+        print(f"recorded in {append_record('repost_eval', found)}")
+
+
 def plain_run(python: str, task: FunctionTask, offline: bool = False) -> tuple[bool, float]:
     """``python evaluation.py`` of the ground truth as the candidate, in a fresh directory
     (``offline``: with the variables that tell the sandbox's runs they are offline)."""
@@ -336,10 +406,14 @@ def main() -> None:
     parser.add_argument("--unpreloaded", action="store_true", help="also measurement 3")
     parser.add_argument("--no-record", action="store_true")
     parser.add_argument("--attempts-only", action="store_true", help="only measurement 6")
+    parser.add_argument("--clock-only", action="store_true", help="only measurement 7")
     args = parser.parse_args()
     tasks = [t for t in load_tasks(args.tasks) if isinstance(t, FunctionTask)]
     if args.attempts_only:
         attempts_only(tasks, args.env, record=not args.no_record)
+        return
+    if args.clock_only:
+        clock_only(tasks, args.env, record=not args.no_record)
         return
     load_before = machine()["load_average"]
     with tempfile.TemporaryDirectory() as store:
@@ -353,6 +427,7 @@ def main() -> None:
     plain = plain_loop(tasks, args.env)
     plain_offline = plain_loop(tasks, args.env, offline=True)
     attempts = apart_attempts(tasks, args.env)
+    later = judged_later(tasks, args.env)
     record = {
         "benchmark": "repost_eval",
         "date": now(),
@@ -369,6 +444,7 @@ def main() -> None:
         "plain_loop": plain,
         "plain_loop_offline": plain_offline,
         "attempts_on_tasks_preloaded_apart": attempts,
+        "judged_later": later,
         "speedup_warm_vs_offline_loop": plain_offline["wall_s"] / warm["wall_s"],
         "speedup_run_for_run_vs_offline_loop": plain_offline["wall_s"] / runs["wall_s"],
         "speedup_vs_offline_loop": plain_offline["wall_s"] / ours["wall_s"],
@@ -411,6 +487,7 @@ def main() -> None:
         f"(load {record['machine']['load_average']})"
     )
     _print_attempts(attempts)
+    _print_later(later)
     if not args.no_record:
         print(f"recorded in {append_record('repost_eval', record)}")
 

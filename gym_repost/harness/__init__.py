@@ -175,6 +175,13 @@ def record_reference(sandbox: Sandbox, task: FunctionTask) -> Reference:
     that spins on hardware the tests had mocked) is stopped by CPU time, not after the
     task's whole timeout, and the choice of mode does not depend on the machine's load.
 
+    Runs 2 and 3 have the wall clock :data:`REFERENCE_CLOCK_AHEAD` ahead where the sandbox
+    can (:meth:`~gym_repost.sandbox.base.Sandbox.clock_ahead`): what the ground truth
+    derives from the clock (a timestamp it logs or returns) then differs from run 1's and
+    is not compared, so a correct candidate run a minute or a day later does not fail on
+    it. Two runs a moment apart on the same clock agreed on it, and made it part of the
+    reference.
+
     Raises:
         SandboxError: the sandbox failed (infrastructure).
     """
@@ -185,11 +192,12 @@ def record_reference(sandbox: Sandbox, task: FunctionTask) -> Reference:
     report, first = _harness_run(sandbox, task, assembled, "reference", None)
     if not report.passed or first is None:
         return Reference(passed=False, report=report)
+    ahead = sandbox.clock_ahead(REFERENCE_CLOCK_AHEAD) or sandbox
     replay: tuple[list[str], TestReport, Record | None] | None = None
     if first.calls and not first.overflow and first.inputs and all(first.inputs):
         inputs = [blob for blob in first.inputs if blob is not None]
         limit = replay_cpu_limit(first.cpu, task.evaluation.timeout)
-        replay = (inputs, *_harness_run(sandbox, task, assembled, "inputs", None, inputs, limit))
+        replay = (inputs, *_harness_run(ahead, task, assembled, "inputs", None, inputs, limit))
         exact = Reference(
             passed=True,
             report=report,
@@ -200,7 +208,7 @@ def record_reference(sandbox: Sandbox, task: FunctionTask) -> Reference:
         )
         if _replays(exact, replay):
             return exact
-    again, second = _harness_run(sandbox, task, assembled, "reference", None)
+    again, second = _harness_run(ahead, task, assembled, "reference", None)
     calls, notes = merge_runs(first, second if second is not None else Record([], 0, False, None))
     if not again.passed:
         notes.insert(0, f"the ground truth failed one of two runs: {again.exception}: {again.message[:200]}")
@@ -212,6 +220,10 @@ def record_reference(sandbox: Sandbox, task: FunctionTask) -> Reference:
     return reference
 
 
+REFERENCE_CLOCK_AHEAD = 400 * 86400 + 3600 + 60 + 1.5
+"""Seconds ahead the wall clock of a reference's second and third runs is: 400 days, an
+hour, a minute and a second and a half, so that a timestamp changes at every resolution
+(year to microsecond; the weekday too, 400 days being 57 weeks and a day)."""
 REPLAY_CPU_FACTOR = 20.0
 """A reference's replay may use this many times the recording run's CPU time..."""
 REPLAY_CPU_FLOOR = 2.0

@@ -226,6 +226,19 @@ class Sandbox(abc.ABC):
         """
         return self
 
+    def clock_ahead(self, seconds: float) -> Sandbox | None:
+        """This sandbox with the wall clock of its runs ``seconds`` ahead of the real one
+        (``time.time()``, ``datetime.now()``, ``date`` in a subprocess; not the monotonic
+        clocks, not file times); None when the backend cannot shift it (the default).
+
+        The harness makes a reference's second and third runs on a clock ahead, so that
+        what a ground truth derives from the clock (a timestamp it prints or returns) is
+        seen to change and is not compared: a correct candidate run later does not fail on
+        it. A backend that returns None gets references as before (the clock compared
+        like any other output).
+        """
+        return None
+
 
 def limit_overrides(cpu_seconds: float | None = None, **more: float) -> dict[str, float]:
     """The limits one run has in place of the sandbox's (``SandboxLimits`` field -> value):

@@ -750,5 +750,43 @@ def _interpreter_packages(ctx: _Context) -> str:
     return f"numpy {r.stdout.strip()}"
 
 
+_CLOCK_PROBE = """
+import subprocess, sys, time
+start = time.monotonic()
+time.sleep(0.2)
+child = subprocess.run([sys.executable, "-c", "import time; print(time.time())"], capture_output=True, text=True)
+print(time.time(), child.stdout.strip() or "nan", time.monotonic() - start)
+"""
+CLOCK_AHEAD = 400 * 86400 + 3661.5
+"""How far ahead the ``clock_ahead`` check asks for (as far as the harness's references)."""
+
+
+@_check("clock_ahead")
+def _clock_ahead(ctx: _Context) -> str:
+    ahead = ctx.sandbox.clock_ahead(CLOCK_AHEAD)
+    if ahead is None:
+        return "none offered: references compare what a ground truth derives from the clock"
+    expect(ahead.describe() == ctx.sandbox.describe(), "the sandbox on a clock ahead describes another sandbox")
+    for where, seconds in ((ahead, CLOCK_AHEAD), (ctx.sandbox, 0.0)):
+        r = where.run({"main.py": _CLOCK_PROBE}, ["python3", "main.py"], 30.0)
+        host = time.time()
+        expect(r.ok and len(r.stdout.split()) == 3, "the clock probe failed", r)
+        wall, child, slept = (float(v) for v in r.stdout.split())
+        what = "on the clock ahead" if seconds else "of the sandbox itself"
+        expect(
+            abs(wall - host - seconds) < 30,
+            f"a run {what} read the wall clock {wall - host:.0f} s from the host's, not {seconds:.0f} s",
+            r,
+        )
+        expect(
+            abs(child - host - seconds) < 30,
+            f"a program a run {what} started read the wall clock {child - host:.0f} s from the host's",
+            r,
+        )
+        expect(0.15 < slept < 10, f"a run {what} slept {slept:.2f} s for 0.2 s (the monotonic clock moved)", r)
+    network = _no_network(_Context(ahead))
+    return f"{CLOCK_AHEAD:.0f} s ahead in runs and the programs they start, sleeps as long; {network}"
+
+
 CHECK_NAMES: tuple[str, ...] = tuple(CHECKS)
 """Names of every check, in the order they run."""

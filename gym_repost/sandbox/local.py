@@ -67,6 +67,8 @@ from gym_repost.sandbox.base import (
     limit_overrides,
     pip_install_command,
 )
+from gym_repost.sandbox.clock import DIRECTORY as CLOCK_DIRECTORY
+from gym_repost.sandbox.clock import clock_env, clock_library, clock_request
 from gym_repost.sandbox.config import LocalSandboxConfig
 from gym_repost.sandbox.identity import host_identity
 from gym_repost.sandbox.local_worker import (
@@ -384,6 +386,7 @@ class LocalSandbox(Sandbox):
             "disk_quota_mb": (self.config.disk_mb if self.config.isolation == "namespaces" else None),
             "visible": self.visible_paths(),
             "preload": {k: v for k, v in self.preload_report().items() if k != "seconds"},
+            "clock_ahead": clock_library(self.packages_dir) is not None,
         }
 
     # ------------------------------------------------------------ running
@@ -400,7 +403,7 @@ class LocalSandbox(Sandbox):
         cpu_seconds: float | None = None,
     ) -> RunResult:
         """Run ``command`` in a fresh directory holding ``files`` (see :class:`Sandbox`)."""
-        return self._run(files, command, timeout, stdin, env, network, cpu_seconds, apart=())
+        return self._run(files, command, timeout, stdin, env, network, cpu_seconds, apart=(), clock=None)
 
     def for_imports(self, packages: Iterable[str]) -> Sandbox:
         """This sandbox, with the runs served by a warm worker of their own that preloaded the
@@ -410,15 +413,36 @@ class LocalSandbox(Sandbox):
         when it names none (or the sandbox is cold)."""
         if not self.config.preload_apart or not self.config.warm:  # every run's path: nothing to do
             return self
+        modules = self._apart_modules(packages)
+        return _View(self, modules, None) if modules else self
+
+    def _apart_modules(self, packages: Iterable[str]) -> tuple[str, ...]:
+        """What a worker of their own preloads for code importing ``packages`` (see
+        :meth:`for_imports`); () when :attr:`~LocalSandboxConfig.preload_apart` names none."""
+        if not self.config.preload_apart or not self.config.warm:
+            return ()
         wanted = set(packages)
         apart: list[str] = []
         for package, names in sorted(self.config.preload_apart.items()):
             if package in wanted:
                 apart += [m for m in names if m not in apart and m not in self._apart_dropped]
         if not apart:
-            return self
+            return ()
         shared = [m for m in self.preload_modules if m.split(".")[0] in wanted and m not in apart]
-        return _PreloadedApart(self, tuple(m for m in [*shared, *apart] if m not in self._apart_dropped))
+        return tuple(m for m in [*shared, *apart] if m not in self._apart_dropped)
+
+    def clock_ahead(self, seconds: float) -> Sandbox | None:
+        """This sandbox with the wall clock of its runs ``seconds`` ahead (see
+        :meth:`Sandbox.clock_ahead`); None when it cannot be (no C compiler to build
+        :mod:`~gym_repost.sandbox.clock`'s library with).
+
+        Every worker preloads that library, which reads the wall clock as it is unless a
+        run asks for it ahead: such a run is served by the same workers as the others (warm
+        or cold, preloading apart or not), and the programs it starts are on its clock too.
+        """
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds < 1e9:
+            raise ValueError(f"clock_ahead takes a positive number of seconds below 1e9, got {seconds!r}")
+        return None if clock_library(self.packages_dir) is None else _View(self, (), float(seconds))
 
     def _run(
         self,
@@ -431,9 +455,15 @@ class LocalSandbox(Sandbox):
         cpu_seconds: float | None,
         *,
         apart: tuple[str, ...],
+        clock: float | None,
     ) -> RunResult:
         called = time.monotonic()
+        library = clock_library(self.packages_dir) if clock is not None else None
+        if library is not None:  # the programs the run starts, on its clock too
+            env = {**(env or {}), **clock_env(library, clock or 0.0)}
         request = build_request(files, command, timeout, stdin, env, limit_overrides(cpu_seconds))
+        if library is not None:
+            request.update(clock_request(clock or 0.0))
         if not self._pool.open or os.getpid() != self._owner:
             self.start()
         wait = timeout + REPLY_GRACE  # from when a worker has the request (not while one starts)
@@ -744,24 +774,30 @@ class LocalSandbox(Sandbox):
 
     def _worker_env(self, host_dir: str) -> dict[str, str]:
         # The environment a run gets by default: a warm run inherits the interpreter's
-        # start-up configuration (hash seed, locale) from the worker.
+        # start-up configuration (hash seed, locale) from the worker. The clock library
+        # (see clock_ahead) is preloaded for runs that ask for their clock ahead.
+        library = clock_library(self.packages_dir)
         return {
             "PATH": f"{os.path.dirname(self.interpreter)}:{protocol.DEFAULT_PATH}",
             "HOME": host_dir,
             "LANG": "C.UTF-8",
             "PYTHONHASHSEED": "0",
             "PYTHONDONTWRITEBYTECODE": "1",
+            **({"LD_PRELOAD": library} if library is not None else {}),
         }
 
 
-class _PreloadedApart(Sandbox):
-    """A :class:`LocalSandbox` as the runs of code that imports heavy modules see it: the
-    same sandbox (description, limits, package cache), whose runs a warm worker of their
-    own serves, one that preloaded ``modules`` (see :meth:`LocalSandbox.for_imports`)."""
+class _View(Sandbox):
+    """A :class:`LocalSandbox` as some of its runs see it: the same sandbox (description,
+    limits, package cache), whose runs a warm worker of their own serves when ``modules``
+    names any (code importing heavy modules, see :meth:`LocalSandbox.for_imports`), and
+    read a wall clock ``clock`` seconds ahead when that is given (see
+    :meth:`LocalSandbox.clock_ahead`)."""
 
-    def __init__(self, sandbox: LocalSandbox, modules: tuple[str, ...]) -> None:
+    def __init__(self, sandbox: LocalSandbox, modules: tuple[str, ...], clock: float | None) -> None:
         self.sandbox = sandbox
         self.modules = modules
+        self.clock = clock
         self.name = sandbox.name
 
     def start(self) -> None:
@@ -781,7 +817,9 @@ class _PreloadedApart(Sandbox):
         network: bool = False,
         cpu_seconds: float | None = None,
     ) -> RunResult:
-        return self.sandbox._run(files, command, timeout, stdin, env, network, cpu_seconds, apart=self.modules)
+        return self.sandbox._run(
+            files, command, timeout, stdin, env, network, cpu_seconds, apart=self.modules, clock=self.clock
+        )
 
     def install(self, requirements: Sequence[str], timeout: float = 900.0) -> RunResult:
         return self.sandbox.install(requirements, timeout)
@@ -790,7 +828,14 @@ class _PreloadedApart(Sandbox):
         return self.sandbox.describe()
 
     def for_imports(self, packages: Iterable[str]) -> Sandbox:
-        return self.sandbox.for_imports(packages)
+        if self.clock is None:
+            return self.sandbox.for_imports(packages)
+        modules = self.sandbox._apart_modules(packages)
+        return self if modules == self.modules else _View(self.sandbox, modules, self.clock)
+
+    def clock_ahead(self, seconds: float) -> Sandbox | None:
+        ahead = self.sandbox.clock_ahead(seconds)
+        return None if ahead is None else _View(self.sandbox, self.modules, float(seconds))
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.sandbox, name)
@@ -811,10 +856,14 @@ def _stop_workers(
 
 
 def _merge_tree(source: str, destination: str) -> None:
-    """Copy pip's ``--target`` output into the package cache, replacing what it updates."""
+    """Copy pip's ``--target`` output into the package cache, replacing what it updates;
+    never the clock library's directory (the workers preload it on the host)."""
     if not os.path.isdir(source):
         return
     for entry in os.scandir(source):
+        if entry.name == CLOCK_DIRECTORY:
+            logger.warning("not copying %s into the package cache: the name is gym-repost's", entry.path)
+            continue
         target = os.path.join(destination, entry.name)
         if os.path.isdir(target) and not os.path.islink(target):
             shutil.rmtree(target)

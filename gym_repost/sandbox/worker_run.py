@@ -158,6 +158,7 @@ class RunJob:
         self.limits = {**server.limits, **(request.get("limits") or {})}
         self.env = server.run_environment(run_dir, request.get("env") or {})
         self.kind, self.target, self.args = plan_command(self.argv, self.env, server.warm)
+        self.clock_ahead_ns = int(request.get(CLOCK_REQUEST_KEY) or 0)
 
 
 def write_files(run_dir: str, files: dict[str, str], bfiles: dict[str, str], programs: Sequence[str] = ()) -> None:
@@ -296,10 +297,37 @@ def run_job(server: Server, job: RunJob) -> NoReturn:
     os.environ.update(job.env)
     for key, value in server.preload_env.items():  # what preloaded imports set (see preload())
         os.environ.setdefault(key, value)
+    if job.clock_ahead_ns:
+        set_clock_ahead(job.clock_ahead_ns)
     stamp(2)
     if job.kind != "exec" and _runnable_in_process(job):
         run_in_process(server, job)
     exec_command(server, job)
+
+
+CLOCK_SYMBOL = "gym_repost_clock_ahead_ns"
+"""The clock library's offset (``gym_repost.sandbox.clock.SYMBOL``)..."""
+CLOCK_REQUEST_KEY = "clock_ahead_ns"
+"""... and the request field that sets it (``gym_repost.sandbox.clock.REQUEST_KEY``)."""
+
+
+def set_clock_ahead(nanoseconds: int) -> None:
+    """Put this run child's wall clock ``nanoseconds`` ahead: the offset of the clock library
+    the worker preloads (see :mod:`gym_repost.sandbox.clock`; the programs the run starts
+    read it from their environment). ctypes is imported for it and forgotten again, as a
+    fresh interpreter has not imported it. Without the library the run fails (exit 70),
+    rather than run on the real clock."""
+    before = set(sys.modules)
+    try:
+        import ctypes
+
+        ctypes.c_longlong.in_dll(ctypes.CDLL(None), CLOCK_SYMBOL).value = nanoseconds
+    except (ImportError, OSError, ValueError) as exc:
+        _write_stderr(f"gym-repost sandbox: cannot put the run's clock ahead ({exc})\n")
+        os._exit(70)
+    finally:
+        for name in set(sys.modules) - before:
+            del sys.modules[name]
 
 
 def _runnable_in_process(job: RunJob) -> bool:

@@ -56,6 +56,26 @@ MUTATING_SCRIPT = textwrap.dedent('''\
     ''')
 
 
+CLOCK_SCRIPT = textwrap.dedent('''\
+    import datetime
+    import time
+
+
+    def total(values):
+        """The values' sum; logs the day, as RepoST-Eval's 450 (a logger) logs the time."""
+        print("summed on", datetime.date.today().isoformat(), time.strftime("%A"))
+        return sum(values)
+
+
+    def test_total():
+        for values in ([1, 2], [], [5, 6, 7]):
+            assert total(values) == total_new_implementation(values)
+
+
+    if __name__ == "__main__":
+        test_total()
+    ''')
+
 SPINNING_SCRIPT = textwrap.dedent('''\
     def echo_time():
         """Waits for the sensor's echo (spins on hardware the tests mock)."""
@@ -97,6 +117,34 @@ def test_a_nondeterministic_test_is_flagged_and_its_unstable_fields_are_not_comp
     assert _judge(QualityReport(), validation, QualityThresholds.for_split("train")).passed
 
 
+def test_what_the_ground_truth_derives_from_the_clock_is_not_compared(sandbox: Sandbox) -> None:
+    """RepoST-Eval's 448, 450, 451, 615, 621 and 771 log the time. The reference's first two
+    runs, a moment apart, agreed on it, so a correct candidate run a minute (or, from the
+    reference store, a day) later failed. The second and third runs now read a clock 400
+    days ahead: the time they log differs, and is not compared."""
+    task = _task(CLOCK_SCRIPT, "total")
+    reference = reference_for(sandbox, task)
+    assert reference.passed and reference.nondeterministic
+    assert all(call["o"] == "*" and call["r"] != "*" for call in reference.calls), reference.calls
+    later = sandbox.clock_ahead(86400 + 7.25)  # candidates judged a day later
+    assert later is not None and reference_for(later, task) is reference
+    assert run_function_tests(later, task, task.ground_truth.replace("sum(values)", "sum(values, 0)")).passed
+    assert not run_function_tests(later, task, task.ground_truth.replace("sum(values)", "sum(values) + 1")).passed
+    assert not run_function_tests(later, task, do_nothing_candidate(task)).passed
+
+
+def test_without_a_clock_ahead_the_clock_is_compared(sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a sandbox that cannot put the clock ahead gives (and every sandbox gave before):
+    a reference that compares the logged day, which a candidate judged a day later fails."""
+    task = _task(CLOCK_SCRIPT.replace("as RepoST-Eval's", "as (unshifted) RepoST-Eval's"), "total")
+    later = sandbox.clock_ahead(86400 + 7.25)
+    monkeypatch.setattr(sandbox, "clock_ahead", lambda seconds: None)
+    reference = reference_for(sandbox, task)
+    assert reference.passed and not reference.nondeterministic
+    assert later is not None
+    assert not run_function_tests(later, task, task.ground_truth.replace("sum(values)", "sum(values, 0)")).passed
+
+
 def test_arguments_changed_by_the_call_are_compared(sandbox: Sandbox) -> None:
     task = _task(MUTATING_SCRIPT, "normalise")
     assert reference_for(sandbox, task).mode == "inputs"
@@ -117,14 +165,21 @@ def test_a_replay_that_spins_without_the_tests_mocks_is_stopped_by_cpu_time(
     task = _task(SPINNING_SCRIPT, "is_close")
     task = task.model_copy(update={"evaluation": task.evaluation.model_copy(update={"timeout": 60.0})})
     runs: list[tuple[str, float | None, RunResult]] = []
-    real_run = sandbox.run
 
-    def spy(files: dict[str, str], command: list[str], **kwargs: Any) -> RunResult:
-        result = real_run(files, command, **kwargs)
-        runs.append((command[-1], kwargs.get("cpu_seconds"), result))
-        return result
+    def spy_on(target: Sandbox) -> Sandbox:
+        real_run = target.run
 
-    monkeypatch.setattr(sandbox, "run", spy)
+        def spy(files: dict[str, str], command: list[str], **kwargs: Any) -> RunResult:
+            result = real_run(files, command, **kwargs)
+            runs.append((command[-1], kwargs.get("cpu_seconds"), result))
+            return result
+
+        monkeypatch.setattr(target, "run", spy)
+        return target
+
+    real_ahead = sandbox.clock_ahead
+    spy_on(sandbox)  # and the runs on a clock ahead (the second and third)
+    monkeypatch.setattr(sandbox, "clock_ahead", lambda seconds: spy_on(real_ahead(seconds)))  # type: ignore[arg-type]
     reference = reference_for(sandbox, task)
     assert reference.passed and reference.mode == "driver"
     assert len(runs) == 3  # record, replay (stopped), record again

@@ -157,3 +157,16 @@ def test_suite_catches_an_unsandboxed_backend() -> None:
     assert not results["environment_scrubbed"].passed
     assert not results["hidden_host_paths"].passed
     assert "readable" in results["hidden_host_paths"].detail
+
+
+class ClockAheadInName(UnsandboxedSubprocess):
+    """Offers a clock ahead whose runs read the real clock."""
+
+    def clock_ahead(self, seconds: float) -> Sandbox | None:
+        return self
+
+
+def test_suite_catches_a_clock_ahead_that_is_not() -> None:
+    assert run_conformance(UnsandboxedSubprocess(), only=["clock_ahead"])[0].passed  # none offered
+    result = run_conformance(ClockAheadInName(), only=["clock_ahead"])[0]
+    assert not result.passed and "a run on the clock ahead read the wall clock" in result.detail

@@ -4,6 +4,7 @@ import them (``LocalSandboxConfig.preload_apart``, ``Sandbox.for_imports``)."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -93,6 +94,14 @@ def test_a_worker_of_its_own_serves_the_runs_that_import_it(probe_env: str, tmp_
         mutate = "import probe_heavy\nprobe_heavy.ITEMS.append(1)\nprint(len(probe_heavy.ITEMS))\n"
         for _ in range(2):  # the same worker, and a fresh module state in every run
             assert apart.run({"main.py": mutate}, ["python3", "main.py"]).stdout.endswith("\n1\n")
+        assert sandbox.worker_pids() == pids
+        # on a clock ahead (a reference's second and third runs): that worker still
+        ahead = sandbox.clock_ahead(86400.0)
+        assert ahead is not None
+        shifted = ahead.for_imports(["probe_shared", "heavypkg"])
+        stamp = "import time\n" + SHOW + "print(int(time.time() - %d) // 3600)\n" % int(time.time())
+        result = shifted.run({"main.py": stamp}, ["python3", "main.py", "probe_heavy"], timeout=60.0)
+        assert result.stdout == "probe_heavy on stdout\nprobe_heavy True True\n24\n", result
         assert sandbox.worker_pids() == pids
         assert sandbox.describe()["preload"]["apart"] == {  # type: ignore[index]
             "requested": {"heavypkg": ["probe_heavy"], "otherpkg": ["x"]},
