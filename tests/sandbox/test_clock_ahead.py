@@ -42,12 +42,12 @@ def _clocks(sandbox: Sandbox) -> tuple[list[float], float]:
 
 def _check_ahead(sandbox: Sandbox, ahead: float) -> None:
     (wall, wall_ns, now, day, date, child, monotonic, mtime, slept), host = _clocks(sandbox)
-    for read in (wall, wall_ns, now, date, child):
-        assert ahead - 5 < read - host < ahead + 1, (read, host)
-    assert day in {datetime.date.fromtimestamp(host + ahead - s).toordinal() for s in (0, 5)}
-    assert abs(monotonic - time.monotonic()) < 5  # timeouts and durations are as they are
-    assert abs(mtime - host) < 5  # file times too
-    assert 0.09 < slept < 5  # sleeps and waits last what they should
+    for read in (wall, wall_ns, now, date, child):  # 30 s: room for a loaded machine
+        assert ahead - 30 < read - host < ahead + 1, (read, host)
+    assert day in {datetime.date.fromtimestamp(host + ahead - s).toordinal() for s in (0, 30)}
+    assert abs(monotonic - time.monotonic()) < 30  # timeouts and durations are as they are
+    assert abs(mtime - host) < 30  # file times too
+    assert 0.09 < slept < 10  # sleeps and waits last what they should
 
 
 def test_a_run_on_a_clock_ahead_reads_the_wall_clock_ahead_and_nothing_else(warm_sandbox: LocalSandbox) -> None:
