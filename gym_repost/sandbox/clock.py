@@ -81,7 +81,8 @@ def clock_library(directory: str) -> str | None:
             with open(source_path, "wb") as handle:
                 handle.write(source)
             done = subprocess.run(
-                [compiler, "-shared", "-fPIC", "-O2", "-o", built, source_path, "-ldl"],
+                [compiler, "-shared", "-fPIC", "-O2", "-o", "lib.so", SOURCE, "-ldl"],
+                cwd=tmp,  # relative names: the same bytes from every build
                 capture_output=True,
                 text=True,
                 timeout=120,
