@@ -55,6 +55,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -279,13 +280,22 @@ def _print_attempts(attempts: dict[str, Any]) -> None:
         )
 
 
-def attempts_only(tasks: list[FunctionTask], env: str, record: bool) -> None:
-    """``--attempts-only``: measurement 6 alone, recorded as a record of its own."""
+def measurement_only(
+    benchmark: str,
+    key: str,
+    measure: Callable[[list[FunctionTask], str], dict[str, Any]],
+    show: Callable[[dict[str, Any]], None],
+    tasks: list[FunctionTask],
+    env: str,
+    record: bool,
+) -> None:
+    """``--attempts-only``, ``--clock-only``: one measurement alone, in a record of its own
+    (``benchmark``, the measurement under ``key``), no reference store."""
     os.environ["GYM_REPOST_REFERENCES"] = "off"
-    found = {"benchmark": "repost_eval_attempts", "date": now(), "machine": machine(), "env": env}
-    found["attempts_on_tasks_preloaded_apart"] = attempts = apart_attempts(tasks, env)
+    found = {"benchmark": benchmark, "date": now(), "machine": machine(), "env": env}
+    found[key] = measured = measure(tasks, env)
     found["load_after"] = machine()["load_average"]
-    _print_attempts(attempts)
+    show(measured)
     if record:
         print(f"recorded in {append_record('repost_eval', found)}")
 
@@ -340,17 +350,6 @@ def _print_later(later: dict[str, Any]) -> None:
             f"{data['nondeterministic']} with nondeterministic fields); "
             f"failed a day later: {data['failed_a_day_later']}"
         )
-
-
-def clock_only(tasks: list[FunctionTask], env: str, record: bool) -> None:
-    """``--clock-only``: measurement 7 alone, recorded as a record of its own."""
-    os.environ["GYM_REPOST_REFERENCES"] = "off"
-    found = {"benchmark": "repost_eval_clock", "date": now(), "machine": machine(), "env": env}
-    found["judged_later"] = later = judged_later(tasks, env)
-    found["load_after"] = machine()["load_average"]
-    _print_later(later)
-    if record:
-        print(f"recorded in {append_record('repost_eval', found)}")
 
 
 def plain_run(python: str, task: FunctionTask, offline: bool = False) -> tuple[bool, float]:
@@ -410,10 +409,20 @@ def main() -> None:
     args = parser.parse_args()
     tasks = [t for t in load_tasks(args.tasks) if isinstance(t, FunctionTask)]
     if args.attempts_only:
-        attempts_only(tasks, args.env, record=not args.no_record)
+        measurement_only(
+            "repost_eval_attempts",
+            "attempts_on_tasks_preloaded_apart",
+            apart_attempts,
+            _print_attempts,
+            tasks,
+            args.env,
+            record=not args.no_record,
+        )
         return
     if args.clock_only:
-        clock_only(tasks, args.env, record=not args.no_record)
+        measurement_only(
+            "repost_eval_clock", "judged_later", judged_later, _print_later, tasks, args.env, record=not args.no_record
+        )
         return
     load_before = machine()["load_average"]
     with tempfile.TemporaryDirectory() as store:
