@@ -411,15 +411,13 @@ class LocalSandbox(Sandbox):
         first use), and those of ``preload`` of the same top-level packages (``torch``,
         ``torch.nn`` for a task that imports torch and transformers); this sandbox itself
         when it names none (or the sandbox is cold)."""
-        if not self.config.preload_apart or not self.config.warm:  # every run's path: nothing to do
-            return self
         modules = self._apart_modules(packages)
         return _View(self, modules, None) if modules else self
 
     def _apart_modules(self, packages: Iterable[str]) -> tuple[str, ...]:
         """What a worker of their own preloads for code importing ``packages`` (see
         :meth:`for_imports`); () when :attr:`~LocalSandboxConfig.preload_apart` names none."""
-        if not self.config.preload_apart or not self.config.warm:
+        if not self.config.preload_apart or not self.config.warm:  # every run's path: nothing to do
             return ()
         wanted = set(packages)
         apart: list[str] = []
@@ -458,12 +456,11 @@ class LocalSandbox(Sandbox):
         clock: float | None,
     ) -> RunResult:
         called = time.monotonic()
-        library = clock_library(self.packages_dir) if clock is not None else None
-        if library is not None:  # the programs the run starts, on its clock too
-            env = {**(env or {}), **clock_env(library, clock or 0.0)}
+        if clock is not None:  # the programs the run starts read its clock too
+            env = {**(env or {}), **clock_env(self._clock_library(), clock)}
         request = build_request(files, command, timeout, stdin, env, limit_overrides(cpu_seconds))
-        if library is not None:
-            request.update(clock_request(clock or 0.0))
+        if clock is not None:  # ... and so does its own process
+            request.update(clock_request(clock))
         if not self._pool.open or os.getpid() != self._owner:
             self.start()
         wait = timeout + REPLY_GRACE  # from when a worker has the request (not while one starts)
@@ -771,6 +768,12 @@ class LocalSandbox(Sandbox):
             "profile": cfg.profile,
             "views": self._info.get("views"),  # what the site-packages show: found once
         }
+
+    def _clock_library(self) -> str:
+        library = clock_library(self.packages_dir)
+        if library is None:  # clock_ahead() gives no view then
+            raise SandboxUnavailableError("no library to put a run's clock ahead (no C compiler)")
+        return library
 
     def _worker_env(self, host_dir: str) -> dict[str, str]:
         # The environment a run gets by default: a warm run inherits the interpreter's
