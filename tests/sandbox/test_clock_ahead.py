@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import concurrent.futures
 import datetime
+import hashlib
 import time
 from pathlib import Path
 
 import pytest
 
-from gym_repost.sandbox import clock
+from gym_repost.sandbox import clock, environments
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.sandbox.config import LocalSandboxConfig
 from gym_repost.sandbox.local import LocalSandbox, _merge_tree
@@ -139,3 +140,43 @@ def test_a_library_planted_in_the_package_cache_is_not_preloaded(tmp_path: Path)
     _merge_tree(str(source), str(tmp_path / "cache"))
     assert (tmp_path / "cache" / "somepkg" / "__init__.py").is_file()
     assert Path(library).read_bytes().startswith(b"\x7fELF")
+
+
+ATTACK = """\
+import ctypes, hashlib, os, sys, time
+library, record = sys.argv[1], sys.argv[2]
+offset = ctypes.c_longlong.in_dll(ctypes.CDLL(None), "gym_repost_clock_ahead_ns")
+offset.value = 10 * 86400 * 10**9  # its own clock, ten days ahead
+print("own", round((time.time() - float(sys.argv[3])) / 86400))
+for path in (library, os.path.join(os.path.dirname(library), "planted.so")):
+    try:
+        with open(path, "ab") as handle:
+            handle.write(b"planted")
+        print("wrote", path)
+    except OSError:
+        print("refused")
+print("record seen", os.path.exists(record))
+"""
+
+
+def test_a_run_cannot_move_another_runs_clock_or_touch_the_library(tmp_path: Path) -> None:
+    """A candidate's run that sets the preloaded library's offset moves only its own clock;
+    it cannot write the library (or beside it), nor see the hash that vouches for it; the
+    next runs of its worker, on the real clock or ahead, read what they should."""
+    config = LocalSandboxConfig(workers=1, work_root=str(tmp_path / "work"), packages_dir=str(tmp_path / "p"))
+    with LocalSandbox(config) as sandbox:
+        library = clock.clock_library(sandbox.packages_dir)
+        assert library is not None
+        before = Path(library).read_bytes()
+        digest = hashlib.sha256(before).hexdigest()
+        record = next(p for p in (environments.home() / "clock").iterdir() if p.read_text().strip() == digest)
+        workers = sandbox.worker_pids()
+        attack = sandbox.run(
+            {"main.py": ATTACK}, ["python3", "main.py", library, str(record), str(time.time())], timeout=20
+        )
+        assert attack.stdout.split("\n")[:4] == ["own 10", "refused", "refused", "record seen False"], attack
+        _check_ahead(sandbox, 0.0)
+        ahead = sandbox.clock_ahead(AHEAD)
+        assert ahead is not None
+        _check_ahead(ahead, AHEAD)
+        assert sandbox.worker_pids() == workers and Path(library).read_bytes() == before
