@@ -59,7 +59,6 @@ import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs milliseconds at start-up; annotations are strings here
-    from collections.abc import Iterator
     from typing import Any, NoReturn, TypeVar
 
     Message = dict[str, Any]
@@ -167,6 +166,11 @@ class Server:
         self.scratch: tuple[str, int] | None = None
         """The run directory whose tmpfs is mounted, and its size in MiB."""
         self.scratch_shown: list[str] = scratch_shown or []
+        self.aliases = [a for a in config.get("aliases") or [] if os.path.isdir(a)] if self.namespaced else []
+        """Working-directory aliases (empty mount points made at set-up), where the run's
+        directory is bound too: see :meth:`bind_aliases`."""
+        self.bound: tuple[str, tuple[str, int] | None] | None = None
+        """The run directory bound at the aliases, and its scratch mount then."""
         self.preload_env: dict[str, str] = {}
         """Environment variables that preloaded modules set at import, set in every run."""
         self.preload_output: tuple[bytes, bytes] = (b"", b"")
@@ -221,6 +225,7 @@ class Server:
                 write_message(self.resp_fd, reply)
             except BrokenPipeError:
                 return EXIT_HOST_GONE
+            self.unbind_aliases()
             if run_dir and not request.get("keep"):
                 self.throw_away(run_dir)
             _has_children()  # reap what has died; the rest is awaited before the next run
@@ -237,11 +242,12 @@ class Server:
             self.phases[phase] = time.monotonic()
 
     def get_ready(self) -> None:
-        """Prepare the next run while idle: its directory and scratch space, then its child
-        (which knows where the run will be: see :func:`relocate_ahead`)."""
+        """Prepare the next run while idle: its directory, scratch space and aliases, then its
+        child (which knows where the run will be: see :func:`relocate_ahead`)."""
         with contextlib.suppress(OSError):  # handle() will try again, and report
             self.next_run_dir = self.make_run_dir()
             self.provide_scratch(self.next_run_dir, self.limits)
+            self.bind_aliases(self.next_run_dir)
         self.prefork()
 
     def provide_scratch(self, run_dir: str, limits: Message, keep: bool = False) -> None:
@@ -321,19 +327,27 @@ class Server:
         raise OSError(errno.ECHILD, "the run child died before it got its job")
 
     def run(self, request: Message, run_dir: str) -> Message:
-        with self.aliases_bound(run_dir):
-            return self._run(request, run_dir)
+        self.bind_aliases(run_dir)
+        return self._run(request, run_dir)
 
-    @contextlib.contextmanager
-    def aliases_bound(self, run_dir: str) -> Iterator[None]:
-        """The run's directory at every working-directory alias while it runs."""
-        aliases = [a for a in self.config.get("aliases") or [] if os.path.isdir(a)] if self.namespaced else []
-        for alias in aliases:
+    def bind_aliases(self, run_dir: str) -> None:
+        """Show ``run_dir`` (as it is mounted now) at every working-directory alias.
+
+        Done ahead for the next run (:meth:`get_ready`), and undone after the reply
+        (:meth:`unbind_aliases`): neither is on a run's critical path unless its directory
+        or scratch space changed meanwhile. No run's process exists between the two.
+        """
+        if self.bound == (run_dir, self.scratch):
+            return
+        self.unbind_aliases()
+        self.bound = (run_dir, self.scratch)
+        for alias in self.aliases:
             isolation.bind_alias(run_dir, alias)
-        try:
-            yield
-        finally:
-            for alias in aliases:
+
+    def unbind_aliases(self) -> None:
+        if self.bound is not None:
+            self.bound = None
+            for alias in self.aliases:
                 _ignore_errors(isolation.unbind_alias, alias)
 
     def _run(self, request: Message, run_dir: str) -> Message:

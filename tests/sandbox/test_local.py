@@ -25,7 +25,7 @@ from gym_repost.sandbox.config import LocalSandboxConfig
 from gym_repost.sandbox.identity import start_time
 from gym_repost.sandbox.leftovers import cleanup_leftovers
 from gym_repost.sandbox.local import LocalSandbox
-from gym_repost.sandbox.local_worker import DIR_PREFIX
+from gym_repost.sandbox.local_worker import DIR_PREFIX, build_request
 from gym_repost.sandbox.worker import MARKER
 from gym_repost.sandbox.worker_io import Capture, plan_command
 
@@ -633,11 +633,26 @@ def test_workdir_alias_is_the_run_directory_and_fresh_per_run() -> None:
         "print(sorted(os.listdir('.')))\n"
         "print(sorted(os.listdir('/home')))\n"
     )
-    with LocalSandbox(LocalSandboxConfig()) as sb:
+    expected = ["['main.py']", "['made.txt', 'main.py']", "['user']"]
+    with LocalSandbox(LocalSandboxConfig(workers=1)) as sb:
         for _ in range(2):
             result = sb.run({"main.py": script}, ["python3", "main.py"], timeout=10)
             assert result.returncode == 0, result.stderr
-            assert result.stdout.split("\n")[:3] == ["['main.py']", "['made.txt', 'main.py']", "['user']"]
+            assert result.stdout.split("\n")[:3] == expected
+        # The worker binds the next run's directory ahead, while idle. A run that fails, and
+        # one whose scratch space is mounted anew (a disk quota of its own), still find
+        # their own directory there, and so does the run after them.
+        assert sb.run({"main.py": script + "raise SystemExit(3)\n"}, ["python3", "main.py"]).returncode == 3
+        request = build_request({"main.py": script}, ["python3", "main.py"], 10.0, None, None, {"disk_mb": 7})
+        reply = sb._call_warm_worker(request, 20.0)
+        assert reply["returncode"] == 0 and reply["stdout"].split("\n")[:3] == expected, reply
+        quota = "import os\ns = os.statvfs('/home/user/tmp')\nprint(s.f_blocks * s.f_frsize // 2**20)\n"
+        reply = sb._call_warm_worker(
+            build_request({"q.py": quota}, ["python3", "q.py"], 10.0, None, None, {"disk_mb": 7}), 20.0
+        )
+        assert reply["stdout"].strip() == "7", reply
+        result = sb.run({"main.py": script}, ["python3", "main.py"], timeout=10)
+        assert result.returncode == 0 and result.stdout.split("\n")[:3] == expected, result.stderr
     assert not os.path.exists("/home/user/tmp/made.txt")
 
 
