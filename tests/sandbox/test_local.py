@@ -689,6 +689,58 @@ def test_programs_run_from_their_bytecode_as_if_compiled_where_they_lie(warm_san
         assert "EOFError: standard input holds no configuration" in result.stderr
 
 
+_AHEAD_PROBE = """\
+import os, sys
+run = os.getcwd()
+for name in ("_gym_repost_protocol", "_gym_repost_values"):
+    module = sys.modules[name]
+    spec = module.__spec__
+    seen = [module.__name__, module.__file__, module.__cached__, module.__package__, type(module.__loader__).__name__,
+            module.__loader__.path, spec.name, spec.origin, spec.cached, spec.has_location, spec.parent,
+            spec.submodule_search_locations, sorted(k for k in vars(module) if k.startswith("__"))]
+    print(repr(seen).replace(run, "RUN"))
+print("finder", run in sys.path_importer_cache)
+"""
+
+
+def test_program_modules_imported_ahead_are_those_the_runs_import_makes() -> None:
+    """A spare child imports the protocol and values modules ahead, for the next run, when the
+    last run shipped them. A run of the host's program that ships them gets exactly the
+    modules its own import makes; any other run forgets them and imports what it finds."""
+    from gym_repost.harness import harness_files
+    from gym_repost.sandbox.programs import program_stdin
+
+    config = {"script": "probe.py", "start": 1, "end": 1, "mode": "driver", "inputs": None}
+    stdin = program_stdin(config, "0" * 32)
+    shipped = {**harness_files(), "probe.py": _AHEAD_PROBE}
+    with LocalSandbox(LocalSandboxConfig(workers=1)) as sb:
+        runs = [sb.run(shipped, ["python3", "_gym_repost_harness.py"], stdin=stdin)]
+        while len(runs) < 10 and "finder False" not in runs[-1].stdout:
+            time.sleep(0.2)  # the worker prepares the next run while idle (a request waiting skips that)
+            runs.append(sb.run(shipped, ["python3", "_gym_repost_harness.py"], stdin=stdin))
+        # after a harness run (and a pause: its modules are imported ahead), a plain run, one
+        # shipping a protocol module of its own, and a harness run with a values module changed
+        time.sleep(0.3)
+        plain = sb.run({"m.py": "import sys\nprint([m for m in sys.modules if 'gym' in m])\n"}, ["python3", "m.py"])
+        sb.run(shipped, ["python3", "_gym_repost_harness.py"], stdin=stdin)
+        time.sleep(0.3)
+        own = {"_gym_repost_protocol.py": "MINE = 1\n", "m.py": "import _gym_repost_protocol as p\nprint(p.MINE)\n"}
+        mine = sb.run(own, ["python3", "m.py"])
+        sb.run(shipped, ["python3", "_gym_repost_harness.py"], stdin=stdin)
+        time.sleep(0.3)
+        changed = {**shipped, "_gym_repost_values.py": harness_files()["_gym_repost_values.py"] + "CHANGED = 1\n"}
+        probe = "import _gym_repost_values as v\nprint('changed', getattr(v, 'CHANGED', None))\n"
+        altered = sb.run({**changed, "probe.py": probe}, ["python3", "_gym_repost_harness.py"], stdin=stdin)
+    seen = [[line for line in r.stdout.split("@@gym-repost@@")[0].splitlines() if line] for r in runs]
+    assert all(r.extra["inprocess"] for r in runs) and len(seen[0]) == 3, runs[0].stderr
+    assert all(s[:2] == seen[0][:2] for s in seen), seen
+    assert "'RUN/_gym_repost_protocol.py'" in seen[0][0]
+    # the first run imported them itself (a finder for its directory), a later one got them ahead
+    assert seen[0][2] == "finder True" and seen[-1][2] == "finder False", seen
+    assert plain.stdout == "[]\n" and mine.stdout == "1\n", (plain.stderr, mine.stderr)
+    assert altered.stdout.startswith("changed 1\n"), altered.stderr
+
+
 def test_programs_the_worker_holds_are_written_from_its_copy(warm_sandbox: LocalSandbox) -> None:
     # Their text is not sent per run; the run directory holds exactly the text given.
     from gym_repost.harness import harness_files
