@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import io
+import symtable
 import tokenize
 from dataclasses import dataclass
 
@@ -222,13 +223,34 @@ def replace_body(source: str, span: FunctionSpan, placeholder: list[str]) -> str
     return "\n".join(lines[:keep_until] + [body_indent + p for p in placeholder] + lines[span.end :])
 
 
+def _reads_only_the_module_level_name(code: str, span: FunctionSpan) -> bool:
+    """Whether every scope of the function that reads its name reads the module-level one,
+    by Python's own scoping (:mod:`symtable`): none binds it (a parameter, an assignment, a
+    loop or comprehension variable, a nested ``def``) nor assigns it as a global."""
+    try:
+        module = symtable.symtable(code, "<candidate>", "exec")
+    except (SyntaxError, ValueError):
+        return False
+    tables = [t for t in module.get_children() if t.get_name() == span.name and t.get_lineno() == span.def_line]
+    reads = []
+    while tables:
+        table = tables.pop()
+        tables.extend(table.get_children())
+        if span.name in table.get_identifiers():
+            symbol = table.lookup(span.name)
+            if symbol.is_referenced() or symbol.is_assigned():
+                reads.append(symbol.is_global() and not symbol.is_assigned())
+    return bool(reads) and all(reads)
+
+
 def rename_definition(code: str, span: FunctionSpan, new_name: str, class_name: str | None = None) -> str:
     """Rename the ``def`` of ``span`` and the references to it inside its own body.
 
-    For a function, bare references to its name (recursion) are renamed; for a method
-    (``class_name`` given, or known from the span), ``self.name``, ``cls.name`` and
-    ``ClassName.name``. A bare name inside a method means a module-level function or a
-    builtin, so it is left alone. This keeps a candidate's recursion inside the
+    For a function, bare references to its name (recursion) are renamed, unless some scope
+    of its body binds that name itself: then none is (``total = 0 ... return total`` must
+    keep returning the local). For a method (``class_name`` given, or known from the span),
+    ``self.name``, ``cls.name`` and ``ClassName.name``. A bare name inside a method means a
+    module-level function or a builtin, so it is left alone. This keeps a candidate's recursion inside the
     candidate. (That alone would not keep a candidate from the original: the harness
     removes the original from the script the candidate runs in, see ``harness.candidate``.)
     """
@@ -239,7 +261,13 @@ def rename_definition(code: str, span: FunctionSpan, new_name: str, class_name: 
     name_at = def_line.find(encoded, def_line.find(b"def", span.node.col_offset) + 3)
     edits = [(span.def_line, name_at, name_at + len(encoded))]
     owners = {"self", "cls", class_name}
-    for node in ast.walk(ast.Module(body=span.node.body, type_ignores=[])):
+    body = span.node.body
+    code_from = 1 if ast.get_docstring(span.node, clean=False) is not None else 0
+    if code_from >= len(body) or span.name not in "\n".join(lines[body[code_from].lineno - 1 : span.end]):
+        body = []  # no reference can hide in the docstring (the walk costs ~0.4 ms a candidate)
+    elif class_name is None and not _reads_only_the_module_level_name(code, span):
+        body = []
+    for node in ast.walk(ast.Module(body=body, type_ignores=[])):
         if (
             class_name is None
             and isinstance(node, ast.Name)

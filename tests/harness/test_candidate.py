@@ -45,6 +45,39 @@ def test_recursion_stays_inside_the_candidate(function_task: FunctionTask, metho
     assert "return self.add_new_implementation(amount) + len([])" in out.script
 
 
+@pytest.mark.parametrize(
+    ("code", "expected"),
+    [
+        # the docstring names the function; the code after it calls it, or does not
+        ('def f(n):\n    """f(3) == 6"""\n    return n * f(n - 1) if n else 1\n', "return n * g(n - 1) if n else 1"),
+        ('def f(n):\n    """f(3) == 6"""\n    return n\n', '"""f(3) == 6"""\n    return n\n'),
+        # code on the docstring's own line; a body that is only a docstring
+        ('def f(n):\n    """f(3) == 6"""; return f(n)\n', '"""f(3) == 6"""; return g(n)'),
+        ('def f(n):\n    """f(3) == 6"""\n', '"""f(3) == 6"""\n'),
+        # a scope of the body binds the name: every reference keeps its meaning (Python's scoping)
+        ("def f(n):\n    f = n + 1\n    return f\n", "    f = n + 1\n    return f\n"),
+        ("def f(n):\n    return [f for f in range(n)]\n", "return [f for f in range(n)]"),
+        ("def f(f):\n    return f\n", "def g(f):\n    return f\n"),
+        (
+            "def f(n):\n    def f(m):\n        return m\n    return f(n)\n",
+            "    def f(m):\n        return m\n    return f(n)",
+        ),
+        ("def f(n):\n    global f\n    f = 3\n    return f\n", "    f = 3\n    return f\n"),
+        # ... and where one scope binds it and another calls the function, none is renamed
+        ("def f(n):\n    return [f for f in range(n)] + f(n - 1)\n", "return [f for f in range(n)] + f(n - 1)"),
+        # a class body, a lambda or a comprehension that does not bind it reads the function
+        (
+            "def f(n):\n    class C:\n        y = f(1)\n    return (lambda: f(n))()\n",
+            "y = g(1)\n    return (lambda: g(n))()",
+        ),
+        ("def f(n):\n    return [f(i) for i in range(n)]\n", "return [g(i) for i in range(n)]"),
+    ],
+)
+def test_references_after_the_docstring_are_renamed_and_the_docstring_is_not(code: str, expected: str) -> None:
+    renamed = rename_definition(code, find_function(code, "f"), "g")
+    assert renamed.startswith("def g(") and expected in renamed, renamed
+
+
 def test_bare_name_in_a_method_is_not_renamed() -> None:
     code = "def open(self, path):\n    return open(path)\n"
     span = find_function(code, "open")

@@ -234,3 +234,20 @@ def test_merging_two_runs_masks_what_differs() -> None:
     assert compare(reference, Record([{"a": "1", "r": "2"}, {"a": "3", "r": "anything"}], 0, True, None)) is None
     assert "call 1" in (compare(reference, Record([{"a": "1", "r": "9"}, {"a": "3"}], 0, True, None)) or "")
     assert "called your function 1 time" in (compare(reference, Record([{"a": "1", "r": "2"}], 0, True, None)) or "")
+
+
+def test_a_correct_candidate_whose_local_shadows_its_own_name_passes(
+    sandbox: Sandbox, function_task: FunctionTask
+) -> None:
+    # Recursive references are renamed to the candidate's new name; a local of the same name
+    # (here the accumulator) is not a reference to the function and must keep its meaning.
+    code = (
+        "def score(values, cap=100):\n"
+        "    score = 0\n"
+        "    for v in values:\n"
+        "        if v >= 0:\n"
+        "            score += clamp(v * SCALE, 0, cap)\n"
+        "    return math.floor(score)\n"
+    )
+    assert run_function_tests(sandbox, function_task, code).passed
+    assert not run_function_tests(sandbox, function_task, code.replace("v >= 0", "v > 0.5")).passed
