@@ -8,9 +8,12 @@ May import: analysis, errors, executor, programs, sandbox, task.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import marshal
 import secrets
 from collections.abc import Sequence
+from importlib.util import MAGIC_NUMBER
 from typing import Any
 
 from gym_repost.errors import CandidateError, TaskError
@@ -18,6 +21,7 @@ from gym_repost.harness import reference_store
 from gym_repost.harness.candidate import (
     AssembledScript,
     assemble,
+    compiled_script,
     do_nothing_candidate,
     extract_code_block,
     playback_script,
@@ -68,6 +72,10 @@ def harness_source() -> str:
 
 
 INPUTS_NAME = "_gym_repost_inputs.json"
+CODE_NAME = "_gym_repost_code.bin"
+"""The evaluation script's code as the host compiled it (``marshal``), in a run that runs the
+assembled script itself: the harness runs it, where the text and bytecode version match,
+rather than compile the text again (~8 ms for a repository's 800-line script here)."""
 _REFERENCES = ReferenceCache()
 
 WALL_FACTOR = 3.0
@@ -117,8 +125,13 @@ def _run_harness(
     cpu_seconds: float | None = None,
 ) -> ProgramRun:
     """Run the in-sandbox harness on ``script`` in ``mode``, beside the task's files and the ``data`` files."""
-    files = {**task.evaluation.files, SCRIPT_NAME: script.script, **data}
+    files: dict[str, str | bytes] = {**task.evaluation.files, SCRIPT_NAME: script.script, **data}
     config = {"script": SCRIPT_NAME, "start": script.start_line, "end": script.end_line, "mode": mode, **config}
+    code = compiled_script(script.script) if mode in ("driver", "reference") else None  # assembled, so compiled
+    if code is not None:
+        files[CODE_NAME] = marshal.dumps(code)
+        digest = hashlib.sha256(script.script.encode("utf-8", "surrogatepass")).hexdigest()
+        config["code"] = {"file": CODE_NAME, "magic": MAGIC_NUMBER.hex(), "digest": digest}
     return run_program(
         sandbox.for_imports(task.metadata.external_packages),
         "harness",

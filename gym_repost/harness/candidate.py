@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import re
+import types
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -131,14 +132,26 @@ def _original_span(script: str, qualname: str) -> tuple[int, int]:
 
 
 @lru_cache(maxsize=32)
-def _compile_error(script: str) -> tuple[int | None, str] | None:
-    """Where and why ``script`` does not compile, None when it does: checked once per
-    script text (the ground truth is assembled into the same script for every run of a task)."""
+def _compiled(script: str) -> types.CodeType | tuple[int | None, str]:
+    """``script`` compiled, or where and why it does not compile: once per script text (the
+    ground truth is assembled into the same script for every run of a task)."""
     try:
-        compile(script, "evaluation.py", "exec", dont_inherit=True)
+        return compile(script, "evaluation.py", "exec", dont_inherit=True)
     except SyntaxError as exc:
         return exc.lineno, str(exc.msg)
-    return None
+
+
+def _compile_error(script: str) -> tuple[int | None, str] | None:
+    """Where and why ``script`` does not compile, None when it does."""
+    compiled = _compiled(script)
+    return None if isinstance(compiled, types.CodeType) else compiled
+
+
+def compiled_script(script: str) -> types.CodeType | None:
+    """The code of an assembled script, as :func:`assemble` compiled it to check it (None when
+    it does not compile): the sandbox's harness runs it rather than compile the text again."""
+    compiled = _compiled(script)
+    return compiled if isinstance(compiled, types.CodeType) else None
 
 
 def assemble(task: FunctionTask, code: str, *, keep_original: bool = False) -> AssembledScript:

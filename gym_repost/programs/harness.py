@@ -47,6 +47,7 @@ import hashlib
 import io
 import json
 import linecache
+import marshal
 import math
 import os
 import pickle
@@ -540,18 +541,47 @@ def _playback(config, token):
 # ------------------------------------------------------------------ main
 
 
-def _run_script(script, recorder, mode, inputs):
-    """Execute ``script`` as ``__main__`` (and, in ``inputs`` mode, replay); the failure report or None."""
+def _shipped_code(shipped, source, path):
+    """The script's code as the host compiled it (``shipped``: its file, the bytecode magic and
+    the text's SHA-256), named ``path``; None unless this interpreter reads that bytecode and
+    ``source`` is the very text compiled (then the script is compiled here, as before)."""
+    if not isinstance(shipped, dict) or sys.flags.optimize:
+        return None
+    try:
+        from importlib.util import MAGIC_NUMBER
+
+        if shipped.get("magic") != MAGIC_NUMBER.hex():
+            return None
+        if hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest() != shipped.get("digest"):
+            return None
+        with open(shipped["file"], "rb") as fh:
+            code = marshal.loads(fh.read())
+        return _renamed(code, path) if isinstance(code, types.CodeType) else None
+    except Exception:
+        return None
+
+
+def _renamed(code, path):
+    """``code`` and every code object in it, as if compiled from ``path``."""
+    consts = tuple(_renamed(c, path) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+    return code.replace(co_filename=path, co_consts=consts)
+
+
+def _run_script(script, recorder, mode, inputs, shipped=None):
+    """Execute ``script`` as ``__main__`` (and, in ``inputs`` mode, replay); the failure report or None.
+
+    ``shipped``: the script's code as the host compiled it (see :func:`_shipped_code`)."""
     path = os.path.abspath(script)
     with open(path, encoding="utf-8") as fh:
         source = fh.read()
+    code = _shipped_code(shipped, source, path)
     module = types.ModuleType("__main__")
     module.__file__ = path
     module.__builtins__ = builtins
     sys.modules["__main__"] = module
     random.seed(0)  # tests that draw random inputs draw the same ones in every run
     try:
-        exec(compile(source, path, "exec", dont_inherit=True), module.__dict__)
+        exec(code or compile(source, path, "exec", dont_inherit=True), module.__dict__)
         if mode == "inputs":
             recorder.replay(inputs)
     except SystemExit as exc:
@@ -581,7 +611,7 @@ def _single(config, token):
     builtins.__gym_repost_record__ = recorder.wrap
     sys.argv = [script]
     sys.path[0] = os.path.dirname(os.path.abspath(script))
-    kind, exc = _run_script(script, recorder, mode, config.get("inputs"))
+    kind, exc = _run_script(script, recorder, mode, config.get("inputs"), config.get("code"))
     report = None
     if kind == "exit":
         report = _exit_report(exc, script, start, end)

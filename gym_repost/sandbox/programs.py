@@ -78,7 +78,7 @@ class ProgramRun:
 def run_program(
     sandbox: Sandbox,
     name: str,
-    files: Mapping[str, str],
+    files: Mapping[str, str | bytes],
     config: Mapping[str, Any],
     *,
     timeout: float,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import signal
 import textwrap
 from typing import Any
@@ -251,3 +252,33 @@ def test_a_correct_candidate_whose_local_shadows_its_own_name_passes(
     )
     assert run_function_tests(sandbox, function_task, code).passed
     assert not run_function_tests(sandbox, function_task, code.replace("v >= 0", "v > 0.5")).passed
+
+
+def test_the_harness_runs_the_code_the_host_compiled_only_for_the_text_compiled(sandbox: Sandbox) -> None:
+    """Driver and reference runs ship the assembled script's code as the host compiled it
+    (``CODE_NAME``); the harness runs it, named as the run's own file, when the bytecode
+    magic and the script's SHA-256 match, and compiles the text otherwise."""
+    import hashlib
+    import marshal
+    from importlib.util import MAGIC_NUMBER
+
+    from gym_repost.harness import CODE_NAME, PROGRAM_MODULES
+    from gym_repost.sandbox.programs import run_program
+
+    text = "print('compiled from the text')\n"
+    shipped = compile("def f():\n    print('the host code')\n    raise ValueError(1)\nf()\n", "evaluation.py", "exec")
+    digest = hashlib.sha256(text.encode()).hexdigest()
+
+    def run(**code: str) -> str:
+        config = {"script": "evaluation.py", "start": 1, "end": 1, "mode": "driver", "inputs": None}
+        config["code"] = {"file": CODE_NAME, "magic": MAGIC_NUMBER.hex(), "digest": digest, **code}
+        files = {"evaluation.py": text, CODE_NAME: marshal.dumps(shipped)}
+        result = run_program(sandbox, "harness", files, config, timeout=10, token=True, modules=PROGRAM_MODULES)
+        return result.result.stdout + result.result.stderr
+
+    out = run()
+    assert "the host code" in out and "compiled from the text" not in out
+    assert re.search(r'File "/[^"]*/evaluation.py", line 3, in f', out), out  # the run's own file
+    for other in ({"digest": hashlib.sha256(b"other").hexdigest()}, {"magic": "00000000"}):
+        out = run(**other)
+        assert "compiled from the text" in out and "the host code" not in out, other
