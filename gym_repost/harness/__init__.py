@@ -73,9 +73,10 @@ def harness_source() -> str:
 
 INPUTS_NAME = "_gym_repost_inputs.json"
 CODE_NAME = "_gym_repost_code.bin"
-"""The evaluation script's code as the host compiled it (``marshal``), in a run that runs the
-assembled script itself: the harness runs it, where the text and bytecode version match,
-rather than compile the text again (~8 ms for a repository's 800-line script here)."""
+"""The evaluation script's code as the host compiled it to check it (``marshal``; see
+:func:`~gym_repost.harness.candidate.compiled_script`): the harness runs it, where the text
+and bytecode version match, rather than compile the text again (~8 ms for a repository's
+800-line script here)."""
 _REFERENCES = ReferenceCache()
 
 WALL_FACTOR = 3.0
@@ -127,7 +128,7 @@ def _run_harness(
     """Run the in-sandbox harness on ``script`` in ``mode``, beside the task's files and the ``data`` files."""
     files: dict[str, str | bytes] = {**task.evaluation.files, SCRIPT_NAME: script.script, **data}
     config = {"script": SCRIPT_NAME, "start": script.start_line, "end": script.end_line, "mode": mode, **config}
-    code = compiled_script(script.script) if mode in ("driver", "reference") else None  # assembled, so compiled
+    code = compiled_script(script.script)  # where its check compiled this very text
     if code is not None:
         files[CODE_NAME] = marshal.dumps(code)
         digest = hashlib.sha256(script.script.encode("utf-8", "surrogatepass")).hexdigest()
@@ -269,14 +270,30 @@ def reference_for(sandbox: Sandbox, task: FunctionTask) -> Reference:
     would each wait for the same timeout again (a task that needs the network, say). Any
     other failure (a missing package the builder then installs) is tried again.
     """
+    return _reference(sandbox, task, _reference_key(sandbox, task))
+
+
+def _reference_key(sandbox: Sandbox, task: FunctionTask) -> str:
     description = {k: v for k, v in sandbox.describe().items() if k != "workers"}
-    key = reference_key(task.evaluation.model_dump(), task.target.model_dump(), task.ground_truth, description)
+    return reference_key(task.evaluation.model_dump(), task.target.model_dump(), task.ground_truth, description)
+
+
+def _reference(sandbox: Sandbox, task: FunctionTask, key: str) -> Reference:
+    reference = _known_reference(sandbox, task, key, make=True)
+    assert reference is not None
+    return reference
+
+
+def _known_reference(sandbox: Sandbox, task: FunctionTask, key: str, make: bool = False) -> Reference | None:
+    """The reference kept for the process or on disk; one made now if ``make``, else None."""
     with _REFERENCES.lock(key):
         reference = _REFERENCES.get(key)
         if reference is None:
             stored = reference_store.disk_key(sandbox, task)
             reference = reference_store.load(stored) if stored is not None else None
             if reference is None:
+                if not make:
+                    return None
                 reference = record_reference(sandbox, task)
                 if reference.passed and stored is not None:
                     reference_store.save(stored, reference)
@@ -294,11 +311,13 @@ def run_function_tests(sandbox: Sandbox, task: FunctionTask, code: str, timeout:
     placed into the script gives an ``invalid`` report; a sandbox failure raises
     :class:`~gym_repost.errors.SandboxError` (infrastructure).
     """
+    key = _reference_key(sandbox, task)
+    known = _known_reference(sandbox, task, key)  # a replay runs the script without its tests: check that text
     try:
-        assembled = assemble(task, code)
+        assembled = assemble(task, code, check_stripped=known is not None and known.mode == "inputs")
     except (CandidateError, TaskError) as exc:
         return TestReport.invalid(str(exc))
-    reference = reference_for(sandbox, task)
+    reference = _reference(sandbox, task, key)
     if not reference.passed:
         return reference.report
     if code == task.ground_truth:

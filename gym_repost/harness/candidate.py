@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import ast
 import re
+import threading
 import types
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -131,30 +133,43 @@ def _original_span(script: str, qualname: str) -> tuple[int, int]:
     return span.start, span.end
 
 
-@lru_cache(maxsize=32)
-def _compiled(script: str) -> types.CodeType | tuple[int | None, str]:
-    """``script`` compiled, or where and why it does not compile: once per script text (the
-    ground truth is assembled into the same script for every run of a task)."""
-    try:
-        return compile(script, "evaluation.py", "exec", dont_inherit=True)
-    except SyntaxError as exc:
-        return exc.lineno, str(exc.msg)
+_COMPILED: OrderedDict[str, types.CodeType | tuple[int | None, str]] = OrderedDict()
+"""The scripts :func:`assemble` checked most recently (:data:`_COMPILED_KEPT`), by text: each
+compiled, or where and why it does not compile. The ground truth is assembled into the same
+script for every run of a task; a candidate's script is run right after its check."""
+_COMPILED_KEPT = 32
+_COMPILED_LOCK = threading.Lock()
 
 
 def _compile_error(script: str) -> tuple[int | None, str] | None:
-    """Where and why ``script`` does not compile, None when it does."""
-    compiled = _compiled(script)
+    """Where and why ``script`` does not compile, None when it does (compiled once per text)."""
+    with _COMPILED_LOCK:
+        compiled = _COMPILED.get(script)
+        if compiled is not None:
+            _COMPILED.move_to_end(script)
+    if compiled is None:
+        try:
+            compiled = compile(script, "evaluation.py", "exec", dont_inherit=True)
+        except SyntaxError as exc:
+            compiled = exc.lineno, str(exc.msg)
+        with _COMPILED_LOCK:
+            _COMPILED[script] = compiled
+            while len(_COMPILED) > _COMPILED_KEPT:
+                _COMPILED.popitem(last=False)
     return None if isinstance(compiled, types.CodeType) else compiled
 
 
 def compiled_script(script: str) -> types.CodeType | None:
-    """The code of an assembled script, as :func:`assemble` compiled it to check it (None when
-    it does not compile): the sandbox's harness runs it rather than compile the text again."""
-    compiled = _compiled(script)
+    """The code of ``script`` if :func:`assemble` compiled it to check it, lately; else None
+    (nothing is compiled here): the sandbox's harness runs it rather than compile it again."""
+    with _COMPILED_LOCK:
+        compiled = _COMPILED.get(script)
     return compiled if isinstance(compiled, types.CodeType) else None
 
 
-def assemble(task: FunctionTask, code: str, *, keep_original: bool = False) -> AssembledScript:
+def assemble(
+    task: FunctionTask, code: str, *, keep_original: bool = False, check_stripped: bool = False
+) -> AssembledScript:
     """Put ``code`` into the task's evaluation script in place of the original.
 
     The original definition is removed: the script that runs holds only the code under
@@ -166,6 +181,10 @@ def assemble(task: FunctionTask, code: str, *, keep_original: bool = False) -> A
     ``keep_original=True`` keeps the original and inserts the candidate right after it,
     unwrapped (RepoST's own layout): for trusted uses where the original is the reference,
     such as the training-data execution matrix, never for a verdict.
+
+    ``check_stripped=True``: the script that will run is :attr:`AssembledScript.stripped`
+    (a replay of recorded calls): that text is the one checked to compile (its lines are
+    the script's), unless the candidate's lines are blanked in it.
 
     Raises:
         CandidateError: the candidate is unusable (see :func:`prepare_candidate`), or the
@@ -193,6 +212,7 @@ def assemble(task: FunctionTask, code: str, *, keep_original: bool = False) -> A
         bare = bare[: first - 1] + bare[last:]
     script = "\n".join(lines[:at] + ["", *block, ""] + lines[at:])
     stripped = None
+    bare_block: list[str] = []
     if not keep_original:
         if task.evaluation.indent:
             bare_block = [""] * len(block) if in_tests else block
@@ -201,7 +221,8 @@ def assemble(task: FunctionTask, code: str, *, keep_original: bool = False) -> A
         stripped = "\n".join(bare[:at] + ["", *bare_block, ""] + bare[at:])
     start = at + 2
     end = start + len(block) - (1 if keep_original else 2)
-    error = _compile_error(script)
+    runs_stripped = check_stripped and stripped is not None and bare_block == block
+    error = _compile_error(stripped if runs_stripped and stripped is not None else script)
     if error is not None:
         lineno, msg = error
         where = (

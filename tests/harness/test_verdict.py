@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from gym_repost.construct.quality import QualityReport, QualityThresholds, _judge
-from gym_repost.harness import do_nothing_candidate, reference_for, replay_cpu_limit, run_function_tests
+from gym_repost.harness import assemble, do_nothing_candidate, reference_for, replay_cpu_limit, run_function_tests
 from gym_repost.harness.function_report import TestReport
 from gym_repost.harness.validation import validate_task
 from gym_repost.harness.verdict import MAX_RECORD_CHARS, Record, Reference, compare, merge_runs, parse_record
@@ -282,3 +282,53 @@ def test_the_harness_runs_the_code_the_host_compiled_only_for_the_text_compiled(
     for other in ({"digest": hashlib.sha256(b"other").hexdigest()}, {"magic": "00000000"}):
         out = run(**other)
         assert "compiled from the text" in out and "the host code" not in out, other
+
+
+def test_a_replayed_task_checks_and_ships_the_script_that_runs(sandbox: Sandbox, function_task: FunctionTask) -> None:
+    """Once its reference is known to replay calls (``inputs`` mode), a candidate's script is
+    checked to compile without its tests (the text that runs), that code is shipped, and the
+    verdicts and reports are those of the full script's check."""
+    from gym_repost.harness import candidate
+
+    assert reference_for(sandbox, function_task).mode == "inputs"
+    bad = run_function_tests(sandbox, function_task, "def score(values, cap=100):\n    return 0\nreturn 1\n")
+    assert bad.status == "invalid" and "line 3 of your code: 'return' outside function" in (bad.message or "")
+    good = (
+        "def score(values, cap=100):\n    return math.floor(sum(clamp(v * SCALE, 0, cap) for v in values if v >= 0))\n"
+    )
+    assert run_function_tests(sandbox, function_task, good).passed
+    assembled = assemble(function_task, good, check_stripped=True)
+    assert assembled.stripped is not None and candidate.compiled_script(assembled.stripped) is not None
+    # a candidate that brings a test of its own: that test is blanked in the replayed text,
+    # so the full script is the one checked; the verdict is the same
+    with_test = good + "\n\ndef test_mine():\n    assert score([1]) == 10\n"
+    assert run_function_tests(sandbox, function_task, with_test).passed
+    assert not run_function_tests(sandbox, function_task, good.replace("v >= 0", "v > 0.5")).passed
+
+
+def test_a_replay_known_from_the_store_is_shipped_from_the_first_call(
+    sandbox: Sandbox, function_task: FunctionTask, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A later process (``eval`` after ``validate``) reads the reference from the store before
+    checking the first candidate, so that candidate's replayed script is the text checked,
+    and its code is shipped; no reference is made for an invalid candidate."""
+    import gym_repost.harness as harness
+    from gym_repost.harness.verdict import ReferenceCache
+
+    monkeypatch.setenv("GYM_REPOST_REFERENCES", str(tmp_path))
+    monkeypatch.setattr(harness, "_REFERENCES", ReferenceCache())
+    made = []
+    record = harness.record_reference
+    monkeypatch.setattr(harness, "record_reference", lambda *a: made.append(1) or record(*a))
+    assert run_function_tests(sandbox, function_task, "def score(values, cap=100):\nreturn 1\n").status == "invalid"
+    assert made == []
+    reference_for(sandbox, function_task)  # made and stored
+    monkeypatch.setattr(harness, "_REFERENCES", ReferenceCache())  # a new process
+    shipped: list[bool] = []
+    real = harness.compiled_script
+    monkeypatch.setattr(harness, "compiled_script", lambda text: shipped.append(real(text) is not None) or real(text))
+    good = (
+        "def score(values, cap=100):\n    return math.floor(sum(clamp(v * SCALE, 0, cap) for v in values if v >= 0))\n"
+    )
+    assert run_function_tests(sandbox, function_task, good).passed
+    assert shipped == [True] and made == [1]
