@@ -142,3 +142,21 @@ def test_the_script_without_tests_keeps_the_code_and_drops_every_test(
         assert f"def {task.target.name}_new_implementation" in parsed
         assert "def test_" not in parsed and "__main__" not in parsed and "example" not in parsed
         ast.parse(parsed)
+
+
+def test_the_code_shipped_to_the_sandbox_keeps_its_asserts_under_a_host_run_with_O() -> None:
+    # The host compiles a candidate's script to check it and ships that code to the harness:
+    # a host started with ``python -O`` must not strip the tests' asserts from it.
+    import subprocess
+    import sys
+
+    probe = (
+        "from gym_repost.harness.candidate import _compile_error, compiled_script\n"
+        "print(_compile_error('assert 1 == 2, \"kept\"\\n'))\n"
+        "try:\n"
+        "    exec(compiled_script('assert 1 == 2, \"kept\"\\n'))\n"
+        "except AssertionError as exc:\n"
+        "    print(exc)\n"
+    )
+    result = subprocess.run([sys.executable, "-O", "-c", probe], capture_output=True, text=True, check=False)
+    assert result.stdout == "None\nkept\n", result.stderr  # the probe's own asserts are gone: it prints
