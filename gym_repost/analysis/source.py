@@ -250,9 +250,10 @@ def rename_definition(code: str, span: FunctionSpan, new_name: str, class_name: 
     of its body binds that name itself: then none is (``total = 0 ... return total`` must
     keep returning the local). For a method (``class_name`` given, or known from the span),
     ``self.name``, ``cls.name`` and ``ClassName.name``. A bare name inside a method means a
-    module-level function or a builtin, so it is left alone. This keeps a candidate's recursion inside the
-    candidate. (That alone would not keep a candidate from the original: the harness
-    removes the original from the script the candidate runs in, see ``harness.candidate``.)
+    module-level function or a builtin, so it is left alone. This keeps a candidate's
+    recursion inside the candidate. (That alone would not keep a candidate from the original:
+    the harness removes the original from the script the candidate runs in, see
+    ``harness.candidate``.)
     """
     class_name = class_name or span.class_name
     encoded = span.name.encode("utf-8")
@@ -263,10 +264,9 @@ def rename_definition(code: str, span: FunctionSpan, new_name: str, class_name: 
     owners = {"self", "cls", class_name}
     body = span.node.body
     code_from = 1 if ast.get_docstring(span.node, clean=False) is not None else 0
-    if code_from >= len(body) or span.name not in "\n".join(lines[body[code_from].lineno - 1 : span.end]):
-        body = []  # no reference can hide in the docstring (the walk costs ~0.4 ms a candidate)
-    elif class_name is None and not _reads_only_the_module_level_name(code, span):
-        body = []
+    named = code_from < len(body) and span.name in "\n".join(lines[body[code_from].lineno - 1 : span.end])
+    if not named or (class_name is None and not _reads_only_the_module_level_name(code, span)):
+        body = []  # no reference (one in the docstring is none), or some scope's name is its own
     for node in ast.walk(ast.Module(body=body, type_ignores=[])):
         if (
             class_name is None

@@ -222,8 +222,8 @@ def assemble(
         stripped = "\n".join(bare[:at] + ["", *bare_block, ""] + bare[at:])
     start = at + 2
     end = start + len(block) - (1 if keep_original else 2)
-    runs_stripped = check_stripped and stripped is not None and bare_block == block
-    error = _compile_error(stripped if runs_stripped and stripped is not None else script)
+    checked = stripped if check_stripped and stripped is not None and bare_block == block else script
+    error = _compile_error(checked)
     if error is not None:
         lineno, msg = error
         where = (
