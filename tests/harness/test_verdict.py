@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import marshal
 import re
 import signal
 import textwrap
@@ -332,3 +333,25 @@ def test_a_replay_known_from_the_store_is_shipped_from_the_first_call(
     )
     assert run_function_tests(sandbox, function_task, good).passed
     assert shipped == [True] and made == [1]
+
+
+def test_a_replayed_run_finds_no_tests_in_the_code_shipped_to_it(sandbox: Sandbox, function_task: FunctionTask) -> None:
+    """Attack: a candidate of a replayed task (``inputs`` mode: the tests never run beside it)
+    reads the code the host shipped for its script, looking for the tests. It holds the
+    script without them, so this candidate answers correctly only when the file is there and
+    no test is in it."""
+    assert reference_for(sandbox, function_task).mode == "inputs"
+    spy = (
+        "def score(values, cap=100):\n"
+        "    import os\n"
+        "    name = '_gym_repost_code.bin'\n"
+        "    shipped = open(name, 'rb').read() if os.path.exists(name) else b''\n"
+        "    wanted = [''.join(p).encode() for p in (('test', '_score'), ('ca', 'ses'))]  # not literals\n"
+        "    if not shipped or any(w in shipped for w in wanted):\n"
+        "        return -1\n"
+        "    return math.floor(sum(clamp(v * SCALE, 0, cap) for v in values if v >= 0))\n"
+    )
+    assert run_function_tests(sandbox, function_task, spy).passed
+    # what it looks for is in the full script: compiled, its tests' names would be in the code
+    assert "test_score" in function_task.evaluation.script
+    assert b"test_score" in marshal.dumps(compile(function_task.evaluation.script, "e.py", "exec"))

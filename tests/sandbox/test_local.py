@@ -741,6 +741,43 @@ def test_program_modules_imported_ahead_are_those_the_runs_import_makes() -> Non
     assert altered.stdout.startswith("changed 1\n"), altered.stderr
 
 
+def test_a_run_cannot_patch_the_modules_the_next_run_gets_ahead() -> None:
+    """Attack: code under test in a harness run (driver mode: the tests share its process)
+    patches the protocol module and appends to its file. The next run's modules, imported
+    ahead in a spare child forked from PID 1, are the host's, untouched."""
+    from gym_repost.harness import harness_files
+    from gym_repost.programs.protocol import MARK
+    from gym_repost.sandbox.programs import program_stdin
+
+    config = {"script": "probe.py", "start": 1, "end": 1, "mode": "driver", "inputs": None}
+    stdin = program_stdin(config, "0" * 32)
+    attack = (
+        "import os, sys\n"
+        "p = sys.modules['_gym_repost_protocol']\n"
+        "p.MARK = 'forged'\n"
+        "open(p.__file__, 'a').write('\\nMARK = \"forged\"\\n')\n"
+        "print('attacked', p.MARK)\n"
+    )
+    probe = (
+        "import os, sys\n"
+        f"same = sys.modules['_gym_repost_protocol'].MARK == {MARK!r}\n"
+        "print('mark', 'host' if same else 'forged', os.getcwd() in sys.path_importer_cache)\n"
+    )
+    with LocalSandbox(LocalSandboxConfig(workers=1)) as sb:
+        marks = []
+        for _ in range(10):
+            attacked = sb.run(
+                {**harness_files(), "probe.py": attack}, ["python3", "_gym_repost_harness.py"], stdin=stdin
+            )
+            assert "attacked forged" in attacked.stdout, attacked.stderr
+            time.sleep(0.2)  # the next run's modules are imported ahead, while idle
+            result = sb.run({**harness_files(), "probe.py": probe}, ["python3", "_gym_repost_harness.py"], stdin=stdin)
+            marks.append(next(line.split() for line in result.stdout.splitlines() if line.startswith("mark ")))
+            if marks[-1][-1] == "False":  # got them ahead (no finder for its directory)
+                break
+    assert marks[-1] == ["mark", "host", "False"] and all(m[1] == "host" for m in marks), marks
+
+
 def test_programs_the_worker_holds_are_written_from_its_copy(warm_sandbox: LocalSandbox) -> None:
     # Their text is not sent per run; the run directory holds exactly the text given.
     from gym_repost.harness import harness_files
