@@ -190,14 +190,25 @@ def cluster() -> Iterator[Any]:
     from ray.cluster_utils import Cluster
 
     os.environ.pop("RAY_ADDRESS", None)
+    # Ray writes the cluster's address to $RAY_TMPDIR/ray/ray_current_cluster whatever the
+    # head node's temp_dir, without creating the directory (2.60: a fresh machine had no
+    # /tmp/ray). A directory of this cluster's own also keeps two test processes' clusters apart.
+    scratch = tempfile.mkdtemp(prefix="ray")
+    (Path(scratch) / "ray").mkdir()
+    before = os.environ.get("RAY_TMPDIR")
+    os.environ["RAY_TMPDIR"] = scratch
     simulated = Cluster(
         initialize_head=True,
-        head_node_args={"num_cpus": 2, "include_dashboard": False, "temp_dir": tempfile.mkdtemp(prefix="ray")},
+        head_node_args={"num_cpus": 2, "include_dashboard": False, "temp_dir": str(Path(scratch) / "ray")},
     )
-    simulated.add_node(num_cpus=1)
-    ray.init(address=simulated.address, log_to_driver=False)
     try:
+        simulated.add_node(num_cpus=1)
+        ray.init(address=simulated.address, log_to_driver=False)
         yield simulated
     finally:
         ray.shutdown()
         simulated.shutdown()
+        if before is None:
+            os.environ.pop("RAY_TMPDIR", None)
+        else:
+            os.environ["RAY_TMPDIR"] = before

@@ -18,6 +18,7 @@ tasks import (tensorflow, litellm) would otherwise slow every worker's start and
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -81,17 +82,22 @@ def install_env(definition: str | Path, target: str | Path | None = None, *, for
     python = venv / "bin" / "python"
     stamp = venv / INSTALLED_FILE
     wanted = hashlib.sha256(requirements.read_bytes()).hexdigest()
-    done = python.exists() and stamp.is_file() and stamp.read_text("utf-8").strip() == wanted
-    if not done or force:
-        steps = [[sys.executable, "-m", "venv", str(venv)]] if not python.exists() else []
-        steps.append([str(python), "-m", "pip", "install", "-r", str(requirements)])
-        stamp.unlink(missing_ok=True)
-        for command in steps:
-            if subprocess.run(command, check=False).returncode != 0:
-                raise ConfigError(f"installing {definition} failed at: {' '.join(command)}")
-        stamp.write_text(wanted + "\n", "utf-8")
-    if (definition / PRELOAD_FILE).is_file():
-        shutil.copyfile(definition / PRELOAD_FILE, venv / PRELOAD_FILE)
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    # One install at a time per environment, across processes: two pips writing one
+    # site-packages break each other (a half-written dist-info has no version).
+    with open(venv.parent / f".{venv.name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        done = python.exists() and stamp.is_file() and stamp.read_text("utf-8").strip() == wanted
+        if not done or force:
+            steps = [[sys.executable, "-m", "venv", str(venv)]] if not python.exists() else []
+            steps.append([str(python), "-m", "pip", "install", "-r", str(requirements)])
+            stamp.unlink(missing_ok=True)
+            for command in steps:
+                if subprocess.run(command, check=False).returncode != 0:
+                    raise ConfigError(f"installing {definition} failed at: {' '.join(command)}")
+            stamp.write_text(wanted + "\n", "utf-8")
+        if (definition / PRELOAD_FILE).is_file():
+            shutil.copyfile(definition / PRELOAD_FILE, venv / PRELOAD_FILE)
     return python
 
 

@@ -8,6 +8,7 @@ one of the host packages runs see by default, so its test needs no extra install
 from __future__ import annotations
 
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -242,3 +243,37 @@ def test_an_environment_is_installed_again_only_when_its_requirements_change(
     (definition / "requirements.txt").write_text("numpy\n", encoding="utf-8")
     environments.install_env(definition, venv)
     assert len(commands) == 5  # a failed install leaves no record: the next one runs pip
+
+
+def test_two_installs_of_one_environment_at_once_run_pip_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two processes (here threads, each with its own lock file description) installing the
+    same environment: the second waits for the first and finds it installed. Two pips in one
+    site-packages broke each other in CI (two test workers installing envs/repost-eval)."""
+    from gym_repost.sandbox import environments
+
+    definition, venv = tmp_path / "myenv", tmp_path / "envs" / "myenv"
+    definition.mkdir()
+    (definition / "requirements.txt").write_text("numpy\n", encoding="utf-8")
+    commands: list[list[str]] = []
+    second: list[threading.Thread] = []
+    second_finished_during_pip: list[bool] = []
+
+    def fake_run(command: list[str], check: bool = False) -> subprocess.CompletedProcess[str]:
+        commands.append(command)
+        if command[1:3] == ["-m", "venv"]:
+            (Path(command[3]) / "bin").mkdir(parents=True)
+            (Path(command[3]) / "bin" / "python").write_text("", encoding="utf-8")
+        elif not second:  # the first pip: a second install starts while it runs
+            thread = threading.Thread(target=environments.install_env, args=(definition,))
+            second.append(thread)
+            thread.start()
+            thread.join(0.5)
+            second_finished_during_pip.append(not thread.is_alive())
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(environments.subprocess, "run", fake_run)
+    monkeypatch.setenv("GYM_REPOST_HOME", str(tmp_path))
+    assert environments.install_env(definition) == venv / "bin" / "python"
+    second[0].join(30)
+    assert second_finished_during_pip == [False]  # it waited for the first install
+    assert [c[1:3] for c in commands] == [["-m", "venv"], ["-m", "pip"]]  # and found it done
