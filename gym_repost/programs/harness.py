@@ -521,7 +521,7 @@ def _playback(config, token):
         playback = Playback(config["playback"])
     except (OSError, ValueError, TypeError, KeyError, IndexError, RecursionError):
         protocol.write_result({"completed": False, "missed": 0, "unasked": 0})
-        os._exit(1)
+        protocol.exit(1)
     builtins.__gym_repost_playback__ = playback.wrap
     script = config["script"]
     sys.argv = [script]
@@ -535,7 +535,7 @@ def _playback(config, token):
         pass
     result = {"completed": kind is None, "missed": playback.missed, "unasked": playback.unasked()}
     protocol.write_result(result, token if ok else None)
-    os._exit(0 if ok else 1)
+    protocol.exit(0 if ok else 1)
 
 
 # ------------------------------------------------------------------ main
@@ -627,7 +627,7 @@ def _single(config, token):
         usage = resource.getrusage(resource.RUSAGE_SELF)
         result["cpu"] = usage.ru_utime + usage.ru_stime
     protocol.write_result(result, token if report is None else None, compress=True)
-    os._exit(0 if report is None else 1)
+    protocol.exit(0 if report is None else 1)
 
 
 # ------------------------------------------------------------------ batch (host-made candidates)
@@ -668,7 +668,7 @@ def _batch(config, token):
         if used > config["max_output"]:  # the host runs the rest in another batch
             break
     protocol.write_result({"runs": runs, "cpu_limit": limit, "wall_limit": wall}, token, compress=True)
-    os._exit(0)
+    protocol.exit(0)
 
 
 def _warm_imports(script):

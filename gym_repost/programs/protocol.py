@@ -22,6 +22,25 @@ COMPRESS_ABOVE = 16384
 
 _token_fd = None
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+exit_pipe = None
+"""Set by the local sandbox's worker in a run whose modules it imported ahead: (process id,
+descriptor, device, inode) of the pipe on which its PID 1 waits for the run's exit status
+(see :func:`exit`); None elsewhere."""
+
+
+def exit(status):
+    """``os._exit(status)``, telling the local sandbox's PID 1 first where it listens
+    (:data:`exit_pipe`): it then answers while the kernel tears this process down, as it
+    does for a program that returns. Only the run's own process, on the very pipe, tells."""
+    pipe = exit_pipe
+    if pipe is not None and os.getpid() == pipe[0]:
+        try:
+            info = os.fstat(pipe[1])
+            if (info.st_dev, info.st_ino) == pipe[2:]:
+                os.write(pipe[1], bytes((status & 0xFF,)))
+        except OSError:
+            pass
+    os._exit(status)
 
 
 def _read_exact(fd, size):

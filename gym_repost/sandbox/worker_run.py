@@ -159,12 +159,13 @@ def import_ahead(run_dir: str, names: Sequence[str]) -> None:
     _AHEAD = (run_dir, imported) if imported else None
 
 
-def settle_ahead(job: RunJob) -> None:
+def settle_ahead(job: RunJob) -> bool:
     """In the run child: keep the modules imported ahead only for a run of one of the host's
     programs, in the directory they were made for, that ships them all (its own import would
-    load these very files); any other run forgets them and imports what it finds."""
+    load these very files); any other run forgets them and imports what it finds. True when
+    the protocol module is kept."""
     if _AHEAD is None:
-        return
+        return False
     run_dir, modules = _AHEAD
     keep = (
         run_dir == job.run_dir
@@ -178,6 +179,19 @@ def settle_ahead(job: RunJob) -> None:
             module = sys.modules.pop(name, None)
             if module is not None:  # nor are they found through their functions (gc.get_objects())
                 module.__dict__.clear()
+    return keep and "_gym_repost_protocol" in modules
+
+
+_OWN_NAMES: list[str] | None = None
+"""In a spare child: the names of :func:`own_module_names`, found while idle."""
+
+
+def own_module_names() -> list[str]:
+    """The names under which ``sys.modules`` holds the worker's own modules (a run forgets
+    them). Looking touches every module, a copy-on-write fault each after the fork (~0.7 ms
+    here): a spare child looks while idle, when it can. Nothing it does after adds any."""
+    ours = [m for n in WORKER_MODULES for m in (sys.modules.get(n), sys.modules.get(f"gym_repost.sandbox.{n}")) if m]
+    return [n for n, m in sys.modules.items() if any(m is o for o in ours)]
 
 
 def _relocated(code: types.CodeType, path: str) -> types.CodeType:
@@ -306,6 +320,9 @@ def spare_main(server: Server, control: int, status: int, stdio: tuple[int, int,
                 relocate_ahead(server.next_run_dir, server.recent_programs)
                 if not server.request_waiting:
                     import_ahead(server.next_run_dir, server.recent_programs)
+            if not server.request_waiting:
+                global _OWN_NAMES
+                _OWN_NAMES = own_module_names()
         message = read_message(_CONTROL_FD)
         if message is None:  # PID 1 is gone, or does not need this child any more
             os._exit(0)
@@ -427,10 +444,11 @@ def run_in_process(server: Server, job: RunJob) -> NoReturn:
     _RUN_PID = os.getpid()
     info = os.fstat(_STATUS_FD)
     _STATUS_PIPE = (info.st_dev, info.st_ino)
-    ours = [m for n in WORKER_MODULES for m in (sys.modules.get(n), sys.modules.get(f"gym_repost.sandbox.{n}")) if m]
-    for name in [n for n, m in sys.modules.items() if any(m is o for o in ours)]:
-        del sys.modules[name]  # a program may have its own worker.py, isolation.py...
-    settle_ahead(job)
+    for name in _OWN_NAMES if _OWN_NAMES is not None else own_module_names():
+        sys.modules.pop(name, None)  # a program may have its own worker.py, isolation.py...
+    if settle_ahead(job):
+        # the host's program tells PID 1 its exit status before it exits (protocol.exit)
+        sys.modules["_gym_repost_protocol"].exit_pipe = (_RUN_PID, _STATUS_FD, *_STATUS_PIPE)
     if "tempfile" in sys.modules:  # forget a temp dir chosen before TMPDIR pointed here
         sys.modules["tempfile"].tempdir = None  # type: ignore[attr-defined]
     if PROGRAM_CODE:

@@ -141,6 +141,47 @@ def test_the_configuration_is_read_exactly_and_the_token_kept_from_children(sand
     assert run.payload == {"size": 300_000, "stdin_after": "", "child_found_token": False, "token": "s3cret"}
 
 
+def _exit_in_child(pipe_of: str, replace_fd: bool = False) -> tuple[int, bytes, bytes]:
+    """Fork; the child sets ``protocol.exit_pipe`` for a pipe (naming itself or, with
+    ``pipe_of="parent"``, this process) and calls ``protocol.exit(3)``, after putting a file
+    where the pipe was when ``replace_fd``. Exit status, what the pipe got, what the file got."""
+    import os
+    import tempfile
+
+    from gym_repost.programs import protocol
+
+    read_end, write_end = os.pipe()
+    info = os.fstat(write_end)
+    parent = os.getpid()
+    with tempfile.TemporaryFile() as stray:
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(read_end)
+                who = os.getpid() if pipe_of == "child" else parent
+                protocol.exit_pipe = (who, write_end, info.st_dev, info.st_ino)
+                if replace_fd:
+                    os.dup2(stray.fileno(), write_end)
+                protocol.exit(3)
+            finally:
+                os._exit(99)
+        os.close(write_end)
+        _, status = os.waitpid(pid, 0)
+        told = os.read(read_end, 16)
+        os.close(read_end)
+        stray.seek(0)
+        return os.waitstatus_to_exitcode(status), told, stray.read()
+
+
+def test_exit_tells_the_status_pipe_only_from_the_run_process_on_that_very_pipe() -> None:
+    """``protocol.exit`` writes the exit status to the local sandbox's status pipe before
+    ``os._exit``, so PID 1 answers without waiting for the teardown; a process the run forked
+    (another pid) tells nothing, nor does a run whose descriptor now holds a file of its own."""
+    assert _exit_in_child("child") == (3, b"\x03", b"")
+    assert _exit_in_child("parent") == (3, b"", b"")
+    assert _exit_in_child("child", replace_fd=True) == (3, b"", b"")
+
+
 # ---------------------------------------------------------------- each program's round trip
 
 

@@ -778,6 +778,43 @@ def test_a_run_cannot_patch_the_modules_the_next_run_gets_ahead() -> None:
     assert marks[-1] == ["mark", "host", "False"] and all(m[1] == "host" for m in marks), marks
 
 
+def test_only_the_run_process_of_a_program_run_tells_pid_1_its_exit_early() -> None:
+    """A harness run whose modules were imported ahead is told where PID 1 waits for its exit
+    status (``protocol.exit_pipe``; a run that imports the module itself is not). The code
+    under test (driver mode: it shares the harness's process) forks a child that calls
+    ``protocol.exit(0)``: that tells PID 1 nothing, and the run goes on to complete."""
+    from gym_repost.harness import harness_files
+    from gym_repost.sandbox.programs import program_stdin, read_program_output
+
+    config = {"script": "probe.py", "start": 1, "end": 1, "mode": "driver", "inputs": None}
+    probe = (
+        "import os, sys, time\n"
+        "p = sys.modules['_gym_repost_protocol']\n"
+        "print('pipe', p.exit_pipe is not None and p.exit_pipe[:2] == (os.getpid(), 4))\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    p.exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+        "time.sleep(0.2)  # were the run ended, PID 1 would have killed this process by now\n"
+        "print('after the child')\n"
+    )
+    seen = []
+    with LocalSandbox(LocalSandboxConfig(workers=1)) as sb:
+        for _ in range(10):
+            result = sb.run(
+                {**harness_files(), "probe.py": probe},
+                ["python3", "_gym_repost_harness.py"],
+                stdin=program_stdin(config, "0" * 32),
+            )
+            run = read_program_output(result, "0" * 32)
+            assert run.completed and "after the child" in result.stdout, (run.problem, result.stdout, result.stderr)
+            seen.append(result.stdout.split("\n", 1)[0])
+            if seen[-1] == "pipe True":
+                break
+            time.sleep(0.2)  # the next run's modules are imported ahead, while idle
+    assert seen[0] == "pipe False" and seen[-1] == "pipe True", seen
+
+
 def test_programs_the_worker_holds_are_written_from_its_copy(warm_sandbox: LocalSandbox) -> None:
     # Their text is not sent per run; the run directory holds exactly the text given.
     from gym_repost.harness import harness_files
