@@ -448,7 +448,7 @@ def run_in_process(server: Server, job: RunJob) -> NoReturn:
         sys.modules.pop(name, None)  # a program may have its own worker.py, isolation.py...
     if settle_ahead(job):
         # the host's program tells PID 1 its exit status before it exits (protocol.exit)
-        sys.modules["_gym_repost_protocol"].exit_pipe = (_RUN_PID, _STATUS_FD, *_STATUS_PIPE)
+        sys.modules["_gym_repost_protocol"].exit_pipe = (_RUN_PID, _STATUS_FD, *_STATUS_PIPE)  # type: ignore[attr-defined]
     if "tempfile" in sys.modules:  # forget a temp dir chosen before TMPDIR pointed here
         sys.modules["tempfile"].tempdir = None  # type: ignore[attr-defined]
     if PROGRAM_CODE:
