@@ -157,6 +157,25 @@ def import_ahead(run_dir: str, names: Sequence[str]) -> None:
             sys.modules.pop(module_name, None)
         return
     _AHEAD = (run_dir, imported) if imported else None
+    if imported:
+        rehearse_recording()
+
+
+def rehearse_recording() -> None:
+    """Walk, harmlessly, the standard library paths a harness run records calls through
+    (pickled arguments in base64, JSON digests, SHA-1): their first use in a run child costs
+    ~0.15 ms of copy-on-write faults. Only modules already imported are used; none is changed."""
+    modules: list[Any] = [sys.modules.get(name) for name in ("base64", "hashlib", "pickle", "threading")]
+    if any(module is None for module in modules):
+        return
+    base64, hashlib, pickle, threading = modules
+    blob = base64.b64encode(pickle.dumps(((1, "a", [2.5]), {"k": None}), protocol=4)).decode("ascii")
+    args, kwargs = pickle.loads(base64.b64decode(blob))
+    text = json.dumps([["tuple", [1, "a"]], {"k": None}], separators=(",", ":"))
+    hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
+    repr((args, kwargs))
+    local = threading.local()
+    local.depth = getattr(local, "depth", 0) + 1
 
 
 def settle_ahead(job: RunJob) -> bool:

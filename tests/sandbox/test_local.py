@@ -867,11 +867,28 @@ def test_a_run_reaches_none_of_the_workers_modules(warm_sandbox: LocalSandbox) -
         "import worker_run\n"
         "print(worker_run.MINE)\n"
     )
-    result = warm_sandbox.run(
-        {"main.py": probe, "worker_run.py": "MINE = 'the run own module'\n"}, ["python3", "main.py"], timeout=30
-    )
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.split("\n")[:2] == ["[]", "the run own module"]
+    for _ in range(2):  # the second run's child found their names while idle (own_module_names)
+        result = warm_sandbox.run(
+            {"main.py": probe, "worker_run.py": "MINE = 'the run own module'\n"}, ["python3", "main.py"], timeout=30
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.split("\n")[:2] == ["[]", "the run own module"]
+        time.sleep(0.3)
+
+
+def test_rehearsing_the_recording_paths_changes_no_module() -> None:
+    """A spare child walks the paths a harness run records through (pickle, base64, JSON,
+    SHA-1) while idle: what a run then sees of those modules is what a fresh import made."""
+    import base64
+    import pickle
+    import threading
+
+    from gym_repost.sandbox import worker_run
+
+    modules = (base64, hashlib, json, pickle, threading)
+    before = (set(sys.modules), [dict(vars(m)) for m in modules])
+    worker_run.rehearse_recording()
+    assert (set(sys.modules), [dict(vars(m)) for m in modules]) == before
 
 
 def test_only_runs_without_network_are_told_they_are_offline(warm_sandbox: LocalSandbox) -> None:
