@@ -152,6 +152,29 @@ def cpu_seconds(pid):
         return 0.0
 
 
+WALL_STRETCH = 4.0
+"""A wall-clock guard that passes while the process is runnable (computing, or waiting for a
+CPU on a loaded machine) is extended, up to this many times as long: a guard stops code
+that waits, and a CPU limit stops code that computes (see :func:`runnable`)."""
+
+
+def runnable(pid):
+    """Whether some thread of process ``pid`` is running or waiting for a CPU (state ``R`` in
+    ``/proc``), rather than sleeping or blocked; False when it is gone."""
+    try:
+        threads = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return False
+    for tid in threads:
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid), "rb") as fh:
+                if fh.read().rsplit(b")", 1)[1].split()[0] == b"R":
+                    return True
+        except (OSError, IndexError):
+            continue
+    return False
+
+
 def set_alarms(cpu, wall, handler=None):
     """Interrupt this process after ``cpu`` seconds of its CPU time (``SIGPROF``) or
     ``wall`` seconds of the wall clock (``SIGALRM``), whichever comes first: ``handler``

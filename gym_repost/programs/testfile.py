@@ -331,7 +331,8 @@ def _mutation_phase(zygote, config, state, session, passing, contexts):
     cpu = min(budget, 3 * session["cpu_total"] + floor)
     guard = _wall_guard(cpu, 3 * session["wall_total"] + floor)
     ask = {"cmd": "calibrate", "nodeids": passing, "cpu": cpu, "wall": guard}
-    calibration = zygote.ask(ask, min(guard + _SILENCE, deadline - time.monotonic()))
+    # a runnable child's guard stretches (see testfile_zygote._over_limit): so does the silence
+    calibration = zygote.ask(ask, min(protocol.WALL_STRETCH * guard + _SILENCE, deadline - time.monotonic()))
     if not isinstance(calibration, dict) or "passed" not in calibration:
         state["mutation_status"] = "crashed"
         state["mutation_message"] = "the calibration run did not report"
@@ -374,7 +375,7 @@ def _selected(variant, contexts, order):
 
 def _run_plan(zygote, plan, config, state, budget, deadline):
     zygote.send({"cmd": "variants", "plan": plan, "jobs": max(1, int(config["jobs"]))})
-    silence = max(item["wall"] for item in plan) + _SILENCE
+    silence = protocol.WALL_STRETCH * max(item["wall"] for item in plan) + _SILENCE
     expected, spent = len(plan), 0.0
     while expected:
         reply = zygote.receive(min(silence, deadline - time.monotonic()))

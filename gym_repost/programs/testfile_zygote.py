@@ -139,7 +139,7 @@ class _ZygoteServer:
     def _calibrate(self, command):
         started = time.monotonic()
         pid, fd = _fork(lambda write_fd: _variant_main(self, 0, self.focal_source, command["nodeids"], False, write_fd))
-        data, status, cpu = self._collect(pid, fd, command)
+        data, status, cpu = self._collect(pid, fd, command, stretch=True)
         seconds = time.monotonic() - started
         try:
             reply = json.loads(data.decode("utf-8"))
@@ -179,7 +179,7 @@ class _ZygoteServer:
 
     def _wait(self, running, free):
         wait = min(entry["deadline"] for entry in running.values()) - time.monotonic()
-        ready, _, _ = select.select(list(running), [], [], min(max(0.0, wait), _CPU_POLL))
+        ready, _, _ = select.select(list(running), [], [], _poll_wait(wait))
         ended = []
         for fd in ready:
             chunk = os.read(fd, 1 << 16)
@@ -188,7 +188,7 @@ class _ZygoteServer:
             else:
                 ended.append((fd, False))
         for fd, entry in running.items():
-            over = None if (fd, False) in ended else _over_limit(entry["pid"], entry["item"], entry["deadline"])
+            over = None if (fd, False) in ended else _over_limit(entry["pid"], entry["item"], entry["deadline"], True)
             if over is not None:
                 ended.append((fd, over))
         for fd, over in ended:
@@ -206,7 +206,7 @@ class _ZygoteServer:
                 verdict = _verdict(entry, status)
             self.reply({"reply": "variant", "verdict": verdict, "cpu": usage.ru_utime + usage.ru_stime})
 
-    def _collect(self, pid, fd, limits):
+    def _collect(self, pid, fd, limits, stretch=False):
         """Read a child's pipe to its end, then reap it; stopped at its limits (``cpu``
         seconds of CPU time, ``wall`` seconds of the wall clock), checked at every wake-up,
         however much it writes. (data, exit status or None when stopped, CPU seconds)."""
@@ -214,13 +214,13 @@ class _ZygoteServer:
         deadline = time.monotonic() + limits["wall"]
         data, stopped = b"", False
         while True:
-            ready, _, _ = select.select([fd], [], [], min(max(0.0, deadline - time.monotonic()), _CPU_POLL))
+            ready, _, _ = select.select([fd], [], [], _poll_wait(deadline - time.monotonic()))
             if ready:
                 chunk = os.read(fd, 1 << 20)
                 if not chunk:
                     break
                 data += chunk
-            if _over_limit(pid, limits, deadline) is not None:
+            if _over_limit(pid, limits, deadline, stretch) is not None:
                 stopped = True
                 break
         kill_group(pid)
@@ -230,12 +230,27 @@ class _ZygoteServer:
         return data, (None if stopped else status), usage.ru_utime + usage.ru_stime
 
 
-def _over_limit(pid, limits, deadline):
+def _poll_wait(remaining):
+    """Seconds to wait for a child's output: to its deadline, at most :data:`_CPU_POLL`; once
+    past it (a stretched guard), :data:`_CPU_POLL`, not a busy loop."""
+    return min(remaining, _CPU_POLL) if remaining > 0 else _CPU_POLL
+
+
+def _over_limit(pid, limits, deadline, stretch=False):
     """Why a running child is to be stopped (past ``limits["cpu"]`` seconds of its CPU
-    time, or its wall-clock ``deadline``), None while it is within both."""
+    time, or its wall-clock ``deadline``), None while it is within both.
+
+    ``stretch``: past the deadline, a child that is runnable (computing, or starved of CPU
+    on a loaded machine) goes on, up to ``protocol.WALL_STRETCH`` times its guard: its CPU
+    limit stops it if it computes forever, so the load does not turn a slow mutant's verdict
+    into a timeout. A child that waits (sleeps, blocks) is stopped at the deadline."""
     if protocol.cpu_seconds(pid) > limits["cpu"]:
         return "stopped at its CPU limit (%.2f s)" % limits["cpu"]
-    if time.monotonic() >= deadline:
+    now = time.monotonic()
+    if now >= deadline:
+        stretched = deadline + (protocol.WALL_STRETCH - 1) * limits["wall"]
+        if stretch and now < stretched and protocol.runnable(pid):
+            return None
         return "stopped by its wall-clock guard (%.1f s) while waiting" % limits["wall"]
     return None
 
