@@ -158,14 +158,23 @@ def playback_accepts(
     record differs only in return values that are plain data (:func:`playback_answers`).
     Then the tests run in a ``playback`` run, which holds the ground truth and the
     recorded values, never the candidate's code, and must complete with every differing
-    value asked for. Nothing of that run reaches the agent.
+    value asked for. Nothing of that run reaches the agent. An outcome the tests decided
+    (not a run stopped by a limit) is kept on the reference: the same values from another
+    candidate (many samples of a task give the same wrong answer) are not played again.
     """
     script = playback_script(task)
     answers = playback_answers(reference, record) if script is not None else None
     if script is None or answers is None:
         return False
-    data = {PLAYBACK_NAME: json.dumps(answers)}
-    return _played(_run_harness(sandbox, task, script, "playback", data, {"playback": PLAYBACK_NAME}, timeout))
+    text = json.dumps(answers)
+    known = reference.playback_outcome(text)
+    if known is not None:  # the same values, from another candidate: the tests said so already
+        return known
+    run = _run_harness(sandbox, task, script, "playback", {PLAYBACK_NAME: text}, {"playback": PLAYBACK_NAME}, timeout)
+    accepted = _played(run)
+    if run.payload is not None and not run.result.timed_out:  # the tests decided, not a limit
+        reference.keep_playback_outcome(text, accepted)
+    return accepted
 
 
 def _played(run: ProgramRun) -> bool:

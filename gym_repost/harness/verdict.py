@@ -36,7 +36,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from gym_repost.harness.function_report import Frame, TestReport
 
@@ -122,6 +122,23 @@ class Reference(BaseModel):
     """Pickled arguments of each call (base64), replayed in ``inputs`` mode."""
     nondeterministic: list[str] = Field(default_factory=list)
     """What differed between the two reference runs (empty for a deterministic task)."""
+    _playbacks: dict[str, bool] = PrivateAttr(default_factory=dict)
+    """Whether the tests accepted a candidate's differing values, by the SHA-256 of those
+    values (:func:`gym_repost.harness.playback_accepts`): kept in this process only."""
+
+    def playback_outcome(self, answers: str) -> bool | None:
+        """What the playback of ``answers`` (their JSON text) gave before, None if unknown."""
+        return self._playbacks.get(hashlib.sha256(answers.encode("utf-8", "surrogatepass")).hexdigest())
+
+    def keep_playback_outcome(self, answers: str, accepted: bool) -> None:
+        """Remember a playback's outcome (the :data:`PLAYBACKS_KEPT` most recent)."""
+        self._playbacks[hashlib.sha256(answers.encode("utf-8", "surrogatepass")).hexdigest()] = accepted
+        while len(self._playbacks) > PLAYBACKS_KEPT:
+            del self._playbacks[next(iter(self._playbacks))]
+
+
+PLAYBACKS_KEPT = 256
+"""Playback outcomes a reference keeps: many samples of one task give the same wrong values."""
 
 
 def merge_runs(first: Record, second: Record) -> tuple[list[dict[str, str]], list[str]]:

@@ -145,6 +145,23 @@ def test_a_value_within_the_tests_tolerance_passes_and_one_outside_fails(sandbox
     assert "0.01" not in far.to_text() and "assert" not in far.to_text()  # nothing of the playback's test shown
 
 
+def test_the_same_values_from_another_candidate_are_not_played_again(sandbox: Sandbox) -> None:
+    """Two candidates written differently that return the same values: the first gets a
+    playback run, the second the outcome the tests gave it. Other values are played."""
+    task = _tolerance_task(SPEC_TESTS + "# a task of its own: no outcome kept from the tests above\n")
+    counting = CountingSandbox(sandbox)
+    reference_for(counting, task)
+    same_as_close = "def mean(xs):\n    total = sum(xs)\n    return total / len(xs) + 0.001\n"
+    same_as_far = "def mean(xs):\n    return 1.0 + sum(xs) / len(xs)\n"
+    verdicts, runs = [], []
+    for code in (CLOSE, same_as_close, FAR, same_as_far, FAR.replace("1.0", "2.0")):
+        before = counting.runs
+        verdicts.append(run_function_tests(counting, task, code).passed)
+        runs.append(counting.runs - before)
+    assert verdicts == [True, True, False, False, False]
+    assert runs == [2, 1, 2, 1, 2]  # the candidate's run, and a playback for values not seen
+
+
 PATCHES_THE_TESTS = (
     "def mean(xs):\n    import builtins\n    builtins.sum = lambda v, *a: 99.0 * len(v)\n    return 99.0\n"
 )
