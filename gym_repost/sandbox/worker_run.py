@@ -157,14 +157,13 @@ def import_ahead(run_dir: str, names: Sequence[str]) -> None:
             sys.modules.pop(module_name, None)
         return
     _AHEAD = (run_dir, imported) if imported else None
-    if imported:
-        rehearse_recording()
 
 
 def rehearse_recording() -> None:
-    """Walk, harmlessly, the standard library paths a harness run records calls through
-    (pickled arguments in base64, JSON digests, SHA-1): their first use in a run child costs
-    ~0.15 ms of copy-on-write faults. Only modules already imported are used; none is changed."""
+    """After :func:`import_ahead` in a spare child: walk, harmlessly, the standard library
+    paths a harness run records calls through (pickled arguments in base64, JSON digests,
+    SHA-1): their first use in a run child costs ~0.15 ms of copy-on-write faults. Only
+    modules already imported are used; none is changed."""
     modules: list[Any] = [sys.modules.get(name) for name in ("base64", "hashlib", "pickle", "threading")]
     if any(module is None for module in modules):
         return
@@ -333,12 +332,17 @@ def spare_main(server: Server, control: int, status: int, stdio: tuple[int, int,
             isolation.set_parent_death_signal(signal.SIGKILL)
         os.closerange(_STATUS_FD + 1, 1 << 20)  # protocol pipes, pidfds: nothing leaks
         if server.warm:  # an exec'd command gains nothing from these
-            if not server.request_waiting:  # else the job is already there: no time to gain
+            # Each step is done ahead only while no job waits (one was already there, or came
+            # meanwhile: back-to-back runs): the rehearsals are then skipped, and the run does
+            # the rest itself, at the same cost.
+            if not server.request_waiting and not _job_waiting():
                 rehearse(server)
             if server.next_run_dir is not None:
                 relocate_ahead(server.next_run_dir, server.recent_programs)
-                if not server.request_waiting:
+                if not server.request_waiting and not _job_waiting():
                     import_ahead(server.next_run_dir, server.recent_programs)
+                    if _AHEAD is not None and not _job_waiting():
+                        rehearse_recording()
             if not server.request_waiting:
                 global _OWN_NAMES
                 _OWN_NAMES = own_module_names()
@@ -352,6 +356,14 @@ def spare_main(server: Server, control: int, status: int, stdio: tuple[int, int,
     except BaseException as exc:
         _write_stderr(f"gym-repost sandbox: cannot start the run: {type(exc).__name__}: {exc}\n")
     os._exit(126)
+
+
+def _job_waiting() -> bool:
+    """In a spare child: PID 1 has handed over the job (it waits on the control pipe)."""
+    try:
+        return bool(select.select([_CONTROL_FD], [], [], 0)[0])
+    except (OSError, ValueError):
+        return False
 
 
 _REHEARSAL = "def f(a, b):\n    return a + b\n\n\nassert f(1, 2) == 3, 'rehearsal'\n"
