@@ -124,15 +124,15 @@ class Reference(BaseModel):
     """What differed between the two reference runs (empty for a deterministic task)."""
     _playbacks: dict[str, bool] = PrivateAttr(default_factory=dict)
     """Whether the tests accepted a candidate's differing values, by the SHA-256 of those
-    values (:func:`gym_repost.harness.playback_accepts`): kept in this process only."""
+    values' JSON text (:func:`gym_repost.harness.playback_accepts`): this process only."""
 
-    def playback_outcome(self, answers: str) -> bool | None:
-        """What the playback of ``answers`` (their JSON text) gave before, None if unknown."""
-        return self._playbacks.get(hashlib.sha256(answers.encode("utf-8", "surrogatepass")).hexdigest())
+    def playback_outcome(self, key: str) -> bool | None:
+        """What the playback of the values of ``key`` gave before, None if unknown."""
+        return self._playbacks.get(key)
 
-    def keep_playback_outcome(self, answers: str, accepted: bool) -> None:
+    def keep_playback_outcome(self, key: str, accepted: bool) -> None:
         """Remember a playback's outcome (the :data:`PLAYBACKS_KEPT` most recent)."""
-        self._playbacks[hashlib.sha256(answers.encode("utf-8", "surrogatepass")).hexdigest()] = accepted
+        self._playbacks[key] = accepted
         while len(self._playbacks) > PLAYBACKS_KEPT:
             del self._playbacks[next(iter(self._playbacks))]
 

@@ -188,7 +188,11 @@ class _ZygoteServer:
             else:
                 ended.append((fd, False))
         for fd, entry in running.items():
-            over = None if (fd, False) in ended else _over_limit(entry["pid"], entry["item"], entry["deadline"], True)
+            over = (
+                None
+                if (fd, False) in ended
+                else _over_limit(entry["pid"], entry["item"], entry["deadline"], stretch=True)
+            )
             if over is not None:
                 ended.append((fd, over))
         for fd, over in ended:

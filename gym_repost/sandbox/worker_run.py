@@ -335,13 +335,13 @@ def spare_main(server: Server, control: int, status: int, stdio: tuple[int, int,
             # Each step is done ahead only while no job waits (one was already there, or came
             # meanwhile: back-to-back runs): the rehearsals are then skipped, and the run does
             # the rest itself, at the same cost.
-            if not server.request_waiting and not _job_waiting():
+            if not _job_waiting(server):
                 rehearse(server)
             if server.next_run_dir is not None:
                 relocate_ahead(server.next_run_dir, server.recent_programs)
-                if not server.request_waiting and not _job_waiting():
+                if not _job_waiting(server):
                     import_ahead(server.next_run_dir, server.recent_programs)
-                    if _AHEAD is not None and not _job_waiting():
+                    if _AHEAD is not None and not _job_waiting(server):
                         rehearse_recording()
             if not server.request_waiting:
                 global _OWN_NAMES
@@ -358,8 +358,11 @@ def spare_main(server: Server, control: int, status: int, stdio: tuple[int, int,
     os._exit(126)
 
 
-def _job_waiting() -> bool:
-    """In a spare child: PID 1 has handed over the job (it waits on the control pipe)."""
+def _job_waiting(server: Server) -> bool:
+    """In a spare child: a request was waiting when it was forked, or PID 1 has handed over
+    the job since (it waits on the control pipe)."""
+    if server.request_waiting:
+        return True
     try:
         return bool(select.select([_CONTROL_FD], [], [], 0)[0])
     except (OSError, ValueError):
