@@ -162,6 +162,28 @@ def test_the_same_values_from_another_candidate_are_not_played_again(sandbox: Sa
     assert runs == [2, 1, 2, 1, 2]  # the candidate's run, and a playback for values not seen
 
 
+def test_a_playback_stopped_by_a_limit_is_not_kept_for_later_candidates(sandbox: Sandbox) -> None:
+    """Attack on the kept outcomes: values that send the tests into a loop. Their playback is
+    stopped by its limit, which decides nothing about the values: the outcome is not kept,
+    so a later candidate with the same values is played again (and fails again)."""
+    spins = """\
+for xs in ([1, 2, 3], [10, 20]):
+    value = mean_new_implementation(xs)
+    while value > 1e6:
+        pass
+    assert abs(value - sum(xs) / len(xs)) < 0.01
+"""
+    task = _tolerance_task(spins)
+    counting = CountingSandbox(sandbox)
+    assert reference_for(counting, task).mode == "inputs"
+    runs = []
+    for code in ("def mean(xs):\n    return 1e9\n", "def mean(xs):\n    return 1e9 + 0 * len(xs)\n"):
+        before = counting.runs
+        assert not run_function_tests(counting, task, code, timeout=1.0).passed
+        runs.append(counting.runs - before)
+    assert runs == [2, 2]  # each: its own run, and a playback, stopped at its limit
+
+
 PATCHES_THE_TESTS = (
     "def mean(xs):\n    import builtins\n    builtins.sum = lambda v, *a: 99.0 * len(v)\n    return 99.0\n"
 )
