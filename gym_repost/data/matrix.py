@@ -270,7 +270,7 @@ def value_plan(
         except CandidateError:
             return ValuePlan(tuple(splits))
         run = run_program(
-            sandbox,
+            sandbox.ground_truth(),
             "matrix",
             files,
             config,
@@ -348,8 +348,10 @@ def _code_run(
         files, config = runner_config(task, code, suite, test_timeout, plan)
     except CandidateError as exc:
         return [(o, None) for o in _uniform(len(suite), "error", "InvalidCandidate", str(exc)[:300])], str(exc)
+    # the ground truth among the codes (a sampler may put it there) runs where ground truths do
+    box = sandbox.ground_truth() if code == task.ground_truth else sandbox
     run = run_program(
-        sandbox, "matrix", files, config, timeout=run_timeout(len(suite), test_timeout), token=True, modules=("values",)
+        box, "matrix", files, config, timeout=run_timeout(len(suite), test_timeout), token=True, modules=("values",)
     )
     return _parse_with_values(run, len(suite)), None
 
@@ -375,7 +377,7 @@ def _judge(
     files = {**task.evaluation.files, SCRIPT_NAME: without_main_block(assemble(task, task.ground_truth).script)}
     config = _matrix_config(task, suite, entries, test_timeout)
     run = run_program(
-        sandbox,
+        sandbox.ground_truth(),
         "matrix",
         files,
         config,

@@ -158,9 +158,10 @@ def playback_accepts(
     record differs only in return values that are plain data (:func:`playback_answers`).
     Then the tests run in a ``playback`` run, which holds the ground truth and the
     recorded values, never the candidate's code, and must complete with every differing
-    value asked for. Nothing of that run reaches the agent. An outcome the tests decided
-    (not a run stopped by a limit) is kept on the reference: the same values from another
-    candidate (many samples of a task give the same wrong answer) are not played again.
+    value asked for, in the sandbox's ground-truth domain. Nothing of that run reaches the
+    agent. An outcome the tests decided (not a run stopped by a limit) is kept on the
+    reference: the same values from another candidate (many samples of a task give the
+    same wrong answer) are not played again.
     """
     script = playback_script(task)
     answers = playback_answers(reference, record) if script is not None else None
@@ -171,7 +172,8 @@ def playback_accepts(
     known = reference.playback_outcome(key)
     if known is not None:  # the same values, from another candidate: the tests said so already
         return known
-    run = _run_harness(sandbox, task, script, "playback", {PLAYBACK_NAME: text}, {"playback": PLAYBACK_NAME}, timeout)
+    truth = sandbox.ground_truth()
+    run = _run_harness(truth, task, script, "playback", {PLAYBACK_NAME: text}, {"playback": PLAYBACK_NAME}, timeout)
     accepted = _played(run)
     if run.payload is not None and not run.result.timed_out:  # the tests decided, not a limit
         reference.keep_playback_outcome(key, accepted)
@@ -206,6 +208,9 @@ def record_reference(sandbox: Sandbox, task: FunctionTask) -> Reference:
     it. Two runs a moment apart on the same clock agreed on it, and made it part of the
     reference.
 
+    Every run is in the sandbox's ground-truth domain
+    (:meth:`~gym_repost.sandbox.base.Sandbox.ground_truth`).
+
     Raises:
         SandboxError: the sandbox failed (infrastructure).
     """
@@ -213,10 +218,11 @@ def record_reference(sandbox: Sandbox, task: FunctionTask) -> Reference:
         assembled = assemble(task, task.ground_truth)
     except (CandidateError, TaskError) as exc:
         return Reference(passed=False, report=TestReport.invalid(f"the ground truth: {exc}"))
-    report, first = _harness_run(sandbox, task, assembled, "reference", None)
+    truth = sandbox.ground_truth()
+    report, first = _harness_run(truth, task, assembled, "reference", None)
     if not report.passed or first is None:
         return Reference(passed=False, report=report)
-    ahead = sandbox.clock_ahead(REFERENCE_CLOCK_AHEAD) or sandbox
+    ahead = truth.clock_ahead(REFERENCE_CLOCK_AHEAD) or truth
     replay: tuple[list[str], TestReport, Record | None] | None = None
     if first.calls and not first.overflow and first.inputs and all(first.inputs):
         inputs = [blob for blob in first.inputs if blob is not None]
@@ -375,7 +381,8 @@ def run_host_made(sandbox: Sandbox, task: FunctionTask, codes: Sequence[str]) ->
     not depend on how busy the machine is.
 
     Never use it for a policy's code: the candidates of a batch share a process tree and
-    the files of the run. Results are in the order of ``codes``.
+    the files of the run, in the sandbox's ground-truth domain. Results are in the order
+    of ``codes``.
 
     Raises:
         SandboxError: the sandbox failed (infrastructure).
@@ -456,7 +463,7 @@ def _batch_children(
         "max_output": BATCH_OUTPUT,
     }
     run = run_program(
-        sandbox.for_imports(task.metadata.external_packages),
+        sandbox.ground_truth().for_imports(task.metadata.external_packages),
         "harness",
         files,
         config,

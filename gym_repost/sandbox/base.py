@@ -123,6 +123,12 @@ def pip_install_command(requirements: Sequence[str]) -> list[str]:
     ]
 
 
+CANDIDATES = "candidates"
+"""The trust domain of every run but those of :meth:`Sandbox.ground_truth`."""
+GROUND_TRUTH = "ground_truth"
+"""The trust domain of runs that hold a ground truth (:meth:`Sandbox.ground_truth`)."""
+
+
 class Sandbox(abc.ABC):
     """A place to run untrusted code.
 
@@ -185,7 +191,9 @@ class Sandbox(abc.ABC):
             command: argv; ``python``/``python3`` as the first element means the
                 sandbox's interpreter.
             timeout: wall-clock seconds; on expiry the whole process tree is killed and
-                the result has ``timed_out=True``.
+                the result has ``timed_out=True``. With ``cpu_seconds`` given it is a guard
+                beside that limit: the local sandbox lets a run that computes (or waits for a
+                CPU on a loaded machine) go on past it, up to ``WALL_STRETCH`` (10) times.
             stdin: text fed to the command's standard input (then closed).
             env: extra environment variables (the rest of the environment is scrubbed).
             network: allow network access for this run (package installs only).
@@ -223,6 +231,20 @@ class Sandbox(abc.ABC):
         worker that preloaded a heavy module they import
         (:attr:`~gym_repost.sandbox.config.LocalSandboxConfig.preload_apart`); by default,
         this sandbox itself. The harness passes a task's ``metadata.external_packages``.
+        """
+        return self
+
+    def ground_truth(self) -> Sandbox:
+        """This sandbox for the runs that hold a ground truth: a task's reference runs, the
+        playback of a candidate's values against the task's tests, the value plans and
+        judges of an execution matrix, the batches of host-made candidates beside the
+        ground truth. No candidate's run may share a process with them, nor descend from a
+        process that held one (``DESIGN.md``, Trust domains).
+
+        The local sandbox serves them from warm workers of their own. A backend whose
+        every run is a fresh process that nothing of an earlier run survives (docker: one
+        ``exec`` per run, its processes killed and its directories emptied after it) may
+        return itself, the default.
         """
         return self
 

@@ -24,9 +24,10 @@ files of the top directory travel as arguments of the exec and are written by ``
 (a shell builtin: no process); any other file comes as a tar in the exec's stdin, ahead of
 the run's own stdin (``head -c`` hands exactly the tar to ``tar -x``). The script sets the
 rlimits, runs the command under ``timeout --kill-after``, then ``kill -9 -1`` until no
-process of the run's user is left, empties ``/home/user/tmp``, ``/tmp``, ``/dev/shm`` and
-``/dev/mqueue``, and writes a status line (with a nonce) as the last bytes of stderr. The
-host keeps head and tail of both streams, kills the run when its output passes 64 times
+process of the run's user is left, removes the System V IPC objects it made, empties
+``/home/user/tmp``, ``/tmp``, ``/dev/shm`` and ``/dev/mqueue``, and writes a status line
+(with a nonce) as the last bytes of stderr. Docker's seccomp profile keeps runs off the
+kernel keyrings. The host keeps head and tail of both streams, kills the run when its output passes 64 times
 the cap or when the timeout passed by more than a grace period (a second ``exec`` that
 kills everything of the run's user), and replaces a container that could not be cleaned.
 A container that dies is a :class:`SandboxError`.
@@ -131,6 +132,7 @@ while kill -9 -1 2>/dev/null; do
 done
 clean=1
 [ "$i" -gt 700 ] && clean=0
+ipcrm --all 2>/dev/null
 if [ "$keep" != 1 ]; then
   rm -rf {_SCRATCH} /dev/mqueue/* 2>/dev/null
   for f in {_SCRATCH}; do

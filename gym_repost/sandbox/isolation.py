@@ -594,3 +594,64 @@ def bring_up_loopback() -> None:
         _check(lib.ioctl(fd, siocsifflags, request), "SIOCSIFFLAGS")
     finally:
         os.close(fd)
+
+
+# ---------------------------------------------------------------- kernel keyrings
+
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
+_KEYRING_CALLS = {
+    0xC000003E: (248, 249, 250),  # AUDIT_ARCH_X86_64: add_key, request_key, keyctl
+    0x40000003: (286, 287, 288),  # AUDIT_ARCH_I386 (int 0x80 from a 64-bit process too)
+    0xC00000B7: (217, 218, 219),  # AUDIT_ARCH_AARCH64
+    0x40000028: (309, 310, 311),  # AUDIT_ARCH_ARM
+}
+_X32_BIT = 0x40000000
+"""x86-64's x32 system calls carry this bit: a run has no use for them."""
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint32)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+_KEYRING_FILTER: _SockFprog | None = None
+
+
+def keyring_filter() -> _SockFprog:
+    """A seccomp filter that fails ``add_key``, ``request_key`` and ``keyctl`` with EPERM
+    (as Docker's default profile does). Kernel keyrings outlive processes (a user's
+    keyring lives as long as the kernel), so a run could leave data there for the next
+    run of the same user. Built once, in PID 1; a run child installs it
+    (:func:`forbid_keyrings`)."""
+    global _KEYRING_FILTER
+    if _KEYRING_FILTER is not None:
+        return _KEYRING_FILTER
+    load, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06
+    allow, deny = 0x7FFF0000, 0x00050000 | errno.EPERM
+    code: list[tuple[int, int, int, int]] = [(load, 0, 0, 4)]  # the architecture
+    blocks = []
+    for arch, calls in _KEYRING_CALLS.items():
+        checks = [(jeq, -1, 0, nr) for nr in calls]  # -1: to the deny instruction
+        if arch == 0xC000003E:
+            checks.append((jge, -1, 0, _X32_BIT))
+        blocks.append([(jeq, 0, len(checks) + 2, arch), (load, 0, 0, 0), *checks, (ret, 0, 0, allow)])
+    for block in blocks:
+        code += block
+    code.append((ret, 0, 0, allow))  # another architecture
+    code.append((ret, 0, 0, deny))
+    deny_at = len(code) - 1
+    program = (_SockFilter * len(code))()
+    for index, (op, jt, jf, k) in enumerate(code):
+        jt = deny_at - index - 1 if jt == -1 else jt
+        program[index] = _SockFilter(op, jt, jf, k)
+    _KEYRING_FILTER = _SockFprog(len(code), program)
+    return _KEYRING_FILTER
+
+
+def forbid_keyrings() -> None:
+    """Install :func:`keyring_filter` in this process (after ``set_no_new_privs``)."""
+    _check(_libc().prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(keyring_filter()), 0, 0), "seccomp")

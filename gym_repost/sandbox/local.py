@@ -57,6 +57,8 @@ from gym_repost.errors import SandboxError, SandboxUnavailableError
 from gym_repost.sandbox import cgroups
 from gym_repost.sandbox import worker as protocol
 from gym_repost.sandbox.base import (
+    CANDIDATES,
+    GROUND_TRUTH,
     INSTALL_TARGET,
     OFFLINE_ENV,
     PROXY_ENV,
@@ -86,6 +88,7 @@ from gym_repost.sandbox.local_worker import (
 from gym_repost.sandbox.pool import WarmPool
 from gym_repost.sandbox.programs import program_file
 from gym_repost.sandbox.worker_io import encode_message
+from gym_repost.sandbox.worker_run import WALL_STRETCH
 
 logger = logging.getLogger(__name__)
 
@@ -138,6 +141,8 @@ class _Apart:
 
     modules: tuple[str, ...]
     pool: WarmPool[WorkerHandle]
+    domain: str = "candidates"
+    """The trust domain whose runs these workers serve (see :meth:`LocalSandbox.ground_truth`)."""
     users: int = 0
     """Runs that chose these workers and have not finished: they are not stopped meanwhile."""
     last_use: int = 0
@@ -165,14 +170,18 @@ class LocalSandbox(Sandbox):
         self.config = config or LocalSandboxConfig()
         self._start_lock = threading.Lock()
         self._pool: WarmPool[WorkerHandle] = WarmPool()
+        self._truth_pool: WarmPool[WorkerHandle] = WarmPool(lifo=True)
+        """Warm workers of the ground-truth domain (see :meth:`ground_truth`), started on
+        first use: none of them ever serves a candidate's run."""
         self._info: dict[str, Any] = {}
         self._owner = os.getpid()
         self._cgroup_parent: cgroups.CgroupParent | None = None
         self._cgroup_note: str | None = "the sandbox is not started"
         self._unfit: dict[str, str] = {}
         """Preload modules found unfit to fork from (see :func:`worker.preload`), and why."""
-        self._aparts: dict[tuple[str, ...], _Apart] = {}
-        """Workers of their own for modules preloaded apart, by their modules (see :meth:`for_imports`)."""
+        self._aparts: dict[tuple[str, tuple[str, ...]], _Apart] = {}
+        """Workers of their own for modules preloaded apart, by their domain and modules (see
+        :meth:`for_imports`)."""
         self._apart_lock = threading.Lock()
         self._apart_uses = itertools.count(1)
         self._apart_dropped: dict[str, str] = {}
@@ -180,7 +189,12 @@ class LocalSandbox(Sandbox):
         # Workers die with the host anyway (death signal); this also removes their
         # directories when a sandbox is dropped unclosed, or at interpreter exit.
         self._finalizer = weakref.finalize(
-            self, _stop_workers, self._pool, self._owner, self.config.isolation == "none", self._aparts
+            self,
+            _stop_workers,
+            (self._pool, self._truth_pool),
+            self._owner,
+            self.config.isolation == "none",
+            self._aparts,
         )
 
     # ------------------------------------------------------------ lifecycle
@@ -227,6 +241,8 @@ class LocalSandbox(Sandbox):
             if not self.config.warm:
                 for worker in workers:
                     self._discard(worker, graceful=True)
+            self._truth_pool.new_generation()
+            self._truth_pool.fill([None] * self.config.workers if self.config.warm else [])
             self._pool.fill(workers if self.config.warm else [])
             logger.debug("local sandbox started: %s", self.describe())
 
@@ -353,7 +369,7 @@ class LocalSandbox(Sandbox):
             return
         with self._start_lock:
             graceful = self.config.isolation == "none"
-            for worker in self._pool.close():
+            for worker in [*self._pool.close(), *self._truth_pool.close()]:
                 worker.stop(graceful=graceful)
             with self._apart_lock:
                 aparts = list(self._aparts.values())
@@ -366,7 +382,7 @@ class LocalSandbox(Sandbox):
         """Host pids of the live worker processes (diagnostics and tests), those preloading
         modules apart included."""
         with self._apart_lock:
-            pools = [self._pool, *(apart.pool for apart in self._aparts.values())]
+            pools = [self._pool, self._truth_pool, *(apart.pool for apart in self._aparts.values())]
         return sorted(w.proc.pid for pool in pools for w in pool.members() if not w.stopped)
 
     def describe(self) -> dict[str, object]:
@@ -414,6 +430,14 @@ class LocalSandbox(Sandbox):
         modules = self._apart_modules(packages)
         return _View(self, modules, None) if modules else self
 
+    def ground_truth(self) -> Sandbox:
+        """This sandbox, with the runs served by warm workers of the ground-truth domain
+        (started on first use), which never serve a candidate's run: see
+        :meth:`Sandbox.ground_truth`. Every run child of a worker starts clean (forked from
+        its zygote, :mod:`~gym_repost.sandbox.worker_zygote`); the domains keep apart the
+        workers themselves, their users and what the kernel keeps per user."""
+        return _View(self, (), None, GROUND_TRUTH)
+
     def _apart_modules(self, packages: Iterable[str]) -> tuple[str, ...]:
         """What a worker of their own preloads for code importing ``packages`` (see
         :meth:`for_imports`); () when :attr:`~LocalSandboxConfig.preload_apart` names none."""
@@ -454,6 +478,7 @@ class LocalSandbox(Sandbox):
         *,
         apart: tuple[str, ...],
         clock: float | None,
+        domain: str = CANDIDATES,
     ) -> RunResult:
         called = time.monotonic()
         if clock is not None:  # the programs the run starts read its clock too
@@ -463,12 +488,13 @@ class LocalSandbox(Sandbox):
             request.update(clock_request(clock))
         if not self._pool.open or os.getpid() != self._owner:
             self.start()
-        wait = timeout + REPLY_GRACE  # from when a worker has the request (not while one starts)
+        # from when a worker has the request (not while one starts); its guard may stretch
+        wait = WALL_STRETCH * timeout + REPLY_GRACE
         if network or not self.config.warm:
             with self._fresh_worker(network=network, stop_later=True) as worker:
                 reply = worker.call(encode_message(request), time.monotonic() + wait)
         else:
-            reply = self._call_warm_worker(request, wait, apart)
+            reply = self._call_warm_worker(request, wait, apart, domain)
         result = to_result(reply)
         if self.config.profile and isinstance(reply.get("phases"), dict):
             result.extra["phases"] = {
@@ -493,7 +519,7 @@ class LocalSandbox(Sandbox):
         request = build_request({}, argv, timeout, None, env, limits)
         request["keep"] = True
         self.start()
-        deadline = time.monotonic() + timeout + REPLY_GRACE
+        deadline = time.monotonic() + WALL_STRETCH * timeout + REPLY_GRACE
         with self._fresh_worker(network=True) as worker:
             reply = worker.call(encode_message(request), deadline)
             result = to_result(reply)
@@ -502,23 +528,31 @@ class LocalSandbox(Sandbox):
                 _merge_tree(source, self.packages_dir)
         return result
 
-    def _call_warm_worker(self, request: dict[str, Any], wait: float, apart: tuple[str, ...] = ()) -> dict[str, Any]:
-        chosen = self._choose_apart(apart) if apart else None
+    def _call_warm_worker(
+        self, request: dict[str, Any], wait: float, apart: tuple[str, ...] = (), domain: str = CANDIDATES
+    ) -> dict[str, Any]:
+        chosen = self._choose_apart(apart, domain) if apart else None
+        pool = self._domain_pool(domain)
         try:
             worker = self._checkout_apart(chosen) if chosen is not None else None
             served_apart = chosen if worker is not None else None
             if worker is None:
-                worker = self._checkout()
+                worker = self._checkout(pool)
             try:
                 reply = worker.call(encode_message(worker.leave_out_programs(request)), time.monotonic() + wait)
             except SandboxError:
                 if served_apart is None:
-                    self._replace(worker)
+                    self._replace(worker, pool)
                 else:  # the next run that wants one starts another
                     served_apart.pool.replace(worker, self._spawn, self._discard, fresh=False)
                 raise
-            if served_apart is None:
-                self._checkin(worker)
+            if reply.get("tainted"):  # its zygote is gone: its runs exec, slowly; a fresh one takes its place
+                if served_apart is None:
+                    self._replace(worker, pool)
+                else:
+                    served_apart.pool.replace(worker, self._spawn, self._discard, fresh=False)
+            elif served_apart is None:
+                self._checkin(worker, pool)
             else:
                 self._checkin_apart(served_apart, worker)
             return reply
@@ -529,55 +563,67 @@ class LocalSandbox(Sandbox):
 
     # ------------------------------------------------------------ workers preloading apart
 
-    def _choose_apart(self, modules: tuple[str, ...]) -> _Apart | None:
-        """The workers of their own for ``modules`` (but those dropped meanwhile), a new set
-        if need be, made room for by stopping the least recently used set whose workers are
-        all idle; None when the run goes to the other workers (as many other sets as
-        ``workers`` are in use, or nothing is left to preload apart)."""
+    def _domain_pool(self, domain: str) -> WarmPool[WorkerHandle]:
+        return self._truth_pool if domain == GROUND_TRUTH else self._pool
+
+    def _choose_apart(self, modules: tuple[str, ...], domain: str = CANDIDATES) -> _Apart | None:
+        """The workers of their own for ``modules`` (but those dropped meanwhile) in trust
+        ``domain``, a new set if need be, made room for by stopping the least recently used
+        set of the domain whose workers are all idle; None when the run goes to the other
+        workers (as many other sets as ``workers`` are in use in the domain, or nothing is
+        left to preload apart)."""
         modules = tuple(m for m in modules if m not in self._apart_dropped)
         if all(m in self.config.preload for m in modules):  # nothing the other workers lack
             return None
         doomed: list[WorkerHandle] = []
         with self._apart_lock:
-            chosen = self._aparts.get(modules)
+            chosen = self._aparts.get((domain, modules))
             if chosen is None:
-                doomed = self._stop_idle_aparts(None, lambda: len(self._aparts) >= self.config.workers)
-                if len(self._aparts) >= self.config.workers:
+
+                def full() -> bool:
+                    return sum(apart.domain == domain for apart in self._aparts.values()) >= self.config.workers
+
+                doomed = self._stop_idle_aparts(None, full, domain)
+                if full():
                     return None
                 pool: WarmPool[WorkerHandle] = WarmPool(lifo=True)
                 pool.new_generation()
                 pool.fill([None] * self.config.workers)  # started by checkouts, as needed
-                chosen = self._aparts[modules] = _Apart(modules, pool)
+                chosen = self._aparts[(domain, modules)] = _Apart(modules, pool, domain)
             chosen.users += 1
             chosen.last_use = next(self._apart_uses)
         for worker in doomed:
             worker.stop(graceful=self.config.isolation == "none")
         return chosen
 
-    def _stop_idle_aparts(self, spare: _Apart | None, too_many: Callable[[], bool]) -> list[WorkerHandle]:
-        """While ``too_many()``, forget the least recently used set of modules whose workers
-        are all idle (but ``spare``'s); their workers, for the caller to stop once it has
-        released the lock it holds."""
+    def _stop_idle_aparts(self, spare: _Apart | None, too_many: Callable[[], bool], domain: str) -> list[WorkerHandle]:
+        """While ``too_many()``, forget the least recently used set of modules of ``domain``
+        whose workers are all idle (but ``spare``'s); their workers, for the caller to stop
+        once it has released the lock it holds."""
         doomed: list[WorkerHandle] = []
         while too_many():
-            idle = [apart for apart in self._aparts.values() if apart.users == 0 and apart is not spare]
+            idle = [
+                apart
+                for apart in self._aparts.values()
+                if apart.users == 0 and apart is not spare and apart.domain == domain
+            ]
             if not idle:
                 break
             victim = min(idle, key=lambda apart: apart.last_use)
-            del self._aparts[victim.modules]
+            del self._aparts[(victim.domain, victim.modules)]
             doomed += victim.pool.close()
         return doomed
 
     def _checkin_apart(self, apart: _Apart, worker: WorkerHandle) -> None:
-        """Keep ``worker`` for the next run, stopping idle workers of other modules if more
-        than ``workers`` workers preloading apart are alive; if that is not enough, stop
-        ``worker`` (its slot is empty again)."""
+        """Keep ``worker`` for the next run, stopping idle workers of other modules (of its
+        domain) if more than ``workers`` workers preloading apart are alive in the domain;
+        if that is not enough, stop ``worker`` (its slot is empty again)."""
         with self._apart_lock:
 
             def alive() -> int:
-                return sum(len(a.pool.members()) for a in self._aparts.values())
+                return sum(len(a.pool.members()) for a in self._aparts.values() if a.domain == apart.domain)
 
-            doomed = self._stop_idle_aparts(apart, lambda: alive() > self.config.workers)
+            doomed = self._stop_idle_aparts(apart, lambda: alive() > self.config.workers, apart.domain)
             keep = alive() <= self.config.workers
         for member in doomed:
             member.stop(graceful=self.config.isolation == "none")
@@ -616,8 +662,8 @@ class LocalSandbox(Sandbox):
             logger.warning("sandbox preload apart: %s %s; its runs go to the other workers", module, why)
         with self._apart_lock:
             self._apart_dropped.update(dropped)
-            if self._aparts.get(apart.modules) is apart:
-                del self._aparts[apart.modules]
+            if self._aparts.get((apart.domain, apart.modules)) is apart:
+                del self._aparts[(apart.domain, apart.modules)]
         for member in {*apart.pool.close(), worker}:
             member.stop(graceful=self.config.isolation == "none")
         raise _NotApart(", ".join(dropped))
@@ -648,41 +694,51 @@ class LocalSandbox(Sandbox):
 
     # ------------------------------------------------------------ the pool
 
-    def _checkout(self) -> WorkerHandle:
-        return self._pool.checkout(self._spawn, self._ready)
+    def _checkout(self, pool: WarmPool[WorkerHandle] | None = None) -> WorkerHandle:
+        pool = pool or self._pool
+        return pool.checkout(lambda: self._spawn(pool=pool), lambda worker: self._ready(worker, pool))
 
-    def _ready(self, worker: WorkerHandle) -> WorkerHandle | None:
+    def _ready(self, worker: WorkerHandle, pool: WarmPool[WorkerHandle]) -> WorkerHandle | None:
         """A worker taken from its slot, ready to run; None when its slot was refilled
         instead (a preload module found unfit only now)."""
         if worker.proc.poll() is not None:  # died while idle
             self._discard(worker)
-            worker = self._spawn()
+            worker = self._spawn(pool=pool)
         try:
             worker.wait_ready(self.start_timeout)
         except SandboxError:
-            self._replace(worker)
+            self._replace(worker, pool)
             raise
         if self._note_unfit([worker]):  # seen only now: start one without that module
             self._discard(worker)
-            self._pool.put(self._spawn())
+            pool.put(self._spawn(pool=pool))
             return None
         return worker
 
-    def _checkin(self, worker: WorkerHandle) -> None:
-        self._pool.checkin(worker, self._discard)
+    def _checkin(self, worker: WorkerHandle, pool: WarmPool[WorkerHandle] | None = None) -> None:
+        (pool or self._pool).checkin(worker, self._discard)
 
-    def _replace(self, worker: WorkerHandle) -> None:
+    def _replace(self, worker: WorkerHandle, pool: WarmPool[WorkerHandle] | None = None) -> None:
         """Kill a failed worker; put a fresh one (still starting) in its place."""
-        self._pool.replace(worker, self._spawn, self._discard)
+        pool = pool or self._pool
+        pool.replace(worker, lambda: self._spawn(pool=pool), self._discard)
 
     def _discard(self, worker: WorkerHandle, graceful: bool = False) -> None:
         self._pool.untrack(worker)
+        self._truth_pool.untrack(worker)
         with self._apart_lock:
             for apart in self._aparts.values():
                 apart.pool.untrack(worker)
         worker.stop(graceful=graceful)
 
-    def _spawn(self, *, network: bool = False, once: bool = False, apart: _Apart | None = None) -> WorkerHandle:
+    def _spawn(
+        self,
+        *,
+        network: bool = False,
+        once: bool = False,
+        apart: _Apart | None = None,
+        pool: WarmPool[WorkerHandle] | None = None,
+    ) -> WorkerHandle:
         host_dir = os.path.join(
             self.work_root, f"{DIR_PREFIX}{host_identity().replace(':', '-')}-{os.urandom(4).hex()}"
         )
@@ -719,7 +775,7 @@ class LocalSandbox(Sandbox):
             if cgroup is not None:
                 cgroups.remove(cgroup)
             raise SandboxUnavailableError(f"cannot start a sandbox worker with {argv[0]}: {exc}") from None
-        pool = self._pool if apart is None else apart.pool
+        pool = pool or (self._pool if apart is None else apart.pool)
         worker = WorkerHandle(proc, host_dir, uid, pool.generation, cgroup)
         pool.track(worker)
         return worker
@@ -793,14 +849,18 @@ class LocalSandbox(Sandbox):
 class _View(Sandbox):
     """A :class:`LocalSandbox` as some of its runs see it: the same sandbox (description,
     limits, package cache), whose runs a warm worker of their own serves when ``modules``
-    names any (code importing heavy modules, see :meth:`LocalSandbox.for_imports`), and
+    names any (code importing heavy modules, see :meth:`LocalSandbox.for_imports`), that
     read a wall clock ``clock`` seconds ahead when that is given (see
-    :meth:`LocalSandbox.clock_ahead`)."""
+    :meth:`LocalSandbox.clock_ahead`), served by the workers of trust ``domain`` (see
+    :meth:`LocalSandbox.ground_truth`)."""
 
-    def __init__(self, sandbox: LocalSandbox, modules: tuple[str, ...], clock: float | None) -> None:
+    def __init__(
+        self, sandbox: LocalSandbox, modules: tuple[str, ...], clock: float | None, domain: str = CANDIDATES
+    ) -> None:
         self.sandbox = sandbox
         self.modules = modules
         self.clock = clock
+        self.domain = domain
         self.name = sandbox.name
 
     def start(self) -> None:
@@ -821,7 +881,16 @@ class _View(Sandbox):
         cpu_seconds: float | None = None,
     ) -> RunResult:
         return self.sandbox._run(
-            files, command, timeout, stdin, env, network, cpu_seconds, apart=self.modules, clock=self.clock
+            files,
+            command,
+            timeout,
+            stdin,
+            env,
+            network,
+            cpu_seconds,
+            apart=self.modules,
+            clock=self.clock,
+            domain=self.domain,
         )
 
     def install(self, requirements: Sequence[str], timeout: float = 900.0) -> RunResult:
@@ -831,21 +900,31 @@ class _View(Sandbox):
         return self.sandbox.describe()
 
     def for_imports(self, packages: Iterable[str]) -> Sandbox:
-        if self.clock is None:
-            return self.sandbox.for_imports(packages)
-        modules = self.sandbox._apart_modules(packages)
-        return self if modules == self.modules else _View(self.sandbox, modules, self.clock)
+        return self._with(self.sandbox._apart_modules(packages), self.clock, self.domain)
+
+    def ground_truth(self) -> Sandbox:
+        return self._with(self.modules, self.clock, GROUND_TRUTH)
 
     def clock_ahead(self, seconds: float) -> Sandbox | None:
         ahead = self.sandbox.clock_ahead(seconds)
-        return None if ahead is None else _View(self.sandbox, self.modules, float(seconds))
+        return None if ahead is None else self._with(self.modules, float(seconds), self.domain)
+
+    def _with(self, modules: tuple[str, ...], clock: float | None, domain: str) -> Sandbox:
+        if (modules, clock, domain) == (self.modules, self.clock, self.domain):
+            return self
+        if not modules and clock is None and domain == CANDIDATES:
+            return self.sandbox
+        return _View(self.sandbox, modules, clock, domain)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.sandbox, name)
 
 
 def _stop_workers(
-    pool: WarmPool[WorkerHandle], owner: int, graceful: bool, aparts: dict[tuple[str, ...], _Apart]
+    pools: tuple[WarmPool[WorkerHandle], ...],
+    owner: int,
+    graceful: bool,
+    aparts: dict[tuple[str, tuple[str, ...]], _Apart],
 ) -> None:
     """Stop the workers of a sandbox: on close(), garbage collection or interpreter exit.
 
@@ -854,7 +933,10 @@ def _stop_workers(
     """
     if os.getpid() != owner:  # a forked copy of the host: the workers are the parent's
         return
-    for worker in [*pool.take_all(), *(w for apart in list(aparts.values()) for w in apart.pool.take_all())]:
+    for worker in [
+        *(w for pool in pools for w in pool.take_all()),
+        *(w for apart in list(aparts.values()) for w in apart.pool.take_all()),
+    ]:
         worker.stop(graceful=graceful)
 
 

@@ -29,6 +29,7 @@ from gym_repost.sandbox import worker_io as protocol
 from gym_repost.sandbox.base import RunResult, check_relative_path
 from gym_repost.sandbox.identity import UidPool
 from gym_repost.sandbox.programs import program_file, program_source
+from gym_repost.sandbox.worker_run import WORKER_MODULES
 
 logger = logging.getLogger(__name__)
 
@@ -337,7 +338,7 @@ def ensure_worker_bytecode() -> None:
 
     Workers run with PYTHONDONTWRITEBYTECODE (like the runs), so they never write it.
     """
-    worker_files = [f"{name}.py" for name in ("worker", "worker_io", "worker_run", "worker_startup", "isolation")]
+    worker_files = [f"{name}.py" for name in WORKER_MODULES]
     for source in [os.path.join(WORKER_DIR, n) for n in worker_files] + program_paths():
         cached = importlib.util.cache_from_source(source)
         try:

@@ -31,6 +31,10 @@ from gym_repost.sandbox.base import RunResult, Sandbox
 PREFIX = "_gym_repost_"
 """Prefix of the run-directory names of the programs and their modules."""
 PROTOCOL_NAME = PREFIX + "protocol.py"
+WALL_STRETCH = protocol.WALL_STRETCH
+"""A program's wall-clock guard stretches up to this many times while the code computes on a
+loaded machine (:class:`gym_repost.programs.protocol.WallGuard`): a run's timeout on the host
+leaves it room."""
 
 
 def program_file(name: str) -> str:

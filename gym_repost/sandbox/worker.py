@@ -59,6 +59,7 @@ import time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs milliseconds at start-up; annotations are strings here
+    from collections.abc import Sequence
     from typing import Any, NoReturn, TypeVar
 
     Message = dict[str, Any]
@@ -89,6 +90,7 @@ if __package__:
         preload,
         visible_distributions,
     )
+    from gym_repost.sandbox.worker_zygote import ZygoteLink
 else:  # inside the worker its siblings are top-level modules (no gym_repost)
     import isolation  # type: ignore[no-redef,import-not-found]
     import worker_run as run_module  # type: ignore[no-redef,import-not-found]
@@ -100,6 +102,7 @@ else:  # inside the worker its siblings are top-level modules (no gym_repost)
     )
     from worker_run import CHILD_PHASES, PROGRAM_NAMES, RunJob, Supervisor, load_programs, program_digests, spare_main  # type: ignore[no-redef]
     from worker_startup import PRELOAD_DIR, _take_protocol_fds, filesystem_plan, preload, visible_distributions  # type: ignore[no-redef,import-not-found]
+    from worker_zygote import ZygoteLink  # type: ignore[no-redef,import-not-found]
 
 MARKER = "--gym-repost-sandbox-worker"
 """argv marker of worker processes (and of their warm run children), for cleanup."""
@@ -115,17 +118,23 @@ DISK_MB = 256
 
 
 class Spare:
-    """A pre-forked run child waiting for its job, and the server's ends of its pipes."""
+    """A pre-forked run child waiting for its job, and the server's ends of its pipes.
 
-    __slots__ = ("control", "err_r", "in_w", "out_r", "pid", "status_r")
+    ``own``: forked by PID 1 itself (which then reaps it), because the zygote is gone;
+    otherwise the zygote's child (the zygote reaps it and reports its exit status).
+    """
 
-    def __init__(self, pid: int, fds: tuple[int, int, int, int, int]) -> None:
+    __slots__ = ("control", "err_r", "in_w", "own", "out_r", "pid", "status_r")
+
+    def __init__(self, pid: int, fds: Sequence[int], own: bool = False) -> None:
         self.pid = pid
+        self.own = own
         self.control, self.status_r, self.in_w, self.out_r, self.err_r = fds
 
     def discard(self) -> None:
         _ignore_errors(os.kill, self.pid, signal.SIGKILL)
-        _ignore_errors(os.waitpid, self.pid, 0)
+        if self.own:
+            _ignore_errors(os.waitpid, self.pid, 0)
         for fd in (self.status_r, self.in_w, self.out_r, self.err_r):
             _ignore_errors(os.close, fd)
 
@@ -158,6 +167,14 @@ class Server:
         self.count = 0
         self.keep_in_tmp = set(os.listdir("/tmp")) if self.namespaced else set()
         self.spare: Spare | None = None
+        self.zygote: ZygoteLink | None = None
+        """The clean parent of run children (see :mod:`worker_zygote`); None in a worker that
+        serves one run, or once it is gone."""
+        self.spare_ordered = False
+        """A spare child was ordered from the zygote and not taken yet."""
+        self.must_exec = False
+        """Run children are forked by PID 1 itself (the zygote is gone): each must replace
+        its memory (``execve``) before it runs anything of its job's."""
         self.next_run_dir: str | None = None
         self.recent_programs: list[str] = []
         """Programs (run-directory file names) the last request that shipped any shipped."""
@@ -218,6 +235,8 @@ class Server:
             if request.get("op") != "run":
                 return 0
             reply, run_dir = self.handle(request)
+            if self.must_exec:  # the host replaces such a worker: its runs start slowly
+                reply["tainted"] = True
             if self.phases is not None:
                 self.note("replied")
                 reply["phases"] = self.phases
@@ -294,27 +313,59 @@ class Server:
         return reply, run_dir
 
     def prefork(self) -> None:
-        """Fork the child of the next run now, while idle: off the critical path."""
+        """Have the child of the next run forked now, while idle: off the critical path.
+
+        The zygote forks it (PID 1 takes it at dispatch); where the zygote is gone, PID 1
+        forks it itself, and that child execs its command (see :attr:`must_exec`).
+        """
+        self.request_waiting = bool(select.select([self.req_fd], [], [], 0)[0])
+        if self.zygote is not None:
+            if self.zygote.order(self.next_run_dir, self.recent_programs, self.request_waiting):
+                self.spare_ordered = True
+                return
+            self.lose_zygote()
         control_r, control_w = os.pipe()
         status_r, status_w = os.pipe()
         in_r, in_w = os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        self.request_waiting = bool(select.select([self.req_fd], [], [], 0)[0])
         pid = os.fork()
         if pid == 0:
             spare_main(self, control_r, status_w, (in_r, out_w, err_w))
         for fd in (control_r, status_w, in_r, out_w, err_w):
             os.close(fd)
-        self.spare = Spare(pid, (control_w, status_r, in_w, out_r, err_r))
+        self.spare = Spare(pid, (control_w, status_r, in_w, out_r, err_r), own=True)
+
+    def take_spare(self) -> None:
+        """Take the spare child ordered from the zygote, if one was."""
+        if not self.spare_ordered:
+            return
+        self.spare_ordered = False
+        taken = self.zygote.take_spare() if self.zygote is not None else None
+        if taken is None:
+            self.lose_zygote()
+        else:
+            self.spare = Spare(*taken)
+
+    def lose_zygote(self) -> None:
+        """The zygote is gone (a run in a user namespace can kill it): from now on PID 1 forks
+        run children that exec, and replies ask the host to replace this worker."""
+        if self.zygote is not None:
+            _ignore_errors(os.kill, self.zygote.pid, signal.SIGKILL)
+            self.zygote.close()
+            self.zygote = None
+        self.spare_ordered = False
+        self.must_exec = True
 
     def dispatch(self, request: Message, run_dir: str) -> Spare:
-        """Give the job to the spare child (forking a new one if it died meanwhile)."""
+        """Give the job to the spare child (having one forked if it died meanwhile)."""
+        self.take_spare()
         self.await_previous_run()
         for _ in range(2):
             spare, self.spare = self.spare, None
             if spare is None:
                 self.prefork()
+                self.take_spare()
                 spare, self.spare = self.spare, None
             assert spare is not None
             try:
@@ -364,7 +415,7 @@ class Server:
             supervisor.feed_stdin(spare.in_w, job.stdin.encode("utf-8", "surrogateescape"))
         else:
             os.close(spare.in_w)  # end of file at once, like /dev/null
-        killed_for = supervisor.watch(started + job.timeout)
+        killed_for = supervisor.watch(started, job.timeout, job.stretch)
         self.note("exited")
         supervisor.finish()
         duration = time.monotonic() - started
@@ -377,12 +428,12 @@ class Server:
                     self.phases[f"child_{phase}_faults"] = faults
         if killed_for == "host":
             os._exit(EXIT_HOST_GONE)
-        return _reply(supervisor, killed_for, duration, job.kind != "exec")
+        return _reply(supervisor, killed_for, duration, job.kind != "exec" and not spare.own)
 
     def kill_run_tree(self, pid: int, child_done: bool) -> None:
-        """Kill every process of the run (as PID 1: every process but itself)."""
+        """Kill every process of the run (as PID 1: every process but itself and the zygote)."""
         if self.is_init():
-            _kill_all_others()
+            _kill_all_but(self.kept_processes())
             return
         _ignore_errors(os.killpg, pid, signal.SIGKILL)
         if not child_done:
@@ -391,11 +442,12 @@ class Server:
     def reap_all(self) -> None:
         """Without namespaces: reap the run, killing the orphans it left, until none is left.
 
-        (In a namespace, kill(-1) has already doomed everything: see
+        (In a namespace, :meth:`kill_run_tree` has already doomed everything: see
         :meth:`await_previous_run`.)
         """
-        while _has_children():  # orphans were re-parented to this subreaper
-            _kill_adopted_children()
+        zygote = self.zygote.pid if self.zygote is not None and self.zygote.alive() else None
+        while _kill_adopted_children(zygote):  # orphans were re-parented to this subreaper
+            _has_children()
             time.sleep(0.001)
 
     def await_previous_run(self) -> None:
@@ -407,18 +459,43 @@ class Server:
         """
         if not self.is_init():
             return
-        keep = {1, self.spare.pid if self.spare else 1}
+        keep = {*self.kept_processes(), self.spare.pid if self.spare else 1}
         while True:
             _has_children()  # reaps what has exited
-            left = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) not in keep]
+            left = [pid for pid in _pids() if pid not in keep]
             if not left:
                 return
             for pid in left:
                 _ignore_errors(os.kill, pid, signal.SIGKILL)
             time.sleep(0.0002)
 
+    def run_busy(self, pid: int) -> bool:
+        """Whether some process of the run (``pid``, the run child, in ``none`` mode) has a
+        thread that is running or waiting for a CPU."""
+        pids = [p for p in _pids() if p not in self.kept_processes()] if self.is_init() else [pid]
+        for process in pids:
+            try:
+                threads = os.listdir(f"/proc/{process}/task")
+            except OSError:
+                continue
+            for tid in threads:
+                try:
+                    with open(f"/proc/{process}/task/{tid}/stat", "rb") as handle:
+                        if handle.read().rsplit(b")", 1)[1].split()[0] == b"R":
+                            return True
+                except (OSError, IndexError):
+                    continue
+        return False
+
+    def kept_processes(self) -> set[int]:
+        """The processes of the namespace that no run owns: PID 1 and the zygote (checked
+        alive first, so that no run's process can have its pid)."""
+        if self.zygote is not None and not self.zygote.alive():
+            self.lose_zygote()
+        return {1, self.zygote.pid} if self.zygote is not None else {1}
+
     def is_init(self) -> bool:
-        """True in PID 1 of a sandbox namespace, where kill(-1) means "the whole run"."""
+        """True in PID 1 of a sandbox namespace, where every other process but the zygote is the run's."""
         return self.namespaced and os.getpid() == 1
 
     def throw_away(self, run_dir: str) -> None:
@@ -458,13 +535,24 @@ def _reply(supervisor: Supervisor, killed_for: str | None, duration: float, inpr
     }
 
 
-def _kill_all_others() -> bool:
-    """kill(-1) from PID 1 hits every process of the namespace but itself."""
-    try:
-        os.kill(-1, signal.SIGKILL)
-        return True
-    except ProcessLookupError:
-        return False
+def _kill_all_but(keep: set[int]) -> None:
+    """Kill every process of the namespace but ``keep`` (kill(-1) would hit the zygote).
+
+    Pass after pass, until one finds no process it has not killed already: a process killed
+    cannot fork any more, so only those forked during a pass are left for the next.
+    """
+    killed: set[int] = set()
+    while True:
+        fresh = [pid for pid in _pids() if pid not in keep and pid not in killed]
+        if not fresh:
+            return
+        for pid in fresh:
+            _ignore_errors(os.kill, pid, signal.SIGKILL)
+        killed.update(fresh)
+
+
+def _pids() -> list[int]:
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
 
 
 def _has_children() -> bool:
@@ -478,11 +566,12 @@ def _has_children() -> bool:
             return True
 
 
-def _kill_adopted_children() -> bool:
-    """Kill processes whose parent is this subreaper (none mode); True if any were found."""
+def _kill_adopted_children(spare: int | None) -> bool:
+    """Kill processes whose parent is this subreaper (none mode) but ``spare`` (the
+    zygote); True if any were found."""
     me, found = os.getpid(), False
     for name in os.listdir("/proc"):
-        if not name.isdigit():
+        if not name.isdigit() or int(name) == spare:
             continue
         try:
             with open(f"/proc/{name}/stat", "rb") as handle:
@@ -537,7 +626,11 @@ def server_main(config: Message, fds: tuple[int, int, int], mode: str, run_cgrou
         )
         server.preload_env = preloaded["environment"]
         sys.path_importer_cache.clear()  # the worker's own directory, out of sight now (after preloading)
+        if server.namespaced:
+            isolation.keyring_filter()  # built once: each run child installs it
         gc.freeze()  # children's collections then skip (and do not copy) the server's objects
+        if not config["once"]:  # before any request: the clean parent of every run child
+            server.zygote = ZygoteLink.start(server)
         server.get_ready()
         write_message(
             server.resp_fd,

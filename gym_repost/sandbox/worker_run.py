@@ -249,6 +249,9 @@ class RunJob:
         self.env = server.run_environment(run_dir, request.get("env") or {})
         self.kind, self.target, self.args = plan_command(self.argv, self.env, server.warm)
         self.clock_ahead_ns = int(request.get(CLOCK_REQUEST_KEY) or 0)
+        self.stretch = "cpu_seconds" in (request.get("limits") or {})
+        """The timeout is a guard that stretches while the run computes: a run whose caller
+        gave it a CPU-time limit of its own (see :meth:`Supervisor.watch`)."""
 
 
 def write_files(run_dir: str, files: dict[str, str], bfiles: dict[str, str], programs: Sequence[str] = ()) -> None:
@@ -278,7 +281,7 @@ _CONTROL_FD = 3
 _STATUS_FD = 4
 CHILD_PHASES = ("job", "files", "start", "end")
 """What a run child stamps (profile mode): job read, files written, command started, program ended."""
-WORKER_MODULES = ("worker", "worker_io", "worker_run", "worker_startup", "isolation")
+WORKER_MODULES = ("worker", "worker_io", "worker_run", "worker_startup", "worker_zygote", "isolation")
 """The worker's own modules: forgotten in a run child, so a program's own modules of those names load."""
 _stamps: Any = None
 
@@ -331,7 +334,9 @@ def spare_main(server: Server, control: int, status: int, stdio: tuple[int, int,
         if not server.namespaced:
             isolation.set_parent_death_signal(signal.SIGKILL)
         os.closerange(_STATUS_FD + 1, 1 << 20)  # protocol pipes, pidfds: nothing leaks
-        if server.warm:  # an exec'd command gains nothing from these
+        if server.namespaced:  # System V IPC objects and message queues of its own: none outlives the run
+            isolation.unshare(isolation.CLONE_NEWIPC)
+        if server.warm and not server.must_exec:  # an exec'd command gains nothing from these
             # Each step is done ahead only while no job waits (one was already there, or came
             # meanwhile: back-to-back runs): the rehearsals are then skipped, and the run does
             # the rest itself, at the same cost.
@@ -404,6 +409,8 @@ def run_job(server: Server, job: RunJob) -> NoReturn:
     os.chdir(job.run_dir)
     apply_limits(job.limits)
     isolation.set_no_new_privs()
+    if server.namespaced:
+        isolation.forbid_keyrings()
     os.environ.clear()
     os.environ.update(job.env)
     for key, value in server.preload_env.items():  # what preloaded imports set (see preload())
@@ -411,7 +418,7 @@ def run_job(server: Server, job: RunJob) -> NoReturn:
     if job.clock_ahead_ns:
         set_clock_ahead(job.clock_ahead_ns)
     stamp(2)
-    if job.kind != "exec" and _runnable_in_process(job):
+    if job.kind != "exec" and not server.must_exec and _runnable_in_process(job):
         run_in_process(server, job)
     exec_command(server, job)
 
@@ -605,6 +612,25 @@ def _is_status_pipe() -> bool:
 
 # ---------------------------------------------------------------- supervision (PID 1)
 
+WALL_STRETCH = 10.0
+"""A run's wall-clock guard stretches up to this many times while it computes (the programs'
+``protocol.WALL_STRETCH``, which the host's wait allows for)."""
+REAP_WAIT = 10.0
+"""Seconds PID 1 waits for the zygote to report that a run child ended."""
+
+
+def _wait_orphan(pid: int) -> int | None:
+    """The wait status of a run child whose parent, the zygote, died: it is handed to PID 1
+    (a moment after the zygote's end is seen). None if it still runs."""
+    for _ in range(1000):
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:  # not handed over yet
+            time.sleep(0.001)
+            continue
+        return status if done else None
+    return None
+
 
 class Supervisor:
     """Watches one run child: feeds stdin, captures output, enforces the deadline."""
@@ -612,6 +638,8 @@ class Supervisor:
     def __init__(self, server: Server, spare: Spare) -> None:
         self.server = server
         self.pid = spare.pid
+        self.zygote = None if spare.own else server.zygote
+        """The child's parent, which reports its exit status (None: PID 1 is the parent)."""
         cap = int(server.limits["max_output_bytes"])
         self.kill_at = cap * OUTPUT_KILL_FACTOR
         self.captures = {spare.out_r: Capture(cap), spare.err_r: Capture(cap)}
@@ -661,11 +689,22 @@ class Supervisor:
             os.close(self.stdin_fd)
             self.stdin_fd = None
 
-    def watch(self, deadline: float) -> str | None:
-        """Wait until the child exits (or says it does); returns why it was killed, or None."""
+    def watch(self, started: float, timeout: float, stretch: bool = False) -> str | None:
+        """Wait until the child exits (or says it does); returns why it was killed, or None.
+
+        ``stretch``: the timeout is a wall-clock guard beside a CPU-time limit that decides
+        (the run's own ``cpu_seconds``): past it, a run some process of which is runnable
+        (computing, or waiting for a CPU on a loaded machine) goes on, checked every tenth
+        of the timeout, up to :data:`WALL_STRETCH` times it; the CPU limit stops one that
+        computes forever. So how busy the machine is changes no such run's outcome."""
+        deadline = started + timeout
+        stretch_until = started + (WALL_STRETCH * timeout if stretch else timeout)
         while self.status is None and self.reported is None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
+                if time.monotonic() < stretch_until and self.server.run_busy(self.pid):
+                    deadline = time.monotonic() + max(0.02, 0.1 * timeout)
+                    continue
                 return "timeout"
             wait_ms = remaining * 1000 if self.pidfd is not None else min(remaining * 1000, 10)
             for fd, _ in self.poller.poll(wait_ms + 1):
@@ -677,8 +716,8 @@ class Supervisor:
         return None
 
     def _on_event(self, fd: int) -> str | None:
-        if fd == self.pidfd:
-            self._reap_child(os.WNOHANG)
+        if fd == self.pidfd:  # the child ended
+            self._reap_child(0 if self.zygote is not None else os.WNOHANG)
         elif fd == self.status_fd:
             self._read_status()
         elif fd == self.stdin_fd:
@@ -718,6 +757,14 @@ class Supervisor:
         return self.reported if self.reported is not None else -signal.SIGKILL
 
     def _reap_child(self, flags: int) -> None:
+        if self.zygote is not None:  # its parent reports its end
+            status = self.zygote.exit_status(self.pid, 0.0 if flags == os.WNOHANG else REAP_WAIT)
+            if status is not None:
+                self.status = status
+            elif self.zygote.gone:  # killed (a run in a user namespace can): the child is PID 1's now
+                self.zygote = None
+                self.status = _wait_orphan(self.pid)
+            return
         try:
             pid, status = os.waitpid(self.pid, flags)
         except ChildProcessError:

@@ -313,6 +313,10 @@ def _skip_exit_teardown() -> None:
             info.atexit = False
 
 
+RUN_PARENTS: set[int] = set()
+"""The processes that fork run children: PID 1, and the zygote (which adds itself)."""
+
+
 def _reseed_in_run_child(server_pid: int) -> None:
     """numpy and torch seed their global generators from the OS at import; every run must
     too, not inherit one seed from the worker (the ``random`` module reseeds itself at
@@ -325,8 +329,10 @@ def _reseed_in_run_child(server_pid: int) -> None:
     if not reseeds:
         return
 
+    RUN_PARENTS.add(server_pid)
+
     def reseed() -> None:
-        if os.getppid() == server_pid:  # a run child, not a process a run forked
+        if os.getppid() in RUN_PARENTS:  # a run child, not a process a run forked
             for function in reseeds:
                 function()
 

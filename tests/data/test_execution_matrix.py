@@ -229,3 +229,22 @@ def test_the_plan_splits_by_shape_and_by_the_ground_truth_s_values(
         ("assert type(score([1])).__name__ == 'int'", "import math\nassert score([1]) == math.floor(10)")
     )
     assert value_plan(sandbox, function_task, objects).outside == 2
+
+
+def test_a_sample_cannot_take_the_ground_truths_row_from_memory(function_task: FunctionTask) -> None:
+    """Issue 32: the ground truth among the samples, then a sample that looks for it in its
+    own memory (or up its stack) and delegates to it. The ground truth's row runs in the
+    sandbox's ground-truth domain and every sample's process starts clean: the attacker's row
+    is that of a code that returns None."""
+    from memory_attacks import MEMORY_ATTACKS
+
+    from gym_repost.sandbox import get_sandbox
+
+    suite = TestSuite((GOOD, "assert score([1], 5) == 5", "assert score([-1, 2], 100) == 20"))
+    honest = function_task.ground_truth.replace("\n", "\n\n", 1)  # another sample, correct
+    attacks = [code.format(name=function_task.target.name) for code in MEMORY_ATTACKS.values()]
+    with get_sandbox("local", workers=1) as one_worker:
+        matrix = execution_matrix(one_worker, function_task, [function_task.ground_truth, honest, *attacks], suite)
+    assert matrix.matrix[0] == matrix.matrix[1] == [1, 1, 1]
+    for row in matrix.matrix[2:]:
+        assert row == [0, 0, 0], matrix.outcomes

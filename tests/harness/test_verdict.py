@@ -179,9 +179,15 @@ def test_a_replay_that_spins_without_the_tests_mocks_is_stopped_by_cpu_time(
         monkeypatch.setattr(target, "run", spy)
         return target
 
-    real_ahead = sandbox.clock_ahead
-    spy_on(sandbox)  # and the runs on a clock ahead (the second and third)
-    monkeypatch.setattr(sandbox, "clock_ahead", lambda seconds: spy_on(real_ahead(seconds)))  # type: ignore[arg-type]
+    real_truth = sandbox.ground_truth
+
+    def truth() -> Sandbox:  # the reference's runs, and those on a clock ahead (the second and third)
+        view = spy_on(real_truth())
+        real_ahead = view.clock_ahead
+        monkeypatch.setattr(view, "clock_ahead", lambda seconds: spy_on(real_ahead(seconds)))  # type: ignore[arg-type]
+        return view
+
+    monkeypatch.setattr(sandbox, "ground_truth", truth)
     reference = reference_for(sandbox, task)
     assert reference.passed and reference.mode == "driver"
     assert len(runs) == 3  # record, replay (stopped), record again
@@ -355,3 +361,42 @@ def test_a_replayed_run_finds_no_tests_in_the_code_shipped_to_it(sandbox: Sandbo
     # what it looks for is in the full script: compiled, its tests' names would be in the code
     assert "test_score" in function_task.evaluation.script
     assert b"test_score" in marshal.dumps(compile(function_task.evaluation.script, "e.py", "exec"))
+
+
+GENERATOR_SCRIPT = textwrap.dedent('''\
+    def evens(n):
+        """The even numbers below ``n``, lazily."""
+        for i in range(n):
+            if i % 2 == 0:
+                yield i
+
+
+    def test_evens():
+        for n in (0, 5, 30001):
+            assert list(evens(n)) == list(evens_new_implementation(n))
+
+
+    if __name__ == "__main__":
+        test_evens()
+    ''')
+
+
+@pytest.mark.parametrize(
+    ("body", "passes"),
+    [
+        ("    return (i for i in range(0, n, 2))\n", True),  # another iterator, the same items
+        ("    return filter(lambda i: i % 2 == 0, range(n))\n", True),
+        ("    return iter(range(0, n, 2))\n", True),
+        ("    yield from ()\n", False),
+        ("    return (i for i in range(0, n + 1, 2))\n", False),  # one item too many
+        ("    return map(lambda i: i if i != 5000 else -1, range(0, n, 2))\n", False),  # item 2,500 of 15,001
+        ("    return iter(list(range(0, n, 2))[:10000])\n", False),  # the first 10,000 only
+        ("    return list(range(0, n, 2))\n", False),  # not an iterator
+    ],
+)
+def test_returned_iterators_are_compared_item_by_item(sandbox: Sandbox, body: str, passes: bool) -> None:
+    """A returned generator (or built-in iterator) is drained and its items compared, up to the
+    record's bound; a long one is never judged by its repr (issue 32)."""
+    task = _task(GENERATOR_SCRIPT, "evens")
+    report = run_function_tests(sandbox, task, f"def evens(n):\n{body}")
+    assert report.passed is passes, report.to_text()[:500]

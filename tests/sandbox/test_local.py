@@ -235,7 +235,7 @@ def test_runs_are_unprivileged_and_cannot_remount(warm_sandbox: LocalSandbox) ->
     assert int(uid) >= 200_000 and uid == gid and groups == "[]" and not_init == "True"
     assert remount == "-1 1"  # EPERM
     assert int(caps, 16) == 0
-    assert int(processes) == 2  # PID 1 and the run itself: a private PID namespace
+    assert int(processes) == 3  # PID 1, the zygote and the run itself: a private PID namespace
 
 
 def test_previous_run_directory_is_out_of_reach(warm_sandbox: LocalSandbox) -> None:

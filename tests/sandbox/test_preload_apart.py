@@ -239,10 +239,11 @@ def test_the_harness_runs_a_task_in_the_worker_of_the_packages_it_imports(
     wrong = "def score(*args, **kwargs):\n    return None\n"
     with _sandbox(probe_env, tmp_path, preload_apart={"heavypkg": ["probe_heavy"]}) as sandbox:
         apart = [run_function_tests(sandbox, task, code) for code in (task.ground_truth, wrong)]
-        assert len(sandbox.worker_pids()) == 2  # its worker was started for it
+        # its workers were started for it: one for the reference's runs, one for the candidate's
+        assert len(sandbox.worker_pids()) == 3
     with _sandbox(probe_env, tmp_path / "plain") as plain:
         others = [run_function_tests(plain, task, code) for code in (task.ground_truth, wrong)]
-        assert len(plain.worker_pids()) == 1
+        assert len(plain.worker_pids()) == 2  # a worker of the candidates, one of the ground truths
     assert [r.passed for r in apart] == [r.passed for r in others] == [True, False]
     assert apart[1].status == others[1].status and apart[1].message == others[1].message
 

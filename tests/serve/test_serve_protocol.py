@@ -163,3 +163,31 @@ def test_testfile_task_served(serve: Any, openenv: Any) -> None:
         assert client.step(write(task.ground_truth)).observation["text"].startswith("Error:")  # no write_code here
         written = client.step({"tool": "write_tests", "args": {"code": task.ground_truth}})
         assert written.observation["info"]["code_written"] is True and written.reward == 0.0
+
+
+def test_a_session_finds_nothing_of_another_in_its_memory(openenv: Any, demo_tasks: list[Any]) -> None:
+    """Issue 32: session A submits a correct body; session B's candidate, on the same warm
+    worker, looks for it (and for the reference's ground truth) in its own memory and up its
+    stack, delegates to it or prints it through run_tests: B earns nothing and sees nothing."""
+    from memory_attacks import MEMORY_ATTACKS
+
+    from gym_repost.sandbox import get_sandbox
+    from gym_repost.serve import ServeConfig, running
+
+    task = demo_tasks[0]
+    body = [line.strip() for line in task.ground_truth.splitlines()[1:] if len(line.strip()) > 12]
+    with get_sandbox("local", workers=1) as one_worker:
+        with running(demo_tasks, one_worker, ServeConfig(host="127.0.0.1", port=0)) as url:
+            with openenv.GenericEnvClient(base_url=url).sync() as first:
+                first.reset(task_id=task.id)
+                first.step(write(task.ground_truth.replace("\n", "\n\n", 1)))
+                assert first.step(SUBMIT).reward == 1.0
+            for attack in MEMORY_ATTACKS.values():
+                with openenv.GenericEnvClient(base_url=url).sync() as second:
+                    second.reset(task_id=task.id)
+                    second.step(write(attack.format(name=task.target.name)))
+                    tested = second.step({"tool": "run_tests", "args": {}})
+                    shown = [line for line in body if line in tested.observation["text"]]
+                    assert not shown, shown
+                    assert not tested.observation["text"].startswith("All tests passed"), tested.observation["text"]
+                    assert second.step(SUBMIT).reward == 0.0
