@@ -22,7 +22,7 @@ openenv-core, FastAPI and uvicorn (the ``serve`` extra) are imported only when a
 is built, so ``import gym_repost`` stays light; without them :func:`require_serve_extra`
 raises an error naming ``pip install "gym-repost[serve]"``.
 
-May import: env, errors, sandbox, task, task_view.
+May import: bounded_json, env, errors, sandbox, task, task_view.
 """
 
 from __future__ import annotations

@@ -2,8 +2,10 @@
 otherwise end a session.
 
 openenv-core's WebSocket handler answers a frame that is not JSON with an error and goes
-on, but one that is JSON and not an object (``[1, 2]``), or a binary frame, ends the
-session; such frames are answered here, and the session goes on. When the handler sends an
+on, but one that is JSON and not an object (``[1, 2]``), one nested deeper than the
+parser's stack (``[[[...]]]`` a thousand deep), or a binary frame, ends the session; such
+frames are answered here (as is one nested deeper than :data:`MAX_FRAME_DEPTH`, or larger
+than :data:`MAX_FRAME_CHARS`), and the session goes on. When the handler sends an
 error and then closes at once (the server is full), the close waits for the client's next
 message (at most :data:`LINGER_SECONDS`), so that the client reads the error instead of
 finding the connection closed under its request.
@@ -21,7 +23,14 @@ from typing import Any
 
 from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
 
+from gym_repost import bounded_json
+from gym_repost.errors import UntrustedDataError
+
 LINGER_SECONDS = 5.0
+MAX_FRAME_DEPTH = 64
+"""Deepest nesting of objects and arrays a frame may have (an action needs about five)."""
+MAX_FRAME_CHARS = 16 * 1024 * 1024
+"""Largest frame read, in characters (uvicorn's own limit on a WebSocket message is 16 MiB)."""
 
 NOT_AN_OBJECT = json.dumps(
     {
@@ -104,6 +113,10 @@ async def _refuse(scope: dict[str, Any], send: Any) -> None:
     await send({"type": f"{prefix}.body", "body": body})
 
 
+def _error(message: str) -> str:
+    return json.dumps({"type": "error", "data": {"message": message, "code": "VALIDATION_ERROR"}})
+
+
 class _Channel:
     """One WebSocket's ``receive`` and ``send``, as the application sees them."""
 
@@ -115,9 +128,12 @@ class _Channel:
     async def receive(self) -> dict[str, Any]:
         while True:
             message = await self._receive()
-            if message["type"] != "websocket.receive" or _is_object_frame(message):
+            if message["type"] != "websocket.receive":
                 return message
-            await self._send({"type": "websocket.send", "text": NOT_AN_OBJECT})
+            problem = _frame_problem(message)
+            if problem is None:
+                return message
+            await self._send({"type": "websocket.send", "text": problem})
 
     async def send(self, message: dict[str, Any]) -> None:
         if message["type"] == "websocket.send":
@@ -130,18 +146,23 @@ class _Channel:
         await self._send(message)
 
 
-def _is_object_frame(message: dict[str, Any]) -> bool:
-    """A text frame that is a JSON object, or text that is not JSON at all (the handler
+def _frame_problem(message: dict[str, Any]) -> str | None:
+    """The error to answer a frame with, or None to hand it to the handler: a text frame
+    holding a JSON object within the limits, or text that is not JSON at all (the handler
     answers that one itself)."""
     text = message.get("text")
     if text is None:
-        return False
-    if text.lstrip().startswith("{"):
-        return True
+        return NOT_AN_OBJECT
+    if len(text) > MAX_FRAME_CHARS:
+        return _error(f"the message is {len(text)} characters long; the limit is {MAX_FRAME_CHARS}")
     try:
-        json.loads(text)
-    except ValueError:
-        return True
+        data = json.loads(text)
     except RecursionError:
-        return False
-    return False
+        return _error(f"the message is nested more than {MAX_FRAME_DEPTH} levels deep")
+    except ValueError:
+        return None
+    try:
+        bounded_json.plain_copy(data, max_chars=MAX_FRAME_CHARS, max_depth=MAX_FRAME_DEPTH)
+    except UntrustedDataError as exc:
+        return _error(f"the message was refused: {exc}")
+    return None if type(data) is dict else NOT_AN_OBJECT
