@@ -32,6 +32,7 @@ from gym_repost.analysis.decoys import Decoy, disguise, generate_decoys
 from gym_repost.analysis.mutation import Mutant, MutationScore, generate_mutants, mutation_score, sample_mutants
 from gym_repost.analysis.parsing import parse_python
 from gym_repost.errors import SandboxError
+from gym_repost.programs.protocol import WALL_STRETCH
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.sandbox.programs import ProgramRun, run_program
 from gym_repost.task import TestFileTask
@@ -44,11 +45,14 @@ _GRACE = 20.0
 WALL_FACTOR = 3.0
 """The time limits of a test-file run (``timeout``, ``test_timeout``, ``mutation_timeout``)
 count CPU seconds; each has a wall-clock guard this many times as long, which only code
-that waits without computing (sleeps, blocks) meets."""
+that waits without computing (sleeps, blocks) meets: it stretches, up to
+``WALL_STRETCH`` times, while the code computes on a loaded machine
+(:class:`gym_repost.programs.protocol.WallGuard`)."""
 MUTATION_WALL_GRACE = 10.0
-"""Seconds the mutation phase's wall-clock guard adds to ``WALL_FACTOR`` times its budget: a
-small budget (a fraction of a CPU second) is spent by variants that compute, not cut by a
-guard that a loaded machine reaches first."""
+"""Seconds the mutation phase's wall-clock guard adds to ``WALL_STRETCH`` times
+``WALL_FACTOR`` times its budget: the phase's variants are each held to their own
+(stretching) guard; this one only bounds the whole, and a loaded machine that slows every
+variant down never reaches it first."""
 _OUTPUT = 1500
 
 RunStatus = Literal["completed", "invalid", "timeout", "crashed", "error"]
@@ -301,10 +305,11 @@ def minimal_span(original: str, variant: str) -> tuple[int, int, str]:
 
 
 def _config(
-    task: TestFileTask, variants: list[Variant], focal_source: str, jobs: int, sources: list[str] | None = None
+    task: TestFileTask, variants: list[Variant], focal_source: str, private: bool, sources: list[str] | None = None
 ) -> dict[str, Any]:
     """The program's configuration; ``sources`` are the variants' texts as shipped (default:
-    their own source)."""
+    their own source); ``private``: the run has a PID namespace and scratch space of its own
+    (the program may kill every process of its user but its own, and empty ``/tmp``)."""
     spec = task.evaluation
     lines = statement_lines(focal_source) if variants else {}
     holders = nested_definitions(focal_source) if variants else {}
@@ -332,11 +337,11 @@ def _config(
         "timeout": spec.timeout,
         "test_timeout": spec.test_timeout,
         "mutation_timeout": spec.mutation_timeout,
-        "mutation_wall": WALL_FACTOR * spec.mutation_timeout + MUTATION_WALL_GRACE,
+        "mutation_wall": WALL_STRETCH * WALL_FACTOR * spec.mutation_timeout + MUTATION_WALL_GRACE,
         "wall_factor": WALL_FACTOR,
         "timeout_factor": spec.timeout_factor,
         "timeout_floor": spec.timeout_floor,
-        "jobs": jobs,
+        "private": private,
         "variants": shipped,
     }
 
@@ -357,17 +362,15 @@ def shuffled_variants(
     return variants, sources
 
 
-def run_test_file(
-    sandbox: Sandbox, task: TestFileTask, test_source: str, *, mutate: bool = True, jobs: int | None = None
-) -> TestFileRun:
+def run_test_file(sandbox: Sandbox, task: TestFileTask, test_source: str, *, mutate: bool = True) -> TestFileRun:
     """Run ``test_source`` as the task's test file and measure it.
 
     Args:
         sandbox: a started sandbox (``preload=["pytest", "coverage"]`` makes runs fast).
         task: the test-file task (where the file goes, the focal file, the limits).
         test_source: the whole test file.
-        mutate: also run the task's mutant sample (and the decoys).
-        jobs: variants run at once inside the sandbox (default: the cores, at most 4).
+        mutate: also run the task's mutant sample (and the decoys), one at a time: a
+            variant sees its own slot, never the original focal file nor another variant.
 
     Returns:
         The run. A file that does not parse is ``invalid`` without a sandbox run; a file
@@ -384,10 +387,12 @@ def run_test_file(
     focal_source = task.repository.files[spec.focal_file]
     mutants, population = select_mutants(focal_source, spec.max_mutants, spec.mutant_seed) if mutate else ([], 0)
     variants, sources = shuffled_variants(mutants, focal_source, random.Random(os.urandom(16))) if mutants else ([], [])
-    config = _config(task, variants, focal_source, jobs or min(4, os.cpu_count() or 1), sources)
-    budget = 2 * WALL_FACTOR * spec.timeout + (config["mutation_wall"] if mutants else 0.0) + _GRACE
+    config = _config(task, variants, focal_source, _private(sandbox), sources)
+    budget = WALL_STRETCH * 2 * WALL_FACTOR * spec.timeout + (config["mutation_wall"] if mutants else 0.0) + _GRACE
+    # the repository's own test file (the task's ground truth) runs where ground truths do
+    box = sandbox.ground_truth() if test_source == task.ground_truth else sandbox
     run = run_program(
-        sandbox,
+        box,
         "testfile",
         {**task.repository.files, spec.test_path: test_source},
         config,
@@ -396,6 +401,12 @@ def run_test_file(
         token=True,
     )
     return parse_report(run, mutants, population, variants)
+
+
+def _private(sandbox: Sandbox) -> bool:
+    """Whether a run of ``sandbox`` has a PID namespace, ``/tmp`` and ``/dev/shm`` of its own."""
+    described = sandbox.describe()
+    return described.get("backend") == "docker" or described.get("isolation") == "namespaces"
 
 
 def _syntax_message(exc: SyntaxError | ValueError, path: str) -> str:

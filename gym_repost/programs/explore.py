@@ -90,10 +90,10 @@ class SafetyClock:
 
     def __init__(self, seconds, stats):
         self.seconds, self.stats = seconds, stats
-        self.limit = time.monotonic() + seconds
+        self.guard = protocol.WallGuard(seconds)  # stretches while the search computes
 
     def expired(self, phase):
-        if time.monotonic() < self.limit:
+        if not self.guard.expired():
             return False
         self.stats.setdefault("wall_clock_limit", phase)
         return True
@@ -132,14 +132,29 @@ def _on_cpu_timer(signum, frame):
     raise CallTimeout()
 
 
+_WALL_GUARD = [None]
+"""The :class:`protocol.WallGuard` of the wall-clock safety timer armed."""
+
+
 def _on_wall_timer(signum, frame):
+    guard = _WALL_GUARD[0]
+    if guard is not None and not guard.expired():  # computing on a loaded machine: not a wait
+        signal.setitimer(signal.ITIMER_REAL, max(0.01, 0.1 * guard.seconds))
+        return
     raise WallTimeout()
+
+
+def set_wall_timer(seconds):
+    """Arm (``seconds`` > 0) or disarm (0) the wall-clock safety timer: a guard that stretches
+    while the process computes (:class:`protocol.WallGuard`), so only a call that waits meets it."""
+    _WALL_GUARD[0] = protocol.WallGuard(seconds) if seconds else None
+    signal.setitimer(signal.ITIMER_REAL, seconds)
 
 
 def set_call_timer(seconds):
     """Arm (``seconds`` > 0) or disarm (0) the per-call timers: CPU time, and the wall-clock safety."""
     signal.setitimer(signal.ITIMER_PROF, seconds)
-    signal.setitimer(signal.ITIMER_REAL, max(WALL_FLOOR, WALL_FACTOR * seconds) if seconds else 0)
+    set_wall_timer(max(WALL_FLOOR, WALL_FACTOR * seconds) if seconds else 0)
 
 
 def load_module(path):
@@ -574,7 +589,7 @@ def explore(config):
     started = time.monotonic()
     limit = float(config.get("import_timeout", 20.0))
     set_call_timer(limit)
-    signal.setitimer(signal.ITIMER_REAL, IMPORT_WALL_FACTOR * limit)
+    set_wall_timer(IMPORT_WALL_FACTOR * limit)
     try:
         with contextlib.redirect_stdout(io.StringIO()):
             module = load_module(config["module_file"])

@@ -45,6 +45,7 @@ import builtins
 import gc
 import hashlib
 import io
+import itertools
 import json
 import linecache
 import marshal
@@ -361,10 +362,11 @@ class Recorder:
         saved = sys.stdout
         sys.stdout = _Tee(saved, printed)
         self._local.depth = 1
+        drained = None
         try:
             result = func(*args, **kwargs)
-            if isinstance(result, types.GeneratorType):
-                result = self._drain(result, entry)
+            if isinstance(result, _DRAINED):
+                result, drained = self._drain(result, entry)
         except BaseException as exc:
             entry["x"] = _type_name(exc)
             entry["xm"] = _short_repr(_safe_str(exc))[:300]
@@ -373,9 +375,9 @@ class Recorder:
                 self.failure = dict(_failure_report(exc, *self.where), call=len(self.calls))
             raise
         else:
-            entry["r"] = _digest(result)
-            entry["rr"] = _short_repr(result)[:300]
-            if self.literals and "g" not in entry:
+            entry["r"] = _digest(result if drained is None else ["iterator", drained])
+            entry["rr"] = _short_repr(result if drained is None else drained)[:300]
+            if self.literals and drained is None:
                 literal = _literal_text(result)
                 if literal is not None:
                     entry["rl"] = literal
@@ -386,19 +388,23 @@ class Recorder:
             entry["p"] = _digest((args, kwargs))
             entry["o"] = hashlib.sha1("".join(printed).encode("utf-8", "surrogatepass")).hexdigest()[:24]
 
-    def _drain(self, generator, entry):
+    def _drain(self, iterator, entry):
+        """The items of a returned iterator, drained now so that they are compared one by
+        one, and an iterator giving the same items to the caller. Past :data:`MAX_ITEMS`
+        items (one more exists) ``g`` is ``partial`` and the caller gets the rest lazily.
+        An exception it raises is recorded (``gx``) with the items before it, and raised
+        again to the caller after them."""
         items = []
         try:
-            for item in generator:
-                items.append(item)
-                if len(items) >= MAX_ITEMS:
+            for item in iterator:
+                if len(items) == MAX_ITEMS:
                     entry["g"] = "partial"
-                    return _chain(items, generator)
+                    return _chain(items, item, iterator), items
+                items.append(item)
         except BaseException as exc:
             entry["gx"] = _type_name(exc)
-            entry["r"] = _digest(items)
-            return _then_raise(items, exc)
-        return iter(items)
+            return _then_raise(items, exc), items
+        return iter(items), items
 
     def _pickle(self, args, kwargs):
         if self.inputs is None:
@@ -440,8 +446,47 @@ class Recorder:
         }
 
 
-def _chain(items, rest):
+_DRAINED = (
+    types.GeneratorType,
+    map,
+    filter,
+    zip,
+    enumerate,
+    reversed,
+    *{type(iter(sample)) for sample in ([], (), range(0), "", b"", {}, set(), frozenset())},  # type: ignore[var-annotated]
+    type(iter({}.values())),
+    type(iter({}.items())),
+    *(
+        getattr(itertools, name)
+        for name in (
+            "accumulate",
+            "chain",
+            "combinations",
+            "combinations_with_replacement",
+            "compress",
+            "count",
+            "cycle",
+            "dropwhile",
+            "filterfalse",
+            "islice",
+            "pairwise",
+            "permutations",
+            "product",
+            "repeat",
+            "starmap",
+            "takewhile",
+            "zip_longest",
+        )
+        if hasattr(itertools, name)
+    ),
+)
+"""Iterators a target may return whose items are drained and compared (a generator, the
+built-in and itertools iterators); not ``groupby`` or ``tee``, whose items are tied to them."""
+
+
+def _chain(items, following, rest):
     yield from items
+    yield following
     yield from rest
 
 
@@ -709,7 +754,7 @@ def _batch_child(config, token, cpu_limit, wall_limit):
             _single(config, token)
         finally:
             os._exit(70)
-    status, usage, timed_out = _wait_child(pid, started + wall_limit, cpu_limit)
+    status, usage, timed_out = _wait_child(pid, protocol.WallGuard(wall_limit, pid), cpu_limit)
     protocol.kill_group(pid)  # what the child started goes with it
     run = {
         "returncode": _returncode(status),
@@ -726,8 +771,9 @@ def _batch_child(config, token, cpu_limit, wall_limit):
     return run
 
 
-def _wait_child(pid, deadline, cpu_limit):
-    """Wait for the child; kill it past its CPU time or the wall-clock deadline."""
+def _wait_child(pid, guard, cpu_limit):
+    """Wait for the child; kill it past its CPU time or its wall-clock guard (which stretches
+    while the child computes: :class:`protocol.WallGuard`)."""
     import select
 
     try:
@@ -739,7 +785,7 @@ def _wait_child(pid, deadline, cpu_limit):
             done, status, usage = os.wait4(pid, os.WNOHANG)
             if done:
                 return status, usage, False
-            if time.monotonic() > deadline or protocol.cpu_seconds(pid) > cpu_limit:
+            if protocol.over_limit(pid, cpu_limit, guard) is not None:
                 protocol.kill_group(pid)
                 _, status, usage = os.wait4(pid, 0)
                 return status, usage, True

@@ -39,7 +39,6 @@ import json
 import os
 import select
 import sys
-import time
 import types
 
 try:
@@ -150,17 +149,17 @@ def _child(spec, index, write_fd):
             pass
 
 
-def _read_lines(fd, deadline, pid, cpu_limit):
-    """Lines the child sent until its verdict, EOF, its CPU time limit or the wall-clock
-    deadline; and which limit stopped it (``"cpu"``, ``"wall"``, None)."""
+def _read_lines(fd, guard, pid, cpu_limit):
+    """Lines the child sent until its verdict, EOF, its CPU time limit or its wall-clock
+    guard (:class:`protocol.WallGuard`, which stretches while the child computes); and which
+    limit stopped it (``"cpu"``, ``"wall"``, None)."""
     buffer, lines = b"", []
     while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return lines, "wall"
-        if protocol.cpu_seconds(pid) > cpu_limit:
-            return lines, "cpu"
-        ready, _, _ = select.select([fd], [], [], min(left, 0.02))
+        stopped = protocol.over_limit(pid, cpu_limit, guard)
+        if stopped is not None:
+            return lines, stopped
+        left = guard.left()
+        ready, _, _ = select.select([fd], [], [], min(left, 0.02) if left > 0 else 0.02)
         if not ready:
             continue
         chunk = os.read(fd, 65536)
@@ -203,7 +202,7 @@ def _run_in_child(spec, index):
         pass
     os.close(write_fd)
     limit, wall = spec["timeout"], spec["wall_factor"] * spec["timeout"]
-    lines, stopped = _read_lines(read_fd, time.monotonic() + wall, pid, limit)
+    lines, stopped = _read_lines(read_fd, protocol.WallGuard(wall, pid), pid, limit)
     protocol.kill_group(pid)
     _, status = os.waitpid(pid, 0)
     os.close(read_fd)

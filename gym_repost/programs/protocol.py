@@ -7,6 +7,7 @@ described in :mod:`gym_repost.programs`.
 
 import json
 import os
+import time
 
 MARK = "@@gym-repost@@"
 """Prefix of every line of the protocol on standard output."""
@@ -152,10 +153,13 @@ def cpu_seconds(pid):
         return 0.0
 
 
-WALL_STRETCH = 4.0
-"""A wall-clock guard that passes while the process is runnable (computing, or waiting for a
-CPU on a loaded machine) is extended, up to this many times as long: a guard stops code
-that waits, and a CPU limit stops code that computes (see :func:`runnable`)."""
+WALL_STRETCH = 10.0
+"""A wall-clock guard that passes while the process is busy (computing, or waiting for a CPU
+on a loaded machine) is extended, up to this many times as long: a guard stops code that
+waits, and a CPU limit stops code that computes (see :class:`WallGuard`)."""
+BUSY_SHARE = 0.5
+"""A process busy (running or runnable) for at least this share of the time since its
+guard was armed is computing, not waiting: its guard stretches."""
 
 
 def runnable(pid):
@@ -175,19 +179,96 @@ def runnable(pid):
     return False
 
 
+def busy_seconds(pid=None):
+    """Seconds process ``pid`` has spent running or waiting for a CPU, its threads together
+    (``/proc/PID/task/*/schedstat``), or this process's main thread (``pid`` None: one read,
+    for guards armed per call); its CPU time where the kernel keeps no scheduler
+    statistics; 0 when it is gone."""
+    paths = ["/proc/self/schedstat"]
+    if pid is not None:
+        try:
+            paths = ["/proc/%d/task/%s/schedstat" % (pid, tid) for tid in os.listdir("/proc/%d/task" % pid)]
+        except OSError:
+            return 0.0
+    total = 0
+    for path in paths:
+        try:
+            with open(path, "rb") as fh:
+                running, waiting = fh.read().split()[:2]
+            total += int(running) + int(waiting)
+        except (OSError, ValueError):
+            return cpu_seconds(os.getpid() if pid is None else pid)
+    return total / 1e9
+
+
+class WallGuard:
+    """A wall-clock guard of ``seconds`` over process ``pid`` (this one by default) that
+    stops code that waits, never code that computes on a loaded machine: past ``seconds``,
+    while the process has been busy (running, or runnable and waiting for a CPU) for at
+    least :data:`BUSY_SHARE` of the time since the guard was armed, it stretches, up to
+    :data:`WALL_STRETCH` times ``seconds``. The CPU limit that goes with it stops code that
+    computes forever. So how busy the machine is changes no verdict."""
+
+    def __init__(self, seconds, pid=None):
+        self.seconds, self.pid = seconds, pid
+        self.started = time.monotonic()
+        self.busy_at_start = busy_seconds(pid)
+
+    def expired(self):
+        """Whether the guard has passed (and does not stretch)."""
+        elapsed = time.monotonic() - self.started
+        if elapsed < self.seconds:
+            return False
+        if elapsed >= WALL_STRETCH * self.seconds:
+            return True
+        return busy_seconds(self.pid) - self.busy_at_start < BUSY_SHARE * elapsed
+
+    def left(self):
+        """Seconds until the guard passes as armed (0 once past it: check :meth:`expired`)."""
+        return max(0.0, self.seconds - (time.monotonic() - self.started))
+
+
+def over_limit(pid, cpu_limit, guard):
+    """Why a running child is to be stopped, None while it is within its limits: past
+    ``cpu_limit`` seconds of its CPU time (``"cpu"``), or past its :class:`WallGuard`
+    (``"wall"``)."""
+    if cpu_seconds(pid) > cpu_limit:
+        return "cpu"
+    return "wall" if guard.expired() else None
+
+
+_alarm = {"handler": None, "guard": None}
+"""The handler :func:`set_alarms` installed, and the wall-clock guard of the alarm armed."""
+
+
 def set_alarms(cpu, wall, handler=None):
     """Interrupt this process after ``cpu`` seconds of its CPU time (``SIGPROF``) or
     ``wall`` seconds of the wall clock (``SIGALRM``), whichever comes first: ``handler``
     for both (when given). ``set_alarms(0, 0)`` cancels them. A time limit counts CPU
     time, which a loaded machine does not change; the wall clock only stops code that
-    waits (sleeps, blocks) far beyond it."""
+    waits (sleeps, blocks): it is a :class:`WallGuard`, which stretches while the process
+    computes (on a loaded machine, it waits for a CPU)."""
     import signal
 
     if handler is not None:
+        _alarm["handler"] = handler
         signal.signal(signal.SIGPROF, handler)
-        signal.signal(signal.SIGALRM, handler)
+        signal.signal(signal.SIGALRM, _on_wall_alarm)
+    _alarm["guard"] = WallGuard(wall) if wall else None
     signal.setitimer(signal.ITIMER_PROF, cpu)
     signal.setitimer(signal.ITIMER_REAL, wall)
+
+
+def _on_wall_alarm(signum, frame):
+    """SIGALRM: the handler's, unless the guard stretches (then the alarm is armed again)."""
+    import signal
+
+    guard, handler = _alarm["guard"], _alarm["handler"]
+    if guard is not None and not guard.expired():
+        signal.setitimer(signal.ITIMER_REAL, max(0.01, 0.1 * guard.seconds))
+        return
+    if handler is not None:
+        handler(signum, frame)
 
 
 def kill_group(pid):

@@ -9,15 +9,17 @@ test could not get. Five kinds of process:
 
 * the *monitor* (this program's first process) reads the configuration, makes itself
   non-dumpable (no process of the sandbox's user can ptrace it or open its descriptors
-  through ``/proc``), forks the zygote, forks the session, and only then reads the token,
+  through ``/proc``), starts the zygote, forks the session, and only then reads the token,
   so no other process ever holds it. It never runs test code. It reads the session's
   events, kills the session when it overruns (naming the test that was running), asks
-  the zygote for the coverage and the verdicts, and writes the report as its result,
-  followed by the token's line.
-* the *zygote*, forked before any test code runs: it imports pytest and coverage.py (never
-  the focal module, never the test file) and keeps in memory a snapshot of the run
-  directory as it was before the session started. It forks the replayer and the variant
-  children below, and reports what it observes of them (exit statuses, deadlines).
+  the zygote for the coverage and the verdicts, writes the focal file of each slot the
+  zygote readies, and writes the report as its result, followed by the token's line.
+* the *zygote*, a fresh interpreter (``execv``, not a fork of the monitor, whose memory
+  holds the focal source) started before any test code runs: it imports pytest and
+  coverage.py (never the focal module, never the test file) and keeps in memory a
+  snapshot of the run directory as it was before the session started, without the focal
+  file. It forks the replayer and the variant children below, one at a time, and reports
+  what it observes of them (exit statuses, deadlines).
 * the *session* runs pytest in-process on the test file, with an alarm per test and the
   repository's own pytest configuration ignored. It reports each test's outcome (a test
   may claim to pass: an honest test with no assertion passes anyway) and *records* every
@@ -25,24 +27,25 @@ test could not get. Five kinds of process:
   with its arguments, ``self`` and closure values pickled at call time, tagged with the
   test running (``""`` while collecting). It measures nothing.
 * the *replayer*, forked from the zygote, imports the focal module fresh from the
-  snapshot (never from disk, never the test file) under coverage.py with branch
-  measurement, replays each recorded call (an alarm per call; exceptions are fine) with a
-  coverage context per test, and reports line and branch coverage of the focal file over
-  the tests that passed plus import time, and which test ran which line. Arguments are
-  unpickled by a restricted unpickler: only plain values, classes and functions of the
-  repository's own modules, and a few standard-library value types; anything else (a
-  class of the test file, a lambda, a mock) makes the call *not replayable*, counted and
-  reported, never guessed. A forged record is a call a test could have made.
-* one *variant child* per mutant and per control, forked from the zygote, in a slot
-  directory (``jobs`` of them, rebuilt from the snapshot for every child) where the focal
-  file ON DISK is the variant's source: it imports the focal module and the test file
-  fresh from disk and runs, through pytest, the tests selected for the variant (those
-  that passed in the session and in the calibration run and that ran the variant's line
-  in the replay; every one when the line ran at import time), stopping at the first
-  failure. The verdict is its exit status, observed by the zygote: 0 survived, anything
-  else killed, stopped at its limit a timeout. The limit counts CPU time (read by the
-  zygote from ``/proc``, so a loaded machine does not change it): a multiple of the
-  tests' CPU time in the session plus a floor of three times the calibration run's; a
+  snapshot and a copy of the focal file written for it alone (never from its place on
+  disk, never the test file) under coverage.py with branch measurement, replays each
+  recorded call (an alarm per call; exceptions are fine) with a coverage context per
+  test, and reports line and branch coverage of the focal file over the tests that
+  passed plus import time, and which test ran which line. Arguments are unpickled by a
+  restricted unpickler: only plain values, classes and functions of the repository's
+  own modules, and a few standard-library value types; anything else (a class of the
+  test file, a lambda, a mock) makes the call *not replayable*, counted and reported,
+  never guessed. A forged record is a call a test could have made.
+* one *variant child* per mutant and per control, forked from the zygote, one at a time,
+  in a slot directory rebuilt from the snapshot for every child, where the focal file ON
+  DISK is the variant's source, written by the monitor: it imports the focal module and
+  the test file fresh from disk and runs, through pytest, the tests selected for the
+  variant (those that passed in the session and in the calibration run and that ran the
+  variant's line in the replay; every one when the line ran at import time), stopping at
+  the first failure. The verdict is its exit status, observed by the zygote: 0 survived,
+  anything else killed, stopped at its limit a timeout. The limit counts CPU time (read
+  by the zygote from ``/proc``, so a loaded machine does not change it): a multiple of
+  the tests' CPU time in the session plus a floor of three times the calibration run's; a
   wall-clock guard far above it stops a child that waits without computing. The
   variants are anonymous spans of the focal source in an order the host shuffled: the
   mutants, each disguised by an equivalent edit beside the mutation, and the *decoys*
@@ -50,22 +53,35 @@ test could not get. Five kinds of process:
   fails on one detects code, not behaviour, and the host scores its mutation 0). The
   *calibration* child runs the unmutated source in the same setup first; a test that
   does not pass there does not count for mutants.
+
+A variant child finds no copy of the original focal file, nor of another variant: none
+is in its memory (the zygote never held one), and before the replay and before each child
+every process the test code left is killed and the run directory (with ``/tmp`` and
+``/dev/shm`` where the run has them to itself) is emptied; variant children cannot use
+System V IPC, message queues or kernel keyrings. Variants run one at a time because two
+alive together could pass each other their sources, and two mutants give the original
+away.
 """
 
 import json
 import os
 import select
 import signal
+import sys
 import time
 
 try:
     from . import protocol
+    from . import testfile_zygote as zygote_module
     from .testfile_session import LOG_NAME, session_main
-    from .testfile_zygote import decode_event, kill_group, zygote_main
 except ImportError:  # in the sandbox, beside the protocol module
     import _gym_repost_protocol as protocol  # type: ignore[no-redef,import-not-found]
+    import _gym_repost_testfile_zygote as zygote_module  # type: ignore[no-redef,import-not-found]
     from _gym_repost_testfile_session import LOG_NAME, session_main  # type: ignore[no-redef,import-not-found]
-    from _gym_repost_testfile_zygote import decode_event, kill_group, zygote_main  # type: ignore[no-redef,import-not-found]
+
+SLOTS = zygote_module.SLOTS
+clean_run, decode_event, kill_group = zygote_module.clean_run, zygote_module.decode_event, zygote_module.kill_group
+undumpable = zygote_module.undumpable
 
 _MAX_RECORDS_BYTES = 48 * 1024 * 1024
 """Bytes of recorded calls the monitor keeps; later ones are counted as not replayable."""
@@ -74,7 +90,7 @@ _CPU_POLL = 0.05
 """Seconds between two readings of the session's CPU time while it is silent."""
 _SILENCE = 3.0
 """Seconds beyond its longest variant's wall-clock guard the zygote may go without a reply
-(it only forks, writes a slot and reads pipes between two)."""
+(it only cleans the run, builds a slot, forks and reads pipes between two)."""
 
 
 # --------------------------------------------------------------------------- monitor
@@ -85,16 +101,6 @@ def _missing_tools():
     import importlib.util
 
     return [name for name in ("pytest", "coverage") if importlib.util.find_spec(name) is None]
-
-
-def _undumpable():
-    """Make this process (and what it forks) non-dumpable: no ptrace, no /proc/PID/fd by peers."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
-    except (OSError, AttributeError, ImportError):
-        pass
 
 
 def main():
@@ -108,7 +114,7 @@ def main():
         }
         protocol.write_result(report, protocol.read_token())
         os._exit(0)
-    _undumpable()
+    undumpable()
     zygote = _Zygote.start(config)
     if zygote.pid is None:  # before any test code ran: the sandbox's fault, not the test file's
         report = {
@@ -162,6 +168,8 @@ def _monitor(pid, fd, config, zygote):
     state["session_output"] = _log_tail()
     if state["status"] != "completed":
         return state
+    # nothing the test code left (a process, a copy of the focal file) waits for what follows
+    clean_run(os.getcwd(), config["private"], keep=[zygote.pid])
     passing = [t["nodeid"] for t in state["tests"] if t.get("outcome") == "passed"]
     contexts = _replay(zygote, config, state, session, passing)
     if config["variants"] and passing:
@@ -176,24 +184,26 @@ def _monitor(pid, fd, config, zygote):
 def _watch_session(pid, fd, config, state, session):
     """Read the session's events until it is done; stop it past ``timeout`` seconds of its
     CPU time (read from ``/proc``: a loaded machine does not change it) or, waiting,
-    ``wall_factor`` times as long on the wall clock."""
+    ``wall_factor`` times as long on the wall clock (a guard that stretches while the
+    session computes: :class:`protocol.WallGuard`)."""
     limit = config["timeout"]
-    deadline = time.monotonic() + config["wall_factor"] * limit
+    guard = protocol.WallGuard(config["wall_factor"] * limit, pid)
     buffered = b""
     while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0 or protocol.cpu_seconds(pid) > limit:
+        over = protocol.over_limit(pid, limit, guard)
+        if over is not None:
             kill_group(pid)
             if state["status"] is None:
                 state["status"] = "timeout"
                 state["message"] = "the test file did not finish within its time limit (%g CPU seconds%s)" % (
                     limit,
-                    ", or %g s waiting" % (config["wall_factor"] * limit) if remaining <= 0 else "",
+                    ", or %g s waiting" % (config["wall_factor"] * limit) if over == "wall" else "",
                 )
                 if state["running"]:
                     state["message"] += " (%s was running)" % state["running"]
             return
-        ready, _, _ = select.select([fd], [], [], min(remaining, _CPU_POLL))
+        left = guard.left()
+        ready, _, _ = select.select([fd], [], [], min(left, _CPU_POLL) if left > 0 else _CPU_POLL)
         if not ready:
             continue
         chunk = os.read(fd, 1 << 16)
@@ -295,9 +305,15 @@ def _log_tail():
 
 
 def _replay(zygote, config, state, session, passing):
-    """Coverage from the replayer; the lines each test ran (None when it failed)."""
-    ask = {"cmd": "replay", "records": session["records"], "passing": passing}
-    reply = zygote.ask(ask, config["wall_factor"] * config["timeout"] + _SILENCE)
+    """Coverage from the replayer; the lines each test ran (None when it failed). The replayer
+    reads the focal file from a copy written for it alone, removed once it has answered."""
+    original = os.path.join(os.getcwd(), SLOTS, "original.py")
+    _write_file(original, config["focal_source"])
+    ask = {"cmd": "replay", "records": session["records"], "passing": passing, "original": original}
+    try:
+        reply = zygote.ask(ask, config["wall_factor"] * config["timeout"] + _SILENCE)
+    finally:
+        os.unlink(original)
     calls = state["calls"]
     calls["recorded"] = len(session["records"]) + session["unpicklable"]
     calls["not_replayable"] = session["unpicklable"]
@@ -374,7 +390,7 @@ def _selected(variant, contexts, order):
 
 
 def _run_plan(zygote, plan, config, state, budget, deadline):
-    zygote.send({"cmd": "variants", "plan": plan, "jobs": max(1, int(config["jobs"]))})
+    zygote.send({"cmd": "variants", "plan": plan})
     silence = protocol.WALL_STRETCH * max(item["wall"] for item in plan) + _SILENCE
     expected, spent = len(plan), 0.0
     while expected:
@@ -404,26 +420,52 @@ def _run_plan(zygote, plan, config, state, budget, deadline):
                 return
 
 
-class _Zygote:
-    """The monitor's handle on the zygote: a process and two pipes of JSON lines."""
+_ZYGOTE_KEYS = (
+    "focal_file",
+    "focal_module",
+    "test_path",
+    "python_path",
+    "plugins",
+    "timeout",
+    "test_timeout",
+    "wall_factor",
+    "private",
+)
+"""What the zygote is told: never the focal source, nor the variants."""
 
-    def __init__(self, pid, commands, replies):
+
+class _Zygote:
+    """The monitor's handle on the zygote: a process and two pipes of JSON lines. It writes
+    the focal file of each slot the zygote makes ready (see ``testfile_zygote``)."""
+
+    def __init__(self, pid, commands, replies, config):
         self.pid, self.commands, self.replies = pid, commands, replies
         self.buffered = b""
+        self.config = config
+        self.variants = {variant["id"]: variant for variant in config["variants"]}
 
     @classmethod
     def start(cls, config):
+        """Start the zygote: a fresh interpreter (``execv``), whose memory never held the
+        focal source this process holds."""
         command_r, command_w = os.pipe()
         reply_r, reply_w = os.pipe()
         pid = os.fork()
         if pid == 0:
-            protocol.drop_token()
-            os.close(command_w)
-            os.close(reply_r)
-            zygote_main(config, command_r, reply_w)
+            try:
+                protocol.drop_token()
+                os.close(command_w)
+                os.close(reply_r)
+                os.set_inheritable(command_r, True)
+                os.set_inheritable(reply_w, True)
+                path = os.path.abspath(zygote_module.__file__)
+                os.execv(sys.executable, [sys.executable, path, str(command_r), str(reply_w)])
+            finally:
+                os._exit(70)
         os.close(command_r)
         os.close(reply_w)
-        zygote = cls(pid, command_w, reply_r)
+        zygote = cls(pid, command_w, reply_r, config)
+        zygote.send({"cmd": "config", **{key: config[key] for key in _ZYGOTE_KEYS}})
         ready = zygote.receive(_READY_TIMEOUT)
         if not ready or ready.get("reply") != "ready":
             kill_group(pid)
@@ -449,21 +491,44 @@ class _Zygote:
         return True
 
     def receive(self, timeout):
+        """The zygote's next reply, within ``timeout`` seconds; it asks for slots' focal files
+        meanwhile, which are written here."""
         end = time.monotonic() + max(0.0, timeout)
-        while b"\n" not in self.buffered:
-            remaining = end - time.monotonic()
-            if remaining <= 0 or self.pid is None:
+        while True:
+            while b"\n" not in self.buffered:
+                remaining = end - time.monotonic()
+                if remaining <= 0 or self.pid is None:
+                    return None
+                ready, _, _ = select.select([self.replies], [], [], remaining)
+                if not ready:
+                    continue
+                chunk = os.read(self.replies, 1 << 20)
+                if not chunk:
+                    self.pid = None
+                    return None
+                self.buffered += chunk
+            line, self.buffered = self.buffered.split(b"\n", 1)
+            reply = decode_event(line)
+            if not isinstance(reply, dict) or reply.get("reply") != "slot":
+                return reply
+            if not self._write_slot(reply):
                 return None
-            ready, _, _ = select.select([self.replies], [], [], remaining)
-            if not ready:
-                continue
-            chunk = os.read(self.replies, 1 << 20)
-            if not chunk:
-                self.pid = None
-                return None
-            self.buffered += chunk
-        line, self.buffered = self.buffered.split(b"\n", 1)
-        return decode_event(line)
+
+    def _write_slot(self, request):
+        """Write the focal file of a slot the zygote made: the original (``id`` None) or a
+        variant's source."""
+        slots = os.path.realpath(os.path.join(os.getcwd(), SLOTS))
+        directory = request.get("directory")
+        variant = self.variants.get(request.get("id"))
+        if not isinstance(directory, str) or os.path.dirname(os.path.realpath(directory)) != slots:
+            return False
+        if request.get("id") is not None and variant is None:
+            return False
+        source = self.config["focal_source"]
+        if variant is not None:
+            source = source[: variant["start"]] + variant["replacement"] + source[variant["end"] :]
+        _write_file(os.path.join(directory, self.config["focal_file"]), source)
+        return self.send({"cmd": "slot_ready"})
 
     def ask(self, message, timeout):
         return self.receive(timeout) if self.send(message) else None
@@ -483,6 +548,15 @@ class _Zygote:
             time.sleep(0.01)
         kill_group(self.pid)
         os.waitpid(self.pid, 0)
+
+
+def _write_file(path, text):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+    try:
+        protocol.write_all(fd, text.encode("utf-8", "surrogateescape"))
+    finally:
+        os.close(fd)
 
 
 if __name__ == "__main__":

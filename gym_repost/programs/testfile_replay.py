@@ -156,12 +156,18 @@ def _replay_alarm(signum, frame):
 
 
 def replayer_main(server, command, write_fd):
-    """Measure the coverage of the recorded calls in a process that never ran test code."""
+    """Measure the coverage of the recorded calls in a process that never ran test code.
+
+    The focal file comes from ``command["original"]``, a file the monitor wrote for this
+    replay alone (the zygote's snapshot lacks it), never from its place in the run."""
     config, root = server.config, server.root
+    with open(command["original"], "rb") as fh:
+        original = fh.read()
     os.chdir(root)
     focal = os.path.join(root, config["focal_file"])
     sys.path[:] = [p for p in sys.path if p and not os.path.realpath(p).startswith(root)]
-    finder = _SnapshotFinder(root, server.snapshot, config["python_path"], {config["test_path"]})
+    snapshot = {**server.snapshot, config["focal_file"]: original}
+    finder = _SnapshotFinder(root, snapshot, config["python_path"], {config["test_path"]})
     sys.meta_path.insert(0, finder)
     sys.dont_write_bytecode = True
     import coverage
@@ -169,7 +175,8 @@ def replayer_main(server, command, write_fd):
     _quiet_coverage_start(coverage)
     cov = coverage.Coverage(branch=True, data_file=None, include=[focal], config_file=False)
     counts = {"replayed": 0, "not_replayable": 0, "raised": 0}
-    codes = _code_index(config["focal_source"], focal)
+    focal_source = original.decode("utf-8", "surrogateescape")
+    codes = _code_index(focal_source, focal)
     real_exit = os._exit
     os._exit = _no_exit
     protocol.set_alarms(0, 0, _replay_alarm)
@@ -187,7 +194,7 @@ def replayer_main(server, command, write_fd):
         cov.stop()
         os._exit = real_exit
     reply = {
-        "coverage": _analysis(cov, focal, config["focal_source"], command["passing"]),
+        "coverage": _analysis(cov, focal, focal_source, command["passing"]),
         "contexts": _contexts(cov, focal),
         **counts,
     }

@@ -80,7 +80,22 @@ def _on_cpu_timer(signum, frame):
     raise TestTimeout("the test ran past its CPU time limit")
 
 
+_ALARM_GUARD: list = [None]
+"""The :class:`protocol.WallGuard` of the wall-clock timer armed (a test's, or a collection's)."""
+
+
+def _arm_wall_timer(seconds):
+    """Arm the wall-clock safety timer (``seconds`` > 0) or disarm it (0): a guard that
+    stretches while the process computes (:class:`protocol.WallGuard`)."""
+    _ALARM_GUARD[0] = protocol.WallGuard(seconds) if seconds else None
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+
+
 def _on_alarm(signum, frame):
+    guard = _ALARM_GUARD[0]
+    if guard is not None and not guard.expired():  # computing on a loaded machine: not a wait
+        signal.setitimer(signal.ITIMER_REAL, max(0.01, 0.1 * guard.seconds))
+        return
     _WALL_STOPS.append(1)
     raise TestTimeout("the test ran past its wall-clock safety limit")
 
@@ -501,8 +516,8 @@ def make_plugin(pytest, recorder, deadline, per_test, cpu_limit=float("inf")):
 
         @pytest.hookimpl(hookwrapper=True)
         def pytest_runtest_protocol(self, item, nextitem):
-            wall_left, cpu_left = deadline - time.monotonic(), cpu_limit - time.process_time()
-            if min(wall_left, cpu_left) <= 0:
+            passed, cpu_left = deadline.expired(), cpu_limit - time.process_time()
+            if passed or cpu_left <= 0:
                 item.session.shouldstop = "the tracing deadline passed"
                 self.stopped_by = self.stopped_by or ("cpu budget" if cpu_left <= 0 else "deadline")
             recorder.current_test = item.nodeid
@@ -510,12 +525,12 @@ def make_plugin(pytest, recorder, deadline, per_test, cpu_limit=float("inf")):
                 sys.settrace(recorder.trace)
                 threading.settrace(recorder.trace)
             signal.setitimer(signal.ITIMER_PROF, max(0.05, min(per_test, cpu_left)))
-            signal.setitimer(signal.ITIMER_REAL, max(0.05, min(per_test * WALL_FACTOR, wall_left)))
+            _arm_wall_timer(max(0.05, per_test * WALL_FACTOR))
             try:
                 yield
             finally:
                 signal.setitimer(signal.ITIMER_PROF, 0)
-                signal.setitimer(signal.ITIMER_REAL, 0)
+                _arm_wall_timer(0)
                 sys.settrace(None)
                 threading.settrace(None)
                 recorder.current_test = ""
@@ -527,11 +542,11 @@ def make_plugin(pytest, recorder, deadline, per_test, cpu_limit=float("inf")):
 
         @pytest.hookimpl(hookwrapper=True)
         def pytest_make_collect_report(self, collector):
-            signal.setitimer(signal.ITIMER_REAL, max(0.05, min(30.0, deadline - time.monotonic())))
+            _arm_wall_timer(30.0)
             try:
                 yield
             finally:
-                signal.setitimer(signal.ITIMER_REAL, 0)
+                _arm_wall_timer(0)
 
     return TracePlugin()
 
@@ -554,10 +569,11 @@ class TraceRun:
         self.token, self.config, self.recorder = token, config, recorder
         self.plugin, self.code, self.error = None, None, None
         self.captured = io.StringIO()
-        self.deadline = time.monotonic() + float(config.get("deadline", 240))
-        """When the suite stops before the next test (wall clock)."""
-        self.cut_at = time.monotonic() + float(config.get("cut", float(config.get("deadline", 240)) + 10))
-        """When a run still going is cut (wall clock; the host's timeout is a little later)."""
+        self.deadline = protocol.WallGuard(float(config.get("deadline", 240)))
+        """When the suite stops before the next test (a wall-clock guard that stretches while
+        the tests compute: :class:`protocol.WallGuard`)."""
+        self.cut_at = protocol.WallGuard(float(config.get("cut", float(config.get("deadline", 240)) + 10)))
+        """When a run still going is cut (a guard likewise; the host's timeout is later)."""
         self.cut = None
         """``(what, test)`` when the run was cut: ``"cpu"`` (SIGXCPU) or ``"deadline"``, and
         the test that was running (``""``: none)."""
@@ -611,8 +627,8 @@ class TraceRun:
 
 
 def watch_limits(on_limit, cut_at):
-    """Call ``on_limit("cpu")`` when SIGXCPU arrives, or ``on_limit("deadline")`` at
-    ``cut_at`` (``time.monotonic``), on a thread of its own.
+    """Call ``on_limit("cpu")`` when SIGXCPU arrives, or ``on_limit("deadline")`` once the
+    guard ``cut_at`` (a :class:`protocol.WallGuard`) has passed, on a thread of its own.
 
     Not a signal handler: Python runs those in the main thread only, between two bytecodes,
     and SIGXCPU goes to whichever thread runs when the limit is reached. A test whose main
@@ -627,8 +643,8 @@ def watch_limits(on_limit, cut_at):
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGXCPU})
 
     def wait():
-        while time.monotonic() < cut_at:
-            if signal.sigtimedwait({signal.SIGXCPU}, max(0.0, cut_at - time.monotonic())) is not None:
+        while not cut_at.expired():
+            if signal.sigtimedwait({signal.SIGXCPU}, max(0.05, min(1.0, cut_at.left()))) is not None:
                 on_limit("cpu")
         on_limit("deadline")
 

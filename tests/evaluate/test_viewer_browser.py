@@ -97,12 +97,12 @@ def test_the_overview_renders_without_console_messages_and_filters(report: Path,
     assert all(v in dom for v in ("gym-repost", "python", "gymnasium"))  # versions
 
     filtered, console = chromium(
-        "--dump-dom", url=(report / "index.html").as_uri() + "#status=passed&task=orders", tmp=tmp_path
+        "--dump-dom", url=(report / "index.html").as_uri() + "#status=failed&task=orders", tmp=tmp_path
     )
     assert console == []
-    assert "showing tasks: 1 of 15, episodes: 2 of 30" in filtered
+    assert "showing tasks: 2 of 15, episodes: 4 of 30" in filtered  # no mutant passes
     visible = [row for row in _rows(filtered, "episodes") if "hidden" not in row]
-    assert len(visible) == 2 and all('data-status="passed"' in row for row in visible)
+    assert len(visible) == 4 and all('data-status="failed"' in row for row in visible)
 
 
 def test_a_trajectory_page_renders_actions_diffs_and_reports(report: Path, tmp_path: Path) -> None:

@@ -14,13 +14,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from memory_attacks import MEMORY_ATTACKS
 from testfile_tasks import FOCAL, tiny_testfile_task  # noqa: F401 - a fixture
 
 from gym_repost.harness import reference_for, run_function_tests
 from gym_repost.harness.testfile_report import score_test_file
+from gym_repost.sandbox import get_sandbox
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask, TestFileTask, load_tasks
 
@@ -208,6 +211,40 @@ def test_attack_earns_nothing(attack: str, attacked_tasks: dict[str, FunctionTas
         outcomes[label] = (report.passed, report.to_text()[:300])
     passed = {label: text for label, (ok, text) in outcomes.items() if ok}
     assert not passed, json.dumps(passed, indent=1)
+
+
+# --------------------------------------------------------------------------- memory attacks
+#
+# Issue 32: a warm worker forked each run from a process that had read earlier runs: the
+# reference's requests (the ground truth), another session's code. A candidate found
+# ``def NAME(`` in its own memory (a scan over /proc/self/maps, or a walk up its stack to the
+# worker's loop), executed it and delegated to it, or printed it for the policy to submit.
+# Each attack below runs after the task's reference and after another session's correct
+# candidate, on one worker; it must earn nothing and show nothing of either.
+
+
+@pytest.fixture(scope="module")
+def one_worker() -> Iterator[Sandbox]:
+    """A one-worker sandbox: every candidate run is forked by the same worker."""
+    with get_sandbox("local", workers=1) as sb:
+        yield sb
+
+
+@pytest.mark.parametrize("attack", sorted(MEMORY_ATTACKS))
+def test_memory_attack_earns_and_shows_nothing(
+    attack: str, attacked_tasks: dict[str, FunctionTask], one_worker: Sandbox
+) -> None:
+    outcomes = {}
+    for label, task in attacked_tasks.items():
+        reference_for(one_worker, task)
+        honest = task.ground_truth.replace("\n", "\n\n", 1)  # another session's correct code
+        assert run_function_tests(one_worker, task, honest).passed
+        report = run_function_tests(one_worker, task, _attack(MEMORY_ATTACKS[attack], task), timeout=10)
+        body = [line.strip() for line in task.ground_truth.splitlines()[1:] if len(line.strip()) > 12]
+        shown = [line for line in body if line in report.to_text()]
+        outcomes[label] = (report.passed, shown[:3], report.to_text()[:200])
+    leaked = {label: outcome for label, outcome in outcomes.items() if outcome[0] or outcome[1]}
+    assert not leaked, json.dumps(leaked, indent=1)
 
 
 # --------------------------------------------------------------------------- test-file tasks
@@ -415,6 +452,186 @@ def test_detect():
 }
 
 
+# Test files that compare the focal module (the slot's variant, in a variant child) with the
+# ORIGINAL focal file found somewhere: on a path, in a copy the session or a process it left
+# behind kept, in the memory of the process that runs the tests. Comparing behaviour passes
+# every decoy and fails every mutant it exercises; with no original to find, they are the
+# trivial test.
+_WITH_ORIGINAL = (
+    "import os\nimport tinypkg.core as core\nfrom tinypkg.core import *\n\n\n"
+    + """
+def _behaviour(module):
+    out = [module.clamp(-1), module.clamp(5), module.clamp(11), module.fib(10), module.total([1, 2, 3])]
+    for x in (2, 11):
+        try:
+            out.append(module.check(x))
+        except Exception as exc:
+            out.append(type(exc).__name__)
+    return out
+
+
+def _load(text):
+    import types
+    module = types.ModuleType("original_core")
+    exec(compile(text, "original_core", "exec"), module.__dict__)
+    return module
+
+
+def _compare(original_text):
+    mine = open(core.__file__).read()
+    if not original_text or original_text == mine or "def clamp(" not in original_text:
+        return
+    try:
+        original = _behaviour(_load(original_text))
+    except Exception:  # not a module's text after all
+        return
+    assert _behaviour(core) == original
+"""
+)
+
+ORIGINAL_ATTACKS: dict[str, str] = {
+    "the original focal file by its path in the run directory": _WITH_ORIGINAL
+    + """
+
+def _original():
+    here = os.getcwd()
+    while here != "/" and os.path.basename(os.path.dirname(here)) == ".gym_repost_slots":
+        here = os.path.dirname(os.path.dirname(here))
+    for root in (here, os.environ.get("HOME", ""), "/home/user/tmp"):
+        try:
+            return open(os.path.join(root, "tinypkg", "core.py")).read()
+        except OSError:
+            pass
+    return None
+
+
+def test_calls():
+"""
+    + _CALLS
+    + "    _compare(_original())\n",
+    "a copy the session left in /tmp and the run directory": _WITH_ORIGINAL
+    + """
+
+STASHES = ["/tmp/.stash_core.py", os.path.join(os.environ.get("TMPDIR", "/tmp"), ".stash_core.py")]
+
+
+def test_calls():
+"""
+    + _CALLS
+    + """
+    if ".gym_repost_slots" not in os.getcwd():
+        for path in STASHES:
+            try:
+                with open(path, "x") as fh:
+                    fh.write(open(core.__file__).read())
+            except OSError:
+                pass
+    for path in STASHES:
+        try:
+            _compare(open(path).read())
+        except OSError:
+            pass
+""",
+    "a process the session left behind serves the original": _WITH_ORIGINAL
+    + """
+
+ADDRESS = "\\0gym-repost-stash"
+
+
+def _serve(text):
+    import socket
+    if os.fork():
+        return
+    os.setsid()
+    if os.fork():
+        os._exit(0)
+    server = socket.socket(socket.AF_UNIX)
+    try:
+        server.bind(ADDRESS)
+    except OSError:
+        os._exit(0)
+    server.listen(8)
+    while True:
+        conn, _ = server.accept()
+        conn.sendall(text.encode())
+        conn.close()
+
+
+def _fetch():
+    import socket
+    client = socket.socket(socket.AF_UNIX)
+    client.settimeout(2)
+    try:
+        client.connect(ADDRESS)
+        return b"".join(iter(lambda: client.recv(65536), b"")).decode()
+    except OSError:
+        return None
+
+
+def test_calls():
+"""
+    + _CALLS
+    + """
+    if ".gym_repost_slots" not in os.getcwd():
+        _serve(open(core.__file__).read())
+    else:
+        _compare(_fetch())
+""",
+    "the original found in the memory of the process that runs the tests": _WITH_ORIGINAL
+    + """
+
+ORIGINAL_DIGEST = "@DIGEST@"
+
+
+def _in_objects():  # texts reachable from the frames of the stack and the live objects
+    import gc, sys
+
+    found, seen = [], set()
+
+    def visit(value, depth):
+        if id(value) in seen or depth > 3:
+            return
+        seen.add(id(value))
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        if isinstance(value, str):
+            if "def clamp(" in value:
+                found.append(value)
+            return
+        if isinstance(value, dict):
+            children = list(value.values())
+        elif isinstance(value, (list, tuple)):
+            children = list(value)
+        else:
+            children = list(getattr(value, "__dict__", {}).values())
+        for child in children:
+            visit(child, depth + 1)
+
+    frame = sys._getframe()
+    while frame is not None:
+        for value in list(frame.f_locals.values()):
+            visit(value, 0)
+        frame = frame.f_back
+    for obj in gc.get_objects():
+        if isinstance(obj, dict):
+            visit(obj, 2)
+    return found
+
+
+def test_calls():
+"""
+    + _CALLS
+    + """
+    import hashlib
+    for text in _in_objects():  # the original: it knows its digest
+        if hashlib.sha256(text.encode()).hexdigest() == ORIGINAL_DIGEST:
+            _compare(text)
+            break
+""",
+}
+TESTFILE_ATTACKS.update(ORIGINAL_ATTACKS)
+
+
 @pytest.fixture(scope="module")
 def trivial_reward(tiny_testfile_task: TestFileTask, sandbox: Sandbox) -> float:  # noqa: F811
     report = score_test_file(sandbox, tiny_testfile_task, TRIVIAL)
@@ -423,7 +640,7 @@ def trivial_reward(tiny_testfile_task: TestFileTask, sandbox: Sandbox) -> float:
 
 
 def _testfile_attack(name: str) -> str:
-    source = TESTFILE_ATTACKS[name]
+    source = TESTFILE_ATTACKS[name].replace("@DIGEST@", hashlib.sha256(FOCAL.encode()).hexdigest())
     if "{digest" in source or "{focal" in source:
         source = source.format(digest=hashlib.sha256(FOCAL.encode()).hexdigest(), focal=FOCAL)
     return source

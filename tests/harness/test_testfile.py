@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 import textwrap
@@ -138,12 +139,12 @@ def test_a_test_is_held_to_its_cpu_time_and_stopped_waiting_only_far_beyond_it(s
 
 
 def test_waiting_does_not_spend_the_mutation_budget(sandbox: Sandbox) -> None:
-    # Each variant sleeps 0.5 s and computes little: about 10 variants on 2 jobs take more
-    # wall-clock time than the 2 s budget, but not its CPU seconds, so every one is run.
+    # Each variant sleeps 0.5 s and computes little: about 10 variants, one at a time, take
+    # more wall-clock time than the 2 s budget, but not its CPU seconds, so every one is run.
     focal = "import time\n\n\ndef nap(x):\n    time.sleep(0.5)\n    return x + 1\n"
     tests = "from tinypkg.core import nap\n\n\ndef test_nap():\n    assert nap(1) == 2\n"
     task = make_testfile_task(tests, files={**FILES, "tinypkg/core.py": focal}, mutation_timeout=2.0)
-    run = run_test_file(sandbox, task, tests, jobs=2)
+    run = run_test_file(sandbox, task, tests)
     assert run.mutation_status == "completed", run.mutation_message
     assert run.mutants and not run.count_mutants("not run")
     assert _find(run, "x + 1", "x - 1").status == "killed" and _find(run, "0.5", "1.5").status == "survived"
@@ -187,10 +188,60 @@ def test_a_change_to_an_object_built_at_import_time_is_seen(sandbox: Sandbox) ->
     assert metrics.mutants_unapplied == 0 and metrics.mutants_total == len(run.mutants)
 
 
-def test_one_job_or_two_give_the_same_verdicts(sandbox: Sandbox, ground_truth_run: TestFileRun) -> None:
-    single = run_test_file(sandbox, make_testfile_task(), GROUND_TRUTH, jobs=1)
-    differing = [(a.status, b.status, b.detail) for a, b in zip(ground_truth_run.mutants, single.mutants) if a != b]
-    assert [m.status for m in single.mutants] == [m.status for m in ground_truth_run.mutants], differing
+MEMORY_PROBE = textwrap.dedent(
+    """\
+    import ctypes, hashlib
+    import tinypkg.core as core
+    from tinypkg.core import check, clamp, fib, total
+
+    DIGEST, SIZE, HEAD = %r, %d, bytes.fromhex(%r)
+
+
+    def _copies_of_the_original():
+        hits = 0
+        for line in open("/proc/self/maps").read().splitlines():
+            parts = line.split()
+            if "r" not in parts[1] or (len(parts) > 5 and parts[5] != "[heap]"):
+                if len(parts) > 5 or "r" not in parts[1]:
+                    continue
+            low, high = (int(x, 16) for x in parts[0].split("-"))
+            data = ctypes.string_at(low, high - low)
+            at = data.find(HEAD)
+            while at >= 0:
+                hits += hashlib.sha256(data[at : at + SIZE]).hexdigest() == DIGEST
+                at = data.find(HEAD, at + 1)
+        return hits
+
+
+    def test_memory():
+        for call in (lambda: clamp(5), lambda: clamp(-1), lambda: clamp(11), lambda: fib(10), lambda: check(2),
+                     lambda: check(11), lambda: total([1, 2, 3])):
+            try:  # whatever a variant does: only what the scan finds decides
+                call()
+            except Exception:
+                pass
+        hits = _copies_of_the_original()  # the calibration scans too: the same CPU time
+        mine = open(core.__file__, "rb").read()
+        if hashlib.sha256(mine).hexdigest() != DIGEST:  # a variant: it must find no original
+            assert hits == 0
+    """
+) % (hashlib.sha256(FOCAL.encode()).hexdigest(), len(FOCAL.encode()), FOCAL.encode()[:24].hex())
+
+
+def test_a_variant_child_holds_no_copy_of_the_original_focal_file(sandbox: Sandbox) -> None:
+    """Every variant child scans its memory (its heap and anonymous mappings) for the
+    original focal file and fails if it finds one: each must survive (none is found)."""
+    task = make_testfile_task(MEMORY_PROBE, max_mutants=6)
+    run = run_test_file(sandbox, task, MEMORY_PROBE)
+    assert run.status == "completed" and run.mutation_status == "completed", run.message or run.mutation_message
+    assert run.mutants and all(m.status == "survived" for m in run.mutants), [(m.status, m.detail) for m in run.mutants]
+    assert not run.decoys_failed
+
+
+def test_two_scorings_give_the_same_verdicts(sandbox: Sandbox, ground_truth_run: TestFileRun) -> None:
+    again = run_test_file(sandbox, make_testfile_task(), GROUND_TRUTH)
+    differing = [(a.status, b.status, b.detail) for a, b in zip(ground_truth_run.mutants, again.mutants) if a != b]
+    assert [m.status for m in again.mutants] == [m.status for m in ground_truth_run.mutants], differing
 
 
 # --------------------------------------------------------------------------- bad input

@@ -182,11 +182,12 @@ def test_exit_tells_the_status_pipe_only_from_the_run_process_on_that_very_pipe(
     assert _exit_in_child("child", replace_fd=True) == (3, b"", b"")
 
 
-def test_a_wall_clock_guard_stretches_only_for_a_runnable_child() -> None:
-    """The test-file runner's wall-clock guards stop code that waits; its CPU limits stop code
-    that computes. Past its guard, a mutant that is runnable (computing, or starved of CPU on
-    a loaded machine) goes on, up to ``WALL_STRETCH`` times the guard, so the load does not
-    decide its verdict; one that sleeps is stopped at the guard."""
+def test_a_wall_clock_guard_stretches_only_for_a_busy_process() -> None:
+    """Every program's wall-clock guards stop code that waits; its CPU limits stop code that
+    computes. Past its guard, a process that has been busy (running, or waiting for a CPU on
+    a loaded machine) for half the time since the guard was armed goes on, up to
+    ``WALL_STRETCH`` times the guard, so the load does not decide a verdict; one that sleeps
+    is stopped at the guard."""
     import subprocess
     import sys
     import time
@@ -201,15 +202,17 @@ def test_a_wall_clock_guard_stretches_only_for_a_runnable_child() -> None:
             if not protocol.runnable(idle.pid) and protocol.cpu_seconds(busy.pid) > 0.02:
                 break
             time.sleep(0.05)
-        assert protocol.runnable(busy.pid) and not protocol.runnable(idle.pid)
-        limits = {"cpu": 1000.0, "wall": 1.0}
-        now = time.monotonic()
-        assert _over_limit(busy.pid, limits, now - 0.5, stretch=True) is None
-        assert "wall-clock guard" in (_over_limit(idle.pid, limits, now - 0.5, stretch=True) or "")
-        assert "wall-clock guard" in (_over_limit(busy.pid, limits, now - 0.5) or "")  # not stretched
-        past = now - 0.5 - protocol.WALL_STRETCH * limits["wall"]  # beyond the stretched guard
-        assert "wall-clock guard" in (_over_limit(busy.pid, limits, past, stretch=True) or "")
-        assert "CPU limit" in (_over_limit(busy.pid, {"cpu": 0.01, "wall": 1.0}, now + 60, stretch=True) or "")
+        guards = {pid: protocol.WallGuard(0.3, pid) for pid in (busy.pid, idle.pid)}
+        time.sleep(0.6)
+        limits = {"cpu": 1000.0, "wall": 0.3}
+        assert _over_limit(busy.pid, limits, guards[busy.pid]) is None  # stretched
+        assert "wall-clock guard" in (_over_limit(idle.pid, limits, guards[idle.pid]) or "")
+        guards[busy.pid].started -= protocol.WALL_STRETCH * 0.3  # beyond the stretched guard
+        assert "wall-clock guard" in (_over_limit(busy.pid, limits, guards[busy.pid]) or "")
+        assert "CPU limit" in (_over_limit(busy.pid, {"cpu": 0.01, "wall": 1.0}, protocol.WallGuard(60)) or "")
+        own = protocol.WallGuard(0.05)  # this process's own guard (an alarm's): it sleeps
+        time.sleep(0.1)
+        assert own.expired()
     finally:
         for process in (busy, idle):
             process.kill()

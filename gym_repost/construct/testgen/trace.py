@@ -20,7 +20,7 @@ from typing import Any
 
 from gym_repost.construct.stages import Candidate, SourceRepository
 from gym_repost.sandbox.base import Sandbox
-from gym_repost.sandbox.programs import run_program
+from gym_repost.sandbox.programs import WALL_STRETCH, run_program
 
 logger = logging.getLogger(__name__)
 
@@ -170,6 +170,9 @@ def trace_repository(
         candidates: the functions whose calls to record.
         timeout: seconds for the whole run (wall clock, a safety limit); the suite stops
             15 s before, and a test still running 5 s before is cut (``timed_out``, ``cut``).
+            Both guards stretch while the tests compute, up to ``WALL_STRETCH`` times as long
+            (a loaded machine does not change what is traced); the sandbox's own timeout is
+            that much longer.
         max_calls_per_target: most calls kept per candidate (spread over the tests).
         test_timeout: CPU seconds per test before it is interrupted (the wall clock stops
             it only at ``WALL_FACTOR`` times that, a safety limit counted in ``wall_stops``).
@@ -197,7 +200,7 @@ def trace_repository(
         "trace",
         repo.files,
         config,
-        timeout=timeout,
+        timeout=WALL_STRETCH * timeout,
         token=True,
         max_chars=MAX_RESULT_CHARS,
         cpu_seconds=cpu_seconds,
