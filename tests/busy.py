@@ -2,6 +2,9 @@
 
 ``with busy_machine(4): ...`` keeps four processes spinning on the CPU for the duration
 and kills exactly those processes afterwards (by their own handles, never by name).
+
+As a script, ``python tests/busy.py 6 COMMAND...`` runs COMMAND beside six burners and
+exits with its status (CI runs the tests marked ``limits`` so: see ``.ci/run``).
 """
 
 from __future__ import annotations
@@ -25,3 +28,13 @@ def busy_machine(processes: int = 4) -> Iterator[list[subprocess.Popen[bytes]]]:
             burner.kill()
         for burner in burners:
             burner.wait()
+
+
+def main(argv: list[str]) -> int:
+    count, command = int(argv[0]), argv[1:]
+    with busy_machine(count):
+        return subprocess.run(command).returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -723,6 +723,7 @@ def test_traced_seeds_are_used_first(sandbox):
     assert "_gr_outcome(grade, 77, strict=True)" in result.code or "_gr_outcome(grade, 95, 0, True)" in result.code
 
 
+@pytest.mark.limits
 def test_a_test_is_timed_by_its_cpu_time_and_a_sleeping_one_by_the_wall_clocks_safety_limit(sandbox, tmp_path):
     repo = repository(
         tmp_path,

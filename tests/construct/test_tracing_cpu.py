@@ -102,6 +102,8 @@ SLEEPER = """
 import time
 from shapes.geometry import push_all
 
+pytestmark = pytest.mark.limits  # run again beside CPU burners in CI (.ci/run)
+
 def test_a_first():
     assert push_all([1], []) == 1
 

@@ -23,6 +23,7 @@ def _outcomes(run: Any) -> list[str]:
     return [o.outcome for o in run.outcomes]
 
 
+@pytest.mark.limits
 def test_each_test_gets_its_own_outcome_and_timeout(function_task: FunctionTask, sandbox: Sandbox) -> None:
     suite = TestSuite(
         (
@@ -43,6 +44,7 @@ def test_each_test_gets_its_own_outcome_and_timeout(function_task: FunctionTask,
     assert run.passed == 2 and run.pass_rate == pytest.approx(2 / 6)
 
 
+@pytest.mark.limits
 def test_a_tests_timeout_counts_its_cpu_seconds(function_task: FunctionTask, sandbox: Sandbox) -> None:
     """A test that spins is stopped by its CPU time; one that waits (sleeps) past its
     timeout passes within the wall-clock guard, three times as long, and is stopped beyond
@@ -96,6 +98,7 @@ def test_a_code_that_exits_while_loading_fails_every_test(function_task: Functio
     assert all(o.phase == "load" and o.exception == "EarlyExit" for o in run.outcomes)
 
 
+@pytest.mark.limits
 def test_a_code_that_loops_while_loading_costs_one_timeout(function_task: FunctionTask, sandbox: Sandbox) -> None:
     code = "while True:\n    pass\n\n" + function_task.ground_truth
     suite = TestSuite(tuple(GOOD + " " * i for i in range(5)))

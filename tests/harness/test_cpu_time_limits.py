@@ -20,6 +20,8 @@ from gym_repost.sandbox import Sandbox
 from gym_repost.task import FunctionTask
 from tests.conftest import build_task
 
+pytestmark = pytest.mark.limits  # run again beside CPU burners in CI (.ci/run)
+
 SCRIPT = textwrap.dedent('''\
     def churn(n):
         """A sum that takes a while: ~0.25 CPU seconds for n = 5,000,000."""

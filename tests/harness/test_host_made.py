@@ -51,6 +51,7 @@ def test_a_batch_gives_each_mutant_the_verdict_of_its_own_run(sandbox: Sandbox, 
         assert [r.status for r in batch] == [r.status for r in alone], task.name
 
 
+@pytest.mark.limits
 def test_hostile_bodies_fail_and_the_loop_is_stopped_by_cpu_time(sandbox: Sandbox, function_task: FunctionTask) -> None:
     codes = [_with_body(function_task, body) for body in BODIES.values()] + [function_task.ground_truth]
     reports = dict(zip([*BODIES, "ground truth"], run_host_made(sandbox, function_task, codes)))

@@ -162,6 +162,7 @@ def test_the_same_values_from_another_candidate_are_not_played_again(sandbox: Sa
     assert runs == [2, 1, 2, 1, 2]  # the candidate's run, and a playback for values not seen
 
 
+@pytest.mark.limits
 def test_a_playback_stopped_by_a_limit_is_not_kept_for_later_candidates(sandbox: Sandbox) -> None:
     """Attack on the kept outcomes: values that send the tests into a loop. Their playback is
     stopped by its limit, which decides nothing about the values: the outcome is not kept,

@@ -114,6 +114,7 @@ def test_seeded_cap_on_mutants(sandbox: Sandbox) -> None:
     assert metrics.mutation_ci_low < metrics.mutation_score < metrics.mutation_ci_high  # type: ignore[operator]
 
 
+@pytest.mark.limits
 def test_timeouts_are_relative_to_the_baseline(sandbox: Sandbox) -> None:
     focal = "import time\n\n\ndef wait(n):\n    for _ in range(n):\n        time.sleep(0.01)\n    return n\n"
     tests = "from tinypkg.core import wait\n\n\ndef test_wait():\n    assert wait(20) == 20\n"
@@ -126,6 +127,7 @@ def test_timeouts_are_relative_to_the_baseline(sandbox: Sandbox) -> None:
     assert _find(run, "return n", "return None").status == "killed"
 
 
+@pytest.mark.limits
 def test_a_test_is_held_to_its_cpu_time_and_stopped_waiting_only_far_beyond_it(sandbox: Sandbox) -> None:
     # test_timeout 1 s counts CPU time: waiting 1.5 s is within the wall-clock guard (3 s),
     # spinning is stopped after 1 CPU second, however busy the machine is
@@ -138,6 +140,7 @@ def test_a_test_is_held_to_its_cpu_time_and_stopped_waiting_only_far_beyond_it(s
     assert {t.nodeid.split("::")[1]: t.outcome for t in run.tests} == {"test_waits": "passed", "test_spins": "timeout"}
 
 
+@pytest.mark.limits
 def test_waiting_does_not_spend_the_mutation_budget(sandbox: Sandbox) -> None:
     # Each variant sleeps 0.5 s and computes little: about 10 variants, one at a time, take
     # more wall-clock time than the 2 s budget, but not its CPU seconds, so every one is run.
@@ -150,6 +153,7 @@ def test_waiting_does_not_spend_the_mutation_budget(sandbox: Sandbox) -> None:
     assert _find(run, "x + 1", "x - 1").status == "killed" and _find(run, "0.5", "1.5").status == "survived"
 
 
+@pytest.mark.limits
 def test_the_mutation_budget_counts_cpu_seconds(sandbox: Sandbox) -> None:
     # Every variant child pays pytest's start and a fresh import (tens of milliseconds of CPU):
     # a budget of 0.2 CPU seconds runs out after a few of the tiny task's 32 mutants and

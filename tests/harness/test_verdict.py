@@ -158,6 +158,7 @@ def test_arguments_changed_by_the_call_are_compared(sandbox: Sandbox) -> None:
     assert not run_function_tests(sandbox, task, do_nothing_candidate(task)).passed
 
 
+@pytest.mark.limits
 def test_a_replay_that_spins_without_the_tests_mocks_is_stopped_by_cpu_time(
     sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
 ) -> None:

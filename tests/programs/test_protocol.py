@@ -182,6 +182,7 @@ def test_exit_tells_the_status_pipe_only_from_the_run_process_on_that_very_pipe(
     assert _exit_in_child("child", replace_fd=True) == (3, b"", b"")
 
 
+@pytest.mark.limits
 def test_a_wall_clock_guard_stretches_only_for_a_busy_process() -> None:
     """Every program's wall-clock guards stop code that waits; its CPU limits stop code that
     computes. Past its guard, a process that has been busy (running, or waiting for a CPU on

@@ -16,6 +16,8 @@ from gym_repost.sandbox.config import LocalSandboxConfig
 from gym_repost.sandbox.conformance import CHECK_NAMES, CheckResult, run_conformance
 from gym_repost.sandbox.local import LocalSandbox
 
+pytestmark = pytest.mark.limits  # run again beside CPU burners in CI (.ci/run)
+
 QUICK = [
     "hello_world",
     "fresh_directory",

@@ -8,8 +8,12 @@ timeout.
 
 from __future__ import annotations
 
+import pytest
+
 from gym_repost.sandbox.local import LocalSandbox
 from gym_repost.sandbox.worker_run import WALL_STRETCH
+
+pytestmark = pytest.mark.limits  # run again beside CPU burners in CI (.ci/run)
 
 SPIN = "import time\nwhile time.process_time() < 0.25:\n    pass\nprint('done')\n"
 
