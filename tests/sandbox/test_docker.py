@@ -515,3 +515,39 @@ def test_network_only_when_asked(sandbox: DockerSandbox) -> None:
     assert sandbox.run({"m.py": probe}, ["python3", "m.py"], timeout=20).stdout.startswith("blocked")
     asked = sandbox.run({"m.py": probe}, ["python3", "m.py"], timeout=30, network=True)
     assert asked.stdout == "connected\n", asked
+
+
+# ---------------------------------------------------------------- issue 32's attacks, on docker
+
+
+def test_memory_attacks_earn_nothing_on_docker(one_container: DockerSandbox, function_task: FunctionTask) -> None:
+    """A candidate that looks for the ground truth (or another session's code) in its own
+    memory, up its stack, or prints what it found: each docker run is a fresh process."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from memory_attacks import MEMORY_ATTACKS
+
+    task = function_task
+    honest = task.ground_truth.replace("\n", "\n\n", 1)
+    assert run_function_tests(one_container, task, honest).passed
+    body = [line.strip() for line in task.ground_truth.splitlines()[1:] if len(line.strip()) > 12]
+    for name, attack in MEMORY_ATTACKS.items():
+        report = run_function_tests(one_container, task, attack.format(name=task.target.name), timeout=10)
+        assert not report.passed, name
+        assert not [line for line in body if line in report.to_text()], name
+
+
+def test_a_test_file_finds_no_original_focal_file_on_docker(one_container: DockerSandbox) -> None:
+    """The test-file attacks that compare the focal module with the original (by its path, a
+    copy the session left, a process it left behind, the memory of the process running the
+    tests) earn what the trivial test earns on docker too."""
+    sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "harness")]
+    from test_reward_attacks import ORIGINAL_ATTACKS, TRIVIAL, _testfile_attack
+    from testfile_tasks import measured_testfile_task
+
+    from gym_repost.harness.testfile_report import score_test_file
+
+    task = measured_testfile_task(one_container)
+    trivial = score_test_file(one_container, task, TRIVIAL).reward
+    for name in ORIGINAL_ATTACKS:
+        report = score_test_file(one_container, task, _testfile_attack(name))
+        assert report.reward <= trivial + 1e-9, (name, report.to_text())
