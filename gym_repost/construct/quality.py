@@ -4,8 +4,9 @@ RepoST's sanity checks for sandboxing and for tests (the target is present and u
 ``test_{name}`` uses both the original and the candidate, at least three assertions, a
 ``__main__`` block that calls the test outside any try/except), then measurements: the
 ground truth passes, branch coverage of the target alone (coverage.py), and, beyond
-RepoST, test strength: a do-nothing candidate must fail and enough mutants of the
-target must be killed.
+RepoST, test strength: trivial candidates (``return None``, the first argument, ``self``,
+the ground truth's most common value, its most common exception) must fail and enough
+mutants of the target must be killed.
 """
 
 from __future__ import annotations
@@ -207,6 +208,10 @@ def _judge(report: QualityReport, validation: TaskValidation, thresholds: Qualit
         report.mutants = validation.mutants.total
     if validation.accepts_do_nothing:
         report.reason, report.detail = "tests accept a do-nothing candidate", ""
+    elif validation.accepts_trivial:
+        report.reason, report.detail = "tests accept a trivial candidate", ", ".join(validation.accepts_trivial)
+    elif validation.returns_callable:
+        report.reason = "returns a function (compared by its name, not by what it does)"
     elif thresholds.reject_nondeterministic and validation.nondeterministic:
         report.reason = "nondeterministic tests (eval split)"
         report.detail = "; ".join(validation.nondeterministic[:3])
