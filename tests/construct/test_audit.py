@@ -176,3 +176,16 @@ def test_the_audit_operators_go_beyond_the_builders() -> None:
     found = {m.operator: m.replacement for m in generate_mutants(source, operators=AUDIT_OPERATORS)}
     assert found["identity_return"] == "return text" and found["empty_string"] == '""'
     assert not generate_mutants(source, operators=("drop_branch",))  # no if in escape
+
+
+def test_a_build_drops_the_tasks_its_audit_catches(sandbox: Sandbox, upstream: Path) -> None:
+    """``build --max-false-accept``: the pipeline audits what it built against the repository's
+    own tests and drops the tasks above the limit, counted among the drops."""
+    from gym_repost.construct.pipeline import BuildResult, BuildSettings, _drop_false_acceptors
+
+    repo = ingest(upstream, licenses="any")
+    built = BuildResult(repo=repo, tasks=_tasks()[:2], drops=[], candidates=2, timings={})
+    _drop_false_acceptors(built, sandbox, BuildSettings(max_false_accept=0.0))
+    assert [t.target.name for t in built.tasks] == ["clamp"]
+    assert [(d.stage, d.reason, d.qualname) for d in built.drops] == [("audit", "false accepts", "escape")]
+    assert built.statistics()["audit"]["false_accepts"] > 0
