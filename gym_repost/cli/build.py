@@ -60,6 +60,16 @@ def _build_from_repository(source: str, work: Any, sandbox: str, options: dict[s
         return work.build(source, sb, on_candidate=lambda *_: progress.advance(bar), on_stage=on_stage)
 
 
+def _keep_options(text: str) -> tuple[str, ...]:
+    from gym_repost.construct.extract import KEEP_OPTIONS
+
+    chosen = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [c for c in chosen if c not in KEEP_OPTIONS]
+    if unknown:
+        raise fail(f"--keep {', '.join(unknown)}: choose among {', '.join(KEEP_OPTIONS)}")
+    return chosen
+
+
 def _llm_work(
     spec: str, settings: Any, *, base_url: Optional[str], builder_args: list[str], log_path: Optional[Path]
 ) -> Any:
@@ -176,6 +186,13 @@ def build(
     ),
     test_budget: Optional[float] = typer.Option(None, hidden=True, help="Replaced by --test-executions."),
     trace: bool = typer.Option(True, help="Harvest inputs by running the repository's own tests."),
+    keep: str = typer.Option(
+        "",
+        "--keep",
+        help="Candidates dropped by default to keep, comma-separated: non-library (setup.py, docs, examples, "
+        "benchmarks), single-statement (one-line bodies with no branch and no call into the repository), "
+        "duplicates (bodies found elsewhere in the repository).",
+    ),
     max_false_accept: Optional[float] = typer.Option(
         None,
         min=0.0,
@@ -261,6 +278,7 @@ def build(
         min_kill_rate=min_kill_rate,
         mutants=mutants,
         only=tuple(only),
+        keep=_keep_options(keep),
         max_false_accept=max_false_accept,
     )
     options = sandbox_options(workers, python, env, None)

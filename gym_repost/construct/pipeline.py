@@ -60,6 +60,10 @@ class BuildSettings:
     rescue_static_drops: bool = False
     """Candidates whose dependency slice or sandboxed module failed still get an episode
     (with no slice or module): a policy that assembles the script itself may save them."""
+    keep: tuple[str, ...] = ()
+    """Candidates extraction drops by default that are kept: any of
+    :data:`~gym_repost.construct.extract.KEEP_OPTIONS` (non-library code, single-statement
+    bodies, bodies found elsewhere in the repository)."""
     max_false_accept: float | None = None
     """Audit the built tasks against the repository's own tests (:mod:`~gym_repost.construct.audit`)
     and drop those that reward more than this share of the known-wrong mutants (None: no audit)."""
@@ -387,10 +391,12 @@ def _extract(repo: SourceRepository, settings: BuildSettings) -> tuple[list[Cand
     keywords = DEFAULT_EXCLUDE_KEYWORDS if settings.exclude_keywords is None else settings.exclude_keywords
     if not settings.only:
         candidates, drops, _ = extract_candidates(
-            repo, max_candidates=settings.max_candidates, seed=settings.seed, keywords=keywords
+            repo, max_candidates=settings.max_candidates, seed=settings.seed, keywords=keywords, keep=settings.keep
         )
         return candidates, drops
-    found, drops, _ = extract_candidates(repo, max_candidates=1_000_000, seed=settings.seed, keywords=keywords)
+    found, drops, _ = extract_candidates(
+        repo, max_candidates=1_000_000, seed=settings.seed, keywords=keywords, keep=settings.keep
+    )
     chosen = [c for c in found if _selected(c.file, c.qualname, settings.only)]
     kept = select_candidates(chosen, settings.max_candidates, settings.seed)
     drops = [d for d in drops if _selected(d.file, d.qualname, settings.only)]
