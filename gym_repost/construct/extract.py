@@ -40,8 +40,10 @@ this order:
     a keyword of :data:`DEFAULT_EXCLUDE_KEYWORDS` (or the caller's table); the keyword
     is the drop's detail.
 ``not library code``
-    ``setup.py``, files named ``example*.py``, and files under ``doc``/``docs``,
-    ``example``/``examples``, ``bench``/``benchmark``/``benchmarks`` directories.
+    ``setup.py``, ``noxfile.py``, files named ``example*.py``, files under ``doc``/``docs``,
+    ``example``/``examples``, ``bench``/``benchmark``/``benchmarks`` directories, and under
+    a top-level ``ci``, ``ci_tools``, ``tools``, ``scripts``, ``build_tools``, ``devtools``,
+    ``utils`` or ``misc`` directory.
 ``single-statement body``
     one statement (nested ones counted) with no branch (no ``if``, loop, boolean operator,
     conditional expression) that calls no function or class the repository defines: a
@@ -634,13 +636,22 @@ KEEP_OPTIONS = ("non-library", "single-statement", "duplicates")
 """What ``extract_candidates(keep=...)`` (``gym-repost build --keep``) can keep that is dropped
 by default: non-library code, single-statement bodies, bodies found elsewhere."""
 _NON_LIBRARY_DIRS = frozenset({"doc", "docs", "example", "examples", "bench", "benchmark", "benchmarks"})
+_NON_LIBRARY_TOPS = frozenset({"ci", "ci_tools", "tools", "scripts", "build_tools", "devtools", "utils", "misc"})
+"""Top-level directories of a repository that hold its maintainers' tools, not the library."""
 
 
 def is_library_path(path: str) -> bool:
-    """False for ``setup.py``, ``example*.py`` and files under docs, examples or benchmarks."""
+    """False for ``setup.py``, ``example*.py``, files under docs, examples or benchmarks, and
+    files under a top-level tools directory (``ci_tools/``, ``scripts/``...)."""
     parts = path.split("/")
     name = parts[-1]
-    return not (name == "setup.py" or name.startswith("example") or _NON_LIBRARY_DIRS.intersection(parts[:-1]))
+    top = parts[0] if len(parts) > 1 else ""
+    return not (
+        name in ("setup.py", "noxfile.py")
+        or name.startswith("example")
+        or _NON_LIBRARY_DIRS.intersection(parts[:-1])
+        or top in _NON_LIBRARY_TOPS
+    )
 
 
 def _policy_drops(

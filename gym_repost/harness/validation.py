@@ -15,7 +15,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gym_repost.analysis.mutation import Mutant, MutationScore, generate_mutants, mutation_score, sample_mutants
+from gym_repost.analysis.mutation import (
+    AUDIT_OPERATORS,
+    OPERATORS,
+    Mutant,
+    MutationScore,
+    generate_mutants,
+    mutation_score,
+    sample_mutants,
+)
 from gym_repost.analysis.packages import distribution_for
 from gym_repost.executor import Executor, need_sandbox, with_sandbox
 from gym_repost.harness import do_nothing_candidate, reference_for, run_function_tests, run_host_made
@@ -26,6 +34,19 @@ from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask
 
 _MISSING = re.compile(r"No module named '([^']+)'")
+MIN_MUTANTS = 5
+"""Mutants a task's tests are measured on, at least: a small target gets the audit's operators
+too (:data:`~gym_repost.analysis.mutation.AUDIT_OPERATORS`); with fewer, "100% killed" may
+mean one of one, and the quality stage drops it."""
+
+
+def target_mutants(ground_truth: str, count: int, seed: int) -> list[Mutant]:
+    """A reproducible sample of ``count`` (at least :data:`MIN_MUTANTS`) mutants of the ground
+    truth, from more operators when the usual ones give too few."""
+    population = generate_mutants(ground_truth)
+    if len(population) < max(count, MIN_MUTANTS):
+        population = generate_mutants(ground_truth, operators=(*OPERATORS, *AUDIT_OPERATORS))
+    return sample_mutants(population, max(count, MIN_MUTANTS), seed)
 
 
 def failure_cause(report: TestReport) -> str:
@@ -162,7 +183,7 @@ def validate_task(
     result.returns_callable = any(call.get("k") == "callable" for call in reference.calls)
     trivial = trivial_candidates(task, reference.calls)
     trivial.pop("return None")
-    chosen = sample_mutants(generate_mutants(task.ground_truth), mutants, seed) if mutants > 0 else []
+    chosen = target_mutants(task.ground_truth, mutants, seed) if mutants > 0 else []
     if chosen:
         codes = [do_nothing_candidate(task), *trivial.values(), *(m.source for m in chosen)]
         reports = run_host_made(sandbox, task, codes)
