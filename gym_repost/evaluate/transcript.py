@@ -44,6 +44,7 @@ them.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -64,14 +65,16 @@ _REPLY_NUMBERS = ("tokens_in", "tokens_out")
 
 
 def bounded_text(text: str, limit: int = MAX_TEXT) -> str:
-    """``text``, or its first ``limit`` characters and a marker saying how many were cut."""
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f"\n… [truncated: {len(text) - limit:,} more characters not recorded]"
+    """``text``, or its first ``limit`` characters and a marker saying how many were cut;
+    a character UTF-8 cannot encode (a lone surrogate) becomes ``?``, so that the record
+    can be written."""
+    if len(text) > limit:
+        text = text[:limit] + f"\n… [truncated: {len(text) - limit:,} more characters not recorded]"
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def _seconds(value: float) -> float:
-    return round(max(0.0, value), 3)
+    return round(max(0.0, value), 3) if math.isfinite(value) else 0.0
 
 
 def _tool_calls(raw: Any) -> list[dict[str, str]]:
@@ -155,11 +158,14 @@ class TranscriptRecorder:
             return None
         try:
             messages = list(self._source())
+            new, self._taken = messages[self._taken :], len(messages)
+            return self._records(new)
         except Exception:
-            logger.warning("policy.transcript() raised; its messages are no longer recorded", exc_info=True)
+            logger.warning("policy.transcript() failed; its messages are no longer recorded", exc_info=True)
             self._source = None
             return None
-        new, self._taken = messages[self._taken :], len(messages)
+
+    def _records(self, new: list[Any]) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         spent = 0
         for number, raw in enumerate(new):

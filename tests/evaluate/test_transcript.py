@@ -161,6 +161,7 @@ class _Chatty:
             {"role": "tool", "content": observation, "tool_call_id": "c1"},
             {"role": "assistant", "content": huge, "tool_calls": [{"id": "c2", "name": "submit", "arguments": huge}]},
             "not a message",
+            {"role": "assistant", "content": "a lone surrogate: \ud800", "seconds": float("nan")},
             *({"role": "assistant", "content": "y" * 20_000} for _ in range(12)),
         ]
         if self.mode == "raise" and len(self.messages) > 20:
@@ -173,9 +174,15 @@ class _Chatty:
         return self.messages
 
 
-def test_transcripts_are_bounded_and_never_break_an_episode(function_task: FunctionTask, sandbox: Sandbox) -> None:
+def test_transcripts_are_bounded_and_never_break_an_episode(
+    tmp_path: Path, function_task: FunctionTask, sandbox: Sandbox
+) -> None:
     config = RunConfig(tasks="mem", tasks_digest=tasks_digest([function_task]), policy="chatty", max_steps=2)
     episode, trajectory = run_episode(function_task, 0, _Chatty, sandbox, config)
+    run = RunDir(tmp_path / "run")
+    run.prepare(config)
+    run.append(episode, trajectory)  # the record can be written
+    assert run.trajectories()[episode.key] == trajectory
     assert episode.status == "failed" and episode.truncated and len(trajectory) == 2
     first, second = trajectory[0]["messages"], trajectory[1]["messages"]
     assert first[0] == {"role": "tool", "content": "", "tool_call_id": "c1", "observation_of_step": 0}
@@ -183,6 +190,7 @@ def test_transcripts_are_bounded_and_never_break_an_episode(function_task: Funct
     assert len(first[1]["content"]) < MAX_TEXT + 100 and first[1]["content"].endswith(cut)
     assert first[1]["tool_calls"][0]["arguments"].endswith(cut)
     assert first[2]["content"] == "(not a message: 'not a message')"
+    assert first[3] == {"role": "assistant", "content": "a lone surrogate: ?", "seconds": 0.0}
     assert "more messages of this step not recorded" in first[-1]["content"]
     assert sum(len(m["content"]) for m in first) < MAX_STEP_CHARS + 1000
     assert second[0]["observation_of_step"] == 1  # the tool result of step 1

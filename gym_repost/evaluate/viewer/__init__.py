@@ -87,7 +87,7 @@ def load_run(path: str | Path) -> RunView:
     config = rd.read_config()
     episodes = rd.episodes()
     if config is None and not episodes:
-        raise RunDirError(f"{path} is not a run directory (no {CONFIG}, no {EPISODES})")
+        raise RunDirError(f"{path} is not a run directory (no {CONFIG}, no {EPISODES}), nor a folder of them")
     episodes.sort(key=lambda e: (natural_key(e.task_name), e.sample))
     return RunView(Path(path), config, summarize(episodes, config), episodes, rd.trajectories())
 
