@@ -40,7 +40,8 @@ class Provenance(_Model):
 
     source: str
     """The source the task was built from: ``humaneval``, ``repost-eval``,
-    ``manifest:PATH``, ``pypi:NAME==VERSION``, a directory or an archive."""
+    ``manifest:NAME``, ``pypi:NAME==VERSION``, ``dir:NAME`` (a directory) or
+    ``archive:FILE`` (never how a path was typed: the id depends on content only)."""
     repo: str
     """Name of the repository (or package) the target function belongs to."""
     version: str | None = None

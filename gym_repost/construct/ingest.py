@@ -85,7 +85,7 @@ def ingest(
     return SourceRepository(
         name=name,
         version=metadata.version or located.version,
-        source=str(source),
+        source=located.label,
         root=located.root,
         files=files,
         license=detected.license,
@@ -104,6 +104,11 @@ class LocatedSource:
     version: str | None = None
     url: str | None = None
     notes: tuple[str, ...] = ()
+    label: str = ""
+    """The source as tasks record it (their provenance): what was read, never how its path
+    was typed, so that ``.`` and its full path give the same tasks, ids included:
+    ``pypi:NAME==VERSION`` as PyPI names the release, ``dir:NAME`` for a directory,
+    ``archive:FILE`` for an archive (its file name)."""
 
 
 def locate_source(source: str, cache: Path, limits: IngestLimits) -> LocatedSource:
@@ -117,13 +122,13 @@ def locate_source(source: str, cache: Path, limits: IngestLimits) -> LocatedSour
     path = Path(source).expanduser()
     if path.is_dir():
         root = path.resolve()
-        return LocatedSource(root=root, name=root.name)
+        return LocatedSource(root=root, name=root.name, label=f"dir:{root.name}")
     if path.is_file():
         root = unpack_archive(path, cache / "sources", limits)
         # No single top-level directory: the unpack directory is the root, named after the file.
         stem = archive_stem(path.name) if root.parent == cache / "sources" else root.name
         name, version = split_name_version(stem)
-        return LocatedSource(root=root, name=name, version=version)
+        return LocatedSource(root=root, name=name, version=version, label=f"archive:{path.name}")
     raise BuildError(f"{source}: no such directory, archive or PyPI package; SOURCE is {SOURCE_FORMS}")
 
 
@@ -132,7 +137,12 @@ def _locate_pypi(source: str, cache: Path, limits: IngestLimits) -> LocatedSourc
     archive, release, notes = fetch_sdist(name, version, cache_dir=cache, limits=limits)
     root = unpack_archive(archive, cache / "sources", limits)
     return LocatedSource(
-        root=root, name=release.name, version=release.version, url=release.page_url, notes=tuple(notes)
+        root=root,
+        name=release.name,
+        version=release.version,
+        url=release.page_url,
+        notes=tuple(notes),
+        label=f"pypi:{release.name}=={release.version}",
     )
 
 
