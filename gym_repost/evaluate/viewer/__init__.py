@@ -7,12 +7,19 @@ self-repair charts, the tasks in natural order, every episode, with filters) and
 trajectory page per episode. Several runs: a comparison page (pass@k side by side,
 self-repair curves, per-task wins and losses against the first run) and each run's own
 report in ``run-1/``, ``run-2/``, ...
+
+The folder is written whole or not at all: pages go to a hidden folder beside it, which
+replaces the folder (an earlier report) once every page is written, so a failure never
+leaves a half-written report.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -20,7 +27,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from gym_repost.errors import RunDirError
+from gym_repost.errors import ConfigError, RunDirError
 from gym_repost.evaluate.charts import Series, bar_chart, line_chart
 from gym_repost.evaluate.report import INFRA_FAIL, SCORED, failure_text, figure_rows, natural_key, percent, task_rows
 from gym_repost.evaluate.run_dir import CONFIG, EPISODES, Episode, RunConfig, RunDir
@@ -231,8 +238,6 @@ def _write_run(
     env: Any, run: RunView, out: Path, root: str, on_page: Callable[[], None], back: str | None = None
 ) -> None:
     """One run's overview and trajectory pages into ``out`` (assets at ``root``)."""
-    if out.exists():
-        shutil.rmtree(out / "episodes", ignore_errors=True)
     (out / "episodes").mkdir(parents=True, exist_ok=True)
     episode_rows = _episode_rows(run)
     tasks = _task_table(run, episode_rows)
@@ -270,15 +275,69 @@ def _write_run(
 
 
 def write_report(runs: Sequence[str | Path], output: str | Path, on_progress: Progress | None = None) -> Path:
-    """Write the viewer for one run, or the comparison of several, into ``output``.
+    """Write the viewer for one run, or the comparison of several, into ``output``
+    (replacing a report there, all at once: see the module's docstring).
 
     Returns the path of ``output/index.html``.
 
     Raises:
-        RunDirError: a path is not a run directory.
+        RunDirError: a path is not a run directory, or its records are damaged.
+        ConfigError: ``output`` is a file, or a folder that holds something other than a report.
     """
-    views = [load_run(p) for p in runs]
     out = Path(output)
+    check_report_folder(out)
+    views = [load_run(p) for p in runs]
+    created = [p for p in (out.parent, *out.parent.parents) if not p.exists()]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        staging.chmod(0o777 & ~umask)
+        _write_pages(views, staging, on_progress)
+        _replace_folder(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        for folder in created:  # innermost first; only those still empty
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+    return out / INDEX
+
+
+def check_report_folder(out: Path) -> None:
+    """Refuse, before any work, a report folder that would replace something else.
+
+    Raises:
+        ConfigError: ``out`` is a file, or a folder that is neither empty nor a report
+            (no ``index.html``).
+    """
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{out} is a file: give the report a folder (-o DIR)")
+    if out.is_dir() and any(out.iterdir()) and not (out / INDEX).is_file():
+        raise ConfigError(
+            f"{out} is a folder that holds something other than a report (no {INDEX}): "
+            "choose a new or empty folder (-o DIR)"
+        )
+
+
+def _replace_folder(new: Path, out: Path) -> None:
+    """Put the folder ``new`` in the place of ``out`` (an earlier report goes)."""
+    if not out.exists():
+        new.rename(out)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+    out.rename(old / out.name)
+    try:
+        new.rename(out)
+    except BaseException:
+        (old / out.name).rename(out)
+        raise
+    finally:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _write_pages(views: list[RunView], out: Path, on_progress: Progress | None) -> None:
     total = sum(len(v.episodes) + 1 for v in views) + (len(views) > 1)
     done = 0
 
@@ -289,11 +348,10 @@ def write_report(runs: Sequence[str | Path], output: str | Path, on_progress: Pr
             on_progress(done, total)
 
     env = _environment()
-    out.mkdir(parents=True, exist_ok=True)
     _copy_assets(out)
     if len(views) == 1:
         _write_run(env, views[0], out, "", on_page)
-        return out / INDEX
+        return
     from gym_repost.evaluate.viewer.compare import comparison
 
     for number, view in enumerate(views, 1):
@@ -301,7 +359,6 @@ def write_report(runs: Sequence[str | Path], output: str | Path, on_progress: Pr
     page = env.get_template("compare.html.j2").render(root="", back=None, **comparison(views))
     (out / INDEX).write_text(page, encoding="utf-8")
     on_page()
-    return out / INDEX
 
 
-__all__ = ["RunView", "load_run", "write_report"]
+__all__ = ["RunView", "check_report_folder", "load_run", "write_report"]
