@@ -137,6 +137,11 @@ CASES = [
         "holds a different run (n: 1 there, 2 now); pass --overwrite",
     ),
     bad(
+        "eval-output-holds-other-tasks",
+        "eval {tasks} --policy oracle --limit 1 -o {fx}/run",
+        "the tasks: another set than the run's (the task file, --task or --limit changed)",
+    ),
+    bad(
         "eval-output-holds-another-policy",
         "eval {tasks} --policy mutant -o {fx}/run",
         "policy: 'oracle' there, 'mutant' now",

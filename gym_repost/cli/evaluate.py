@@ -92,8 +92,7 @@ def eval_command(
     from gym_repost.sandbox import sandbox_config
 
     run_dir = RunDir(output)
-    if output.exists() and not output.is_dir():
-        raise fail(f"-o {output} is a file, not a run directory: give -o a directory (new or a run's)")
+    run_dir.check_path()
     tasks = load_tasks(tasks_path, task, limit)
     options = parse_policy_args(policy_arg)
     factory = load_policy(policy, **options, **_llm_options(policy, base_url, output, options))  # builds one

@@ -290,8 +290,7 @@ class RunDir:
 
     def _take_writer_lock(self) -> list[Path]:
         """Lock the directory (created as needed); what this made that was not there."""
-        if self.path.exists() and not self.path.is_dir():
-            raise RunDirError(f"{self.path} is a file, not a run directory: give -o a directory (new or a run's)")
+        self.check_path()
         missing = [p for p in (self.path, *self.path.parents) if not p.exists()]
         names = set(os.listdir(self.path)) if self.path.is_dir() else set()
         for _ in range(10):  # the file can be removed by a run that failed to start meanwhile
@@ -319,6 +318,15 @@ class RunDir:
             except OSError:
                 pass
 
+    def check_path(self) -> None:
+        """Check the path can be a run directory (it is one, or nothing yet).
+
+        Raises:
+            RunDirError: it is a file.
+        """
+        if self.path.exists() and not self.path.is_dir():
+            raise RunDirError(f"{self.path} is a file, not a run directory: give -o a directory (new or a run's)")
+
     def check(self, config: RunConfig) -> None:
         """Check, writing nothing, that a run of ``config`` can start or continue here: the
         path is a directory or nothing, and a run already there has the same identity
@@ -328,12 +336,13 @@ class RunDir:
             RunDirError: a file is in the way, the directory holds another run (what
                 differs, and ``--overwrite``), or its records are damaged.
         """
-        if self.path.exists() and not self.path.is_dir():
-            raise RunDirError(f"{self.path} is a file, not a run directory: give -o a directory (new or a run's)")
+        self.check_path()
         existing = self.read_config()
         if existing is not None:
             changes = [
-                f"{f}: {getattr(existing, f)!r} there, {getattr(config, f)!r} now"
+                "the tasks: another set than the run's (the task file, --task or --limit changed)"
+                if f == "tasks_digest"
+                else f"{f}: {getattr(existing, f)!r} there, {getattr(config, f)!r} now"
                 for f in RunConfig.IDENTITY
                 if getattr(existing, f) != getattr(config, f)
             ]
