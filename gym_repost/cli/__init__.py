@@ -90,12 +90,13 @@ def main() -> None:
     from pydantic import ValidationError
 
     clicks = _click_exceptions()
+    no_args = getattr(clicks, "NoArgsIsHelpError", ())  # click 8.2 and later: help shown, status 2
     _interrupt_on_signals()
     command = click_command()
     try:
         try:
             status = command.main(args=sys.argv[1:], prog_name="gym-repost", standalone_mode=False)
-        except clicks.NoArgsIsHelpError as exc:  # `gym-repost`, `gym-repost data`: the help
+        except no_args as exc:  # `gym-repost`, `gym-repost data`: the help
             shown = exc.format_message()  # Typer's rich help printed itself already, and left this empty
             if shown.strip():
                 console.print(shown, highlight=False, markup=False)
