@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import urllib.request
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -179,11 +180,25 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--tasks", type=int, default=4, help="Prompts (tasks) to roll out.")
     parser.add_argument("--group", type=int, default=4, help="Generations per prompt (GRPO's group size).")
     options = parser.parse_args(argv)
-    from gym_repost.policy import load_policy
+    from gym_repost.errors import ConfigError
+    from gym_repost.policy import PrivilegedPolicy, load_policy
 
     SERVER_URL = options.url.rstrip("/")
     make_policy = load_policy(options.policy, **({"base_url": options.base_url} if options.base_url else {}))
-    rows = [{"task_id": t["id"]} for t in served_tasks(SERVER_URL) if t["kind"] == "function"][: options.tasks]
+    probe = make_policy()
+    needs_ground_truth = isinstance(probe, PrivilegedPolicy) and probe.needs_ground_truth
+    getattr(probe, "close", lambda: None)()
+    if needs_ground_truth:
+        raise ConfigError(
+            f"--policy {options.policy}: this control needs the task's ground truth, which a served "
+            "environment never sends to its clients; give an agent (a file.py:Class, llm:PROVIDER/MODEL)"
+        )
+    try:
+        served = served_tasks(SERVER_URL)
+    except OSError as exc:  # URLError: nothing listens there
+        reason = getattr(exc, "reason", exc)
+        raise ConfigError(f"cannot reach {SERVER_URL} ({reason}); start it with `gym-repost serve TASKS`") from None
+    rows = [{"task_id": t["id"]} for t in served if t["kind"] == "function"][: options.tasks]
     results = []
     for row in rows:
         rewards, advantages = rollout_group(make_policy, row, options.group)
@@ -192,5 +207,17 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     return results
 
 
+def cli(argv: Sequence[str] | None = None) -> int:
+    """:func:`main` as a command: an error is one ``error:`` line and exit status 2."""
+    from gym_repost.errors import GymRepostError
+
+    try:
+        main(argv)
+    except GymRepostError as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    return 0
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(cli())

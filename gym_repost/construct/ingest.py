@@ -65,16 +65,19 @@ def ingest(
 
     Raises:
         BuildError: the source does not exist, cannot be fetched or unpacked, is too
-            large, or its license is not allowed (the message says how to proceed).
+            large, holds no Python file, or its license is not allowed (the message says
+            how to proceed).
     """
     policy = licenses if isinstance(licenses, frozenset) else parse_license_policy(licenses)
     cache = (Path(cache_dir) if cache_dir is not None else default_cache_dir()).expanduser().absolute()
     located = locate_source(str(source), cache, limits)
+    files, file_notes = collect_files(located.root, limits, label=str(source))
+    if not any(path.endswith(".py") for path in files):  # before the license: nothing would be built anyway
+        raise BuildError(f"{source} has no Python files (.py): nothing to build from")
     metadata = read_metadata(located.root)
     name = metadata.name or located.name
     detected = detect_license(located.root, metadata)
     check_license(name, detected, policy)
-    files, file_notes = collect_files(located.root, limits, label=str(source))
     logger.info(
         "ingested %s: %d files (%d Python), license %s",
         source,

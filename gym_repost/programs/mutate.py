@@ -19,6 +19,7 @@ import copy
 import math
 import random
 from collections.abc import Callable, Sequence
+from typing import Any
 
 LITERAL_SHARE = 0.3
 """Share of mutations that put one of the target's literals in, when it has any."""
@@ -234,36 +235,38 @@ def with_literal(node: ast.AST, rng: random.Random, literals: Sequence[str]) -> 
     likewise; a number becomes an int literal or its neighbour; a sequence gets any
     literal inserted; a mapping gets a literal key.
     """
-    values = [_literal(source) for source in literals]
-    values = [v for v in values if v is not _NOT_LITERAL]
+    pairs = [(source, value) for source in literals if (value := _literal(source)) is not _NOT_LITERAL]
     if isinstance(node, (ast.Constant, ast.UnaryOp)):
         value = ast.literal_eval(node)
         if isinstance(value, bool):
             return None
-        same = [v for v in values if type(v) is type(value) and (type(v) in (str, bytes, int))]
-        if isinstance(value, str) and value.lstrip("-").isdigit():
-            same += [str(v) for v in values if type(v) is int]
-        if not same:
-            return None
-        literal = rng.choice(same)
         if isinstance(value, int):
-            return _parse(repr(literal + rng.choice((0, 0, -1, 1))))
-        where = rng.randrange(len(value) + 1)
-        new = rng.choice((value[:where] + literal + value[where:], literal, value + literal, literal + value))
-        return _parse(repr(new[:400]))
+            numbers = [v for _, v in pairs if type(v) is int]
+            return _parse(repr(rng.choice(numbers) + rng.choice((0, 0, -1, 1)))) if numbers else None
+        if isinstance(value, (str, bytes)):
+            same: list[Any] = [v for _, v in pairs if type(v) is type(value)]
+            if isinstance(value, str) and value.lstrip("-").isdigit():
+                same += [str(v) for _, v in pairs if type(v) is int]
+            if not same:
+                return None
+            literal = rng.choice(same)
+            where = rng.randrange(len(value) + 1)
+            new = rng.choice((value[:where] + literal + value[where:], literal, value + literal, literal + value))
+            return _parse(repr(new[:400]))
+        return None
     if isinstance(node, (ast.List, ast.Tuple)):
-        literal = _parse(rng.choice(literals))
-        if literal is None:
+        element = _parse(rng.choice(literals))
+        if element is None:
             return None
         elts = list(node.elts)
-        elts.insert(rng.randrange(len(elts) + 1), literal)
+        elts.insert(rng.randrange(len(elts) + 1), element)
         return type(node)(elts=elts, ctx=ast.Load())
     if isinstance(node, ast.Dict):
-        keys = [source for source, value in zip(literals, values) if isinstance(value, (str, int))]
+        keys = [source for source, v in pairs if isinstance(v, (str, int)) and not isinstance(v, bool)]
         if not keys:
             return None
-        value = copy.deepcopy(rng.choice(node.values)) if node.values else ast.Constant(1)
-        return ast.Dict(keys=[*node.keys, _parse(rng.choice(keys))], values=[*node.values, value])
+        copied = copy.deepcopy(rng.choice(node.values)) if node.values else ast.Constant(1)
+        return ast.Dict(keys=[*node.keys, _parse(rng.choice(keys))], values=[*node.values, copied])
     return None
 
 

@@ -848,7 +848,7 @@ def test_inputs_hold_the_literals_of_the_tables_and_helpers_a_target_reads(sandb
 
 
 def test_the_literals_a_target_reaches_and_where_a_mutation_puts_them():
-    module = textwrap.dedent(TABLE_ESCAPE) + textwrap.dedent('''
+    module = textwrap.dedent(TABLE_ESCAPE) + textwrap.dedent("""
         _TABLE = str.maketrans({">": "&gt;"})
 
 
@@ -857,7 +857,7 @@ def test_the_literals_a_target_reaches_and_where_a_mutation_puts_them():
 
             def quote(self, text):
                 return self.marks[0] + escape(text).translate(_TABLE) + self.marks[1]
-        ''')
+        """)
     tree = ast.parse(module)
     namespace: dict = {}
     exec(compile(tree, "<m>", "exec"), namespace)
@@ -867,7 +867,9 @@ def test_the_literals_a_target_reaches_and_where_a_mutation_puts_them():
     rng = random.Random(0)
     seen = {mutate.mutate("(None, ('abc',), {})", rng, [], literals=["'&'"], literal_share=1.0) for _ in range(20)}
     assert any("&" in s for s in seen if s) and all(s.startswith("(None, (") for s in seen if s)
-    parts = {mutate.mutate("(None, (('a', 'b'),), {})", rng, [], literals=["'..'"], literal_share=1.0) for _ in range(20)}
+    parts = {
+        mutate.mutate("(None, (('a', 'b'),), {})", rng, [], literals=["'..'"], literal_share=1.0) for _ in range(20)
+    }
     assert any("'..'" in s for s in parts if s)
 
 
