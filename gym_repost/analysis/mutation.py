@@ -64,14 +64,21 @@ OPERATORS: tuple[str, ...] = (
     "break_continue",
 )
 """Every mutation operator the builder and ``validate`` use, in the order used to report counts."""
-AUDIT_OPERATORS: tuple[str, ...] = ("identity_return", "empty_string", "drop_branch", "off_by_one")
-"""Operators only ``gym-repost audit`` uses, beyond :data:`OPERATORS` (a measure that used the
-builder's own operators would flatter the builder):
+AUDIT_OPERATORS: tuple[str, ...] = ("identity_return", "empty_string", "swap_args", "drop_branch", "off_by_one")
+"""Operators beyond :data:`OPERATORS`, which ``gym-repost audit`` uses:
 
 * ``identity_return``: ``return x`` -> ``return <first parameter>`` (the input unchanged);
 * ``empty_string``: a non-empty string or bytes literal -> an empty one;
+* ``swap_args``: a call's first two positional arguments swapped;
 * ``drop_branch``: an ``if``'s body, or its ``else`` block, -> ``pass``;
-* ``off_by_one``: an integer ``n`` -> ``n - 1``."""
+* ``off_by_one``: an integer ``n`` -> ``n - 1``.
+
+The builder's input search also hunts :data:`SEARCH_OPERATORS` (a forgotten branch, a
+boundary one off); the first three it never sees, so that the audit measures it with
+mutations it was not tuned against (a measure that used only the builder's operators would
+flatter the builder). The kill gate uses :data:`OPERATORS` only."""
+SEARCH_OPERATORS: tuple[str, ...] = ("drop_branch", "off_by_one")
+"""Audit operators the builder's input search uses too, beyond :data:`OPERATORS`."""
 
 # Two-sided 95% normal quantile, for the Wilson interval.
 _Z95 = 1.959963984540054

@@ -353,6 +353,23 @@ class MutationFinder(ast.NodeVisitor):
                 self._add_expression("unary", node, source[rest:end], operand)
         self.generic_visit(node)
 
+    def visit_Call(self, node: ast.Call) -> None:
+        args = node.args
+        if (
+            len(args) >= 2
+            and not any(isinstance(a, ast.Starred) for a in args[:2])
+            and self._wanted("swap_args", node)
+        ):
+            first, second = (self.text.segment(a) for a in args[:2])
+            if first != second:
+                start, end = self.text.span(node)
+                s0, e0 = self.text.span(args[0])
+                s1, e1 = self.text.span(args[1])
+                source = self.text.source
+                swapped = source[start:s0] + second + source[e0:s1] + first + source[e1:end]
+                self.edits.append(Edit("swap_args", start, end, swapped))
+        self.generic_visit(node)
+
     def visit_Constant(self, node: ast.Constant) -> None:
         value = node.value
         if isinstance(value, (str, bytes)) and value and self._wanted("empty_string", node):

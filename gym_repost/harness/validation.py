@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gym_repost.analysis.mutation import (
-    AUDIT_OPERATORS,
     OPERATORS,
+    SEARCH_OPERATORS,
     Mutant,
     MutationScore,
     generate_mutants,
@@ -35,8 +35,8 @@ from gym_repost.task import FunctionTask
 
 _MISSING = re.compile(r"No module named '([^']+)'")
 MIN_MUTANTS = 5
-"""Mutants a task's tests are measured on, at least: a small target gets the audit's operators
-too (:data:`~gym_repost.analysis.mutation.AUDIT_OPERATORS`); with fewer, "100% killed" may
+"""Mutants a task's tests are measured on, at least: a small target gets more operators
+(:data:`~gym_repost.analysis.mutation.SEARCH_OPERATORS`); with fewer, "100% killed" may
 mean one of one, and the quality stage drops it."""
 
 
@@ -46,7 +46,7 @@ def target_mutants(ground_truth: str, count: int, seed: int) -> list[Mutant]:
     :data:`MIN_MUTANTS`)."""
     population = generate_mutants(ground_truth)
     if len(population) < count:
-        population = generate_mutants(ground_truth, operators=(*OPERATORS, *AUDIT_OPERATORS))
+        population = generate_mutants(ground_truth, operators=(*OPERATORS, *SEARCH_OPERATORS))
     return sample_mutants(population, count, seed)
 
 

@@ -51,6 +51,7 @@ COMPARED = {
     "g": "length of its result",
     "p": "arguments (or object) after the call",
     "o": "printed output",
+    "w": "warnings issued",
 }
 """Fields of a call record compared with the reference, and what each means."""
 UNSTABLE = "*"

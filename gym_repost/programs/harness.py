@@ -12,7 +12,8 @@ The script it runs holds no original implementation of the target: the host repl
 the original definition with the code under test, bound to both names and wrapped by
 ``__gym_repost_record__``, which records every outermost call: a digest of the
 arguments before and after the call, of the return value (generators are drained), of
-the exception's type and of the printed output, and a short text of the result. MODE:
+the exception's type, of the printed output (standard output and error together) and of
+the warnings issued (category and message), and a short text of the result. MODE:
 
 * ``reference`` (the ground truth is the code under test): run the tests, record, and
   also pickle each call's arguments so the calls can be replayed without the tests;
@@ -61,6 +62,7 @@ import threading
 import time
 import traceback
 import types
+import warnings
 
 try:
     from . import protocol, values
@@ -359,6 +361,17 @@ def _digest(value):
 # ------------------------------------------------------------------ recording calls
 
 
+def _warn_again(warned):
+    """Issue the warnings a recorded call gave to the code around it (the tests' own
+    catchers), which the recording caught to compare them by category and message: not
+    by the text Python prints for them, which names the line that warned."""
+    for w in warned:
+        try:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno, source=w.source)
+        except Exception:  # an "error" filter around the call: it raised inside already
+            pass
+
+
 class _Tee(io.TextIOBase):
     def __init__(self, inner, sink):
         self.inner, self.sink = inner, sink
@@ -420,8 +433,10 @@ class Recorder:
         self._pickle(args, kwargs)
         self.calls.append(entry)
         printed = []
-        saved = sys.stdout
-        sys.stdout = _Tee(saved, printed)
+        saved, saved_error = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = _Tee(saved, printed), _Tee(saved_error, printed)
+        catcher = warnings.catch_warnings(record=True)
+        warned = catcher.__enter__()
         self._local.depth = 1
         drained = None
         try:
@@ -447,9 +462,13 @@ class Recorder:
             return result
         finally:
             self._local.depth = 0
-            sys.stdout = saved
+            catcher.__exit__(None, None, None)
+            sys.stdout, sys.stderr = saved, saved_error
             entry["p"] = _digest((args, kwargs))
             entry["o"] = hashlib.sha1("".join(printed).encode("utf-8", "surrogatepass")).hexdigest()[:24]
+            if warned:
+                entry["w"] = _digest([(_type_name(w.message), _safe_str(w.message)) for w in warned[:20]])
+            _warn_again(warned)
 
     def _drain(self, iterator, entry):
         """The items of a returned iterator, drained now so that they are compared one by

@@ -101,6 +101,51 @@ def test_a_subclass_of_a_built_in_is_judged_by_its_value_and_attributes(sandbox:
     assert not run_function_tests(sandbox, task, wrong_language).passed  # equal as str, not as a Word
 
 
+CLI_SCRIPT = textwrap.dedent('''\
+    import sys
+    import warnings
+
+
+    def run(args):
+        """Exit status of a tiny command line: errors go to standard error."""
+        if not args:
+            warnings.warn("no arguments: nothing to do", UserWarning)
+            return 0
+        try:
+            return int(args[0])
+        except ValueError as err:
+            print("ERROR", err, file=sys.stderr)
+            return 2
+
+
+    def test_run():
+        for args in ([], ["3"], ["x"]):
+            assert run(args) == run_new_implementation(args)
+
+
+    if __name__ == "__main__":
+        test_run()
+    ''')
+
+
+def test_what_a_target_writes_to_standard_error_and_the_warnings_it_issues_are_judged(sandbox: Sandbox) -> None:
+    """semver's ``main`` rewarded a candidate that no longer printed its error (to standard
+    error, which the judge did not watch). A warning is compared by category and message,
+    not by the line that issued it."""
+    task = _task(CLI_SCRIPT, "run")
+    truth = task.ground_truth
+    assert run_function_tests(sandbox, task, truth).passed
+    assert not run_function_tests(sandbox, task, truth.replace('print("ERROR", err, file=sys.stderr)', "pass")).passed
+    assert not run_function_tests(sandbox, task, truth.replace('"ERROR"', '"EROR"')).passed
+    assert not run_function_tests(sandbox, task, truth.replace("UserWarning", "DeprecationWarning")).passed
+    moved = truth.replace(
+        '    if not args:\n        warnings.warn("no arguments: nothing to do", UserWarning)\n        return 0\n',
+        '    if args:\n        pass\n    else:\n        message = "no arguments: nothing to do"\n'
+        "        warnings.warn(message, UserWarning)\n        return 0\n",
+    )
+    assert moved != truth and run_function_tests(sandbox, task, moved).passed  # the same warning, another line
+
+
 ESCAPE_SCRIPT = textwrap.dedent('''\
     def escape(text):
         """``text`` with ``&``, ``<`` and ``>`` as HTML entities."""

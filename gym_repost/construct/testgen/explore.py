@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, replace
 from typing import Any
 
-from gym_repost.analysis.mutation import generate_mutants, sample_mutants
+from gym_repost.analysis.mutation import OPERATORS, SEARCH_OPERATORS, generate_mutants, sample_mutants
 from gym_repost.analysis.parsing import parse_python
 from gym_repost.analysis.source import find_function, function_source
 from gym_repost.construct.function_task import make_function_task
@@ -177,9 +177,10 @@ def search_timeout(config: dict[str, Any]) -> float:
 
 
 def target_mutants(source: str, seed: int) -> list[dict[str, Any]]:
-    """Up to :data:`MAX_MUTANTS` mutants of the target's source, for the in-sandbox selection."""
+    """Up to :data:`MAX_MUTANTS` mutants of the target's source, for the in-sandbox selection
+    (the usual operators and :data:`~gym_repost.analysis.mutation.SEARCH_OPERATORS`)."""
     try:
-        mutants = generate_mutants(source)
+        mutants = generate_mutants(source, operators=(*OPERATORS, *SEARCH_OPERATORS))
     except SyntaxError:
         return []
     return [{"source": m.source, "line": m.line} for m in sample_mutants(mutants, MAX_MUTANTS, seed)]
