@@ -355,11 +355,7 @@ class MutationFinder(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         args = node.args
-        if (
-            len(args) >= 2
-            and not any(isinstance(a, ast.Starred) for a in args[:2])
-            and self._wanted("swap_args", node)
-        ):
+        if len(args) >= 2 and not any(isinstance(a, ast.Starred) for a in args[:2]) and self._wanted("swap_args", node):
             first, second = (self.text.segment(a) for a in args[:2])
             if first != second:
                 start, end = self.text.span(node)
