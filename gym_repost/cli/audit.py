@@ -15,6 +15,7 @@ from gym_repost.cli.common import (
     PYTHON,
     SANDBOX,
     WORKERS,
+    AuditPart,
     console,
     fail,
     load_tasks,
@@ -35,6 +36,11 @@ def audit(
     ),
     mutants: int = typer.Option(30, min=1, help="Mutants tried per task (a reproducible sample)."),
     seed: int = typer.Option(0, help="Seed of the mutant sample."),
+    part: AuditPart = typer.Option(
+        AuditPart.all,
+        help="Mutants drawn from: all, or one of two fixed halves; build --max-false-accept filters on "
+        "'build', so 'held-out' measures what that filter kept with mutants it never saw.",
+    ),
     workers: int = WORKERS,
     sandbox: str = SANDBOX,
     python: Optional[str] = PYTHON,
@@ -59,7 +65,14 @@ def audit(
     with open_sandbox(sandbox, options) as box, progress_bar() as progress:
         bar = progress.add_task("auditing", total=len(tasks))
         audits = audit_tasks(
-            box, tasks, repo, mutants=mutants, seed=seed, workers=workers, on_result=lambda _a: progress.advance(bar)
+            box,
+            tasks,
+            repo,
+            mutants=mutants,
+            seed=seed,
+            workers=workers,
+            part=part.value,
+            on_result=lambda _a: progress.advance(bar),
         )
     console.print(_table(audits))
     totals = audit_totals(audits)

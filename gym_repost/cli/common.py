@@ -197,6 +197,14 @@ class Reward(StrEnum):
     shaped = "shaped"
 
 
+class AuditPart(StrEnum):
+    """The mutants ``audit`` draws from (:data:`gym_repost.construct.audit.Part`)."""
+
+    all = "all"
+    build = "build"
+    held_out = "held-out"
+
+
 class ExecutorKind(StrEnum):
     """``--executor``: where units of work run."""
 

@@ -22,6 +22,7 @@ budget per task, mutants per task; never the wall clock.
 from __future__ import annotations
 
 import ast
+import hashlib
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -53,6 +54,10 @@ TASK_BUDGET = 300.0
 WALL_FACTOR = 3.0
 
 AuditStatus = Literal["audited", "uncovered", "not found", "changed", "error"]
+Part = Literal["all", "build", "held-out"]
+"""Which mutants an audit draws from: all of them, or one of two disjoint halves (by a digest
+of the mutant's code). ``build --max-false-accept`` filters on the ``build`` half, so
+``audit --part held-out`` measures the kept tasks with mutants the filter never saw."""
 UpstreamVerdict = Literal["killed", "timeout", "survived", "not run"]
 
 
@@ -152,10 +157,11 @@ def audit_tasks(
     mutants: int = MUTANTS,
     seed: int = 0,
     workers: int = 2,
+    part: Part = "all",
     on_result: Callable[[TaskAudit], None] | None = None,
 ) -> list[TaskAudit]:
     """Audit ``tasks`` (built from ``repo``) against ``repo``'s own test suite: one coverage
-    run of the suite, then each task's mutants, ``workers`` tasks at a time.
+    run of the suite, then each task's mutants (those of ``part``), ``workers`` tasks at a time.
 
     Raises:
         SandboxError: the sandbox failed (infrastructure).
@@ -163,7 +169,7 @@ def audit_tasks(
     audits: dict[str, TaskAudit] = {}
     targets: list[_Target] = []
     for task in tasks:
-        found = _target(task, repo, mutants, seed)
+        found = _target(task, repo, mutants, seed, part)
         if isinstance(found, TaskAudit):
             audits[task.id] = found
         else:
@@ -186,7 +192,16 @@ def audit_tasks(
     return [audits[t.id] for t in tasks]
 
 
-def _target(task: FunctionTask, repo: SourceRepository, mutants: int, seed: int) -> _Target | TaskAudit:
+def in_part(mutant: Mutant, part: Part) -> bool:
+    """The mutant belongs to ``part`` (see :data:`Part`): a digest of its code decides, so
+    the halves are the same whatever the seed, the sample size or the task file."""
+    if part == "all":
+        return True
+    digest = hashlib.sha256(mutant.source.encode("utf-8", "surrogatepass")).digest()
+    return (digest[0] % 2 == 0) == (part == "build")
+
+
+def _target(task: FunctionTask, repo: SourceRepository, mutants: int, seed: int, part: Part) -> _Target | TaskAudit:
     """The task's target in the upstream file, with its mutants; or why it cannot be audited."""
     path, qualname = task.provenance.file, task.provenance.qualname
     text = repo.files.get(path)
@@ -198,7 +213,7 @@ def _target(task: FunctionTask, repo: SourceRepository, mutants: int, seed: int)
     segment = "\n".join(lines[span.start - 1 : span.end])
     if not _same_code(dedent_code(segment), task.ground_truth):
         return TaskAudit(task.id, task.name, "changed", "the task's ground truth is not the repository's function")
-    population = generate_mutants(segment, operators=(*OPERATORS, *AUDIT_OPERATORS))
+    population = [m for m in generate_mutants(segment, operators=(*OPERATORS, *AUDIT_OPERATORS)) if in_part(m, part)]
     body = (span.def_line + 1, span.end)
     return _Target(task, task.id, path, body, offset, span.start, sample_mutants(population, mutants, seed))
 

@@ -65,8 +65,9 @@ class BuildSettings:
     :data:`~gym_repost.construct.extract.KEEP_OPTIONS` (non-library code, single-statement
     bodies, bodies found elsewhere in the repository)."""
     max_false_accept: float | None = None
-    """Audit the built tasks against the repository's own tests (:mod:`~gym_repost.construct.audit`)
-    and drop those that reward more than this share of the known-wrong mutants (None: no audit)."""
+    """Audit the built tasks against the repository's own tests (:mod:`~gym_repost.construct.audit`,
+    the ``build`` half of the mutants) and drop those that reward more than this share of the
+    known-wrong mutants (None: no audit)."""
 
     def thresholds(self) -> QualityThresholds:
         """The quality thresholds of the split."""
@@ -311,7 +312,7 @@ def _drop_false_acceptors(built: BuildResult, sandbox: Sandbox, settings: BuildS
     from gym_repost.construct.audit import audit_tasks, audit_totals
 
     limit = settings.max_false_accept or 0.0
-    audits = audit_tasks(sandbox, built.tasks, built.repo, seed=settings.seed, workers=settings.workers)
+    audits = audit_tasks(sandbox, built.tasks, built.repo, seed=settings.seed, workers=settings.workers, part="build")
     built.audit = audit_totals(audits)
     built.audited = {
         a.task_id: {"status": a.status, "known_wrong": len(a.known_wrong), "false_accepts": len(a.false_accepts)}

@@ -32,6 +32,8 @@ KILLER_SLOTS = 4
 """Inputs a test may hold beyond its size for mutants nothing else tells apart."""
 HUNT_ROUNDS = (12, 36, 108)
 """Mutated inputs tried against each surviving mutant, round after round, while the budget lasts."""
+UNREACHED_ROUNDS = 2
+"""Hunting rounds for a mutant on a line no input reaches (it may be unreachable)."""
 SWEPT_INPUTS = 3
 """Inputs whose every place gets every literal of the mutated line, first in a hunt."""
 SLOW_CALL = 0.2
@@ -135,11 +137,17 @@ class Selection:
                     killer = next((t for t in order if self._kills(t)), None)
                 explorer.stats["mutants"] += 1
                 if killer is None:
-                    survivors.append((line, replacement, order))
+                    # when no input reaches the mutated line, hunt from any (first rounds only)
+                    survivors.append((line, replacement, order or (self.chosen + useful)[:60], bool(order)))
                 else:
                     self._killed(killer)
-            for tries in HUNT_ROUNDS:
-                survivors = [s for s in survivors if s[2] and not self._hunted(mutants, s, tries, literals)]
+            for round_number, tries in enumerate(HUNT_ROUNDS):
+                survivors = [
+                    s
+                    for s in survivors
+                    if not (s[2] and (s[3] or round_number < UNREACHED_ROUNDS))
+                    or not self._hunted(mutants, s[:3], tries, literals)
+                ]
                 if not survivors or self._killers_full() or self._spent():
                     break
             explorer.stats["mutants_surviving"] = len(survivors)

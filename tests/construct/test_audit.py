@@ -216,3 +216,20 @@ def test_a_corpus_build_reports_its_audit_per_repository(sandbox: Sandbox, upstr
     assert totals["false accepts"] == row["false_accepts"] and "single-statement share" in totals
     table = corpus_paths(output)["stats_md"].read_text()
     assert "false_accept_rate" in table and "| known-wrong mutants |" in table
+
+
+def test_the_two_halves_of_the_mutants_are_fixed_and_disjoint(sandbox: Sandbox, upstream: Path) -> None:
+    """``build --max-false-accept`` filters on one half; ``audit --part held-out`` measures with
+    the other, mutants the filter never saw."""
+    from gym_repost.analysis.mutation import OPERATORS
+    from gym_repost.construct.audit import in_part
+
+    mutants = generate_mutants(CORE, operators=(*OPERATORS, *AUDIT_OPERATORS))
+    build = {m.source for m in mutants if in_part(m, "build")}
+    held_out = {m.source for m in mutants if in_part(m, "held-out")}
+    assert build and held_out and not build & held_out and build | held_out == {m.source for m in mutants}
+    repo = ingest(upstream, licenses="any")
+    weak = _tasks()[:1]
+    halves = [audit_tasks(sandbox, weak, repo, mutants=40, part=part)[0] for part in ("build", "held-out")]
+    sources = [{(m.line, m.original, m.replacement) for m in a.mutants} for a in halves]
+    assert sources[0] and sources[1] and not sources[0] & sources[1]

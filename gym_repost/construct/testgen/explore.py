@@ -42,7 +42,7 @@ MODULE_FILE = "_gr_module.py"
 EXPLORER_MODULES = ("runtime", "hints", "pools", "mutate", "strategies", "selection")
 """The explorer's modules in :mod:`gym_repost.programs`, shipped beside it."""
 REPLAY_HASH_SEED = "1"
-MAX_MUTANTS = 40
+MAX_MUTANTS = 60
 """Mutants of the target the search uses to choose inputs that tell them apart."""
 EXECUTIONS = 2000
 """Default budget of one search, in runs of the target (see :func:`generate_tests`)."""
