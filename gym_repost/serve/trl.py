@@ -152,6 +152,7 @@ class ServedEnvironment:
         info: the environment's latest ``info``.
         task_view: the episode's task as a policy may see it (``TaskView``'s JSON form).
         lost: why the session was lost mid-episode, or None.
+        reconnections: how many times ``reset`` replaced a lost session.
     """
 
     kind: ClassVar[str] = ""
@@ -166,6 +167,7 @@ class ServedEnvironment:
         self.info: dict[str, Any] = {}
         self.task_view: dict[str, Any] = {}
         self.lost: str | None = None
+        self.reconnections = 0
 
     @property
     def url(self) -> str:
@@ -191,6 +193,7 @@ class ServedEnvironment:
                 raise
             logger.info("the session at %s was lost (%s); reconnecting", self.url, exc)
             result = self._reset_session(task_id, seed)
+            self.reconnections += 1
         info = result.observation["info"]
         kind = info["task_view"]["kind"]
         if self.kind and kind != self.kind:

@@ -142,6 +142,7 @@ def test_a_long_run_reconnects_after_the_server_closed_idle_sessions_and_closes_
         assert trainer.step(answers) == [1.0, 0.0]  # reset reconnected, transparently
         assert trainer.step(answers) == [1.0, 0.0]
         assert trainer.made == 2 and server.active_sessions == 2  # made once, new sessions only when lost
+        assert [env.reconnections for env in trainer.pool] == [1, 1]
         assert close_all() == 2
         assert open_sessions() == 0
         eventually(lambda: server.active_sessions == 0, "the sessions closed by close_all()")
