@@ -94,8 +94,12 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
         make_policy = load_policy(options.policy, **({"base_url": options.base_url} if options.base_url else {}))
     except GymRepostError as exc:
         parser.error(str(exc))
+    try:
+        rows = dataset_rows(url, kind="function", limit=options.tasks)
+    except OSError as exc:
+        parser.error(f"cannot list the tasks of {url} (is gym-repost serve running there?): {exc}")
     results = []
-    for row in dataset_rows(url, kind="function", limit=options.tasks):
+    for row in rows:
         row = {"task_id": row["task_id"]}
         rewards, advantages = rollout_group(url, make_policy, row, options.group)
         results.append({**row, "rewards": rewards, "advantages": advantages})

@@ -63,3 +63,10 @@ def test_rollout_group_with_an_openai_compatible_model(
     assert sorted(rewards) == [0.0, 1.0]
     assert sorted(round(a, 2) for a in advantages) == [-1.0, 1.0]
     assert all(task.ground_truth not in r.text() for r in server.requests)  # the model never saw it
+
+
+def test_a_server_that_is_not_there_is_one_line(example: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        example.main(["http://127.0.0.1:9"])
+    assert stopped.value.code == 2
+    assert "cannot list the tasks of http://127.0.0.1:9 (is gym-repost serve running there?)" in capsys.readouterr().err
