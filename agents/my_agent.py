@@ -10,7 +10,9 @@ of the previous one. Its "model" is a stand-in so that it runs offline: it write
 target's header over a body that returns a guess (``None`` first, then an empty value of
 the return annotation's type after a failing test run), which rarely passes. Replace
 ``propose`` with a call to your model, passing it ``self.notes`` (the statement, the files
-the agent has read and the test reports it has seen).
+the agent has read and the test reports it has seen). ``transcript`` lists what the agent
+said (its prompts and its model's replies): the runner records it with each step and
+the run viewer shows it beside the actions.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class MyAgent:
             raise ValueError("MyAgent writes functions; it does not write test files")
         self.view = task
         self.notes: list[str] = [observation]
+        self.messages: list[dict[str, Any]] = [{"role": "user", "content": observation}]
         self.attempt = 0
         self.plan: list[str] = ["list_files", "read_file"] if self.explore else []
         self.plan += ["write_code", "run_tests"]
@@ -53,7 +56,14 @@ class MyAgent:
         lines = [f"@{d}" for d in target.decorators] + [target.signature]
         if target.docstring:
             lines.append('    """' + target.docstring.replace('"""', "'''").replace("\n", "\n    ") + '"""')
-        return "\n".join(lines + [f"    return {guess}"]) + "\n"
+        code = "\n".join(lines + [f"    return {guess}"]) + "\n"
+        self.messages.append({"role": "assistant", "content": f"A guess: `{target.name}` returns {guess}."})
+        return code
+
+    def transcript(self) -> list[dict[str, Any]]:
+        """The conversation so far, oldest first (``role``, ``content``; a real model's
+        replies also carry ``tool_calls``, ``tokens_in``, ``tokens_out``, ``seconds``)."""
+        return self.messages
 
     def _step(self, tool: str) -> dict[str, Any]:
         if tool == "read_file":

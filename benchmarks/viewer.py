@@ -3,8 +3,9 @@ episodes, and how long Chromium takes to load its pages.
 
 The run is written as ``gym-repost eval`` writes one (``RunDir``): 1,000 tasks named like
 HumanEval's (``Synth/0`` .. ``Synth/999``), 5 samples each, 2 repairs, each episode a
-trajectory of six steps (two code versions of ~30 lines, a failing ``run_tests`` with an
-assertion, submissions), about the size real episodes have. Timed: writing the report
+transcript of six steps (the task prompt; per step a model's reply with its reasoning and
+tool call; two code versions of ~30 lines, a failing ``run_tests`` with an assertion,
+submissions), about the size real LLM episodes have. Timed: writing the report
 (every page), and loading the overview (5,000 episode rows) and one trajectory page in
 headless Chromium (``--dump-dom``, which returns once the page has loaded and its script
 ran), each against a blank page loaded the same way in the same run; the difference is
@@ -20,6 +21,7 @@ Appends a record to ``benchmarks/results/viewer.jsonl``.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import statistics
 import subprocess
@@ -32,7 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import append_record, machine, now
-from gym_repost.evaluate import Episode, RunConfig, RunDir
+from gym_repost.evaluate import Episode, RunConfig, RunDir, Trajectory
 from gym_repost.evaluate.viewer import write_report
 
 
@@ -41,7 +43,7 @@ def _code(task: int, version: int) -> str:
     return f"def solve_{task}(values):\n    total = 0\n{body}\n    return total\n"
 
 
-def _trajectory(task: int, passed: bool) -> list[dict[str, Any]]:
+def _trajectory(task: int, passed: bool) -> Trajectory:
     report = {
         "passed": False,
         "status": "failed",
@@ -51,18 +53,38 @@ def _trajectory(task: int, passed: bool) -> list[dict[str, Any]]:
     }
     observation = "Tests failed: AssertionError\n" + "  traceback line\n" * 60
 
-    def step(tool: str, args: dict[str, Any], obs: str, **extra: Any) -> dict[str, Any]:
-        return {"action": {"tool": tool, "args": args}, "observation": obs, "reward": 0.0, "tool": tool, "ok": True,
-                "tokens": {"input": 900, "output": 120}, **extra}  # fmt: skip
+    def step(number: int, tool: str, args: dict[str, Any], obs: str, **extra: Any) -> dict[str, Any]:
+        reply = {
+            "role": "assistant",
+            "content": f"Step {number}: " + "I reason about what to do next. " * 20,
+            "tool_calls": [{"id": f"c{number}", "name": tool, "arguments": json.dumps(args)}],
+            "tokens_in": 900,
+            "tokens_out": 120,
+            "seconds": 2.5,
+        }
+        result = [{"role": "tool", "content": "", "tool_call_id": f"c{number - 1}", "observation_of_step": number - 1}]
+        return {"action": {"tool": tool, "args": args}, "reward": 0.0, "tool": tool, "ok": True,
+                "tokens": {"input": 900, "output": 120}, "messages": (result if number > 1 else []) + [reply],
+                "observation": obs, "seconds": {"policy": 2.5, "env": 0.4}, **extra}  # fmt: skip
 
-    return [
-        step("read_file", {"path": f"pkg/mod_{task}.py"}, "x = 1\n" * 200),
-        step("write_code", {"code": _code(task, 1)}, "Code saved (30 lines)."),
-        step("run_tests", {}, observation, test_report=report),
-        step("write_code", {"code": _code(task, 2)}, "Code saved (30 lines)."),
-        step("submit", {}, "Submission failed." if not passed else "Submission accepted.", test_report=report),
-        step("submit", {}, "Submission accepted." if passed else "Submission failed.", test_report=report),
-    ]
+    prompt = f"# Task: write `solve_{task}`\n\n" + "The statement, the signature and the docstring.\n" * 60
+    reset = {
+        "observation": prompt,
+        "messages": [{"role": "system", "content": "You are an expert Python engineer.\n" * 40},
+                     {"role": "user", "content": "", "observation_of_step": 0}],
+        "seconds": {"env": 0.05, "policy": 0.01},
+    }  # fmt: skip
+    return Trajectory(
+        [
+            step(1, "read_file", {"path": f"pkg/mod_{task}.py"}, "x = 1\n" * 200),
+            step(2, "write_code", {"code": _code(task, 1)}, "Code saved (30 lines)."),
+            step(3, "run_tests", {}, observation, test_report=report),
+            step(4, "write_code", {"code": _code(task, 2)}, "Code saved (30 lines)."),
+            step(5, "submit", {}, "Submission failed." if not passed else "Submission accepted.", test_report=report),
+            step(6, "submit", {}, "Submission accepted." if passed else "Submission failed.", test_report=report),
+        ],
+        reset=reset,
+    )
 
 
 def synthetic_run(path: Path, tasks: int, samples: int) -> int:

@@ -53,7 +53,9 @@ def test_validate_prints_per_task_and_totals(demo_subset: Path, tmp_path: Path) 
     result = cli("validate", str(demo_subset), "--mutants", "4", "--coverage", "--json", str(out))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "ground truth passes: 3/3" in result.stdout
-    assert "tests that accept a do-nothing candidate: 0" in result.stdout
+    assert "tests that accept a trivial candidate (None, the first argument, self, a constant, an exception): 0" in (
+        result.stdout
+    )
     data = json.loads(out.read_text())
     assert data["totals"]["mutants_total"] == 12 and data["totals"]["mean_branch_coverage"] == 1.0
     assert {t["task"] for t in data["tasks"]} == {

@@ -63,7 +63,15 @@ OPERATORS: tuple[str, ...] = (
     "remove_stmt",
     "break_continue",
 )
-"""Every mutation operator, in the order used to report counts."""
+"""Every mutation operator the builder and ``validate`` use, in the order used to report counts."""
+AUDIT_OPERATORS: tuple[str, ...] = ("identity_return", "empty_string", "drop_branch", "off_by_one")
+"""Operators only ``gym-repost audit`` uses, beyond :data:`OPERATORS` (a measure that used the
+builder's own operators would flatter the builder):
+
+* ``identity_return``: ``return x`` -> ``return <first parameter>`` (the input unchanged);
+* ``empty_string``: a non-empty string or bytes literal -> an empty one;
+* ``drop_branch``: an ``if``'s body, or its ``else`` block, -> ``pass``;
+* ``off_by_one``: an integer ``n`` -> ``n - 1``."""
 
 # Two-sided 95% normal quantile, for the Wilson interval.
 _Z95 = 1.959963984540054
@@ -163,7 +171,8 @@ def generate_mutants(
     Args:
         source: a function's source (possibly decorated, possibly indented as a method
             is inside its class) or a whole module.
-        operators: names from :data:`OPERATORS` to apply; None means all of them.
+        operators: names from :data:`OPERATORS` (and :data:`AUDIT_OPERATORS`) to apply;
+            None means all of :data:`OPERATORS`.
         lines: keep only mutants whose mutated node starts on one of these 1-based lines
             (for instance the lines of one function within its module); None means all.
 
@@ -295,9 +304,10 @@ def _sample_rank(mutant: Mutant, seed: int) -> bytes:
 def _check_operators(operators: Collection[str] | None) -> frozenset[str]:
     if operators is None:
         return frozenset(OPERATORS)
-    unknown = sorted(set(operators) - set(OPERATORS))
+    known = (*OPERATORS, *AUDIT_OPERATORS)
+    unknown = sorted(set(operators) - set(known))
     if unknown:
-        raise ConfigError(f"unknown mutation operator(s) {', '.join(unknown)}; known: {', '.join(OPERATORS)}")
+        raise ConfigError(f"unknown mutation operator(s) {', '.join(unknown)}; known: {', '.join(known)}")
     return frozenset(operators)
 
 

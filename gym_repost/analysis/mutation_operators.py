@@ -122,6 +122,9 @@ class MutationFinder(ast.NodeVisitor):
         self.operators = operators
         self.lines = lines
         self.edits: list[Edit] = []
+        self.first_parameter: list[str | None] = []
+        """Per function being visited (outermost first): its first parameter after ``self``
+        or ``cls`` (``identity_return``)."""
 
     # ---- recording
 
@@ -177,7 +180,12 @@ class MutationFinder(ast.NodeVisitor):
             self.visit(statement)
 
     def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        names = [a.arg for a in [*node.args.posonlyargs, *node.args.args]]
+        if names and names[0] in ("self", "cls"):
+            names = names[1:]
+        self.first_parameter.append(names[0] if names else None)
         self._visit_body(node.body)
+        self.first_parameter.pop()
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
@@ -231,6 +239,10 @@ class MutationFinder(ast.NodeVisitor):
         is_none = isinstance(value, ast.Constant) and value.value is None
         if value is not None and not is_none and self._wanted("return_value", node):
             self._add("return_value", node, "return None")
+        first = self.first_parameter[-1] if self.first_parameter else None
+        if first is not None and self._wanted("identity_return", node):
+            if not (isinstance(value, ast.Name) and value.id == first):
+                self._add("identity_return", node, f"return {first}")
         self.generic_visit(node)
 
     def visit_Break(self, node: ast.Break) -> None:
@@ -248,10 +260,28 @@ class MutationFinder(ast.NodeVisitor):
 
     def visit_If(self, node: ast.If | ast.While | ast.IfExp) -> None:
         self._negate(node.test)
+        if isinstance(node, ast.If) and self._wanted("drop_branch", node):
+            self._drop_block(node.body)
+            if node.orelse and not self._is_elif(node.orelse):
+                self._drop_block(node.orelse)
         self.generic_visit(node)
 
     visit_While = visit_If
     visit_IfExp = visit_If
+
+    def _drop_block(self, statements: list[ast.stmt]) -> None:
+        """The block's statements -> ``pass`` (unless it is ``pass`` already)."""
+        if len(statements) == 1 and isinstance(statements[0], ast.Pass):
+            return
+        start, _ = self.text.span(statements[0])
+        _, end = self.text.span(statements[-1])
+        self.edits.append(Edit("drop_branch", start, end, "pass"))
+
+    def _is_elif(self, orelse: list[ast.stmt]) -> bool:
+        if len(orelse) != 1 or not isinstance(orelse[0], ast.If):
+            return False
+        start, _ = self.text.span(orelse[0])
+        return self.text.source.startswith("elif", start)
 
     def visit_comprehension(self, node: ast.comprehension) -> None:
         for condition in node.ifs:
@@ -324,6 +354,14 @@ class MutationFinder(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Constant(self, node: ast.Constant) -> None:
+        value = node.value
+        if isinstance(value, (str, bytes)) and value and self._wanted("empty_string", node):
+            prefix = _STRING_OPENING.match(self.text.segment(node))
+            if prefix is not None:
+                empty = type(value)()
+                self._add_expression("empty_string", node, f"{prefix.group(0)}{prefix.group(1)}", ast.Constant(empty))
+        if type(value) is int and self._wanted("off_by_one", node):
+            self._add_expression("off_by_one", node, repr(value - 1), ast.Constant(value=value - 1))
         if not self._wanted("constant", node):
             return
         new = _mutated_constant(node.value)

@@ -3,6 +3,7 @@ lines over a library function.
 
 * :mod:`~gym_repost.cli.build`: ``build`` (function and test-file tasks, imports);
 * :mod:`~gym_repost.cli.validate`: ``validate``;
+* :mod:`~gym_repost.cli.audit`: ``audit``;
 * :mod:`~gym_repost.cli.evaluate`: ``eval`` and ``report``;
 * :mod:`~gym_repost.cli.data`: ``data rejection|dstc|acecoder|testgen``;
 * :mod:`~gym_repost.cli.sandbox`: ``sandbox check|cleanup|build-image`` and ``env install``;
@@ -25,7 +26,8 @@ from gym_repost.cli.app import app
 from gym_repost.cli.common import err_console, interrupted_note, invalid_settings, print_error
 from gym_repost.errors import GymRepostError
 
-for _group in ("build", "validate", "evaluate", "data", "sandbox", "serve"):  # registers the commands, in this order
+# registers the commands, in this order
+for _group in ("build", "validate", "audit", "evaluate", "data", "sandbox", "serve"):
     import_module(f"gym_repost.cli.{_group}")
 
 _SIGNALS: list[int] = []

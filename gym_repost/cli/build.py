@@ -60,6 +60,16 @@ def _build_from_repository(source: str, work: Any, sandbox: str, options: dict[s
         return work.build(source, sb, on_candidate=lambda *_: progress.advance(bar), on_stage=on_stage)
 
 
+def _keep_options(text: str) -> tuple[str, ...]:
+    from gym_repost.construct.extract import KEEP_OPTIONS
+
+    chosen = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [c for c in chosen if c not in KEEP_OPTIONS]
+    if unknown:
+        raise fail(f"--keep {', '.join(unknown)}: choose among {', '.join(KEEP_OPTIONS)}")
+    return chosen
+
+
 def _llm_work(
     spec: str, settings: Any, *, base_url: Optional[str], builder_args: list[str], log_path: Optional[Path]
 ) -> Any:
@@ -105,6 +115,13 @@ def _print_build(result: Any) -> None:
             drops.add_row(stage, reason, str(count), example)
         console.print(drops)
     console.print("stage timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in stats["timings"].items()))
+    if "audit" in stats:
+        audit = stats["audit"]
+        console.print(
+            f"audit: {audit['false_accepts']} of {audit['known_wrong']} mutants the repository's own tests reject "
+            f"were rewarded, by {audit['tasks_rewarding_a_known_wrong_mutant']} task(s) (dropped above the limit)",
+            highlight=False,
+        )
     if "llm" in stats:
         u = stats["llm"]
         cost = "cost n/a (set input_price/output_price)" if u["cost_usd"] is None else f"${u['cost_usd']:.4f}"
@@ -169,6 +186,20 @@ def build(
     ),
     test_budget: Optional[float] = typer.Option(None, hidden=True, help="Replaced by --test-executions."),
     trace: bool = typer.Option(True, help="Harvest inputs by running the repository's own tests."),
+    keep: str = typer.Option(
+        "",
+        "--keep",
+        help="Candidates dropped by default to keep, comma-separated: non-library (setup.py, docs, examples, "
+        "benchmarks), single-statement (one-line bodies with no branch and no call into the repository), "
+        "duplicates (bodies found elsewhere in the repository).",
+    ),
+    max_false_accept: Optional[float] = typer.Option(
+        None,
+        min=0.0,
+        max=1.0,
+        help="Audit the tasks against the repository's own tests and drop those rewarding more than "
+        "this share of the mutants those tests reject (0 keeps only tasks that reward none).",
+    ),
     workers: int = WORKERS,
     seed: int = SEED,
     sandbox: str = SANDBOX,
@@ -247,6 +278,8 @@ def build(
         min_kill_rate=min_kill_rate,
         mutants=mutants,
         only=tuple(only),
+        keep=_keep_options(keep),
+        max_false_accept=max_false_accept,
     )
     options = sandbox_options(workers, python, env, None)
     log_path = output.with_name(output.name + ".llm.jsonl")

@@ -155,13 +155,15 @@ def _print_summary(summary: dict[str, Any]) -> None:
 
 @app.command()
 def report(
-    runs: list[Path] = typer.Argument(..., metavar="RUN_DIR...", help="Run directories made by `gym-repost eval`."),
+    runs: list[Path] = typer.Argument(
+        ..., metavar="RUN_DIR...", help="Run directories made by `gym-repost eval`, or one folder holding several."
+    ),
     output: Optional[Path] = typer.Option(
         None, "-o", "--output", help="Folder to write (default: RUN_DIR/report for one run; needed for several)."
     ),
 ) -> None:
-    """Write the run viewer: static HTML pages of a run (or a comparison of several) to open or zip and share."""
-    from gym_repost.evaluate.viewer import write_report
+    """Write the run viewer: static HTML pages of a run, a comparison of several, or a folder's runs."""
+    from gym_repost.evaluate.viewer import runs_of, write_report
 
     if output is None and len(runs) > 1:
         raise fail("comparing several runs: say where to write the comparison with -o DIR")
@@ -173,7 +175,7 @@ def report(
         )
     if output is None:
         _redirect(runs[0] / REPORT_PAGE, index)
-    for run in runs:
+    for run in runs_of(runs):
         _print_brief(run)
     console.print(f"report: {index} (a static folder: open it in a browser, or zip {out} to share it)")
 

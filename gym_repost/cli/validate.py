@@ -30,12 +30,13 @@ from gym_repost.cli.common import (
 def _validation_table(results: list[Any]) -> Table:
     table = Table(title="validation per task")
     table.add_column("task", no_wrap=True)
-    for col in ("ground truth", "do-nothing", "mutants killed", "branch cov."):
+    for col in ("ground truth", "trivial", "mutants killed", "branch cov."):
         table.add_column(col, no_wrap=True)
     table.add_column("cause", overflow="fold")
     for r in results:
         killed = f"{r.mutants_killed}/{r.mutants.total}" if r.mutants and r.mutants.total else "-"
-        do_nothing = "-" if r.do_nothing is None else ("[red]ACCEPTED[/]" if r.accepts_do_nothing else "rejected")
+        accepted = ", ".join(r.accepts_trivial)
+        do_nothing = "-" if r.do_nothing is None else (f"[red]ACCEPTED[/] {accepted}" if accepted else "rejected")
         cov = "-" if r.coverage is None else f"{100 * r.coverage.branch_coverage:.0f}% ({r.coverage.branches})"
         verdict = ("[green]pass[/]" if r.passed else "[red]FAIL[/]") + (
             " [yellow](nondeterministic)[/]" if r.nondeterministic else ""
@@ -105,10 +106,11 @@ def _print_validation_totals(totals: dict[str, Any]) -> None:
     )
     if totals["mean_branch_coverage"] is not None:
         console.print(f"mean branch coverage of the targets: {100 * totals['mean_branch_coverage']:.1f}%")
-    flagged = totals["accepts_do_nothing"]
+    flagged = totals["accepts_trivial"]
+    listed = ", ".join(f"{task} ({', '.join(which)})" for task, which in flagged.items())
     console.print(
-        f"tests that accept a do-nothing candidate: [bold]{len(flagged)}[/]"
-        + (": " + ", ".join(flagged) if flagged else "")
+        "tests that accept a trivial candidate (None, the first argument, self, a constant, an exception): "
+        f"[bold]{len(flagged)}[/]" + (f": {listed}" if listed else "")
     )
     unstable = totals["nondeterministic"]
     console.print(

@@ -39,8 +39,23 @@ this order:
     the function's code (docstring and comments removed, decorators included) mentions
     a keyword of :data:`DEFAULT_EXCLUDE_KEYWORDS` (or the caller's table); the keyword
     is the drop's detail.
+``not library code``
+    ``setup.py``, ``noxfile.py``, files named ``example*.py``, files under ``doc``/``docs``,
+    ``example``/``examples``, ``bench``/``benchmark``/``benchmarks`` directories, and under
+    a top-level ``ci``, ``ci_tools``, ``tools``, ``scripts``, ``build_tools``, ``devtools``,
+    ``utils`` or ``misc`` directory.
+``single-statement body``
+    one statement (nested ones counted) with no branch (no ``if``, loop, boolean operator,
+    conditional expression) that calls no function or class the repository defines: a
+    one-line wrapper of the standard library tests little of the repository's logic.
+``body appears elsewhere in the repository``
+    another function of the repository (a test's helper, a copy in another module) has the
+    same body, parameters and names aside: the agent, who sees the repository, can copy it.
 ``over the per-repository cap``
     see :func:`select_candidates`.
+
+The last three besides the cap are the builder's defaults and can each be kept
+(:data:`KEEP_OPTIONS`).
 """
 
 from __future__ import annotations
@@ -617,6 +632,118 @@ def _scan_repository(
     return candidates, drops
 
 
+KEEP_OPTIONS = ("non-library", "single-statement", "duplicates")
+"""What ``extract_candidates(keep=...)`` (``gym-repost build --keep``) can keep that is dropped
+by default: non-library code, single-statement bodies, bodies found elsewhere."""
+_NON_LIBRARY_DIRS = frozenset({"doc", "docs", "example", "examples", "bench", "benchmark", "benchmarks"})
+_NON_LIBRARY_TOPS = frozenset({"ci", "ci_tools", "tools", "scripts", "build_tools", "devtools", "utils", "misc"})
+"""Top-level directories of a repository that hold its maintainers' tools, not the library."""
+
+
+def is_library_path(path: str) -> bool:
+    """False for ``setup.py``, ``example*.py``, files under docs, examples or benchmarks, and
+    files under a top-level tools directory (``ci_tools/``, ``scripts/``...)."""
+    parts = path.split("/")
+    name = parts[-1]
+    top = parts[0] if len(parts) > 1 else ""
+    return not (
+        name in ("setup.py", "noxfile.py")
+        or name.startswith("example")
+        or _NON_LIBRARY_DIRS.intersection(parts[:-1])
+        or top in _NON_LIBRARY_TOPS
+    )
+
+
+def _policy_drops(
+    repo: SourceRepository, candidates: list[Candidate], keep: Collection[str]
+) -> tuple[list[Candidate], list[Drop]]:
+    """The default drops of :data:`KEEP_OPTIONS` not in ``keep``."""
+    defined = _defined_names(repo) if "single-statement" not in keep else set()
+    bodies = _body_counts(repo) if "duplicates" not in keep else Counter()
+    kept: list[Candidate] = []
+    drops: list[Drop] = []
+    for candidate in candidates:
+        reason = None
+        if "non-library" not in keep and not is_library_path(candidate.file):
+            reason = "not library code"
+        elif "single-statement" not in keep and _single_statement(candidate, defined):
+            reason = "single-statement body"
+        elif "duplicates" not in keep and bodies[_normalized_body(candidate.source)] > 1:
+            reason = "body appears elsewhere in the repository"
+        if reason is None:
+            kept.append(candidate)
+        else:
+            drops.append(Drop(candidate.file, candidate.qualname, "extract", reason))
+    return kept, drops
+
+
+_DEFINED = re.compile(r"^[ \t]*(?:async[ \t]+)?(?:def|class)[ \t]+(\w+)", re.MULTILINE)
+
+
+def _defined_names(repo: SourceRepository) -> set[str]:
+    """Names of every function and class the repository defines."""
+    return {name for path in repo.python_files for name in _DEFINED.findall(repo.files[path])}
+
+
+def _single_statement(candidate: Candidate, defined: set[str]) -> bool:
+    """One statement, no branch, and no call into the repository's own functions or classes."""
+    if candidate.body_statements != 1 or candidate.branches:
+        return False
+    try:
+        tree = parse_python(dedent_code(candidate.source))
+    except (SyntaxError, ValueError):
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            called = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", None)
+            if called in defined and called != candidate.name:
+                return False
+    return True
+
+
+def _normalized_body(source: str) -> str:
+    """A function's body as a syntax tree, docstring left out and parameters renamed by
+    position ('' when it does not parse)."""
+    try:
+        tree = parse_python(dedent_code(source))
+    except (SyntaxError, ValueError):
+        return ""
+    function = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+    return "" if function is None else _body_dump(function)
+
+
+def _body_dump(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    body = function.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    if not body:
+        return ""
+    args = function.args
+    names = [a.arg for a in [*args.posonlyargs, *args.args, *args.kwonlyargs]]
+    renamed = {name: f"_p{i}" for i, name in enumerate(names)}
+    module = ast.Module(body=body, type_ignores=[])
+    text = ast.dump(module, annotate_fields=False, include_attributes=False)
+    for name, placeholder in renamed.items():
+        text = text.replace(f"Name('{name}',", f"Name('{placeholder}',")
+    return text
+
+
+def _body_counts(repo: SourceRepository) -> Counter[str]:
+    """How many functions of the repository have each normalized body."""
+    counts: Counter[str] = Counter()
+    for path in repo.python_files:
+        try:
+            tree = parse_python(repo.files[path])
+        except (SyntaxError, ValueError):
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                dumped = _body_dump(node)
+                if dumped:
+                    counts[dumped] += 1
+    return counts
+
+
 def select_candidates(candidates: list[Candidate], limit: int, seed: int = 0) -> list[Candidate]:
     """At most ``limit`` candidates, chosen deterministically (in their given order).
 
@@ -650,6 +777,7 @@ def extract_candidates(
     seed: int = 0,
     keywords: Mapping[str, tuple[str, ...]] = DEFAULT_EXCLUDE_KEYWORDS,
     index: RepositoryIndex | None = None,
+    keep: Collection[str] = (),
 ) -> tuple[list[Candidate], list[Drop], ExtractStats]:
     """Find the candidate functions and methods of ``repo``.
 
@@ -661,6 +789,7 @@ def extract_candidates(
         index: the repository's :func:`~gym_repost.construct.dependencies.build_index`,
             when the caller has it: its ``ast`` parse of every file is reused instead of
             parsing again.
+        keep: which of :data:`KEEP_OPTIONS` to keep rather than drop.
 
     Returns:
         The candidates in file and line order, the drops (one per function left out, or
@@ -670,6 +799,8 @@ def extract_candidates(
     stats = ExtractStats(python_files=len(repo.python_files))
     with garbage_collector_paused():
         candidates, drops = _scan_repository(repo, keywords, index, stats)
+        candidates, policy_drops = _policy_drops(repo, candidates, keep)
+    drops += policy_drops
     stats.kept_before_cap = len(candidates)
     kept = select_candidates(candidates, max_candidates, seed)
     chosen = {c.key for c in kept}

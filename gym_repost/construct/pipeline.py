@@ -60,6 +60,13 @@ class BuildSettings:
     rescue_static_drops: bool = False
     """Candidates whose dependency slice or sandboxed module failed still get an episode
     (with no slice or module): a policy that assembles the script itself may save them."""
+    keep: tuple[str, ...] = ()
+    """Candidates extraction drops by default that are kept: any of
+    :data:`~gym_repost.construct.extract.KEEP_OPTIONS` (non-library code, single-statement
+    bodies, bodies found elsewhere in the repository)."""
+    max_false_accept: float | None = None
+    """Audit the built tasks against the repository's own tests (:mod:`~gym_repost.construct.audit`)
+    and drop those that reward more than this share of the known-wrong mutants (None: no audit)."""
 
     def thresholds(self) -> QualityThresholds:
         """The quality thresholds of the split."""
@@ -91,6 +98,8 @@ class BuildResult:
     infra_errors: list[str] = field(default_factory=list)
     llm_usage: dict[str, Any] | None = None
     """The LLM builder's totals (calls, retries, tokens, cost), when a model was used."""
+    audit: dict[str, Any] | None = None
+    """The audit's totals, when the build audited its tasks (``max_false_accept``)."""
     llm_log: list[str] = field(default_factory=list)
     """The exchange log's lines of a build that kept them rather than writing them (one
     run by a Ray actor: the driver writes them, see :class:`~gym_repost.construct.llm_builder.LLMBuildWork`)."""
@@ -107,6 +116,8 @@ class BuildResult:
         }
         if self.llm_usage is not None:
             stats["llm"] = dict(self.llm_usage)
+        if self.audit is not None:
+            stats["audit"] = dict(self.audit)
         return stats
 
     def safety_limits(self) -> list[str]:
@@ -284,7 +295,32 @@ def build_function_tasks(
     with timer("construction"):
         work = _CandidateWork(repo, installer, seeds, settings, factory, on_candidate)
         results = LocalExecutor(settings.workers, sandbox).map(work, prepared)
-    return _collect(repo, len(candidates), drops + static_drops, results, timer, notes)
+    built = _collect(repo, len(candidates), drops + static_drops, results, timer, notes)
+    if settings.max_false_accept is not None and built.tasks:
+        with timer("audit"):
+            _drop_false_acceptors(built, sandbox, settings)
+        built.timings = timer.seconds
+    return built
+
+
+def _drop_false_acceptors(built: BuildResult, sandbox: Sandbox, settings: BuildSettings) -> None:
+    """Audit the built tasks; drop those above ``max_false_accept`` (the audit's totals go in
+    the build's statistics)."""
+    from gym_repost.construct.audit import audit_tasks, audit_totals
+
+    limit = settings.max_false_accept or 0.0
+    audits = audit_tasks(sandbox, built.tasks, built.repo, seed=settings.seed, workers=settings.workers)
+    built.audit = audit_totals(audits)
+    rates = {a.task_id: a.false_accept_rate for a in audits}
+    kept = []
+    for task in built.tasks:
+        rate = rates.get(task.id)
+        if rate is not None and rate > limit:
+            detail = f"{100 * rate:.0f}% of the mutants its repository's own tests reject are rewarded"
+            built.drops.append(Drop(task.provenance.file, task.provenance.qualname, "audit", "false accepts", detail))
+        else:
+            kept.append(task)
+    built.tasks = kept
 
 
 class RepositoryUnit:
@@ -355,10 +391,12 @@ def _extract(repo: SourceRepository, settings: BuildSettings) -> tuple[list[Cand
     keywords = DEFAULT_EXCLUDE_KEYWORDS if settings.exclude_keywords is None else settings.exclude_keywords
     if not settings.only:
         candidates, drops, _ = extract_candidates(
-            repo, max_candidates=settings.max_candidates, seed=settings.seed, keywords=keywords
+            repo, max_candidates=settings.max_candidates, seed=settings.seed, keywords=keywords, keep=settings.keep
         )
         return candidates, drops
-    found, drops, _ = extract_candidates(repo, max_candidates=1_000_000, seed=settings.seed, keywords=keywords)
+    found, drops, _ = extract_candidates(
+        repo, max_candidates=1_000_000, seed=settings.seed, keywords=keywords, keep=settings.keep
+    )
     chosen = [c for c in found if _selected(c.file, c.qualname, settings.only)]
     kept = select_candidates(chosen, settings.max_candidates, settings.seed)
     drops = [d for d in drops if _selected(d.file, d.qualname, settings.only)]

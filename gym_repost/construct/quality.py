@@ -4,8 +4,9 @@ RepoST's sanity checks for sandboxing and for tests (the target is present and u
 ``test_{name}`` uses both the original and the candidate, at least three assertions, a
 ``__main__`` block that calls the test outside any try/except), then measurements: the
 ground truth passes, branch coverage of the target alone (coverage.py), and, beyond
-RepoST, test strength: a do-nothing candidate must fail and enough mutants of the
-target must be killed.
+RepoST, test strength: trivial candidates (``return None``, the first argument, ``self``,
+the ground truth's most common value, its most common exception) must fail and enough
+mutants of the target must be killed.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ from typing import Any, Literal
 from gym_repost.analysis.parsing import parse_python
 from gym_repost.analysis.source import dedent_code, find_function
 from gym_repost.harness.coverage import FunctionCoverage
-from gym_repost.harness.validation import TaskValidation, validate_task
+from gym_repost.harness.validation import MIN_MUTANTS, TaskValidation, validate_task
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask
 
 Split = Literal["train", "eval"]
+MIN_MEASURED = 3
+"""Branch arcs (mutants) below which a task's branch coverage (kill rate) is reported as n/a."""
 Functionality = Literal["same", "yes", "no"]
 
 
@@ -200,16 +203,24 @@ def _judge(report: QualityReport, validation: TaskValidation, thresholds: Qualit
         report.reason, report.detail = "ground truth fails", validation.cause
         return report
     if validation.coverage is not None:
-        report.branch_coverage = validation.coverage.branch_coverage
         report.branches = validation.coverage.branches
+        # fewer than 3 arcs: n/a, not "100%" of nothing
+        report.branch_coverage = validation.coverage.branch_coverage if report.branches >= MIN_MEASURED else None
     if validation.mutants is not None and validation.mutants.total:
-        report.kill_rate = validation.mutants.score
         report.mutants = validation.mutants.total
+        report.kill_rate = validation.mutants.score if report.mutants >= MIN_MEASURED else None
     if validation.accepts_do_nothing:
         report.reason, report.detail = "tests accept a do-nothing candidate", ""
+    elif validation.accepts_trivial:
+        report.reason, report.detail = "tests accept a trivial candidate", ", ".join(validation.accepts_trivial)
+    elif validation.returns_callable:
+        report.reason = "returns a function (compared by its name, not by what it does)"
     elif thresholds.reject_nondeterministic and validation.nondeterministic:
         report.reason = "nondeterministic tests (eval split)"
         report.detail = "; ".join(validation.nondeterministic[:3])
+    elif validation.mutants is not None and thresholds.mutants >= MIN_MUTANTS and report.mutants < MIN_MUTANTS:
+        report.reason = f"fewer than {MIN_MUTANTS} mutants"
+        report.detail = f"{report.mutants}: too small a target to tell strong tests from weak ones"
     elif report.branch_coverage is not None and report.branch_coverage < thresholds.min_branch_coverage:
         report.reason = "branch coverage below threshold"
         report.detail = f"{100 * report.branch_coverage:.0f}% < {100 * thresholds.min_branch_coverage:.0f}%"

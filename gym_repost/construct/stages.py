@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-Stage = Literal["ingest", "extract", "dependencies", "sandboxing", "tests", "execution", "quality"]
+Stage = Literal["ingest", "extract", "dependencies", "sandboxing", "tests", "execution", "quality", "audit"]
 LicenseKind = Literal["permissive", "copyleft", "proprietary", "unknown"]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import io
 import statistics
 import time
@@ -12,6 +13,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from gym_repost.analysis.parsing import parse_python
+from gym_repost.analysis.source import dedent_code
 from gym_repost.construct.stages import Drop
 from gym_repost.task import FunctionTask
 
@@ -81,11 +84,28 @@ def table2(candidates: int, tasks: Sequence[FunctionTask]) -> dict[str, Any]:
         "avg test cases": _mean([t.metadata.num_asserts for t in tasks]),
         "avg branch coverage": _mean(coverages),
         "median branch coverage": _median(coverages),
+        "branch coverage n/a (under 3 arcs)": len(tasks) - len(coverages),
         "median mutant kill rate": _median(kill_rates),
+        "kill rate n/a (under 3 mutants)": len(tasks) - len(kill_rates),
+        "single-statement share": _mean([1.0 if _single_statement(t) else 0.0 for t in tasks]),
+        "docstring share": _mean([1.0 if t.target.docstring else 0.0 for t in tasks]),
         "standalone share": _mean([1.0 if t.metadata.standalone else 0.0 for t in tasks]),
         "methods share": _mean([1.0 if t.target.class_name else 0.0 for t in tasks]),
         "external libraries": libraries,
     }
+
+
+def _single_statement(task: FunctionTask) -> bool:
+    """The target's body (docstring aside) is one statement, nested ones counted."""
+    try:
+        tree = parse_python(dedent_code(task.target.source))
+    except (SyntaxError, ValueError):
+        return False
+    function = tree.body[0] if tree.body else None
+    body = getattr(function, "body", [])
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    return sum(isinstance(n, ast.stmt) for s in body for n in ast.walk(s)) == 1
 
 
 def drop_table(drops: Sequence[Drop]) -> list[tuple[str, str, int, str]]:

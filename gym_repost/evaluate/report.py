@@ -12,6 +12,32 @@ from typing import Any
 
 from gym_repost.evaluate.run_dir import Episode
 
+STATUS_LABELS = {"passed": "passed", "failed": "failed", "infra_error": "infra error", "policy_error": "policy error"}
+
+
+def status_label(status: str) -> str:
+    """How reports name an episode's status."""
+    return STATUS_LABELS.get(status, status.replace("_", " "))
+
+
+def policy_error(episode: Episode) -> dict[str, str] | None:
+    """An episode's ``policy_error`` (``type``, ``message``, ``traceback``: the policy's own
+    exception), if its record has one."""
+    value: Any = getattr(episode, "policy_error", None)
+    if value is not None and hasattr(value, "model_dump"):
+        value = value.model_dump()
+    if not isinstance(value, dict):
+        return None
+    return {key: str(value.get(key) or "") for key in ("type", "message", "traceback")}
+
+
+def error_text(episode: Episode) -> str:
+    """An episode's policy or infrastructure error in a line ('' without one)."""
+    error = policy_error(episode)
+    if error is not None:
+        return f"policy error: {error['type']}: {error['message']}".rstrip(": ")
+    return episode.infra_error or ""
+
 
 def percent(value: float | None) -> str:
     """A rate as the reports print it: ``42.5%``, or ``n/a``."""
@@ -27,9 +53,13 @@ def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
 
 def failure_text(report: dict[str, Any] | None, limit: int = 160) -> str:
     """A failed test report in one line: the exception, the failing assertion with both
-    sides' values when there is one, else the message."""
+    sides' values when there is one, else the message; for a test file whose tests all
+    passed, its reward below the bar."""
     if not report or report.get("passed"):
         return ""
+    reward = report.get("reward")
+    if isinstance(reward, (int, float)) and report.get("status") == "passed":  # a test file's tests all passed
+        return f"below the bar: reward {reward:.3f}"
     head = str(report.get("exception") or report.get("status") or "failed")
     assertion = report.get("assertion") if isinstance(report.get("assertion"), dict) else None
     if assertion and assertion.get("source"):

@@ -1,8 +1,10 @@
 """Run directories: the episode records, the run's configuration, resuming after a kill.
 
 Layout of ``RUN_DIR``: ``config.json`` (what the run is), ``episodes.jsonl`` (one line
-per finished episode, appended, flushed and synced), ``trajectories.jsonl`` (the
-actions and observations of each episode), ``summary.json``, ``report/`` (the viewer,
+per finished episode, appended, flushed and synced), ``trajectories.jsonl`` (each
+episode's transcript: the task prompt, then per step what the policy said and did and what
+the environment answered; :mod:`gym_repost.evaluate.transcript` gives the format),
+``summary.json``, ``report/`` (the viewer,
 :mod:`gym_repost.evaluate.viewer`; ``report.html`` leads there) and
 ``.lock``: one writer per run directory, held with ``flock`` (released by the kernel when
 its holder dies, however it dies) and naming its holder ("pid N on HOST since TIME").
@@ -18,7 +20,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -116,6 +118,53 @@ class Episode(BaseModel):
     def key(self) -> tuple[str, int]:
         """``(task_id, sample)``: what makes an episode unique in a run."""
         return self.task_id, self.sample
+
+
+class Trajectory(list[dict[str, Any]]):
+    """An episode's steps, one dict per environment step (a list, as it always was), and
+    beside them its step 0 (:attr:`reset`) and the step under way when the episode stopped
+    (:attr:`interrupted`); :mod:`gym_repost.evaluate.transcript` gives the format."""
+
+    def __init__(
+        self,
+        steps: Iterable[dict[str, Any]] = (),
+        *,
+        reset: dict[str, Any] | None = None,
+        interrupted: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(steps)
+        self.reset = reset
+        """The reset's observation (the task prompt), what the policy's ``reset`` added to
+        its transcript, and their seconds; None in runs recorded before it was kept."""
+        self.interrupted = interrupted
+        """What the policy said (and the action it chose, if it chose one) in a step that
+        did not finish: ``act`` raised, or the infrastructure failed; None otherwise."""
+
+    def record(self, task_id: str, sample: int) -> dict[str, Any]:
+        """The line of ``trajectories.jsonl`` for this episode."""
+        out: dict[str, Any] = {"task_id": task_id, "sample": sample}
+        if self.reset is not None:
+            out["reset"] = self.reset
+        out["steps"] = list(self)
+        if self.interrupted is not None:
+            out["interrupted"] = self.interrupted
+        return out
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Trajectory:
+        """Inverse of :meth:`record` (older lines have only ``steps``).
+
+        Raises:
+            TypeError: the record is not one.
+        """
+        reset, interrupted = record.get("reset"), record.get("interrupted")
+        if not isinstance(record["steps"], list) or not all(isinstance(s, dict) for s in record["steps"]):
+            raise TypeError("steps must be a list of objects")
+        return cls(
+            record["steps"],
+            reset=reset if isinstance(reset, dict) else None,
+            interrupted=interrupted if isinstance(interrupted, dict) else None,
+        )
 
 
 def software_versions() -> dict[str, str]:
@@ -274,19 +323,19 @@ class RunDir:
             latest[ep.key] = ep
         return list(latest.values())
 
-    def trajectories(self) -> dict[tuple[str, int], list[dict[str, Any]]]:
-        """The steps of each recorded episode, by key; for a repeated key the last line
-        wins; an unreadable line is skipped (and logged)."""
+    def trajectories(self) -> dict[tuple[str, int], Trajectory]:
+        """The trajectory of each recorded episode, by key; for a repeated key the last
+        line wins; an unreadable line is skipped (and logged)."""
         file = self.path / TRAJECTORIES
-        out: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        out: dict[tuple[str, int], Trajectory] = {}
         if not file.exists():
             return out
         with open(file, encoding="utf-8") as fh:
             for number, line in enumerate(fh, 1):
                 try:
                     record = json.loads(line)
-                    out[(str(record["task_id"]), int(record["sample"]))] = list(record["steps"])
-                except (ValueError, KeyError, TypeError):
+                    out[(str(record["task_id"]), int(record["sample"]))] = Trajectory.from_record(record)
+                except (ValueError, KeyError, TypeError, AttributeError):
                     if line.strip():
                         logger.warning("%s:%d: skipping an unreadable trajectory record", file, number)
         return out
@@ -296,10 +345,11 @@ class RunDir:
         return {ep.key for ep in self.episodes() if ep.status != "infra_error"}
 
     def append(self, episode: Episode, trajectory: list[dict[str, Any]]) -> None:
-        """Record a finished episode (trajectory first, so an episode line implies both)."""
-        traj = json.dumps(
-            {"task_id": episode.task_id, "sample": episode.sample, "steps": trajectory}, ensure_ascii=False
-        )
+        """Record a finished episode (trajectory first, so an episode line implies both);
+        ``trajectory``: a :class:`Trajectory`, or a plain list of steps."""
+        if not isinstance(trajectory, Trajectory):
+            trajectory = Trajectory(trajectory)
+        traj = json.dumps(trajectory.record(episode.task_id, episode.sample), ensure_ascii=False)
         line = episode.model_dump_json()
         with self._lock:
             for name, text in ((TRAJECTORIES, traj), (EPISODES, line)):

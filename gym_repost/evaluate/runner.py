@@ -8,7 +8,10 @@ appended to ``episodes.jsonl`` at once, so a killed run loses only the episodes 
 flight; rerunning continues where it stopped (infrastructure errors are retried, finished
 episodes are skipped, nothing duplicates). One process writes to a run directory at a
 time (``RUN_DIR/.lock``); an interrupt stops recording at once and does not wait for the
-episodes in flight.
+episodes in flight. Beside each episode record, its transcript goes to
+``trajectories.jsonl``: the task prompt, then per step what the policy said (an LLM's
+replies, tool calls and tokens), the action, the observation and the wall-clock seconds
+(:mod:`gym_repost.evaluate.transcript`).
 
 The environment follows the task's kind: ``gym_repost/Function-v0`` for function tasks,
 ``gym_repost/TestFile-v0`` for test-file tasks. A test-file episode's reward is its best
@@ -35,8 +38,9 @@ from gym_repost.env import make_task_env
 from gym_repost.env.function_env import FunctionEnv
 from gym_repost.env.testfile_env import TestFileEnv
 from gym_repost.errors import InfrastructureError, PolicyError, UntrustedDataError
-from gym_repost.evaluate.run_dir import Episode, RunConfig, RunDir, software_versions
+from gym_repost.evaluate.run_dir import Episode, RunConfig, RunDir, Trajectory, software_versions
 from gym_repost.evaluate.summary import summarize
+from gym_repost.evaluate.transcript import TranscriptRecorder
 from gym_repost.executor import Executor, need_sandbox, with_sandbox
 from gym_repost.policy.loader import PolicyFactory
 from gym_repost.policy.privileged import reset_policy
@@ -44,8 +48,6 @@ from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import Task
 
 logger = logging.getLogger(__name__)
-
-_MAX_OBS_CHARS = 8000
 
 
 def episode_seed(base: int, task_id: str, sample: int) -> int:
@@ -89,18 +91,24 @@ class _Outcome:
 
 
 def _play(
-    env: FunctionEnv | TestFileEnv, policy: Any, task: Task, sample: int, seed: int, trajectory: list[dict[str, Any]]
+    env: FunctionEnv | TestFileEnv, policy: Any, task: Task, sample: int, seed: int, recorder: TranscriptRecorder
 ) -> _Outcome:
     obs, info = env.reset(seed=seed)
+    recorder.reset(obs)
     info = {**info, "sample": sample, "seed": seed}
     try:
         reset_policy(policy, task, obs, info, seed=seed)
     except Exception as exc:
         raise PolicyError(f"policy.reset raised {type(exc).__name__}: {exc}") from exc
+    finally:
+        recorder.policy_reset()
     outcome = _Outcome()
     tokens = _Tokens(policy)
     while True:
+        recorder.start_step()
         action = _act(policy, obs, info)
+        recorded = _recordable(action)
+        recorder.acted(recorded)
         obs, reward, terminated, truncated, info = env.step(action)
         if info.get("infra_error"):
             raise InfrastructureError(info["infra_error"])
@@ -110,11 +118,11 @@ def _play(
             outcome.test_runs.append(bool(info["test_report"]["passed"]))
             if info["tool"] == "submit":
                 outcome.submissions.append(bool(info["test_report"]["passed"]))
-        step = {"action": _recordable(action), "observation": obs[:_MAX_OBS_CHARS], "reward": reward}
-        step.update(tool=info["tool"], ok=info["ok"], tokens=tokens.since_last())
+        step = {"action": recorded, "reward": reward, "tool": info["tool"], "ok": info["ok"]}
+        step["tokens"] = tokens.since_last()
         if tested:
             step["test_report"] = _brief(info["test_report"])
-        trajectory.append(step)
+        recorder.finish_step(step, obs)
         if terminated or truncated:
             outcome.terminated, outcome.truncated = terminated, truncated
             outcome.steps, outcome.last_report = info["steps"], info["test_report"]
@@ -134,11 +142,13 @@ def _recordable(action: Any) -> Any:
 
 def run_episode(
     task: Task, sample: int, factory: PolicyFactory, sandbox: Sandbox, config: RunConfig
-) -> tuple[Episode, list[dict[str, Any]]]:
-    """Play one episode; infrastructure failures become an ``infra_error`` record."""
+) -> tuple[Episode, Trajectory]:
+    """Play one episode; infrastructure failures become an ``infra_error`` record. The
+    trajectory is the episode's transcript (:mod:`gym_repost.evaluate.transcript`)."""
     seed = episode_seed(config.seed, task.id, sample)
     env = make_env(task, sandbox, config)
-    trajectory: list[dict[str, Any]] = []
+    trajectory = Trajectory()
+    recorder = TranscriptRecorder(trajectory)
     base: dict[str, Any] = {
         "task_id": task.id,
         "task_name": task.name,
@@ -150,8 +160,10 @@ def run_episode(
     started = time.time()
     try:
         policy = factory()
-        out = _play(env, policy, task, sample, seed, trajectory)
+        recorder.attach(policy)
+        out = _play(env, policy, task, sample, seed, recorder)
     except Exception as exc:
+        recorder.interrupt()
         if not isinstance(exc, InfrastructureError):
             logger.error("episode %s/%d crashed:\n%s", task.name, sample, traceback.format_exc())
         return Episode(
@@ -184,14 +196,18 @@ def run_episode(
 
 _REPORT_KEYS = ("passed", "status", "exception", "message", "assertion", "reward")
 """What an episode's final report and a trajectory step keep of a test report: the failing
-assertion with both sides' values (function tasks) or the reward (test-file tasks); the
-observation holds the rest."""
+assertion with both sides' values (function tasks) or the reward and the main metrics
+(test-file tasks); the observation holds the rest."""
+_METRIC_KEYS = ("tests", "passed", "execution_rate", "pass_rate", "line_coverage", "branch_coverage", "mutation_score")
 
 
 def _brief(report: dict[str, Any] | None) -> dict[str, Any] | None:
     if report is None:
         return None
-    return {k: report.get(k) for k in _REPORT_KEYS if k in report}
+    brief = {k: report.get(k) for k in _REPORT_KEYS if k in report}
+    if isinstance(report.get("metrics"), dict):
+        brief["metrics"] = {k: report["metrics"].get(k) for k in _METRIC_KEYS if k in report["metrics"]}
+    return brief
 
 
 class _Tokens:
@@ -256,7 +272,7 @@ class _Recorder:
         self._lock = threading.Lock()
         self.stopped = False
 
-    def record(self, episode: Episode, trajectory: list[dict[str, Any]]) -> None:
+    def record(self, episode: Episode, trajectory: Trajectory) -> None:
         with self._lock:
             if self.stopped:
                 return
@@ -278,7 +294,7 @@ class EpisodeWork:
     factory: PolicyFactory
     config: RunConfig
 
-    def __call__(self, item: tuple[Task, int], sandbox: Sandbox | None) -> tuple[Episode, list[dict[str, Any]]]:
+    def __call__(self, item: tuple[Task, int], sandbox: Sandbox | None) -> tuple[Episode, Trajectory]:
         task, sample = item
         return run_episode(task, sample, self.factory, need_sandbox(sandbox, "an episode"), self.config)
 

@@ -92,7 +92,7 @@ def _prepared(code: str, target: Target) -> tuple[str, ast.Module]:
         raise CandidateError(f"the code must be a string, got {type(code).__name__}")
     if len(code) > MAX_CANDIDATE_CHARS:
         raise CandidateError(f"the code is {len(code)} characters long; the limit is {MAX_CANDIDATE_CHARS}")
-    if "```" in code:
+    if "```" in code and not _parses(code):  # a reply in Markdown; not a docstring showing a fence
         code = extract_code_block(code) or code
     code = dedent_code(code.replace("\r\n", "\n")).strip("\n")
     try:
@@ -108,6 +108,14 @@ def _prepared(code: str, target: Target) -> tuple[str, ast.Module]:
             )
         return _prepared(unwrapped, target)
     return code, tree
+
+
+def _parses(code: str) -> bool:
+    try:
+        parse_python(dedent_code(code.replace("\r\n", "\n")).strip("\n"))
+    except (SyntaxError, ValueError):
+        return False
+    return True
 
 
 RECORD_HOOK = "__gym_repost_record__"
@@ -344,3 +352,71 @@ def do_nothing_candidate(task: FunctionTask) -> str:
     target = task.target
     decorators = [f"@{d}" for d in target.decorators]
     return "\n".join(decorators + [target.signature, "    return None"]) + "\n"
+
+
+def trivial_candidates(task: FunctionTask, calls: list[dict[str, str]] | None = None) -> dict[str, str]:
+    """Candidates that solve nothing, by what they do: return None, return the first argument,
+    return ``self``, return the value the ground truth returns most often, raise the
+    exception it raises most often. Tests that accept any of them do not test the target's
+    behaviour (a policy finds such a hole by itself: "return the input unchanged").
+
+    ``calls``: the reference's recorded calls (for the most common value and exception);
+    without them only the first three are made.
+    """
+    target = task.target
+    header = [f"@{d}" for d in target.decorators] + [target.signature]
+    found = {"return None": do_nothing_candidate(task)}
+    first, is_method = _first_parameters(task)
+    if first is not None:
+        found["return the first argument"] = "\n".join([*header, f"    return {first}"]) + "\n"
+    if is_method:
+        found["return self"] = "\n".join([*header, "    return self"]) + "\n"
+    value, exception = _most_common_outcome(calls or [])
+    if value is not None:
+        found["return the most common value"] = "\n".join([*header, f"    return {value}"]) + "\n"
+    if exception is not None:
+        found[f"raise {exception}"] = "\n".join([*header, f"    raise {exception}()"]) + "\n"
+    return found
+
+
+def _first_parameters(task: FunctionTask) -> tuple[str | None, bool]:
+    """The first parameter a caller passes (after ``self``/``cls``), and whether the target is
+    an instance method."""
+    try:
+        tree = parse_python(f"{task.target.signature}\n    pass\n")
+    except (SyntaxError, ValueError):
+        return None, False
+    node = tree.body[0]
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None, False
+    names = [a.arg for a in [*node.args.posonlyargs, *node.args.args]]
+    decorators = set(task.target.decorators)
+    is_method = task.target.class_name is not None and not decorators & {"staticmethod", "classmethod"}
+    if task.target.class_name is not None and "staticmethod" not in decorators and names:
+        names = names[1:]
+    if "property" in decorators or any(d.endswith((".setter", ".deleter")) for d in decorators):
+        return None, is_method
+    return (names[0] if names else None), is_method
+
+
+def _most_common_outcome(calls: list[dict[str, str]]) -> tuple[str | None, str | None]:
+    """The ground truth's most common plain return value (as source) and most common exception
+    (its class's name), over its recorded calls; None where there is none."""
+    values: dict[str, int] = {}
+    exceptions: dict[str, int] = {}
+    for call in calls:
+        if call.get("x") and call["x"] != "*":
+            name = call["x"].rsplit(".", 1)[-1]
+            if name.isidentifier():
+                exceptions[name] = exceptions.get(name, 0) + 1
+        elif call.get("rr") and call.get("g") is None:
+            text = call["rr"]
+            try:
+                literal = ast.literal_eval(text)
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                continue
+            if literal is not None and repr(literal) == text:
+                values[text] = values.get(text, 0) + 1
+    value = max(values, key=lambda v: (values[v], v)) if values else None
+    exception = max(exceptions, key=lambda e: (exceptions[e], e)) if exceptions else None
+    return value, exception

@@ -1,9 +1,10 @@
 """Task validation: does the ground truth pass, and do the tests reject wrong code?
 
-For each task: the ground truth must pass; a candidate that does nothing
-(``return None``) and mutants of the ground truth must fail. The share of mutants the
-tests kill measures their strength; a task whose tests accept the do-nothing candidate
-is flagged.
+For each task: the ground truth must pass; trivial candidates (``return None``, return the
+first argument, return ``self``, return the ground truth's most common value, raise its
+most common exception: :func:`~gym_repost.harness.candidate.trivial_candidates`) and
+mutants of the ground truth must fail. The share of mutants the tests kill measures their
+strength; a task whose tests accept a trivial candidate is flagged.
 """
 
 from __future__ import annotations
@@ -14,16 +15,38 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from gym_repost.analysis.mutation import Mutant, MutationScore, generate_mutants, mutation_score, sample_mutants
+from gym_repost.analysis.mutation import (
+    AUDIT_OPERATORS,
+    OPERATORS,
+    Mutant,
+    MutationScore,
+    generate_mutants,
+    mutation_score,
+    sample_mutants,
+)
 from gym_repost.analysis.packages import distribution_for
 from gym_repost.executor import Executor, need_sandbox, with_sandbox
 from gym_repost.harness import do_nothing_candidate, reference_for, run_function_tests, run_host_made
+from gym_repost.harness.candidate import trivial_candidates
 from gym_repost.harness.coverage import FunctionCoverage, measure_coverage
 from gym_repost.harness.function_report import TestReport
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask
 
 _MISSING = re.compile(r"No module named '([^']+)'")
+MIN_MUTANTS = 5
+"""Mutants a task's tests are measured on, at least: a small target gets the audit's operators
+too (:data:`~gym_repost.analysis.mutation.AUDIT_OPERATORS`); with fewer, "100% killed" may
+mean one of one, and the quality stage drops it."""
+
+
+def target_mutants(ground_truth: str, count: int, seed: int) -> list[Mutant]:
+    """A reproducible sample of ``count`` (at least :data:`MIN_MUTANTS`) mutants of the ground
+    truth, from more operators when the usual ones give too few."""
+    population = generate_mutants(ground_truth)
+    if len(population) < max(count, MIN_MUTANTS):
+        population = generate_mutants(ground_truth, operators=(*OPERATORS, *AUDIT_OPERATORS))
+    return sample_mutants(population, max(count, MIN_MUTANTS), seed)
 
 
 def failure_cause(report: TestReport) -> str:
@@ -73,6 +96,12 @@ class TaskValidation:
     ``driver`` (the tests run beside the candidate, the record taken alongside)."""
     nondeterministic: list[str] = field(default_factory=list)
     """What differed between two runs of the ground truth (not compared; keep out of eval)."""
+    returns_callable: bool = False
+    """The ground truth returns a function (a factory, a decorator): compared by its name
+    only, never by what it does."""
+    trivial: dict[str, bool] = field(default_factory=dict)
+    """Each trivial candidate beyond ``return None`` (by what it does) and whether the tests
+    accepted it."""
 
     @property
     def passed(self) -> bool:
@@ -83,6 +112,11 @@ class TaskValidation:
     def accepts_do_nothing(self) -> bool:
         """The tests accept a candidate that does nothing (weak tests)."""
         return self.do_nothing is not None and self.do_nothing.passed
+
+    @property
+    def accepts_trivial(self) -> list[str]:
+        """The trivial candidates the tests accept (``return None`` included): weak tests."""
+        return (["return None"] if self.accepts_do_nothing else []) + [k for k, ok in self.trivial.items() if ok]
 
     @property
     def cause(self) -> str:
@@ -102,6 +136,8 @@ class TaskValidation:
             "ground_truth_passed": self.passed,
             "cause": self.cause,
             "accepts_do_nothing": self.accepts_do_nothing,
+            "accepts_trivial": self.accepts_trivial,
+            "returns_callable": self.returns_callable,
             "verdict_mode": self.verdict_mode,
             "nondeterministic": self.nondeterministic,
             "mutants_killed": self.mutants_killed,
@@ -144,15 +180,21 @@ def validate_task(
         return result
     reference = reference_for(sandbox, task)
     result.verdict_mode, result.nondeterministic = reference.mode, list(reference.nondeterministic)
-    chosen = sample_mutants(generate_mutants(task.ground_truth), mutants, seed) if mutants > 0 else []
+    result.returns_callable = any(call.get("k") == "callable" for call in reference.calls)
+    trivial = trivial_candidates(task, reference.calls)
+    trivial.pop("return None")
+    chosen = target_mutants(task.ground_truth, mutants, seed) if mutants > 0 else []
     if chosen:
-        reports = run_host_made(sandbox, task, [do_nothing_candidate(task), *(m.source for m in chosen)])
+        codes = [do_nothing_candidate(task), *trivial.values(), *(m.source for m in chosen)]
+        reports = run_host_made(sandbox, task, codes)
         result.do_nothing = reports[0]
-        result.mutants, result.surviving = _mutant_kills(sandbox, task, chosen, reports[1:])
+        result.trivial = {label: report.passed for label, report in zip(trivial, reports[1:])}
+        result.mutants, result.surviving = _mutant_kills(sandbox, task, chosen, reports[1 + len(trivial) :])
     else:
         # alone, a batch would run the ground truth again beside it: judged as an agent's
         # empty submission is, in one run
         result.do_nothing = run_function_tests(sandbox, task, do_nothing_candidate(task))
+        result.trivial = {label: run_function_tests(sandbox, task, code).passed for label, code in trivial.items()}
         if mutants > 0:
             result.mutants = mutation_score(0, 0, 0)
     if coverage:
@@ -201,6 +243,7 @@ def validation_totals(results: Sequence[TaskValidation]) -> dict[str, Any]:
         "ground_truth_passed": len(passed),
         "ground_truth_failed": [{"task": r.task_name, "cause": r.cause} for r in results if not r.passed],
         "accepts_do_nothing": [r.task_name for r in passed if r.accepts_do_nothing],
+        "accepts_trivial": {r.task_name: r.accepts_trivial for r in passed if r.accepts_trivial},
         "nondeterministic": [r.task_name for r in passed if r.nondeterministic],
         "verdict_modes": {mode: sum(r.verdict_mode == mode for r in passed) for mode in ("inputs", "driver")},
         "mutants_killed": killed,

@@ -84,6 +84,17 @@ class Message:
         """The result of the assistant's tool call ``call_id``."""
         return cls("tool", text, tool_call_id=call_id, is_error=is_error)
 
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able form with the fields that are set (as an episode's transcript keeps it)."""
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            out["tool_calls"] = [asdict(call) for call in self.tool_calls]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        if self.is_error:
+            out["is_error"] = True
+        return out
+
 
 @dataclass(frozen=True)
 class LLMRequest:

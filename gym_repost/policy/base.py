@@ -14,9 +14,19 @@ the test file to write) and the budgets; never the ground truth, the evaluation 
 the tests. The runner creates one policy object per episode (so policies need not be
 thread-safe) by calling the class with no arguments, or with the ``--policy-arg
 key=value`` options as keyword arguments. ``act`` returns a tool call as a dict (or a JSON
-string). A policy may also define ``close()`` (called when the episode ends) and
+string). A policy may also define ``close()`` (called when the episode ends),
 ``stats()`` returning a JSON-able dict (token usage, cost) that the runner stores with the
-episode.
+episode, and ``transcript()`` returning its conversation so far as a list of messages,
+oldest first::
+
+    {"role": "system" | "user" | "assistant" | "tool", "content": str,
+     "tool_calls": [{"id": str, "name": str, "arguments": str}],   # optional
+     "tokens_in": int, "tokens_out": int, "seconds": float}         # optional, a model reply
+
+After ``reset`` and after each ``act`` the runner records the messages added since the
+previous call with the step (a tool result that repeats an observation is kept as a
+pointer to it), and the run viewer shows them: a model's reasoning, not only its actions
+(:mod:`gym_repost.evaluate.transcript`). The LLM policy keeps one.
 
 The shipped controls (the oracle and the mutant policy, and the LLM policy when it
 writes docstrings from the original) are :class:`PrivilegedPolicy` objects: the runner

@@ -40,6 +40,7 @@ propagates and the runner records an infrastructure error, never a failed task.
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -94,6 +95,18 @@ def text_action(text: str) -> str:
         except json.JSONDecodeError:
             continue
     return text
+
+
+def _reply_facts(response: LLMResponse, seconds: float) -> dict[str, Any]:
+    """What a transcript says of a model reply besides its text: tokens, seconds, a cache hit."""
+    facts: dict[str, Any] = {
+        "tokens_in": response.usage.input_tokens,
+        "tokens_out": response.usage.output_tokens,
+        "seconds": round(seconds, 3),
+    }
+    if response.cached:
+        facts["cached"] = True
+    return facts
 
 
 class RepairLoop:
@@ -258,6 +271,7 @@ class LLMPolicy(PrivilegedPolicy):
         self.counts: Counter[str] = Counter()
         self.generated_docstring: str | None = None
         self._loop: RepairLoop | AgenticLoop | None = None
+        self._replies: list[dict[str, Any]] = []
 
     def _docstring_config(self, spec: str | None, settings: dict[str, Any]) -> LLMConfigBase | None:
         if spec is None or self.docstring != "generated":
@@ -293,10 +307,14 @@ class LLMPolicy(PrivilegedPolicy):
         if self._client is None:
             self._client = self.config.build()
         self.ledger, self.counts, self.generated_docstring = Ledger(), Counter(), None
+        self._loop, self._replies = None, []
 
         def ask(messages: Sequence[Message], tools: Sequence[ToolSpec] | None) -> LLMResponse:
             assert self._client is not None
-            return self._client.complete(messages, tools, seed=seed, ledger=self.ledger)
+            started = time.monotonic()
+            response = self._client.complete(messages, tools, seed=seed, ledger=self.ledger)
+            self._replies.append(_reply_facts(response, time.monotonic() - started))
+            return response
 
         if task.kind != "function" or task.target is None:
             raise ConfigError(f"the llm policy acts in function tasks, not {task.kind} tasks")
@@ -328,6 +346,22 @@ class LLMPolicy(PrivilegedPolicy):
         if self._loop is None:
             raise RuntimeError("act() before reset()")
         return self._loop.act(observation, info)
+
+    def transcript(self) -> list[dict[str, Any]]:
+        """The episode's conversation so far, oldest first: the prompts, each model reply
+        (text and tool calls) with its tokens and seconds, the tool results and reminders
+        (what the runner records, see :mod:`gym_repost.policy.base`). The docstring
+        writer's exchange is not part of it (``stats()`` holds the docstring)."""
+        if self._loop is None:
+            return []
+        replies = iter(self._replies)
+        out = []
+        for message in self._loop.messages:
+            record = message.to_dict()
+            if message.role == "assistant":
+                record.update(next(replies, {}))
+            out.append(record)
+        return out
 
     def stats(self) -> dict[str, Any]:
         """Tokens, cost, calls, cache hits and the model's mistakes in this episode."""

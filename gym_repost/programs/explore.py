@@ -654,6 +654,7 @@ def limit_memory(megabytes):
 def main():
     config = protocol.read_config(token=True)
     token = protocol.read_token()
+    result_fd = protocol.keep_stdout()  # an input may close standard output: load_catalog(1)
     signal.signal(signal.SIGPROF, _on_cpu_timer)
     signal.signal(signal.SIGALRM, _on_wall_timer)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 3000))
@@ -666,7 +667,7 @@ def main():
         json.dumps(result)
     except (TypeError, ValueError) as exc:
         result = {"ok": False, "kind": "crash", "error": "report: %s" % exc}
-    protocol.write_result(result, token)
+    protocol.write_result(result, token, fd=result_fd)
     os._exit(0)
 
 

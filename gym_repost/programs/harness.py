@@ -42,6 +42,7 @@ except data that only a correct implementation produces.
 import ast
 import base64
 import builtins
+import functools
 import gc
 import hashlib
 import io
@@ -278,13 +279,73 @@ def _canon_container(value, kind, depth, active):
         return ["exception", _type_name(value), _canon(value.args, depth + 1, active)]
     if all(hasattr(kind, name) for name in ("tobytes", "shape", "tolist")):  # on the type: mocks fake any attribute
         return _array(value, depth, active)
-    if kind.__repr__ is not object.__repr__:
+    if _by_repr(kind):
         return [_type_name(value), _no_address(repr(value))[:20000]]
+    # what the object holds, never only what its repr chooses to show
+    base, state = _builtin_value(value), _attributes(value, kind)
+    if base is None and not state:
+        return [_type_name(value), _no_address(repr(value))[:20000]]
+    described = [_type_name(value)]
+    if base is not None:
+        described.append(_canon(base, depth + 1, active))
+    if state:
+        described.append(_canon(state, depth + 1, active))
+    return described
+
+
+def _builtin_value(value):
+    """The value of a subclass of a built-in type as that type holds it (read through the base
+    type's own methods, which the subclass may override), or None."""
+    for base, read in _BUILTIN_BASES:
+        if isinstance(value, base):
+            return read(value)
+    return None
+
+
+_BUILTIN_BASES = (
+    (str, str.__str__),
+    (int, int.__index__),
+    (float, float.__float__),
+    (bytes, bytes),
+    (tuple, lambda v: list(tuple.__iter__(v))[:MAX_ITEMS]),
+    (list, lambda v: list(list.__iter__(v))[:MAX_ITEMS]),
+    (dict, lambda v: dict(list(dict.items(v))[:MAX_ITEMS])),
+    (frozenset, lambda v: frozenset(list(frozenset.__iter__(v))[:MAX_ITEMS])),
+    (set, lambda v: frozenset(list(set.__iter__(v))[:MAX_ITEMS])),
+)
+
+
+_VALUE_MODULES = frozenset(
+    {"datetime", "decimal", "fractions", "uuid", "pathlib", "ipaddress", "enum", "re", "collections", "unittest"}
+)
+"""Modules whose types are compared by their repr: standard value types (a timezone, a Decimal,
+a path, whose repr shows their whole value) and mocks (whose state records their calls)."""
+
+
+def _by_repr(kind):
+    module = (getattr(kind, "__module__", None) or "").split(".")[0]
+    return module in _VALUE_MODULES and kind.__repr__ is not object.__repr__
+
+
+def _attributes(value, kind):
+    """The object's ``__dict__`` and ``__slots__`` values by name, or None when it has neither
+    (as the tests' own ``_gr_state`` compares objects)."""
+    found, has_state = {}, False
     state = getattr(value, "__dict__", None)
     if isinstance(state, dict):
-        return [_type_name(value), _canon(dict(state), depth + 1, active)]
-    slots = [s for k in kind.__mro__ for s in getattr(k, "__slots__", ()) if isinstance(s, str)]
-    return [_type_name(value), [[s, _canon(getattr(value, s, None), depth + 1, active)] for s in slots]]
+        has_state = True
+        found.update(state)
+    for klass in kind.__mro__:
+        slots = klass.__dict__.get("__slots__", ())
+        for slot in (slots,) if isinstance(slots, str) else slots:
+            if not isinstance(slot, str) or slot in ("__dict__", "__weakref__"):
+                continue
+            has_state = True
+            try:
+                found[slot] = getattr(value, slot)
+            except AttributeError:
+                pass
+    return dict(sorted(found.items(), key=lambda item: str(item[0]))) if has_state else None
 
 
 def _digest(value):
@@ -375,6 +436,8 @@ class Recorder:
                 self.failure = dict(_failure_report(exc, *self.where), call=len(self.calls))
             raise
         else:
+            if isinstance(result, _CALLABLES):  # compared by name only: the builder drops such targets
+                entry["k"] = "callable"
             entry["r"] = _digest(result if drained is None else ["iterator", drained])
             entry["rr"] = _short_repr(result if drained is None else drained)[:300]
             if self.literals and drained is None:
@@ -445,6 +508,9 @@ class Recorder:
             "failure": self.failure,
         }
 
+
+_CALLABLES = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, functools.partial)
+"""Returned values compared by their name, not by what they do."""
 
 _DRAINED = (
     types.GeneratorType,

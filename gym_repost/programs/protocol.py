@@ -106,6 +106,18 @@ def drop_token():
         _token_fd = None
 
 
+def keep_stdout():
+    """A copy of standard output on a high descriptor, for the result: the code a program runs
+    may close the low ones (``open(1)`` wraps, and then closes, standard output), which a
+    search that tries small integers as arguments does."""
+    import fcntl
+    import resource
+
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    ceiling = soft if 0 < soft < 4096 else 4096
+    return fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, max(10, ceiling - 32))
+
+
 def write_all(fd, data):
     """Write every byte of ``data`` to ``fd`` (a pipe takes large writes in parts)."""
     view = memoryview(data)

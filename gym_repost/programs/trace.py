@@ -579,7 +579,7 @@ class TraceRun:
         the test that was running (``""``: none)."""
         self.cpu_limit = resource.getrlimit(resource.RLIMIT_CPU)[0]
         """The soft limit as the run began (the kernel raises it by a second with each SIGXCPU)."""
-        self.stdout_fd = os.dup(1)
+        self.stdout_fd = protocol.keep_stdout()
         """The real standard output: pytest's fd capture points fd 1 at a temporary file
         while a test runs, and SIGXCPU can end the run right then."""
         self._finishing = threading.Lock()

@@ -15,7 +15,7 @@ from gym_repost.construct.dependencies import (
     resolve_reference,
     slice_dependencies,
 )
-from gym_repost.construct.extract import extract_candidates
+from gym_repost.construct.extract import KEEP_OPTIONS, extract_candidates
 from gym_repost.construct.stages import Candidate, DependencySlice, Drop, SourceRepository
 from gym_repost.context import parse_context
 
@@ -144,7 +144,7 @@ def repository(files: dict[str, str]) -> SourceRepository:
 
 def sliced(files: dict[str, str], key: str) -> DependencySlice | Drop:
     repo = repository(files)
-    candidates, _, _ = extract_candidates(repo, max_candidates=1000)
+    candidates, _, _ = extract_candidates(repo, max_candidates=1000, keep=KEEP_OPTIONS)
     target = next(c for c in candidates if c.key == key)
     return slice_dependencies(build_index(repo), target)
 
@@ -318,7 +318,7 @@ def test_importing_from_a_module_that_does_not_parse_is_a_drop() -> None:
     repo = repository(files)
     index = build_index(repo)
     assert list(index.rejected) == ["pkg/broken.py"]
-    candidates, _, _ = extract_candidates(repo)
+    candidates, _, _ = extract_candidates(repo, keep=KEEP_OPTIONS)
     drop = slice_dependencies(index, next(c for c in candidates if c.qualname == "f"))
     assert isinstance(drop, Drop) and (drop.reason, drop.detail) == ("unresolved name", "pkg/user.py:5: g")
 
@@ -598,7 +598,7 @@ def test_slices_are_deterministic(key: str) -> None:
 
 def test_every_candidate_of_a_repository_gets_a_slice_or_a_reason() -> None:
     repo = repository(GEO)
-    candidates, _, _ = extract_candidates(repo)
+    candidates, _, _ = extract_candidates(repo, keep=KEEP_OPTIONS)
     index = build_index(repo)
     results = [slice_dependencies(index, c) for c in candidates]
     assert all(isinstance(r, DependencySlice) for r in results)

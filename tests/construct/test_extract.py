@@ -141,9 +141,11 @@ def test_candidate_fields_are_measured_as_written() -> None:
 
 def test_candidates_agree_with_find_function_on_the_demo_repository() -> None:
     repo = demo_repository()
-    candidates, drops, stats = extract_candidates(repo, max_candidates=100)
+    candidates, drops, stats = extract_candidates(repo, max_candidates=100, keep=("single-statement",))
     assert stats.kept == 33 and stats.functions_seen == 42
     assert Counter(d.reason for d in drops) == {"dunder method": 7, "trivial body": 1, "network keyword": 1}
+    _, by_default, _ = extract_candidates(repo, max_candidates=100)
+    assert Counter(d.reason for d in by_default)["single-statement body"] == 5
     for candidate in candidates:
         text = repo.files[candidate.file]
         span = find_function(text, candidate.qualname)
@@ -287,7 +289,8 @@ if os.name == "nt":
 
 def test_every_drop_reason() -> None:
     candidates, drops, stats = extract_candidates(
-        repository({"mod.py": DROPS, "tests/test_mod.py": "def helper(x):\n    y = x + 1\n    return y\n"})
+        repository({"mod.py": DROPS, "tests/test_mod.py": "def helper(x):\n    y = x + 1\n    return y\n"}),
+        keep=("single-statement",),  # one_call: a one-line body with a call (see the test above)
     )
     reasons = {(d.qualname, d.reason, d.detail) for d in drops}
     assert {c.qualname for c in candidates} == {"one_call", "twice", "parse_input"}
@@ -421,3 +424,74 @@ def test_the_garbage_collector_pause_restores_the_previous_state() -> None:
         assert not gc.isenabled()  # it was off before: it stays off
     finally:
         gc.enable()
+
+
+POLICY_FILES = {
+    "setup.py": "def read(name):\n    with open(name) as fh:\n        return fh.read().strip().lower()\n",
+    "docs/conf.py": "def setup(app):\n    app.add_css_file('x.css')\n    return {'ok': True}\n",
+    "examples/demo.py": "def main(args):\n    total = sum(args)\n    return total * 2\n",
+    "bench/run.py": "def timeit(f):\n    start = 0\n    return f() - start\n",
+    "pkg/__init__.py": "",
+    "pkg/text.py": '''
+        def _clean(s):
+            """A helper."""
+            s = s.strip()
+            return s.lower()
+
+
+        def upper(s):
+            """One line: a call of a str method."""
+            return s.upper()
+
+
+        def norm(s):
+            return _clean(s)
+
+
+        def pick(s, default):
+            return s or default
+
+
+        def twice(values):
+            out = []
+            for v in values:
+                out.append(v * 2)
+            return out
+        ''',
+    "pkg/copy.py": '''
+        def doubled(items):
+            """The same body as twice, another name."""
+            out = []
+            for v in items:
+                out.append(v * 2)
+            return out
+        ''',
+}
+
+
+def test_non_library_code_one_line_wrappers_and_visible_copies_are_dropped() -> None:
+    """Issue 33: setup.py, docs, examples and benchmarks entered the pool; 35% of the tasks had a
+    single-statement body; a target's body stood verbatim in another file the agent reads."""
+    candidates, drops, stats = extract_candidates(repository(POLICY_FILES), max_candidates=100)
+    assert sorted(c.qualname for c in candidates) == ["_clean", "norm", "pick"]
+    reasons = {(d.file, d.qualname): d.reason for d in drops}
+    assert {
+        reasons[(f, q)]
+        for f, q in [
+            ("setup.py", "read"),
+            ("docs/conf.py", "setup"),
+            ("examples/demo.py", "main"),
+            ("bench/run.py", "timeit"),
+        ]
+    } == {"not library code"}
+    assert reasons[("pkg/text.py", "upper")] == "single-statement body"  # norm calls the repository's own helper
+    assert (
+        reasons[("pkg/text.py", "twice")]
+        == reasons[("pkg/copy.py", "doubled")]
+        == "body appears elsewhere in the repository"
+    )
+    assert stats.dropped["single-statement body"] == 1
+    kept, _, _ = extract_candidates(
+        repository(POLICY_FILES), max_candidates=100, keep=("non-library", "single-statement", "duplicates")
+    )
+    assert len(kept) == len(candidates) + 4 + 1 + 2

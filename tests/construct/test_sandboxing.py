@@ -9,7 +9,7 @@ from pathlib import Path
 
 from gym_repost.analysis.source import dedent_code, find_function, function_source
 from gym_repost.construct.dependencies import build_index, slice_dependencies
-from gym_repost.construct.extract import extract_candidates
+from gym_repost.construct.extract import KEEP_OPTIONS, extract_candidates
 from gym_repost.construct.sandboxing import assemble_module, sandbox_script
 from gym_repost.construct.stages import (
     Candidate,
@@ -30,7 +30,7 @@ def repository(files: dict[str, str], root: Path) -> SourceRepository:
 
 
 def scripts_of(repo: SourceRepository) -> dict[str, SandboxedScript]:
-    candidates, _, _ = extract_candidates(repo, max_candidates=1000)
+    candidates, _, _ = extract_candidates(repo, max_candidates=1000, keep=KEEP_OPTIONS)
     index = build_index(repo)
     out = {}
     for candidate in candidates:

@@ -25,6 +25,7 @@ from gym_repost.analysis.source import find_function
 from gym_repost.construct.stages import Candidate, Drop, GeneratedTests, SandboxedScript, SourceRepository
 from gym_repost.construct.testgen import ChosenInput, RecordedCall, generate_tests, trace_repository, write_tests
 from gym_repost.construct.testgen.explore import may_depend_on_hash_order, verification_task
+from gym_repost.construct.testgen.trace import test_files as collected_test_files
 from gym_repost.construct.testgen.writer import call_arguments, runtime_helpers
 from gym_repost.harness import do_nothing_candidate, run_function_tests, run_host_made
 from gym_repost.programs import hints, mutate, pools, runtime
@@ -755,3 +756,41 @@ def test_a_test_is_timed_by_its_cpu_time_and_a_sleeping_one_by_the_wall_clocks_s
     # the sleeping test always meets the wall clock's safety limit; on a quiet machine the spinning
     # one meets its CPU limit first, on a loaded one (less than 1/6 of a core) the wall clock may
     assert 1 <= result.wall_stops <= 2
+
+
+def test_trace_runs_every_test_file_the_repositorys_runner_collects(sandbox, tmp_path):
+    """Issue 33: ``tests/tests.py``, a top-level ``test.py`` and unittest modules were never
+    traced (only ``test_*.py`` and ``*_test.py`` were), so their tasks fell back to made-up
+    inputs; and a repository's own ``python_files`` setting is honoured."""
+    unit = """
+    import unittest
+
+    from shapes.geometry import push_all
+
+
+    class PushTests(unittest.TestCase):
+        def test_push(self):
+            self.assertEqual(push_all([7], [8]), 2)
+    """
+    repo = repository(
+        tmp_path,
+        {
+            "shapes/__init__.py": "",
+            "shapes/geometry.py": GEOMETRY,
+            "tests/__init__.py": "",
+            "tests/tests.py": unit,
+            "test.py": unit.replace("[7], [8]", "[1], [2]"),
+            "checks/check_push.py": unit.replace("[7], [8]", "[4], [5]"),
+            "setup.cfg": "[tool:pytest]\npython_files = test*.py check_*.py\n",
+        },
+    )
+    assert collected_test_files(repo) == ["checks/check_push.py", "test.py", "tests/tests.py"]
+    module = repo.files["shapes/geometry.py"]
+    target = candidate(module, "push_all", "shapes/geometry.py")
+    result = trace_repository(sandbox, repo, [target], timeout=60)
+    assert result.tests_run == 3 and result.tests_failed == 0, result.errors
+    assert set(result.calls[target.key]) == {
+        RecordedCall(args="([7], [8])", kwargs="{}"),
+        RecordedCall(args="([1], [2])", kwargs="{}"),
+        RecordedCall(args="([4], [5])", kwargs="{}"),
+    }

@@ -15,6 +15,8 @@ from gym_repost.sandbox import get_sandbox
 from gym_repost.sandbox.base import Sandbox
 from tests.construct.test_testgen import GEOMETRY, candidate, repository
 
+pytestmark = pytest.mark.limits  # run again beside CPU burners in CI (.ci/run)
+
 SPIN = """
 import time
 
@@ -101,8 +103,6 @@ class Loops(unittest.TestCase):  # unittest runs the methods in the order of the
 SLEEPER = """
 import time
 from shapes.geometry import push_all
-
-pytestmark = pytest.mark.limits  # run again beside CPU burners in CI (.ci/run)
 
 def test_a_first():
     assert push_all([1], []) == 1

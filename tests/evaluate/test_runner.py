@@ -59,6 +59,11 @@ def test_example_agent_repairs_after_a_failing_test_run(
         "submit",
     ]
     assert all(s["ok"] for s in steps)
+    # its transcript: the statement (a pointer to step 0) and a guess at each write_code
+    record = json.loads((tmp_path / "trajectories.jsonl").read_text().splitlines()[0])
+    assert record["reset"]["messages"] == [{"role": "user", "content": "", "observation_of_step": 0}]
+    guesses = [[m["content"] for m in s["messages"]] for s in steps if s["tool"] == "write_code"]
+    assert guesses == [["A guess: `score` returns None."]] * 2  # no return annotation: no better guess
 
 
 def test_policy_crashes_are_infrastructure_errors_and_are_retried(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from testfile_tasks import tiny_testfile_task  # noqa: F401 - a fixture
 
 from gym_repost.evaluate import RunConfig, RunDir, evaluate
 from gym_repost.evaluate.runner import tasks_digest
+from gym_repost.evaluate.viewer import write_report
 from gym_repost.policy import load_policy
 from gym_repost.sandbox import Sandbox
 from gym_repost.task import FunctionTask, TestFileTask
@@ -66,3 +68,12 @@ def test_scripted_policy_writes_tests(
     (episode,) = RunDir(tmp_path / "s").episodes()
     assert summary["pass@1"] == 0.0 and episode.status == "failed" and 0.0 < episode.reward < 0.5
     assert episode.steps == 4 and episode.code == weak
+
+    # its report renders (a test-file report has no assertion, and passing tests can fail the bar)
+    write_report([tmp_path / "s"], tmp_path / "report")
+    page = (tmp_path / "report" / "episodes" / "0.html").read_text()
+    assert "# Task: write the tests of `tinypkg/core.py`" in page and "write_tests" in page
+    assert re.search(r"tests passed, reward 0\.\d{3} below the bar", page)
+    assert "<th>mutation score</th>" in page and "<th>line coverage</th>" in page
+    assert '<span class="add">+def test_clamp():</span>' in page
+    assert "below the bar: reward 0." in (tmp_path / "report" / "rows.js").read_text()

@@ -17,7 +17,7 @@ from gym_repost.errors import RunDirError
 from gym_repost.evaluate import Episode, RunConfig, RunDir
 from gym_repost.evaluate.charts import Series, bar_chart, line_chart
 from gym_repost.evaluate.report import natural_key, task_rows
-from gym_repost.evaluate.viewer import load_run, write_report
+from gym_repost.evaluate.viewer import load_run, runs_of, write_report
 from gym_repost.evaluate.viewer.trajectory import code_diff, step_views
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -171,7 +171,8 @@ def test_an_old_run_directory_still_opens(tmp_path: Path) -> None:
     assert "self_repair_by_test_runs" not in view.summary
     page = write_report([run], tmp_path / "out").read_text()
     assert "(from file times)" in page and "not recorded" in page
-    assert "code version 1" in (tmp_path / "out" / "episodes" / "0.html").read_text()
+    episode = (tmp_path / "out" / "episodes" / "0.html").read_text()
+    assert "code version 1" in episode and "task prompt" not in episode and 'class="seconds"' not in episode
 
 
 def test_a_directory_without_a_run_is_an_error(tmp_path: Path) -> None:
@@ -193,6 +194,72 @@ def test_a_comparison_counts_wins_and_losses_per_task(tmp_path: Path) -> None:
     assert (tmp_path / "cmp" / "run-1" / "index.html").is_file() and (tmp_path / "cmp" / "run-2" / "episodes").is_dir()
     assert page.count("<svg") == 2 and 'href="run-2/index.html"' in page
     assert "not made on the same task set" not in page  # both runs say tasks_digest "x"
+    # each task links to every run's episodes and to their transcripts side by side
+    row = page.split('<td data-key="task">c</td>', 1)[1].split("</tr>", 1)[0]
+    assert re.findall(r'href="(run-\d/episodes/\d+\.html)"', row) == [
+        "run-1/episodes/4.html",
+        "run-1/episodes/5.html",
+        "run-2/episodes/4.html",
+        "run-2/episodes/5.html",
+    ]
+    assert all((tmp_path / "cmp" / href).is_file() for href in re.findall(r'href="(run-\d/episodes/[^"]+)"', page))
+    assert 'href="side/2-0.html"' in row and 'href="side/3-0.html"' in page  # task d: in run 2 only
+    side = (tmp_path / "cmp" / "side" / "2-0.html").read_text()
+    assert side.count('class="side-head"') == 2 and 'href="2-1.html"' in side  # the other sample
+    assert 'href="../run-1/episodes/4.html"' in side and 'href="../run-2/episodes/4.html"' in side
+    assert "no sample 0 of this task in this run" in (tmp_path / "cmp" / "side" / "3-0.html").read_text()
+
+
+def test_side_by_side_shows_each_runs_steps_in_rows(tmp_path: Path) -> None:
+    one = _run(tmp_path / "one", [(_episode("t", 0, True), FAILING_STEPS)])
+    two = _run(tmp_path / "two", [(_episode("t", 0, False), FAILING_STEPS[:2])])
+    write_report([one, two], tmp_path / "cmp")
+    side = (tmp_path / "cmp" / "side" / "0-0.html").read_text()
+    cells = side.split('class="side-cell"')[1:]
+    assert len(cells) == 8  # steps 1-4 (no step 0: these runs have no reset), two columns
+    assert 'id="r1-step-4"' in cells[6] and cells[7].strip().startswith(">\n") and "step" not in cells[7]
+    assert 'id="r2-step-2"' in cells[3] and "assert f(2) == 4" in cells[3]
+
+
+def test_the_overview_sorts_searches_and_shows_the_sandbox_as_a_table(tmp_path: Path) -> None:
+    final = {"passed": False, "status": "failed", "exception": "KeyError", "message": "'sku'"}
+    run = _run(
+        tmp_path / "run",
+        [
+            (_episode("a", 0, False, final_report=final, code="def f():\n    return LOOKUP['SKU']\n"), []),
+            (_episode("b", 0, True, code="def g(): pass"), []),
+        ],
+    )
+    page = write_report([run], tmp_path / "out").read_text()
+    assert '<th data-key="reward" data-type="num">reward</th>' in page and '<th data-key="task">task</th>' in page
+    assert 'name="text"' in page and "failures and code" in page
+    sandbox = page.split("<th>sandbox</th>", 1)[1].split("</table>", 1)[0]
+    assert '<table class="kv nested">' in sandbox and "<tr><th>type</th><td>local</td></tr>" in sandbox
+    search = (tmp_path / "out" / "search.js").read_text()
+    index = json.loads(search.removeprefix("window.GYM_REPOST_SEARCH = ").rstrip().rstrip(";"))
+    assert len(index) == 2 and "keyerror: 'sku'" in index[0] and "return lookup['sku']" in index[0]
+    assert "def g(): pass" in index[1]
+    assert _rows(tmp_path / "out")["episodes"][0]["tokens_total"] is None
+
+
+def test_a_folder_of_runs_lists_them(tmp_path: Path) -> None:
+    folder = tmp_path / "runs"
+    _run(folder / "run-10", [(_episode("a", 0, True), [])])
+    _run(folder / "run-2", [(_episode("a", 0, False), []), (_episode("b", 0, True), [])])
+    (folder / "notes").mkdir()
+    (folder / "damaged").mkdir()
+    (folder / "damaged" / "config.json").write_text("{")
+    assert [p.name for p in runs_of([folder])] == ["damaged", "run-2", "run-10"]
+    index = write_report([folder], tmp_path / "out")
+    page = index.read_text()
+    assert re.findall(r'href="(runs/[^"]+)"', page) == ["runs/run-2/index.html", "runs/run-10/index.html"]
+    assert "damaged" in page.split("Not shown", 1)[1] and "notes" not in page
+    assert 'id="runs"' in page and 'data-key="pass1"' in page and "50.0%" in page
+    overview = (tmp_path / "out" / "runs" / "run-2" / "index.html").read_text()
+    assert 'href="../../index.html">← all runs' in overview and 'href="../../assets/viewer.css"' in overview
+    episode = (tmp_path / "out" / "runs" / "run-2" / "episodes" / "0.html").read_text()
+    assert 'href="../../../assets/viewer.css"' in episode
+    assert runs_of([folder / "run-2"]) == [folder / "run-2"]
 
 
 def _text_boxes(svg: str) -> tuple[float, list[tuple[float, float, str]]]:

@@ -160,3 +160,18 @@ def test_the_code_shipped_to_the_sandbox_keeps_its_asserts_under_a_host_run_with
     )
     result = subprocess.run([sys.executable, "-O", "-c", probe], capture_output=True, text=True, check=False)
     assert result.stdout == "None\nkept\n", result.stderr  # the probe's own asserts are gone: it prints
+
+
+def test_a_docstring_showing_a_fence_is_code_not_markdown(function_task: FunctionTask) -> None:
+    """Issue 33: the fence was extracted whenever the text held three backticks anywhere; a
+    valid body whose docstring shows a fenced example was mangled (and a ground truth holding
+    one dropped as "tests fail on the ground truth")."""
+    fence = "`" * 3
+    body = function_task.ground_truth.replace(
+        ":\n", f':\n    """Example:\n\n    {fence}python\n    score([1])\n    {fence}\n    """\n', 1
+    )
+    prepared = prepare_candidate(body, function_task.target)
+    assert f"{fence}python" in prepared and "def score(" in prepared
+    # a reply in Markdown, which does not parse as Python, still has its code taken out
+    reply = f"Here it is:\n\n{fence}python\n{function_task.ground_truth}{fence}\n"
+    assert prepare_candidate(reply, function_task.target).startswith("def score(")

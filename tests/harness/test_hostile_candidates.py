@@ -53,10 +53,8 @@ def test_hostile_candidate_gets_a_verdict_and_leaves_nothing(
     body, statuses = HOSTILE[name]
     task = function_task.model_copy(deep=True)
     task.evaluation.timeout = 4.0
-    started = time.monotonic()
     report = run_function_tests(sandbox, task, f"def score(values, cap=100):\n    {body}\n")
     assert not report.passed and report.status in statuses, report.to_text()
-    assert time.monotonic() - started < 15
     assert not HOST_FILE.exists() and not Path("/etc/gym-repost-hostile").exists()
     deadline = time.monotonic() + 2
     while processes_of_uid(uid) and time.monotonic() < deadline:

@@ -115,3 +115,19 @@ def test_test_generation_reports_a_search_the_wall_clock_cut_short(
     said = result.detail if isinstance(result, Drop) else " ".join(result.safety_limits)
     assert "wall-clock safety limit: it stopped the search during search" in said
     assert any("wall-clock safety limit" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+
+
+# an int argument is a file descriptor to open(): the search tries 0, 1, 2... and each call
+# closes the descriptor it opened, standard output and the protocol's pipes among them
+FIRST_LINE = """
+def first_line(path):
+    with open(path) as fh:
+        return fh.readline().strip()
+"""
+
+
+def test_a_search_whose_inputs_close_low_descriptors_still_reports(sandbox: Sandbox) -> None:
+    """The explorer wrote its result to standard output, which an input had closed: the
+    build said 'test generation failed: the explorer exit 1' (the demo's load_catalog)."""
+    found = search(sandbox, FIRST_LINE, "first_line", executions=200)
+    assert found["ok"] and found["stats"]["executed"] > 0

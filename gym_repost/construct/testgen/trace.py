@@ -11,13 +11,17 @@ and which modules were missing so that the caller can install them and trace aga
 
 from __future__ import annotations
 
+import configparser
+import fnmatch
 import logging
-import re
+import posixpath
 import sys
+import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gym_repost.construct.extract import is_test_path
 from gym_repost.construct.stages import Candidate, SourceRepository
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.sandbox.programs import WALL_STRETCH, run_program
@@ -31,7 +35,13 @@ WALL_TIMEOUT = 900.0
 a loaded machine (a third of a core for the run) still meets the budget first."""
 MAX_RESULT_CHARS = 50_000_000
 """The largest tracer result read (characters of its JSON; it travels compressed)."""
-_TEST_FILE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test)\.py$")
+_CONFIGURATIONS = (
+    ("pytest.ini", "pytest"),
+    ("pyproject.toml", None),
+    ("tox.ini", "pytest"),
+    ("setup.cfg", "tool:pytest"),
+)
+"""Where pytest reads its settings, in its order: the file and its section (None: TOML)."""
 
 
 @dataclass(frozen=True)
@@ -93,14 +103,62 @@ class TraceResult:
 
 
 def test_files(repo: SourceRepository) -> list[str]:
-    """The repository's pytest test files (``test_*.py``, ``*_test.py``), sorted."""
-    return sorted(p for p in repo.python_files if _TEST_FILE.search(p))
+    """The files the repository's own runner collects, sorted: pytest's ``python_files`` (the
+    repository's own setting in ``pytest.ini``, ``pyproject.toml``, ``tox.ini`` or
+    ``setup.cfg``, else ``test_*.py *_test.py``), and unittest's discovery pattern
+    ``test*.py`` in a test directory or at the top (``tests/tests.py``, ``test.py``). Given
+    by name, pytest collects each whatever its name, ``unittest.TestCase`` classes included."""
+    patterns = python_files_setting(repo) or ["test_*.py", "*_test.py"]
+    found = []
+    for path in repo.python_files:
+        name = posixpath.basename(path)
+        if name == "conftest.py":
+            continue
+        if any(fnmatch.fnmatch(name, pattern) for pattern in patterns):
+            found.append(path)
+        elif fnmatch.fnmatch(name, "test*.py") and (is_test_path(path) or "/" not in path):
+            found.append(path)
+    return sorted(found)
+
+
+def python_files_setting(repo: SourceRepository) -> list[str]:
+    """The repository's own pytest ``python_files`` globs, [] where it sets none (read as
+    data, in the order pytest reads its configuration files)."""
+    for name, section in _CONFIGURATIONS:
+        text = repo.files.get(name)
+        if text is None:
+            continue
+        value = _pyproject_python_files(text) if section is None else _ini_python_files(text, section)
+        if value:
+            return value
+    return []
+
+
+def _ini_python_files(text: str, section: str) -> list[str]:
+    parser = configparser.ConfigParser(interpolation=None)
+    try:
+        parser.read_string(text)
+        return parser.get(section, "python_files", fallback="").split()
+    except configparser.Error:
+        return []
+
+
+def _pyproject_python_files(text: str) -> list[str]:
+    try:
+        options = tomllib.loads(text).get("tool", {}).get("pytest", {}).get("ini_options", {})
+    except tomllib.TOMLDecodeError:
+        return []
+    value = options.get("python_files") if isinstance(options, dict) else None
+    if isinstance(value, str):
+        return value.split()
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
 
 
 def doctest_files(repo: SourceRepository, candidates: Sequence[Candidate]) -> list[str]:
     """The candidates' files that hold doctests (``>>>``), sorted."""
     files = {c.file for c in candidates}
-    return sorted(f for f in files if f in repo.files and ">>>" in repo.files[f] and not _TEST_FILE.search(f))
+    tests = set(test_files(repo))
+    return sorted(f for f in files if f in repo.files and ">>>" in repo.files[f] and f not in tests)
 
 
 def source_roots(repo: SourceRepository) -> list[str]:

@@ -1,12 +1,18 @@
-"""The run viewer: static HTML pages of one run or a comparison of several.
+"""The run viewer: static HTML pages of one run, a comparison of several, or a folder of runs.
 
 :func:`write_report` writes one folder (``index.html``, ``episodes/*.html``, ``assets/``)
 that needs no server and no network: open ``index.html`` from disk, or zip the folder and
-share it. One run: an overview (when, how long, versions, configuration, pass@k and
-self-repair charts, the tasks in natural order, every episode, with filters) and one
-trajectory page per episode. Several runs: a comparison page (pass@k side by side,
-self-repair curves, per-task wins and losses against the first run) and each run's own
-report in ``run-1/``, ``run-2/``, ...
+share it. One run: an overview (when, how long, versions, the configuration and its
+sandbox as key/value tables, pass@k and self-repair charts, the tasks in natural order,
+every episode, with filters, full-text search over failures and code, and sorting by any
+column) and one page per episode with its whole transcript: the task prompt as step 0, then
+per step the policy's messages (a model's replies with their tool calls, tokens and
+seconds), the action, the tool result and the test report, and the traceback of a policy
+or infrastructure error. Several runs: a comparison page (pass@k side by side, self-repair
+curves, per-task wins and losses against the first run, each task linking to every run's
+episodes and to their transcripts side by side in ``side/``) and each run's own report in
+``run-1/``, ``run-2/``, ... A folder holding run directories: a sortable list of the runs,
+each run's report in ``runs/NAME/``.
 """
 
 from __future__ import annotations
@@ -22,15 +28,31 @@ from typing import Any
 
 from gym_repost.errors import RunDirError
 from gym_repost.evaluate.charts import Series, bar_chart, line_chart
-from gym_repost.evaluate.report import INFRA_FAIL, SCORED, failure_text, figure_rows, natural_key, percent, task_rows
-from gym_repost.evaluate.run_dir import CONFIG, EPISODES, Episode, RunConfig, RunDir
+from gym_repost.evaluate.report import (
+    INFRA_FAIL,
+    SCORED,
+    STATUS_LABELS,
+    error_text,
+    failure_text,
+    figure_rows,
+    natural_key,
+    percent,
+    policy_error,
+    status_label,
+    task_rows,
+)
+from gym_repost.evaluate.run_dir import CONFIG, EPISODES, Episode, RunConfig, RunDir, Trajectory
 from gym_repost.evaluate.summary import summarize
-from gym_repost.evaluate.viewer.trajectory import step_views
+from gym_repost.evaluate.viewer.folder import RUNS, run_folders, run_row, runs_of
+from gym_repost.evaluate.viewer.trajectory import stop_reason, transcript_view
 
 INDEX = "index.html"
 ROWS = "rows.js"
+SEARCH = "search.js"
 ASSETS = ("viewer.css", "viewer.js")
-STATUS_LABELS = {"passed": "passed", "failed": "failed", "infra_error": "infra error"}
+ROLE_LABELS = {"system": "system", "user": "user", "assistant": "model", "tool": "tool result"}
+SEARCH_CODE_CHARS = 20_000
+"""Characters of an episode's final code the full-text search reads."""
 
 Progress = Callable[[int, int], None]
 """``on_progress(done, total)``: pages written so far, of how many."""
@@ -45,7 +67,7 @@ class RunView:
     summary: dict[str, Any]
     episodes: list[Episode]
     """In natural order of task names, then by sample."""
-    trajectories: dict[tuple[str, int], list[dict[str, Any]]] = field(default_factory=dict)
+    trajectories: dict[tuple[str, int], Trajectory] = field(default_factory=dict)
 
     @property
     def title(self) -> str:
@@ -65,7 +87,7 @@ def load_run(path: str | Path) -> RunView:
     config = rd.read_config()
     episodes = rd.episodes()
     if config is None and not episodes:
-        raise RunDirError(f"{path} is not a run directory (no {CONFIG}, no {EPISODES})")
+        raise RunDirError(f"{path} is not a run directory (no {CONFIG}, no {EPISODES}), nor a folder of them")
     episodes.sort(key=lambda e: (natural_key(e.task_name), e.sample))
     return RunView(Path(path), config, summarize(episodes, config), episodes, rd.trajectories())
 
@@ -73,7 +95,7 @@ def load_run(path: str | Path) -> RunView:
 # ---------------------------------------------------------------- what pages show
 
 
-def _when(run: RunView) -> dict[str, str]:
+def _when(run: RunView) -> dict[str, Any]:
     """Date, start, end and duration of a run, from its episodes' start times (older runs:
     from the files' modification times, and said so)."""
     spans = [
@@ -93,6 +115,7 @@ def _when(run: RunView) -> dict[str, str]:
         "started": datetime.fromtimestamp(start, timezone.utc).strftime(fmt),
         "finished": datetime.fromtimestamp(end, timezone.utc).strftime(fmt),
         "duration": _duration(seconds) + (source or " (first episode's start to last one's end)"),
+        "seconds": seconds,
     }
 
 
@@ -102,11 +125,26 @@ def _duration(seconds: float) -> str:
     return f"{hours} h {minutes:02d} min {secs:02d} s" if hours else f"{minutes} min {secs:02d} s"
 
 
-def _config_rows(config: RunConfig | None) -> list[tuple[str, str]]:
+ConfigValue = str | list[tuple[str, str]]
+"""A configuration row's value: text, or the key/value rows of a nested setting."""
+
+
+def _config_rows(config: RunConfig | None) -> list[tuple[str, ConfigValue]]:
+    """The run's configuration; the sandbox's and the policy's options as nested rows."""
     if config is None:
         return []
-    data = config.model_dump(exclude={"versions"})
-    return [(k, v if isinstance(v, str) else json.dumps(v)) for k, v in data.items()]
+    rows: list[tuple[str, ConfigValue]] = []
+    for key, value in config.model_dump(mode="json", exclude={"versions"}).items():
+        if isinstance(value, dict):
+            items = sorted(value.items(), key=lambda item: item[0] != "type")  # the backend first
+            rows.append((key, [(k, _setting(v)) for k, v in items]))
+        else:
+            rows.append((key, _setting(value)))
+    return rows
+
+
+def _setting(value: Any) -> str:
+    return value if isinstance(value, str) else "not set" if value is None else json.dumps(value)
 
 
 def _tokens(episode: Episode) -> str:
@@ -114,6 +152,19 @@ def _tokens(episode: Episode) -> str:
     if not isinstance(stats.get("input_tokens"), int):
         return ""
     return f"{stats['input_tokens']:,} in / {stats.get('output_tokens', 0):,} out"
+
+
+def _tokens_total(episode: Episode) -> int | None:
+    stats = episode.stats
+    numbers = [stats.get(k) for k in ("input_tokens", "output_tokens")]
+    return sum(n for n in numbers if isinstance(n, int)) if isinstance(numbers[0], int) else None
+
+
+def _statuses(run: RunView) -> list[tuple[str, str]]:
+    """The statuses the run's episodes have, as the overview's filter offers them."""
+    present = {e.status for e in run.episodes} | {"passed", "failed", "infra_error"}
+    known = [s for s in STATUS_LABELS if s in present]
+    return [(s, status_label(s)) for s in known + sorted(present - set(known))]
 
 
 def _figures(summary: dict[str, Any]) -> dict[str, Any]:
@@ -157,14 +208,15 @@ def _episode_rows(run: RunView) -> list[dict[str, Any]]:
                 "sample": e.sample,
                 "status": e.status,
                 "statuses": [e.status],
-                "label": STATUS_LABELS[e.status],
+                "label": status_label(e.status),
                 "reward": f"{e.reward:.3f}",
                 "submissions": "".join("✓" if s else "✗" for s in e.submissions),
                 "test_runs": "" if e.test_runs is None else "".join("✓" if s else "✗" for s in e.test_runs),
                 "steps": e.steps,
                 "tokens": _tokens(e),
+                "tokens_total": _tokens_total(e),
                 "seconds": "" if e.seconds is None else f"{e.seconds:.1f}",
-                "failure": e.infra_error or failure_text(e.final_report),
+                "failure": error_text(e) or failure_text(e.final_report),
             }
         )
     return rows
@@ -189,6 +241,18 @@ def _task_table(run: RunView, episode_rows: list[dict[str, Any]]) -> list[dict[s
         }
         for t in task_rows(run.episodes)
     ]
+
+
+def _write_search(out: Path, run: RunView) -> None:
+    """``search.js``: per episode, the text the overview's full-text search reads (its
+    failure, its error, its final code), lower-cased; loaded by the page on the first search."""
+    texts = []
+    for e in run.episodes:
+        error = policy_error(e) or {}
+        parts = [failure_text(e.final_report, limit=4000), e.infra_error or "", *error.values()]
+        texts.append("\n".join([*parts, (e.code or "")[:SEARCH_CODE_CHARS]]).lower())
+    data = json.dumps(texts, ensure_ascii=True, separators=(",", ":"))
+    (out / SEARCH).write_text(f"window.GYM_REPOST_SEARCH = {data};\n", encoding="utf-8")
 
 
 def _write_rows(out: Path, tasks: list[dict[str, Any]], episodes: list[dict[str, Any]]) -> None:
@@ -217,6 +281,8 @@ def _environment() -> Any:
 
     env.globals["version"] = __version__
     env.globals["pct"] = percent
+    env.globals["ROLE_LABELS"] = ROLE_LABELS
+    env.globals["status_label"] = status_label
     return env
 
 
@@ -228,18 +294,21 @@ def _copy_assets(out: Path) -> None:
 
 
 def _write_run(
-    env: Any, run: RunView, out: Path, root: str, on_page: Callable[[], None], back: str | None = None
+    env: Any, run: RunView, out: Path, root: str, on_page: Callable[[], None], back: tuple[str, str] | None = None
 ) -> None:
-    """One run's overview and trajectory pages into ``out`` (assets at ``root``)."""
+    """One run's overview and episode pages into ``out`` (assets at ``root``); ``back``: a
+    link (address, label) to the page that leads here."""
     if out.exists():
         shutil.rmtree(out / "episodes", ignore_errors=True)
     (out / "episodes").mkdir(parents=True, exist_ok=True)
     episode_rows = _episode_rows(run)
     tasks = _task_table(run, episode_rows)
     _write_rows(out, tasks, episode_rows)
+    _write_search(out, run)
     page = env.get_template("overview.html.j2").render(
         root=root,
-        back=back,
+        back=back[0] if back else None,
+        back_label=back[1] if back else "",
         run=run,
         summary=run.summary,
         when=_when(run),
@@ -248,19 +317,20 @@ def _write_run(
         figures=_figures(run.summary),
         tasks=len(tasks),
         episodes=len(episode_rows),
+        statuses=_statuses(run),
     )
     (out / INDEX).write_text(page, encoding="utf-8")
     on_page()
     template = env.get_template("episode.html.j2")
     for row, episode in zip(episode_rows, run.episodes, strict=True):
         index = row["index"]
-        steps = run.trajectories.get(episode.key)
         html = template.render(
             root="../" + root,
             run=run,
             episode=episode,
             row=row,
-            steps=None if steps is None else step_views(steps),
+            transcript=transcript_view(run.trajectories.get(episode.key), stop_reason(episode)),
+            policy_error=policy_error(episode),
             previous=f"{index - 1}.html" if index > 0 else None,
             following=f"{index + 1}.html" if index + 1 < len(episode_rows) else None,
             final_failure=failure_text(episode.final_report, limit=2000),
@@ -269,39 +339,76 @@ def _write_run(
         on_page()
 
 
+class _Pages:
+    """Counts the pages written, for ``on_progress``."""
+
+    def __init__(self, total: int, on_progress: Progress | None) -> None:
+        self.total, self.done, self._on_progress = total, 0, on_progress
+
+    def __call__(self) -> None:
+        self.done += 1
+        if self._on_progress is not None:
+            self._on_progress(self.done, self.total)
+
+
 def write_report(runs: Sequence[str | Path], output: str | Path, on_progress: Progress | None = None) -> Path:
-    """Write the viewer for one run, or the comparison of several, into ``output``.
+    """Write the viewer for one run, the comparison of several, or the list of the runs a
+    folder holds (one path that is not a run but holds run directories), into ``output``.
 
     Returns the path of ``output/index.html``.
 
     Raises:
-        RunDirError: a path is not a run directory.
+        RunDirError: a path is not a run directory (nor a folder of them).
     """
+    if len(runs) == 1 and (found := run_folders(runs[0])):
+        return _write_folder(Path(runs[0]), found, Path(output), on_progress)
     views = [load_run(p) for p in runs]
     out = Path(output)
-    total = sum(len(v.episodes) + 1 for v in views) + (len(views) > 1)
-    done = 0
-
-    def on_page() -> None:
-        nonlocal done
-        done += 1
-        if on_progress is not None:
-            on_progress(done, total)
-
+    on_page = _Pages(sum(len(v.episodes) + 1 for v in views), on_progress)
     env = _environment()
     out.mkdir(parents=True, exist_ok=True)
     _copy_assets(out)
     if len(views) == 1:
         _write_run(env, views[0], out, "", on_page)
         return out / INDEX
-    from gym_repost.evaluate.viewer.compare import comparison
+    from gym_repost.evaluate.viewer.compare import SIDE, comparison, side_by_side
 
     for number, view in enumerate(views, 1):
-        _write_run(env, view, out / f"run-{number}", "../", on_page, back="../index.html")
-    page = env.get_template("compare.html.j2").render(root="", back=None, **comparison(views))
+        _write_run(env, view, out / f"run-{number}", "../", on_page, back=("../index.html", "← comparison"))
+    context = comparison(views)
+    sides = list(side_by_side(views, context["tasks"]))
+    on_page.total += 1 + len(sides)
+    shutil.rmtree(out / SIDE, ignore_errors=True)
+    (out / SIDE).mkdir()
+    template = env.get_template("side.html.j2")
+    for path, page in sides:
+        (out / path).write_text(template.render(root="../", **page), encoding="utf-8")
+        on_page()
+    (out / INDEX).write_text(env.get_template("compare.html.j2").render(root="", **context), encoding="utf-8")
+    on_page()
+    return out / INDEX
+
+
+def _write_folder(folder: Path, found: list[Path], out: Path, on_progress: Progress | None) -> Path:
+    """The list of the runs in ``folder``, each run's report in ``out/runs/NAME/``."""
+    views, unreadable = [], []
+    for path in found:
+        try:
+            views.append(load_run(path))
+        except RunDirError as exc:
+            unreadable.append((path.name, str(exc)))
+    on_page = _Pages(sum(len(v.episodes) + 1 for v in views) + 1, on_progress)
+    env = _environment()
+    out.mkdir(parents=True, exist_ok=True)
+    _copy_assets(out)
+    rows = []
+    for view in views:
+        _write_run(env, view, out / RUNS / view.path.name, "../../", on_page, back=("../../index.html", "← all runs"))
+        rows.append(run_row(view, _when(view)))
+    page = env.get_template("runs.html.j2").render(root="", folder=folder, runs=rows, unreadable=unreadable)
     (out / INDEX).write_text(page, encoding="utf-8")
     on_page()
     return out / INDEX
 
 
-__all__ = ["RunView", "load_run", "write_report"]
+__all__ = ["RunView", "load_run", "runs_of", "write_report"]

@@ -1,0 +1,191 @@
+"""``gym-repost audit``: mutants the repository's own tests reject, submitted to the tasks.
+
+A task whose tests never reach what its target is about (an escape function tested on text
+with nothing to escape) rewards known-wrong mutants; one whose tests cover the target's
+cases rewards none.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gym_repost.analysis.mutation import AUDIT_OPERATORS, generate_mutants
+from gym_repost.construct.audit import audit_tasks, audit_totals
+from gym_repost.construct.ingest import ingest
+from gym_repost.sandbox.base import Sandbox
+from gym_repost.task import FunctionTask, save_tasks
+from tests.conftest import build_task
+
+ROOT = Path(__file__).resolve().parents[2]
+
+CORE = textwrap.dedent('''\
+    def escape(text):
+        """``text`` with ``&``, ``<`` and ``>`` as HTML entities."""
+        return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+    def clamp(x, low, high):
+        """``x`` within ``[low, high]``."""
+        if x < low:
+            return low
+        if x > high:
+            return high
+        return x
+
+
+    def untested(x):
+        """No upstream test runs it."""
+        return x * 2
+    ''')
+
+UPSTREAM_TESTS = textwrap.dedent("""\
+    from esc.core import clamp, escape
+
+
+    def test_escape():
+        assert escape("a<b>&c") == "a&lt;b&gt;&amp;c"
+        assert escape("plain") == "plain"
+
+
+    def test_clamp():
+        assert clamp(5, 0, 10) == 5
+        assert clamp(-1, 0, 10) == 0
+        assert clamp(11, 0, 10) == 10
+        assert clamp(10, 0, 10) == 10
+        assert clamp(0, 0, 10) == 0
+    """)
+
+WEAK_ESCAPE = CORE.split("\n\n\ndef clamp")[0] + textwrap.dedent("""
+
+
+    def test_escape():
+        assert escape("plain") == escape_new_implementation("plain")
+        assert escape("more words") == escape_new_implementation("more words")
+        assert escape("nothing") == escape_new_implementation("nothing")
+
+
+    if __name__ == "__main__":
+        test_escape()
+    """)
+
+STRONG_CLAMP = (
+    "def clamp"
+    + CORE.split("\n\n\ndef clamp")[1].split("\n\n\ndef untested")[0]
+    + textwrap.dedent("""
+
+
+    def test_clamp():
+        for x in range(-3, 14):
+            assert clamp(x, 0, 10) == clamp_new_implementation(x, 0, 10)
+        assert clamp(5, 5, 5) == clamp_new_implementation(5, 5, 5)
+        assert clamp(2.5, 0, 1) == clamp_new_implementation(2.5, 0, 1)
+
+
+    if __name__ == "__main__":
+        test_clamp()
+    """)
+)
+
+UNTESTED = (
+    "def untested"
+    + CORE.split("\n\n\ndef untested")[1]
+    + textwrap.dedent("""
+
+    def test_untested():
+        assert untested(1) == untested_new_implementation(1)
+        assert untested(2) == untested_new_implementation(2)
+        assert untested(5) == untested_new_implementation(5)
+
+
+    if __name__ == "__main__":
+        test_untested()
+    """)
+)
+
+
+@pytest.fixture
+def upstream(tmp_path: Path) -> Path:
+    root = tmp_path / "esc-1.0"
+    for path, text in {"esc/__init__.py": "", "esc/core.py": CORE, "tests/test_esc.py": UPSTREAM_TESTS}.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text, encoding="utf-8")
+    return root
+
+
+def _tasks() -> list[FunctionTask]:
+    files = {"esc/__init__.py": "", "esc/core.py": CORE}
+    return [
+        build_task(WEAK_ESCAPE, "escape", files, "esc/core.py"),
+        build_task(STRONG_CLAMP, "clamp", files, "esc/core.py"),
+        build_task(UNTESTED, "untested", files, "esc/core.py"),
+    ]
+
+
+def test_a_weak_task_is_caught_and_a_strong_one_is_not(sandbox: Sandbox, upstream: Path) -> None:
+    audits = audit_tasks(sandbox, _tasks(), ingest(upstream, licenses="any"), mutants=40)
+    weak, strong, untested = audits
+    assert weak.status == strong.status == "audited" and weak.covering_tests == strong.covering_tests == 1
+    assert weak.known_wrong and weak.false_accepts, weak
+    assert any(m.operator in AUDIT_OPERATORS for m in weak.false_accepts)  # "&" emptied, say
+    assert strong.known_wrong and not strong.false_accepts, strong.false_accepts
+    assert untested.status == "uncovered" and not untested.mutants
+    totals = audit_totals(audits)
+    assert totals["false_accepts"] == len(weak.false_accepts)
+    assert totals["tasks_rewarding_a_known_wrong_mutant"] == 1 and totals["tasks_with_known_wrong_mutants"] == 2
+
+
+def test_the_audit_command(upstream: Path, tmp_path: Path) -> None:
+    tasks_file = tmp_path / "tasks.jsonl"
+    save_tasks(_tasks()[:2], tasks_file)
+    out = tmp_path / "audit.json"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gym_repost.cli",
+            "audit",
+            str(tasks_file),
+            "--upstream",
+            str(upstream),
+            "--json",
+            str(out),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    assert (
+        "known-wrong mutants rewarded:" in result.stdout
+        and "tasks rewarding a known-wrong mutant: 1/2" in result.stdout
+    )
+    report = json.loads(out.read_text("utf-8"))
+    assert report["totals"]["false_accepts"] > 0
+    assert report["tasks"][0]["false_accepted_mutants"] and not report["tasks"][1]["false_accepted_mutants"]
+
+
+def test_the_audit_operators_go_beyond_the_builders() -> None:
+    source = CORE.split("\n\n\ndef clamp")[0]
+    found = {m.operator: m.replacement for m in generate_mutants(source, operators=AUDIT_OPERATORS)}
+    assert found["identity_return"] == "return text" and found["empty_string"] == '""'
+    assert not generate_mutants(source, operators=("drop_branch",))  # no if in escape
+
+
+def test_a_build_drops_the_tasks_its_audit_catches(sandbox: Sandbox, upstream: Path) -> None:
+    """``build --max-false-accept``: the pipeline audits what it built against the repository's
+    own tests and drops the tasks above the limit, counted among the drops."""
+    from gym_repost.construct.pipeline import BuildResult, BuildSettings, _drop_false_acceptors
+
+    repo = ingest(upstream, licenses="any")
+    built = BuildResult(repo=repo, tasks=_tasks()[:2], drops=[], candidates=2, timings={})
+    _drop_false_acceptors(built, sandbox, BuildSettings(max_false_accept=0.0))
+    assert [t.target.name for t in built.tasks] == ["clamp"]
+    assert [(d.stage, d.reason, d.qualname) for d in built.drops] == [("audit", "false accepts", "escape")]
+    assert built.statistics()["audit"]["false_accepts"] > 0
