@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from gym_repost.errors import GymRepostError
+from gym_repost.errors import ConfigError, GymRepostError
 from gym_repost.serve.trl import ServedEnvironment, ServedTask, close_all, dataset_rows, reward_func
 from gym_repost.task_view import TaskView
 from gym_repost.tools import parse_action
@@ -77,7 +77,12 @@ def rollout_group(
 
 
 def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
-    """Roll out ``--group`` generations for each of the first ``--tasks`` served function tasks."""
+    """Roll out ``--group`` generations for each of the first ``--tasks`` served function tasks.
+
+    Raises:
+        ConfigError: the policy cannot be built, needs the ground truth, or the server is
+            not there.
+    """
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("url", nargs="?", default="http://127.0.0.1:8000", help="The server (gym-repost serve).")
     parser.add_argument("--policy", default="agents/my_agent.py:MyAgent", help="As gym-repost eval --policy.")
@@ -85,19 +90,23 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--tasks", type=int, default=4, help="Prompts (tasks) to roll out.")
     parser.add_argument("--group", type=int, default=4, help="Generations per prompt (GRPO's group size).")
     options = parser.parse_args(argv)
-    if options.policy in ("oracle", "mutant"):
-        parser.error(f"--policy {options.policy} needs the ground truth, which a served client never gets")
-    from gym_repost.policy import load_policy
+    from gym_repost.policy import PrivilegedPolicy, load_policy
 
     url = options.url.rstrip("/")
-    try:
-        make_policy = load_policy(options.policy, **({"base_url": options.base_url} if options.base_url else {}))
-    except GymRepostError as exc:
-        parser.error(str(exc))
+    make_policy = load_policy(options.policy, **({"base_url": options.base_url} if options.base_url else {}))
+    probe = make_policy()
+    needs_ground_truth = isinstance(probe, PrivilegedPolicy) and probe.needs_ground_truth
+    getattr(probe, "close", lambda: None)()
+    if needs_ground_truth:
+        raise ConfigError(
+            f"--policy {options.policy}: this control needs the task's ground truth, which a served "
+            "environment never sends to its clients; give an agent (a file.py:Class, llm:PROVIDER/MODEL)"
+        )
     try:
         rows = dataset_rows(url, kind="function", limit=options.tasks)
-    except OSError as exc:
-        parser.error(f"cannot list the tasks of {url} (is gym-repost serve running there?): {exc}")
+    except OSError as exc:  # URLError: nothing listens there
+        reason = getattr(exc, "reason", exc)
+        raise ConfigError(f"cannot reach {url} ({reason}); start it with `gym-repost serve TASKS`") from None
     results = []
     for row in rows:
         row = {"task_id": row["task_id"]}
@@ -107,5 +116,15 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     return results
 
 
+def cli(argv: Sequence[str] | None = None) -> int:
+    """:func:`main` as a command: an error is one ``error:`` line and exit status 2."""
+    try:
+        main(argv)
+    except GymRepostError as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    return 0
+
+
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    sys.exit(cli())

@@ -205,7 +205,7 @@ def grpo(
 
     step_seconds: list[float] = []
 
-    class LongStep(TrainerCallback):  # type: ignore[misc]
+    class LongStep(TrainerCallback):
         """Times each step; after step 1, pauses for longer than the session timeout (a
         long training step: the server closes the idle sessions meanwhile)."""
 

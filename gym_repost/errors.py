@@ -10,9 +10,15 @@ Two families matter to the runner:
 * what the *infrastructure* did wrong (a sandbox that cannot start, a worker that died,
   an LLM endpoint that keeps failing) raises :class:`InfrastructureError` and is recorded
   as an infrastructure error, never scored as a failed task.
+
+A third, the *policy's own* error (its constructor, ``reset`` or ``act`` raised:
+:class:`PolicyError`), is neither: the runner records the episode as failed, with the
+policy's traceback, and counts it apart (``policy_errors``).
 """
 
 from __future__ import annotations
+
+import json
 
 
 class GymRepostError(Exception):
@@ -106,8 +112,10 @@ class SandboxUnavailableError(SandboxError):
     """A sandbox backend cannot start on this machine; the message says how to fix it."""
 
 
-class PolicyError(InfrastructureError):
-    """A policy could not be loaded or crashed while choosing an action."""
+class PolicyError(GymRepostError, RuntimeError):
+    """A policy could not be built, or raised in ``reset`` or ``act``: the policy's own
+    error, not the infrastructure's. An episode it ends is a failed one (scored as such,
+    counted apart as a policy error), never retried as an infrastructure error is."""
 
 
 class LLMError(InfrastructureError):
@@ -136,3 +144,10 @@ class RunDirBusyError(RunDirError):
 class DataError(GymRepostError, ValueError):
     """Input to a training-data builder is malformed (an execution matrix that is not
     rectangular or not 0/1, pass rates outside [0, 1])."""
+
+
+def json_error_text(exc: json.JSONDecodeError) -> str:
+    """A JSON syntax error in words, with its column: ``Expecting value at column 7``,
+    ``Unterminated string starting at column 3`` (the decoder's own message of the latter
+    ends in "at", which a plain "at column" would double)."""
+    return f"{exc.msg.removesuffix(' at')} at column {exc.colno}"

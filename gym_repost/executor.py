@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Any, Literal, Protocol, TypeVar
 
 from gym_repost.errors import ConfigError
@@ -111,8 +111,9 @@ class LocalExecutor(_Closing):
         return self._given if self._given is not None else self._built
 
     def map(self, work: Work[T, R], items: Sequence[T], on_result: Callable[[R], None] | None = None) -> list[R]:
-        """Threads over the items. Interrupted (KeyboardInterrupt) or failed, it raises at
-        once: units not started are cancelled, those in flight finish in the background.
+        """Threads over the items. Interrupted (KeyboardInterrupt) or failed (a unit or
+        ``on_result`` raised), it raises at once, whichever item failed: units not started
+        are cancelled, those in flight finish in the background.
         Units that say they run no code (:func:`runs_code`) are handed no sandbox."""
         sandbox = None
         if items and runs_code(work):
@@ -130,7 +131,12 @@ class LocalExecutor(_Closing):
             return [one(item) for item in items]
         pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="gym-repost-work")
         try:
-            results = list(pool.map(one, items))
+            futures = [pool.submit(one, item) for item in items]
+            wait(futures, return_when=FIRST_EXCEPTION)  # the first failure stops the rest at once
+            failed = next((f for f in futures if f.done() and f.exception() is not None), None)
+            if failed is not None:
+                failed.result()
+            results = [f.result() for f in futures]
         except BaseException:
             pool.shutdown(wait=False, cancel_futures=True)
             raise

@@ -12,18 +12,19 @@ task is detected.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import json
 import logging
 import os
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from gym_repost.errors import TaskFormatError
+from gym_repost.errors import ConfigError, TaskFormatError, json_error_text
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +41,8 @@ class Provenance(_Model):
 
     source: str
     """The source the task was built from: ``humaneval``, ``repost-eval``,
-    ``manifest:PATH``, ``pypi:NAME==VERSION``, a directory or an archive."""
+    ``manifest:NAME``, ``pypi:NAME==VERSION``, ``dir:NAME`` (a directory) or
+    ``archive:FILE`` (never how a path was typed: the id depends on content only)."""
     repo: str
     """Name of the repository (or package) the target function belongs to."""
     version: str | None = None
@@ -456,7 +458,7 @@ def iter_task_lines(path: str | os.PathLike[str]) -> Iterator[tuple[int, Task | 
             try:
                 data = json.loads(raw)
             except json.JSONDecodeError as exc:
-                yield number, TaskFormatError(f"not valid JSON ({exc.msg} at column {exc.colno})", path=p, line=number)
+                yield number, TaskFormatError(f"not valid JSON ({json_error_text(exc)})", path=p, line=number)
                 continue
             except RecursionError:
                 yield number, TaskFormatError(f"nested more than {MAX_TASK_DEPTH} levels deep", path=p, line=number)
@@ -487,6 +489,8 @@ def load_tasks(path: str | os.PathLike[str], *, strict: bool = False, log: bool 
             is invalid, or two tasks share an id.
     """
     p = Path(path)
+    if p.is_dir():
+        raise TaskFormatError("is a directory; give a task file (JSONL, one task per line)", path=str(p))
     if not p.is_file():
         raise TaskFormatError("no such task file", path=str(p))
     tasks: list[Task] = []
@@ -520,6 +524,26 @@ def load_tasks(path: str | os.PathLike[str], *, strict: bool = False, log: bool 
     for error in errors if log else ():
         logger.warning("%s", error)
     return TaskList(tasks, errors=errors, path=str(p))
+
+
+def select_tasks(tasks: Sequence[Task], patterns: Sequence[str] = (), limit: int | None = None) -> list[Task]:
+    """The tasks whose name or id matches one of the shell-style ``patterns``
+    (``demo/pricing.*``; every task when there are none), in file order, the first ``limit``.
+
+    Raises:
+        ConfigError: no task matches, or ``limit`` is below 1.
+    """
+    if limit is not None and limit < 1:
+        raise ConfigError(f"--limit {limit}: give at least 1")
+    chosen = [
+        t
+        for t in tasks
+        if not patterns or any(fnmatch.fnmatchcase(t.name, p) or fnmatch.fnmatchcase(t.id, p) for p in patterns)
+    ]
+    if not chosen:
+        example = f" (names look like {tasks[0].name})" if tasks else ""
+        raise ConfigError(f"no task matches --task {' '.join(map(repr, patterns))} among {len(tasks)}{example}")
+    return chosen[:limit]
 
 
 def save_tasks(tasks: Iterable[Task], path: str | os.PathLike[str]) -> int:

@@ -94,7 +94,8 @@ def test_docker_without_its_extra_names_the_extra(base_install: Path, tmp_path: 
 def test_an_invalid_option_value_is_a_clear_error_not_a_pydantic_traceback(tmp_path: Path) -> None:
     """Item 5."""
     message = _one_error(cli("eval", "tasks/demo.jsonl", "--policy", "oracle", "--reward", "foo", "-o", str(tmp_path)))
-    assert "invalid reward" in message and "'binary' or 'shaped'" in message and "'foo'" in message
+    assert "Invalid value for '--reward': 'foo' is not one of 'binary', 'shaped'" in message
+    assert "gym-repost eval --help" in message
 
 
 def test_validate_on_a_file_that_is_not_jsonl_says_so_once() -> None:

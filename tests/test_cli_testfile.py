@@ -97,6 +97,6 @@ def test_bad_input_is_a_clear_error(tmp_path: Path) -> None:
     result = cli("build", "humaneval", "--kind", "testfile", "-o", str(tmp_path / "x.jsonl"))
     assert result.returncode != 0 and "needs a repository" in result.stderr
     result = cli("build", "tasks/demo/repo", "--kind", "tests", "-o", str(tmp_path / "x.jsonl"))
-    assert result.returncode != 0 and "choose function or testfile" in result.stderr
+    assert result.returncode == 2 and "'tests' is not one of 'function', 'testfile'" in result.stderr
     result = cli("data", "testgen", "tasks/demo.jsonl", "-o", str(tmp_path / "y.jsonl"), "--generator", "x")
     assert result.returncode != 0 and "no test-file tasks" in result.stderr

@@ -82,7 +82,7 @@ def test_every_unit_of_work_pickles_with_the_standard_library(function_task: Any
     config = RunConfig(tasks="t", tasks_digest="d", policy="oracle")
     units = [
         EpisodeWork(load_policy("oracle"), config),
-        EpisodeWork(load_policy("mutant", seed=3), config),
+        EpisodeWork(load_policy("mutant", max_mutants=3), config),
         ValidateWork(mutants=4, seed=1, coverage=True),
         DstcWork("deterministic", {}, 4, 0, 2.0),
         AcecoderWork("deterministic", ("deterministic",), "ground-truth", {}, 20, 8, 5, True, 0, 2.0),
@@ -95,7 +95,7 @@ def test_every_unit_of_work_pickles_with_the_standard_library(function_task: Any
     for unit in units:
         assert pickle.loads(pickle.dumps(unit)) == unit or isinstance(unit, EpisodeWork)
     factory = pickle.loads(pickle.dumps(units[1])).factory  # loaded again by spec where it lands
-    assert (factory.spec, factory.options, factory.by_spec) == ("mutant", {"seed": 3}, True)
+    assert (factory.spec, factory.options, factory.by_spec) == ("mutant", {"max_mutants": 3}, True)
     assert pickle.loads(pickle.dumps(sandbox_config("local", workers=3))).workers == 3
     # a relative cache folder is the driver's: made absolute before it travels
     assert units[-1].config.cache_dir == Path("llm-cache").resolve()

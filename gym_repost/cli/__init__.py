@@ -22,8 +22,10 @@ import threading
 from importlib import import_module
 from typing import Any
 
-from gym_repost.cli.app import app
-from gym_repost.cli.common import err_console, interrupted_note, invalid_settings, print_error
+import typer
+
+from gym_repost.cli.app import app, click_command
+from gym_repost.cli.common import console, err_console, interrupted_note, invalid_settings, print_error
 from gym_repost.errors import GymRepostError
 
 # registers the commands, in this order
@@ -70,30 +72,65 @@ def _exit_interrupted() -> None:
     os._exit(code)
 
 
+def _click_exceptions() -> Any:
+    """The module of click's exceptions that Typer raises (Typer 0.20 and later carry
+    their own copy of click)."""
+    try:
+        return import_module("typer._click.exceptions")
+    except ImportError:
+        return import_module("click.exceptions")
+
+
 def main() -> None:
     """Entry point of the ``gym-repost`` console script.
 
-    The project's own errors and invalid settings (a pydantic ``ValidationError``, say
-    ``--reward foo``) end in one ``error:`` line and exit status 2, not a traceback.
+    Every error ends in one ``error:`` line on stderr and exit status 2, never a
+    traceback: the project's own errors, invalid settings (a pydantic
+    ``ValidationError``) and wrong usage (an unknown option, a value that is not a number
+    or not a choice, a missing argument: the line says which command's ``--help`` to read).
     """
     from pydantic import ValidationError
 
+    clicks = _click_exceptions()
+    no_args = getattr(clicks, "NoArgsIsHelpError", ())  # click 8.2 and later: help shown, status 2
     _interrupt_on_signals()
+    command = click_command()
     try:
         try:
-            app()
+            status = command.main(args=sys.argv[1:], prog_name="gym-repost", standalone_mode=False)
+        except no_args as exc:  # `gym-repost`, `gym-repost data`: the help
+            shown = exc.format_message()  # Typer's rich help printed itself already, and left this empty
+            if shown.strip():
+                console.print(shown, highlight=False, markup=False)
+            status = 2
+        except clicks.UsageError as exc:
+            print_error(_usage_message(exc))
+            status = 2
+        except clicks.ClickException as exc:
+            print_error(exc.format_message())
+            status = exc.exit_code
         except GymRepostError as exc:
             print_error(str(exc))
-            sys.exit(2)
+            status = 2
         except ValidationError as exc:
             print_error(invalid_settings(exc))
-            sys.exit(2)
+            status = 2
+        except typer.Abort:  # click's name for an interrupt
+            if not _SIGNALS:
+                _SIGNALS.append(2)
+            status = 130
     except KeyboardInterrupt:
         _exit_interrupted()
-    except SystemExit:  # typer turns KeyboardInterrupt into exit status 130
-        if not _SIGNALS:
-            raise
+    if _SIGNALS:  # Typer returns 130 for a KeyboardInterrupt
         _exit_interrupted()
+    sys.exit(status if isinstance(status, int) else 0)
+
+
+def _usage_message(exc: Any) -> str:
+    """A usage error as one sentence naming the command whose help to read."""
+    message = exc.format_message().replace(": Value error, ", ": ")  # as Typer's coercion words it
+    where = getattr(getattr(exc, "ctx", None), "command_path", "gym-repost")
+    return f"{message.rstrip('.')} (see `{where} --help`)"
 
 
 __all__ = ["app", "main"]

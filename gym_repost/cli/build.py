@@ -3,7 +3,7 @@ test-file tasks, imported benchmarks."""
 
 from __future__ import annotations
 
-import json
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Optional
 
@@ -19,6 +19,8 @@ from gym_repost.cli.common import (
     SANDBOX,
     SEED,
     WORKERS,
+    ExecutorKind,
+    check_output_file,
     console,
     counts_table,
     fail,
@@ -28,8 +30,23 @@ from gym_repost.cli.common import (
     progress_bar,
     resumable,
     sandbox_options,
+    write_json,
 )
 from gym_repost.errors import BuildError
+
+
+class TaskKind(StrEnum):
+    """``--kind``: what tasks to build."""
+
+    function = "function"
+    testfile = "testfile"
+
+
+class Split(StrEnum):
+    """``--split``: the coverage a task's tests need (train 80%, eval 100%)."""
+
+    train = "train"
+    eval = "eval"
 
 
 def _is_import_source(source: str) -> bool:
@@ -145,10 +162,10 @@ def build(
     source: str = typer.Argument(
         ..., help="DIR | ARCHIVE | pypi:NAME[==VERSION] | humaneval | repost-eval:PATH | path/to/manifest.toml"
     ),
-    output: Path = typer.Option(..., "-o", "--output", help="Task file to write (JSONL)."),
-    kind: str = typer.Option(
-        "function",
-        help="Task kind: function | testfile (a focal file and its test file, from a DIR, ARCHIVE or pypi: source).",
+    output: Path = typer.Option(..., "-o", "--output", metavar="FILE", help="Task file to write (JSONL)."),
+    kind: TaskKind = typer.Option(
+        TaskKind.function,
+        help="Task kind: function, or testfile (a focal file and its test file, from a DIR, ARCHIVE or pypi: source).",
     ),
     builder: str = typer.Option(
         "deterministic",
@@ -171,7 +188,7 @@ def build(
     only: list[str] = typer.Option(
         [], "--only", help="Glob on FILE::QUALNAME or QUALNAME; only matching candidates are built (repeatable)."
     ),
-    split: str = typer.Option("train", help="train (branch coverage >= 80%) | eval (100%)."),
+    split: Split = typer.Option(Split.train, help="train (branch coverage >= 80%) or eval (100%)."),
     max_candidates: int = typer.Option(
         30, min=1, help="Candidate functions (test files with --kind testfile) per repository."
     ),
@@ -205,21 +222,26 @@ def build(
     sandbox: str = SANDBOX,
     python: Optional[str] = PYTHON,
     env: Optional[str] = ENV,
-    stats_json: Optional[Path] = typer.Option(None, "--stats", help="Write the build statistics here."),
+    stats_json: Optional[Path] = typer.Option(
+        None, "--stats", metavar="FILE", help="Write the build statistics here (JSON)."
+    ),
     eval_fraction: float = typer.Option(
         0.2, min=0.0, max=0.99, help="Corpus build: share of the repositories put in the eval split."
     ),
     duplicate_threshold: float = typer.Option(
         0.9, min=0.0, max=1.0, help="Corpus build: token 5-gram Jaccard similarity at which a target is a duplicate."
     ),
-    executor: str = EXECUTOR,
+    executor: ExecutorKind = EXECUTOR,
     ray_address: Optional[str] = RAY_ADDRESS,
 ) -> None:
-    """Build a task set from SOURCE (a source list .txt: a corpus of many repositories)."""
+    """Build a task set from SOURCE (a source list .txt: a corpus of many repositories).
+
+    Example: gym-repost build tasks/demo/repo -o my-tasks.jsonl (add --kind testfile for test-file tasks)
+    """
     from gym_repost.task import save_tasks
 
-    if kind not in ("function", "testfile"):
-        raise fail(f"--kind {kind}: choose function or testfile")
+    check_output_file(output, "-o")
+    check_output_file(stats_json, "--stats")
     if test_budget is not None:
         raise fail(
             "--test-budget (seconds of input search) was replaced by --test-executions N (runs of the "
@@ -232,8 +254,6 @@ def build(
         raise fail("--base-url and --builder-arg apply to --builder llm:PROVIDER/MODEL")
     if builder.startswith("llm:") and (kind != "function" or _is_import_source(source)):
         raise fail("--builder llm builds function tasks from a repository (DIR, ARCHIVE or pypi:NAME)")
-    if split not in ("train", "eval"):
-        raise fail("--split must be train or eval")
     if executor != "local" and _is_import_source(source):
         raise fail(f"--executor ray builds repositories (DIR, ARCHIVE, pypi:NAME, a source list), not {source}")
     if kind == "testfile":
@@ -268,7 +288,7 @@ def build(
     from gym_repost.construct.pipeline import BuildSettings, BuildWork
 
     settings = BuildSettings(
-        split=split,  # type: ignore[arg-type]  # checked above: train or eval
+        split=split.value,
         max_candidates=max_candidates,
         seed=seed,
         licenses=licenses,
@@ -310,7 +330,7 @@ def build(
     if builder.startswith("llm:"):
         console.print(f"every LLM exchange of this build: {log_path}", highlight=False)
     if stats_json:
-        stats_json.write_text(json.dumps(result.statistics(), indent=2), encoding="utf-8")
+        write_json(stats_json, result.statistics())
 
 
 def _build_corpus(
@@ -394,7 +414,7 @@ def _build_testfile(
     console.print(f"wrote [bold]{written}[/] test-file tasks to {output}")
     if stats_json:
         summary["references"] = {t.name: t.reference.model_dump() for t in tasks}
-        stats_json.write_text(json.dumps(summary, indent=2), encoding="utf-8")
+        write_json(stats_json, summary)
 
 
 def _print_testfile_build(repo: Any, tasks: list[Any], summary: dict[str, Any]) -> None:

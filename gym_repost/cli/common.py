@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Optional
 
@@ -48,8 +50,10 @@ logger = logging.getLogger("gym_repost")
 
 
 def print_error(message: str) -> None:
-    """Print ``error: message`` on stderr; the message is text, not markup (``[docker]`` stays)."""
-    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    """Print ``error: message`` on stderr as one line, never wrapped (a message's own line
+    breaks become spaces); the message is text, not markup (``[docker]`` stays)."""
+    line = " ".join(message.split())
+    err_console.print(f"[bold red]error:[/] {escape(line)}", highlight=False, soft_wrap=True)
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
@@ -82,16 +86,45 @@ def progress_bar(*, passes: bool = False) -> Progress:
     return Progress(*columns, console=err_console, transient=False, disable=not err_console.is_terminal)
 
 
-def load_tasks(tasks_path: Path) -> list[Any]:
-    """The usable tasks of a task file (each unusable line reported); exit when none are."""
+def load_tasks(tasks_path: Path, patterns: Sequence[str] = (), limit: Optional[int] = None) -> list[Any]:
+    """The usable tasks of a task file (each unusable line reported), those ``--task``
+    patterns match, the first ``--limit``; exit when none are."""
     from gym_repost.task import load_tasks as read_tasks
+    from gym_repost.task import select_tasks
 
     tasks = read_tasks(tasks_path, log=False)
     for error in tasks.errors:
-        err_console.print(f"[yellow]skipped:[/] {error}", highlight=False)
+        err_console.print(f"[yellow]skipped:[/] {escape(str(error))}", highlight=False, soft_wrap=True)
     if not tasks:
         raise fail(f"{tasks_path}: no usable tasks")
-    return list(tasks)
+    return select_tasks(tasks, patterns, limit)
+
+
+def check_output_file(path: Optional[Path], option: str) -> None:
+    """Refuse, before any work, an output file the command could not write at its end: a
+    directory, or a path under a file (missing folders are created when it is written).
+
+    Raises:
+        ConfigError: naming the option and the path.
+    """
+    if path is None:
+        return
+    if path.is_dir():
+        raise ConfigError(f"{option} {path} is a directory: give the path of a file to write")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ConfigError(f"{option} {path}: {parent} is a file, not a folder")
+            if not os.access(parent, os.W_OK | os.X_OK):
+                raise ConfigError(f"{option} {path}: the folder {parent} is not writable")
+            return
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Write ``data`` as indented JSON, atomically (folders created as needed)."""
+    from gym_repost.task import write_lines_atomically
+
+    write_lines_atomically([json.dumps(data, indent=2)], path)
 
 
 def sandbox_options(
@@ -157,13 +190,30 @@ def open_sandbox(name: str, options: dict[str, Any]) -> Iterator[Any]:
         sandbox.close()
 
 
+class Reward(StrEnum):
+    """``--reward``: of function tasks."""
+
+    binary = "binary"
+    shaped = "shaped"
+
+
+class ExecutorKind(StrEnum):
+    """``--executor``: where units of work run."""
+
+    local = "local"
+    ray = "ray"
+
+
 # Options several commands share (one definition each; a command lists it as its default).
 WORKERS = typer.Option(2, "--workers", "-w", min=1, help="Units of work at once (and warm sandbox workers).")
 SANDBOX = typer.Option("local", help="Sandbox backend: local | docker.")
 PYTHON = typer.Option(None, help="Interpreter inside the sandbox.")
 ENV = typer.Option(None, help="Installed environment (see `gym-repost env`).")
 SEED = typer.Option(0, help="Seed of everything sampled (the same seed gives the same result).")
-LIMIT = typer.Option(None, min=1, help="Only the first N tasks.")
+LIMIT = typer.Option(None, min=1, metavar="N", help="Only the first N tasks (after --task).")
+TASK = typer.Option(
+    [], "--task", metavar="GLOB", help="Only the tasks whose name (or id) matches GLOB, as demo/pricing.* (repeatable)."
+)
 TEST_TIMEOUT = typer.Option(2.0, help="Seconds per test (script loading included).")
 PRELOAD = typer.Option(
     "auto",
@@ -171,7 +221,9 @@ PRELOAD = typer.Option(
     "the --env's preload.txt the tasks import), none, or MOD,MOD,...",
 )
 EXECUTOR = typer.Option(
-    "local", "--executor", help="Where units of work run: local (threads of this process) | ray (Ray actors)."
+    ExecutorKind.local,
+    "--executor",
+    help="Where units of work run: local (threads of this process) | ray (Ray actors).",
 )
 RAY_ADDRESS = typer.Option(
     None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Optional
 
@@ -19,8 +20,11 @@ from gym_repost.cli.common import (
     RAY_ADDRESS,
     SANDBOX,
     SEED,
+    TASK,
     TEST_TIMEOUT,
     WORKERS,
+    ExecutorKind,
+    check_output_file,
     console,
     counts_table,
     fail,
@@ -32,10 +36,17 @@ from gym_repost.cli.common import (
 )
 
 
-def _function_tasks(tasks_path: Path, limit: Optional[int]) -> list[Any]:
+class SFTFormat(StrEnum):
+    """``--format`` of SFT records."""
+
+    messages = "messages"
+    prompt_completion = "prompt-completion"
+
+
+def _function_tasks(tasks_path: Path, patterns: list[str], limit: Optional[int]) -> list[Any]:
     from gym_repost.task import FunctionTask
 
-    tasks = [t for t in load_tasks(tasks_path) if isinstance(t, FunctionTask)]
+    tasks = [t for t in load_tasks(tasks_path, patterns) if isinstance(t, FunctionTask)]
     if not tasks:
         raise fail(f"{tasks_path}: no function tasks (training data is built from function tasks)")
     return tasks[:limit]
@@ -90,8 +101,8 @@ def _llm_rows(found: Any) -> list[tuple[str, Any]]:
 @data_app.command("rejection")
 def data_rejection(
     run_dir: Path = typer.Argument(..., metavar="RUN_DIR", help="A run directory made by `gym-repost eval`."),
-    output: Path = typer.Option(..., "-o", "--output", help="SFT records to write (JSONL)."),
-    fmt: str = typer.Option("messages", "--format", help="messages | prompt-completion"),
+    output: Path = typer.Option(..., "-o", "--output", metavar="FILE", help="SFT records to write (JSONL)."),
+    fmt: SFTFormat = typer.Option(SFTFormat.messages, "--format", help="The records' shape."),
     ground_truth: bool = typer.Option(False, "--ground-truth", help="Add each task's ground truth too."),
     debug_failures: bool = typer.Option(
         False, "--debug-failures", help="Repair failed solutions from their test report; add those that pass."
@@ -114,15 +125,17 @@ def data_rejection(
     sandbox: str = typer.Option("local", help="Sandbox backend (for --debug-failures)."),
     python: Optional[str] = PYTHON,
     env: Optional[str] = ENV,
-    executor: str = EXECUTOR,
+    executor: ExecutorKind = EXECUTOR,
     ray_address: Optional[str] = RAY_ADDRESS,
 ) -> None:
-    """SFT data from an evaluation run's passing solutions (RepoST's rejection sampling)."""
+    """SFT data from an evaluation run's passing solutions (RepoST's rejection sampling).
+
+    Example: gym-repost data rejection runs/demo -o sft.jsonl
+    """
     from gym_repost.data.records import write_jsonl
     from gym_repost.data.rejection import RepairerSpec, build_rejection, episodes_by_task, load_run
 
-    if fmt not in ("messages", "prompt-completion"):
-        raise fail("--format must be messages or prompt-completion")
+    check_output_file(output, "-o")
     config, episodes, tasks = load_run(run_dir, tasks_path)
     groups = episodes_by_task(episodes, tasks)
     spec = repair_policy or config.policy
@@ -146,7 +159,7 @@ def data_rejection(
                 repairer=repairer,
                 ground_truth=ground_truth,
                 dedupe=not keep_duplicates,
-                fmt=fmt,  # type: ignore[arg-type]
+                fmt=fmt.value,
                 system=system,
                 on_task=lambda _o: progress.advance(bar),
                 executor=ex,
@@ -155,7 +168,7 @@ def data_rejection(
     _print_rejection(summary, config, debug_failures, spec)
     if rows := _llm_rows(summary.llm):
         console.print(counts_table(f"repair model ({spec})", rows))
-    console.print(f"wrote [bold]{written}[/] SFT records ({fmt}) to {output}")
+    console.print(f"wrote [bold]{written}[/] SFT records ({fmt.value}) to {output}")
 
 
 def _print_rejection(s: Any, config: Any, debugged: bool, spec: str) -> None:
@@ -183,7 +196,7 @@ def _print_rejection(s: Any, config: Any, debugged: bool, spec: str) -> None:
 @data_app.command("dstc")
 def data_dstc(
     tasks_path: Path = typer.Argument(..., metavar="TASKS", help="Task file (JSONL)."),
-    output: Path = typer.Option(..., "-o", "--output", help="DPO records to write (JSONL)."),
+    output: Path = typer.Option(..., "-o", "--output", metavar="FILE", help="DPO records to write (JSONL)."),
     kto: Optional[Path] = typer.Option(None, "--kto", help="Also write KTO records here (JSONL)."),
     matrices: Optional[Path] = typer.Option(
         None,
@@ -203,18 +216,25 @@ def data_dstc(
     samples: int = typer.Option(8, "-n", "--samples", min=1, help="J: codes and tests sampled per task."),
     old_samples: Optional[int] = typer.Option(None, "-j", hidden=True, help="Gone: -n/--samples."),
     test_timeout: float = TEST_TIMEOUT,
+    task: list[str] = TASK,
     limit: Optional[int] = LIMIT,
     seed: int = SEED,
     workers: int = WORKERS,
     sandbox: str = SANDBOX,
     python: Optional[str] = PYTHON,
     env: Optional[str] = ENV,
-    executor: str = EXECUTOR,
+    executor: ExecutorKind = EXECUTOR,
     ray_address: Optional[str] = RAY_ADDRESS,
 ) -> None:
-    """DSTC preference pairs: J codes x J tests per task, minimax selection."""
+    """DSTC preference pairs: J codes x J tests per task, minimax selection.
+
+    Example: gym-repost data dstc tasks/demo.jsonl -o dpo.jsonl --kto kto.jsonl
+    """
     from gym_repost.data import dstc
     from gym_repost.data.records import write_jsonl
+
+    for path, option in ((output, "-o"), (kto, "--kto"), (matrices, "--matrices")):
+        check_output_file(path, option)
 
     if old_samples is not None:  # -j means jobs elsewhere; read silently as workers it would change the data
         raise fail(
@@ -222,7 +242,7 @@ def data_dstc(
             f"give -n {old_samples} (--samples), and -w/--workers for parallel jobs"
         )
 
-    tasks = _function_tasks(tasks_path, limit)
+    tasks = _function_tasks(tasks_path, task, limit)
     settings = _sampler_settings([sampler], base_url, temperature, output)[sampler]
     options = sandbox_options(workers, python, env, None)
     with _executor(executor, ray_address, workers, sandbox, options, f"DSTC on {tasks_path.name}", len(tasks)) as (
@@ -270,7 +290,7 @@ def data_dstc(
 @data_app.command("acecoder")
 def data_acecoder(
     tasks_path: Path = typer.Argument(..., metavar="TASKS", help="Task file (JSONL)."),
-    output: Path = typer.Option(..., "-o", "--output", help="DPO pair records to write (JSONL)."),
+    output: Path = typer.Option(..., "-o", "--output", metavar="FILE", help="DPO pair records to write (JSONL)."),
     tests_output: Optional[Path] = typer.Option(
         None, "--tests-output", help="Also write each question's filtered tests here (JSONL)."
     ),
@@ -299,20 +319,26 @@ def data_acecoder(
         help="Use >= for the 0.4 gap and the 0.8 bar (AceCoder's released code) instead of the paper's >.",
     ),
     test_timeout: float = TEST_TIMEOUT,
+    task: list[str] = TASK,
     limit: Optional[int] = LIMIT,
     seed: int = SEED,
     workers: int = WORKERS,
     sandbox: str = SANDBOX,
     python: Optional[str] = PYTHON,
     env: Optional[str] = ENV,
-    executor: str = EXECUTOR,
+    executor: ExecutorKind = EXECUTOR,
     ray_address: Optional[str] = RAY_ADDRESS,
 ) -> None:
-    """AceCoder pairs: synthesized tests filtered by a proxy, pass rates, pair rule."""
+    """AceCoder pairs: synthesized tests filtered by a proxy, pass rates, pair rule.
+
+    Example: gym-repost data acecoder tasks/demo.jsonl -o pairs.jsonl
+    """
     from gym_repost.data import acecoder
     from gym_repost.data.records import write_jsonl
 
-    tasks = _function_tasks(tasks_path, limit)
+    check_output_file(output, "-o")
+    check_output_file(tests_output, "--tests-output")
+    tasks = _function_tasks(tasks_path, task, limit)
     code_specs = sampler + ([] if proxy == "ground-truth" else [proxy])
     settings = _sampler_settings([test_sampler, *code_specs], base_url, temperature, output)
     options = sandbox_options(workers, python, env, None)
@@ -363,7 +389,7 @@ def data_acecoder(
 @data_app.command("testgen")
 def data_testgen(
     tasks_path: Path = typer.Argument(..., metavar="TASKS", help="Test-file task file (JSONL, --kind testfile)."),
-    output: Path = typer.Option(..., "-o", "--output", help="Records to write (JSONL)."),
+    output: Path = typer.Option(..., "-o", "--output", metavar="FILE", help="Records to write (JSONL)."),
     generator: str = typer.Option(
         ...,
         help='llm:PROVIDER/MODEL | scripted:FILE (JSONL of {"text": reply}, each task served them from the first).',
@@ -371,21 +397,26 @@ def data_testgen(
     rounds: int = typer.Option(3, "--rounds", min=0, help="Guided repair rounds at most, per task."),
     base_url: Optional[str] = typer.Option(None, "--base-url", help="LLM endpoint (a proxy, vLLM, Ollama)."),
     temperature: Optional[float] = typer.Option(None, min=0.0, help="Sampling temperature of the model."),
+    task: list[str] = TASK,
     limit: Optional[int] = LIMIT,
     seed: int = SEED,
     workers: int = WORKERS,
     sandbox: str = SANDBOX,
     python: Optional[str] = PYTHON,
     env: Optional[str] = ENV,
-    executor: str = EXECUTOR,
+    executor: ExecutorKind = EXECUTOR,
     ray_address: Optional[str] = RAY_ADDRESS,
 ) -> None:
-    """Test-generation data (Repo-Smith): generate a test file, repair its weakest metric, compress the reasoning."""
+    """Test-generation data (Repo-Smith): generate a test file, repair its weakest metric, compress the reasoning.
+
+    Example: gym-repost data testgen tiny-tests.jsonl --generator scripted:replies.jsonl -o testgen.jsonl
+    """
     from gym_repost.data import repo_smith
     from gym_repost.data.llm_samplers import add_llm_totals
     from gym_repost.data.records import write_jsonl
 
-    tasks = [t for t in load_tasks(tasks_path) if t.kind == "testfile"][:limit]
+    check_output_file(output, "-o")
+    tasks = [t for t in load_tasks(tasks_path, task) if t.kind == "testfile"][:limit]
     if not tasks:
         raise fail(f"{tasks_path}: no test-file tasks (build them with `gym-repost build SOURCE --kind testfile`)")
     settings = (

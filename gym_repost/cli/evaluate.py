@@ -13,14 +13,19 @@ from gym_repost.cli.app import app
 from gym_repost.cli.common import (
     ENV,
     EXECUTOR,
+    LIMIT,
     PRELOAD,
     PYTHON,
     RAY_ADDRESS,
     SANDBOX,
     SEED,
+    TASK,
     WORKERS,
+    ExecutorKind,
+    Reward,
     backend_options,
     console,
+    err_console,
     fail,
     load_tasks,
     open_executor,
@@ -36,39 +41,61 @@ from gym_repost.errors import ConfigError
 def eval_command(
     tasks_path: Path = typer.Argument(..., metavar="TASKS", help="Task file (JSONL)."),
     policy: str = typer.Option(
-        ..., help="oracle | mutant | scripted:FILE | llm:PROVIDER/MODEL | file.py:Class | module:Class"
+        ...,
+        metavar="SPEC",
+        help="oracle | mutant | scripted:FILE | llm:PROVIDER/MODEL | file.py:Class | module:Class",
     ),
-    output: Path = typer.Option(..., "-o", "--output", help="Run directory (resumable)."),
+    output: Path = typer.Option(..., "-o", "--output", metavar="DIR", help="Run directory (resumable)."),
     n: int = typer.Option(1, "-n", "--samples", min=1, help="Samples per task."),
     repairs: int = typer.Option(0, "--repairs", min=0, help="Repair iterations after a failing submission."),
+    task: list[str] = TASK,
+    limit: Optional[int] = LIMIT,
     workers: int = WORKERS,
-    max_steps: int = typer.Option(30, help="Step budget per episode."),
-    reward: str = typer.Option("binary", help="binary | shaped"),
+    max_steps: int = typer.Option(30, min=1, help="Step budget per episode."),
+    reward: Reward = typer.Option(Reward.binary, help="Reward of function tasks."),
     seed: int = SEED,
     sandbox: str = SANDBOX,
     python: Optional[str] = PYTHON,
     env: Optional[str] = ENV,
     preload: str = PRELOAD,
-    policy_arg: list[str] = typer.Option([], "--policy-arg", help="KEY=VALUE for the policy's constructor."),
+    policy_arg: list[str] = typer.Option(
+        [], "--policy-arg", metavar="KEY=VALUE", help="An option of the policy's constructor (repeatable)."
+    ),
     base_url: Optional[str] = typer.Option(
         None,
         "--base-url",
+        metavar="URL",
         help="LLM endpoint for llm: policies (a proxy, "
         "vLLM http://localhost:8000/v1, Ollama http://localhost:11434/v1).",
     ),
-    executor: str = EXECUTOR,
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Start the run directory afresh (its earlier results are removed)."
+    ),
+    fail_fast: bool = typer.Option(
+        False, "--fail-fast", help="Stop at the first policy or infrastructure error (what is done is kept)."
+    ),
+    executor: ExecutorKind = EXECUTOR,
     ray_address: Optional[str] = RAY_ADDRESS,
 ) -> None:
-    """Run a policy on every task (n samples each) and score it."""
+    """Run a policy on every task (n samples each) and score it.
+
+    Rerunning the same command continues the run. Exit status: 0; 1 when policy or
+    infrastructure errors pass 5% of the episodes, or --fail-fast stopped the run; 2 on
+    a bad argument.
+
+    Example: gym-repost eval tasks/demo.jsonl --policy oracle -o runs/demo
+    """
     from gym_repost.evaluate import RunConfig, RunDir, evaluate
     from gym_repost.evaluate.runner import tasks_digest
     from gym_repost.policy import load_policy
+    from gym_repost.policy.loader import policy_fingerprint
     from gym_repost.sandbox import sandbox_config
 
-    tasks = load_tasks(tasks_path)
-    resumable("every finished episode")
+    run_dir = RunDir(output)
+    run_dir.check_path()
+    tasks = load_tasks(tasks_path, task, limit)
     options = parse_policy_args(policy_arg)
-    factory = load_policy(policy, **options, **_llm_options(policy, base_url, output, options))
+    factory = load_policy(policy, **options, **_llm_options(policy, base_url, output, options))  # builds one
     testfile = any(t.kind == "testfile" for t in tasks)  # scored with pytest and coverage: preload them
     options_of_sandbox = sandbox_options(
         workers, python, env, ["pytest", "coverage"] if testfile else None, tasks, preload
@@ -78,35 +105,59 @@ def eval_command(
         tasks_digest=tasks_digest(tasks),
         policy=policy,
         policy_options=options,
+        policy_fingerprint=policy_fingerprint(policy, options),
         n=n,
         repairs=repairs,
         max_steps=max_steps,
-        reward=reward,  # type: ignore[arg-type]  # pydantic checks it; main() reports a bad one
+        reward=reward.value,
         seed=seed,
         workers=workers,
         sandbox=sandbox_config(sandbox, **backend_options(sandbox, options_of_sandbox)),
     )
-    run_dir = RunDir(output)
-    keys = {(t.id, s) for t in tasks for s in range(n)}
+    if not overwrite:
+        run_dir.check(config)  # before any work: another run there, damaged records
+    resumable("every finished episode")
     with (
         run_dir.writer_lock(),
         open_executor(executor, ray_address, workers, sandbox, options_of_sandbox) as ex,
         progress_bar(passes=True) as progress,
     ):
-        earlier = [e for e in run_dir.episodes() if e.key in keys and e.status != "infra_error"]
-        passed = sum(e.status == "passed" for e in earlier)
-        bar = progress.add_task(
-            f"{policy} on {tasks_path.name}", total=len(keys), completed=len(earlier), passed=passed
+        live = _Progress(progress, f"{policy} on {tasks_path.name}")
+        summary = evaluate(
+            tasks,
+            factory,
+            config,
+            run_dir,
+            on_episode=live.advance,
+            executor=ex,
+            overwrite=overwrite,
+            fail_fast=fail_fast,
+            on_start=live.start,
         )
-
-        def on_episode(episode: Any) -> None:
-            nonlocal passed
-            passed += episode.status == "passed"
-            progress.update(bar, advance=1, passed=passed)
-
-        summary = evaluate(tasks, factory, config, run_dir, on_episode=on_episode, executor=ex)
     _print_summary(summary)
     console.print(f"results in {output}/ (summary.json, episodes.jsonl); `gym-repost report {output}` for the report")
+    if summary.get("stopped_at") or summary.get("infra_warning") or summary.get("policy_warning"):
+        raise typer.Exit(1)
+
+
+class _Progress:
+    """The eval's progress bar, and its "resuming" line."""
+
+    def __init__(self, progress: Any, label: str) -> None:
+        self._progress, self._label = progress, label
+        self._bar: Any = None
+        self._passed = 0
+
+    def start(self, start: Any) -> None:
+        if start.done:
+            err_console.print(f"resuming: {start.done} done, {start.todo} to run", highlight=False)
+        self._passed = start.passed
+        total = start.done + start.todo
+        self._bar = self._progress.add_task(self._label, total=total, completed=start.done, passed=self._passed)
+
+    def advance(self, episode: Any) -> None:
+        self._passed += episode.status == "passed"
+        self._progress.update(self._bar, advance=1, passed=self._passed)
 
 
 def _llm_options(policy: str, base_url: Optional[str], output: Path, options: dict[str, Any]) -> dict[str, Any]:
@@ -147,10 +198,19 @@ def _print_summary(summary: dict[str, Any]) -> None:
         f"episodes: {summary['episodes']} over {summary['tasks']} tasks; "
         + (f"mean reward {mean_reward:.3f}; " if mean_reward is not None else "")
         + f"infrastructure errors: {summary['infra_errors']} "
-        + f"({pct(summary.get('infra_error_share'))})"
+        + f"({pct(summary.get('infra_error_share'))}); "
+        + f"policy errors: {summary.get('policy_errors', 0)} ({pct(summary.get('policy_error_share'))})"
     )
-    if summary.get("infra_warning"):
-        console.print(f"[bold red]WARNING: {escape(summary['infra_warning'])}[/]", highlight=False)
+    for warning in ("infra_warning", "policy_warning"):
+        if summary.get(warning):
+            console.print(f"[bold red]WARNING: {escape(summary[warning])}[/]", highlight=False)
+    if summary.get("stopped_at"):
+        stop = summary["stopped_at"]
+        console.print(
+            f"[bold red]stopped (--fail-fast) at {escape(stop['task'])} sample {stop['sample']}:[/] "
+            f"{escape(stop['error'])}; the episodes done are kept, a rerun continues",
+            highlight=False,
+        )
 
 
 @app.command()
@@ -159,10 +219,17 @@ def report(
         ..., metavar="RUN_DIR...", help="Run directories made by `gym-repost eval`, or one folder holding several."
     ),
     output: Optional[Path] = typer.Option(
-        None, "-o", "--output", help="Folder to write (default: RUN_DIR/report for one run; needed for several)."
+        None,
+        "-o",
+        "--output",
+        metavar="DIR",
+        help="Folder to write (default: RUN_DIR/report for one run; needed for several).",
     ),
 ) -> None:
-    """Write the run viewer: static HTML pages of a run, a comparison of several, or a folder's runs."""
+    """Write the run viewer: static HTML pages of a run, a comparison of several, or a folder's runs.
+
+    Example: gym-repost report runs/demo (then open runs/demo/report.html)
+    """
     from gym_repost.evaluate.viewer import runs_of, write_report
 
     if output is None and len(runs) > 1:
@@ -202,8 +269,10 @@ def _print_brief(run: Path) -> None:
     figures = ", ".join(f"{k} {100 * v:.1f}%" for k, v in summary.items() if k.startswith("pass@") and v is not None)
     console.print(
         f"{run}: {figures or 'no scored episodes'} over {summary['tasks']} tasks "
-        f"({summary['episodes']} episodes, {summary['infra_errors']} infrastructure errors)",
+        f"({summary['episodes']} episodes, {summary['infra_errors']} infrastructure errors, "
+        f"{summary['policy_errors']} policy errors)",
         highlight=False,
     )
-    if summary.get("infra_warning"):
-        console.print(f"[bold red]WARNING: {escape(summary['infra_warning'])}[/]", highlight=False)
+    for warning in ("infra_warning", "policy_warning"):
+        if summary.get(warning):
+            console.print(f"[bold red]WARNING: {escape(summary[warning])}[/]", highlight=False)

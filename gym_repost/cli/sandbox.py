@@ -12,6 +12,7 @@ from rich.table import Table
 from gym_repost.cli.app import env_app, sandbox_app
 from gym_repost.cli.common import (
     PYTHON,
+    check_output_file,
     console,
     err_console,
     fail,
@@ -28,7 +29,10 @@ def sandbox_check(
         None, "--output", "-o", help="Also write the results as JSON (one object per check) to this file."
     ),
 ) -> None:
-    """Run the sandbox conformance suite against a backend."""
+    """Run the sandbox conformance suite against a backend.
+
+    Example: gym-repost sandbox check --sandbox local -o checks.json
+    """
     import dataclasses
     import json
 
@@ -36,6 +40,7 @@ def sandbox_check(
 
     if output is not None and not output.parent.is_dir():
         raise fail(f"--output {output}: the directory {output.parent} does not exist")
+    check_output_file(output, "--output")
     options: dict[str, Any] = {"python": python} if python else {}
     with open_sandbox(sandbox, options) as sb, progress_bar() as progress:
         progress.add_task(f"conformance checks of {sandbox}", total=None)
@@ -64,7 +69,10 @@ def sandbox_cleanup(
         False, "--all", help="Also remove the containers of live gym-repost processes (and of other hosts)."
     ),
 ) -> None:
-    """Remove sandbox processes, directories and containers left behind by a crashed run."""
+    """Remove sandbox processes, directories and containers left behind by a crashed run.
+
+    Example: gym-repost sandbox cleanup
+    """
     from gym_repost.sandbox.leftovers import cleanup_leftovers
 
     report = cleanup_leftovers()
@@ -108,7 +116,10 @@ def sandbox_build_image(
     force: bool = typer.Option(False, "--force", help="Rebuild even if the image is up to date."),
     docker_host: Optional[str] = typer.Option(None, help="Docker daemon URL (default: DOCKER_HOST)."),
 ) -> None:
-    """Build the docker sandbox's image locally (debootstrap, then pip); reused when current."""
+    """Build the docker sandbox's image locally (debootstrap, then pip); reused when current.
+
+    Example: gym-repost sandbox build-image --env envs/repost-eval
+    """
     from gym_repost.sandbox.docker_containers import connect
     from gym_repost.sandbox.docker_image import build_image, resolve_recipe
 
@@ -132,7 +143,10 @@ def env_install(
     ),
 ) -> None:
     """Create a virtual environment with the packages an environment definition lists
-    (pip runs only when requirements.txt changed since the last complete install, or with --force)."""
+    (pip runs only when requirements.txt changed since the last complete install, or with --force).
+
+    Example: gym-repost env install envs/repost-eval
+    """
     from gym_repost.sandbox.environments import install_env
 
     python = install_env(definition, target, force=force)

@@ -27,7 +27,10 @@ def serve_command(
     repairs: int = typer.Option(0, "--repairs", min=0, help="Repair iterations after a failing submission."),
     token_file: Optional[Path] = typer.Option(None, help="File holding the token every request must carry."),
 ) -> None:
-    """Serve the tasks as environments over the network (OpenEnv's protocol)."""
+    """Serve the tasks as environments over the network (OpenEnv's protocol).
+
+    Example: gym-repost serve tasks/demo.jsonl --port 8000
+    """
     from gym_repost.serve import ServeConfig, read_token, require_serve_extra, serve
 
     token = read_token(token_file) if token_file else None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Optional
 
@@ -13,17 +12,22 @@ from gym_repost.cli.app import app
 from gym_repost.cli.common import (
     ENV,
     EXECUTOR,
+    LIMIT,
     PRELOAD,
     PYTHON,
     RAY_ADDRESS,
     SANDBOX,
+    TASK,
     WORKERS,
+    ExecutorKind,
+    check_output_file,
     console,
     err_console,
     load_tasks,
     open_executor,
     progress_bar,
     sandbox_options,
+    write_json,
 )
 
 
@@ -48,22 +52,30 @@ def _validation_table(results: list[Any]) -> Table:
 @app.command()
 def validate(
     tasks_path: Path = typer.Argument(..., metavar="TASKS", help="Task file (JSONL)."),
-    mutants: int = typer.Option(10, help="Mutants of the ground truth tried per task."),
+    mutants: int = typer.Option(10, min=0, help="Mutants of the ground truth tried per task."),
     coverage: bool = typer.Option(False, "--coverage", help="Also measure branch coverage."),
+    task: list[str] = TASK,
+    limit: Optional[int] = LIMIT,
     workers: int = WORKERS,
     sandbox: str = SANDBOX,
     python: Optional[str] = PYTHON,
     env: Optional[str] = ENV,
     preload: str = PRELOAD,
     seed: int = typer.Option(0, help="Seed of the mutant sample."),
-    json_out: Optional[Path] = typer.Option(None, "--json", help="Write per-task results here."),
-    executor: str = EXECUTOR,
+    json_out: Optional[Path] = typer.Option(None, "--json", metavar="FILE", help="Write per-task results here (JSON)."),
+    executor: ExecutorKind = EXECUTOR,
     ray_address: Optional[str] = RAY_ADDRESS,
 ) -> None:
-    """Check that each ground truth passes and that the tests reject wrong code."""
+    """Check that each ground truth passes and that the tests reject wrong code.
+
+    Exit status: 0; 1 when a ground truth fails; 2 on a bad argument.
+
+    Example: gym-repost validate tasks/demo.jsonl --coverage --json validation.json
+    """
     from gym_repost.harness.validation import validate_tasks, validation_totals
 
-    tasks = load_tasks(tasks_path)
+    check_output_file(json_out, "--json")
+    tasks = load_tasks(tasks_path, task, limit)
     testfile = [t for t in tasks if t.kind == "testfile"]
     if testfile:  # their ground truth was run and measured when built; `eval --policy oracle` re-runs it
         err_console.print(
@@ -89,10 +101,7 @@ def validate(
     totals = validation_totals(results)
     _print_validation_totals(totals)
     if json_out:
-        json_out.write_text(
-            json.dumps({"totals": totals, "tasks": [r.record() for r in results]}, indent=2),
-            encoding="utf-8",
-        )
+        write_json(json_out, {"totals": totals, "tasks": [r.record() for r in results]})
     if totals["ground_truth_failed"]:
         raise typer.Exit(1)
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from gym_repost.construct.pipeline import BuildSettings, BuildWork
-from gym_repost.construct.stats import table2
+from gym_repost.construct.stats import single_statement, table2
 from gym_repost.errors import BuildError, ConfigError, InfrastructureError
 from gym_repost.executor import Executor
 from gym_repost.sandbox.base import Sandbox
@@ -144,7 +144,12 @@ class RepositoryWork:
             version=result.repo.version,
             license=result.repo.license,
             tasks=list(result.tasks),
-            statistics={"table2": stats["table2"], "drops": stats["drops"], "infra_errors": stats["infra_errors"]},
+            statistics={
+                "table2": stats["table2"],
+                "drops": stats["drops"],
+                "infra_errors": stats["infra_errors"],
+                "audited": result.audited,
+            },
             seconds=time.perf_counter() - started,
         )
 
@@ -294,6 +299,8 @@ class CorpusResult:
                     "avg_asserts": _mean([t.metadata.num_asserts for t in kept]),
                     "avg_branch_coverage": t2.get("avg branch coverage"),
                     "median_kill_rate": t2.get("median mutant kill rate"),
+                    "single_statement": _share([single_statement(t) for t in kept]),
+                    **_audit_columns(r, kept),
                     "seconds": round(r.seconds, 1),
                     "error": r.error,
                 }
@@ -319,10 +326,58 @@ class CorpusResult:
             "avg asserts per task": summary["avg test cases"],
             "avg branch coverage": summary["avg branch coverage"],
             "median mutant kill rate": summary["median mutant kill rate"],
+            "branch coverage n/a (under 3 arcs)": summary["branch coverage n/a (under 3 arcs)"],
+            "kill rate n/a (under 3 mutants)": summary["kill rate n/a (under 3 mutants)"],
+            "single-statement share": summary["single-statement share"],
+            **_audit_totals(self.repositories, self.duplicates),
             "candidate functions": candidates,
             "yield": summary["yield"],
             "build seconds (sum over repositories)": round(sum(r.seconds for r in self.repositories), 1),
         }
+
+
+def _audited(build: RepositoryBuild, tasks: Sequence[FunctionTask]) -> list[dict[str, Any]]:
+    """The audit records of ``tasks`` (those the build audited, ``--max-false-accept``)."""
+    records = build.statistics.get("audited") or {}
+    return [records[t.id] for t in tasks if t.id in records]
+
+
+def _audit_columns(build: RepositoryBuild, kept: Sequence[FunctionTask]) -> dict[str, Any]:
+    """A row's audit columns: known-wrong mutants, false accepts, tasks rewarding any."""
+    records = _audited(build, kept)
+    wrong = sum(a["known_wrong"] for a in records)
+    accepted = sum(a["false_accepts"] for a in records)
+    return {
+        "known_wrong": wrong if records else None,
+        "false_accepts": accepted if records else None,
+        "false_accept_rate": accepted / wrong if wrong else None,
+        "tasks_rewarding_any": sum(a["false_accepts"] > 0 for a in records) if records else None,
+    }
+
+
+def _audit_totals(repositories: Sequence[RepositoryBuild], duplicates: dict[str, str]) -> dict[str, Any]:
+    """The audit's totals over the kept tasks (empty when no build was audited)."""
+    records = [a for r in repositories for a in _audited(r, [t for t in r.tasks if t.id not in duplicates])]
+    if not records:
+        return {}
+    wrong = sum(a["known_wrong"] for a in records)
+    accepted = sum(a["false_accepts"] for a in records)
+    with_wrong = [a for a in records if a["known_wrong"]]
+    return {
+        "audited tasks": len(records),
+        "audited tasks with known-wrong mutants": len(with_wrong),
+        "known-wrong mutants": wrong,
+        "false accepts": accepted,
+        "false-accept rate": accepted / wrong if wrong else None,
+        "tasks rewarding a known-wrong mutant": sum(a["false_accepts"] > 0 for a in with_wrong),
+        "share of tasks rewarding any": (
+            sum(a["false_accepts"] > 0 for a in with_wrong) / len(with_wrong) if with_wrong else None
+        ),
+    }
+
+
+def _share(flags: Sequence[bool]) -> float | None:
+    return sum(flags) / len(flags) if flags else None
 
 
 def _key(build: RepositoryBuild) -> str:
@@ -408,7 +463,10 @@ def write_corpus(result: CorpusResult, paths: dict[str, Path]) -> None:
 def statistics_markdown(result: CorpusResult) -> str:
     """The per-repository table and the totals as Markdown."""
     columns: tuple[str, ...] = ("repository", "split", "candidates", "tasks", "near_duplicates", "yield")
-    columns += ("avg_asserts", "avg_branch_coverage", "median_kill_rate", "seconds", "error")
+    columns += ("avg_asserts", "avg_branch_coverage", "median_kill_rate", "single_statement")
+    if any(r.statistics.get("audited") for r in result.repositories):
+        columns += ("known_wrong", "false_accepts", "false_accept_rate", "tasks_rewarding_any")
+    columns += ("seconds", "error")
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in result.rows():
         lines.append("| " + " | ".join(_cell(row[c]) for c in columns) + " |")

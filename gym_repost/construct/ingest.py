@@ -65,16 +65,19 @@ def ingest(
 
     Raises:
         BuildError: the source does not exist, cannot be fetched or unpacked, is too
-            large, or its license is not allowed (the message says how to proceed).
+            large, holds no Python file, or its license is not allowed (the message says
+            how to proceed).
     """
     policy = licenses if isinstance(licenses, frozenset) else parse_license_policy(licenses)
     cache = (Path(cache_dir) if cache_dir is not None else default_cache_dir()).expanduser().absolute()
     located = locate_source(str(source), cache, limits)
+    files, file_notes = collect_files(located.root, limits, label=str(source))
+    if not any(path.endswith(".py") for path in files):  # before the license: nothing would be built anyway
+        raise BuildError(f"{source} has no Python files (.py): nothing to build from")
     metadata = read_metadata(located.root)
     name = metadata.name or located.name
     detected = detect_license(located.root, metadata)
     check_license(name, detected, policy)
-    files, file_notes = collect_files(located.root, limits, label=str(source))
     logger.info(
         "ingested %s: %d files (%d Python), license %s",
         source,
@@ -85,7 +88,7 @@ def ingest(
     return SourceRepository(
         name=name,
         version=metadata.version or located.version,
-        source=str(source),
+        source=located.label,
         root=located.root,
         files=files,
         license=detected.license,
@@ -104,6 +107,11 @@ class LocatedSource:
     version: str | None = None
     url: str | None = None
     notes: tuple[str, ...] = ()
+    label: str = ""
+    """The source as tasks record it (their provenance): what was read, never how its path
+    was typed, so that ``.`` and its full path give the same tasks, ids included:
+    ``pypi:NAME==VERSION`` as PyPI names the release, ``dir:NAME`` for a directory,
+    ``archive:FILE`` for an archive (its file name)."""
 
 
 def locate_source(source: str, cache: Path, limits: IngestLimits) -> LocatedSource:
@@ -117,13 +125,13 @@ def locate_source(source: str, cache: Path, limits: IngestLimits) -> LocatedSour
     path = Path(source).expanduser()
     if path.is_dir():
         root = path.resolve()
-        return LocatedSource(root=root, name=root.name)
+        return LocatedSource(root=root, name=root.name, label=f"dir:{root.name}")
     if path.is_file():
         root = unpack_archive(path, cache / "sources", limits)
         # No single top-level directory: the unpack directory is the root, named after the file.
         stem = archive_stem(path.name) if root.parent == cache / "sources" else root.name
         name, version = split_name_version(stem)
-        return LocatedSource(root=root, name=name, version=version)
+        return LocatedSource(root=root, name=name, version=version, label=f"archive:{path.name}")
     raise BuildError(f"{source}: no such directory, archive or PyPI package; SOURCE is {SOURCE_FORMS}")
 
 
@@ -132,7 +140,12 @@ def _locate_pypi(source: str, cache: Path, limits: IngestLimits) -> LocatedSourc
     archive, release, notes = fetch_sdist(name, version, cache_dir=cache, limits=limits)
     root = unpack_archive(archive, cache / "sources", limits)
     return LocatedSource(
-        root=root, name=release.name, version=release.version, url=release.page_url, notes=tuple(notes)
+        root=root,
+        name=release.name,
+        version=release.version,
+        url=release.page_url,
+        notes=tuple(notes),
+        label=f"pypi:{release.name}=={release.version}",
     )
 
 

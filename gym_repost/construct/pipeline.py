@@ -100,6 +100,8 @@ class BuildResult:
     """The LLM builder's totals (calls, retries, tokens, cost), when a model was used."""
     audit: dict[str, Any] | None = None
     """The audit's totals, when the build audited its tasks (``max_false_accept``)."""
+    audited: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Per audited task id: its status, known-wrong mutants and false accepts (kept tasks and dropped ones)."""
     llm_log: list[str] = field(default_factory=list)
     """The exchange log's lines of a build that kept them rather than writing them (one
     run by a Ray actor: the driver writes them, see :class:`~gym_repost.construct.llm_builder.LLMBuildWork`)."""
@@ -311,6 +313,10 @@ def _drop_false_acceptors(built: BuildResult, sandbox: Sandbox, settings: BuildS
     limit = settings.max_false_accept or 0.0
     audits = audit_tasks(sandbox, built.tasks, built.repo, seed=settings.seed, workers=settings.workers)
     built.audit = audit_totals(audits)
+    built.audited = {
+        a.task_id: {"status": a.status, "known_wrong": len(a.known_wrong), "false_accepts": len(a.false_accepts)}
+        for a in audits
+    }
     rates = {a.task_id: a.false_accept_rate for a in audits}
     kept = []
     for task in built.tasks:

@@ -87,7 +87,7 @@ def table2(candidates: int, tasks: Sequence[FunctionTask]) -> dict[str, Any]:
         "branch coverage n/a (under 3 arcs)": len(tasks) - len(coverages),
         "median mutant kill rate": _median(kill_rates),
         "kill rate n/a (under 3 mutants)": len(tasks) - len(kill_rates),
-        "single-statement share": _mean([1.0 if _single_statement(t) else 0.0 for t in tasks]),
+        "single-statement share": _mean([1.0 if single_statement(t) else 0.0 for t in tasks]),
         "docstring share": _mean([1.0 if t.target.docstring else 0.0 for t in tasks]),
         "standalone share": _mean([1.0 if t.metadata.standalone else 0.0 for t in tasks]),
         "methods share": _mean([1.0 if t.target.class_name else 0.0 for t in tasks]),
@@ -95,7 +95,7 @@ def table2(candidates: int, tasks: Sequence[FunctionTask]) -> dict[str, Any]:
     }
 
 
-def _single_statement(task: FunctionTask) -> bool:
+def single_statement(task: FunctionTask) -> bool:
     """The target's body (docstring aside) is one statement, nested ones counted."""
     try:
         tree = parse_python(dedent_code(task.target.source))

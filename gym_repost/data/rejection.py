@@ -332,7 +332,7 @@ def collect_task(
         outcome.repair_attempts += 1
         try:
             repaired = _try_repair(task, ep, repairer, sandbox)
-        except InfrastructureError as exc:
+        except (InfrastructureError, PolicyError) as exc:
             logger.error("%s sample %d: repair failed: %s", task.name, ep.sample, exc)
             outcome.repair_errors += 1
             continue

@@ -1,5 +1,5 @@
-"""Pure functions for the evaluation metrics: pass@k, the self-repair table and the share
-of infrastructure errors."""
+"""Pure functions for the evaluation metrics: pass@k, the self-repair table and the shares
+of infrastructure and policy errors."""
 
 from __future__ import annotations
 
@@ -28,7 +28,8 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 
 INFRA_WARNING_SHARE = 0.05
-"""Above this share of infrastructure errors a run's scored-only figures are not trusted."""
+"""Above this share of infrastructure errors a run's scored-only figures are not trusted
+(and above this share of policy errors, the policy is more broken than it is scored)."""
 
 
 @dataclass(frozen=True)
@@ -93,4 +94,22 @@ def infra_warning(infra_errors: int, episodes: int, threshold: float = INFRA_WAR
         f"infrastructure error, more than {100 * threshold:.0f}%: the scored-only figures "
         "leave them out and may overstate the policy; read the figures that count them as "
         "failures (infra = fail), and rerun the same command to retry them."
+    )
+
+
+def policy_warning(policy_errors: int, episodes: int, threshold: float = INFRA_WARNING_SHARE) -> str | None:
+    """A sentence warning that the policy itself keeps failing, or None.
+
+    A policy error (the policy's ``reset`` or ``act`` raised) is a failed episode, so the
+    figures count it; above ``threshold`` of the episodes they measure the policy's bugs
+    more than its coding. A rerun does not retry them: fix the policy (each episode's
+    ``policy_error`` holds its traceback) and rerun with ``--overwrite``.
+    """
+    share = infra_error_share(policy_errors, episodes)
+    if share <= threshold:
+        return None
+    return (
+        f"{policy_errors} of {episodes} episodes ({100 * share:.1f}%) ended in an error of the "
+        f"policy's own (its reset() or act() raised), more than {100 * threshold:.0f}%: they count "
+        "as failures; each episode's policy_error holds the traceback (see the report)."
     )

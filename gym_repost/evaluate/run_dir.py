@@ -8,6 +8,10 @@ the environment answered; :mod:`gym_repost.evaluate.transcript` gives the format
 :mod:`gym_repost.evaluate.viewer`; ``report.html`` leads there) and
 ``.lock``: one writer per run directory, held with ``flock`` (released by the kernel when
 its holder dies, however it dies) and naming its holder ("pid N on HOST since TIME").
+
+A run that fails to start (a sandbox that cannot start, a refused resume, an interrupt
+before the first episode is recorded) leaves nothing new behind: what its writer created
+(the directory, ``.lock``, ``config.json``) is removed again.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import fcntl
 import json
 import logging
 import os
+import shutil
 import socket
 import threading
 import time
@@ -28,6 +33,7 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from gym_repost.errors import RunDirBusyError, RunDirError
+from gym_repost.policy.loader import PolicyFingerprint
 from gym_repost.sandbox.config import DockerSandboxConfig, LocalSandboxConfig, SandboxConfig
 
 logger = logging.getLogger(__name__)
@@ -37,6 +43,8 @@ TRAJECTORIES = "trajectories.jsonl"
 CONFIG = "config.json"
 SUMMARY = "summary.json"
 LOCK = ".lock"
+RESULTS = (CONFIG, EPISODES, TRAJECTORIES, SUMMARY, "report", "report.html")
+"""What a run writes about itself; ``--overwrite`` removes them (a response cache stays)."""
 
 
 class RunConfig(BaseModel):
@@ -59,6 +67,10 @@ class RunConfig(BaseModel):
     versions: dict[str, str] = Field(default_factory=dict)
     """gym-repost, Python, Gymnasium and the platform of the run's last session (not part
     of its identity: a run can be continued after an upgrade); empty in older runs."""
+    policy_fingerprint: PolicyFingerprint | None = None
+    """The policy's spec, options and the SHA-256 of the files it is loaded from (a policy
+    file, a script, a module's source): a run is resumed only with the same policy. None
+    in runs made before it was recorded (their policy files are not checked)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -108,6 +120,14 @@ class Episode(BaseModel):
     code: str | None = None
     final_report: dict[str, Any] | None = None
     infra_error: str | None = None
+    """Set on ``infra_error`` episodes: what failed outside the policy (a sandbox, an LLM
+    endpoint), as ``"Type: message"``. Such episodes are not scored and are rerun."""
+    policy_error: dict[str, str] | None = None
+    """Set when the policy itself raised (its constructor, ``reset`` or ``act``): the
+    episode ends there and is a *failed* episode (pass@k counts it as a failure; the
+    summary counts these apart as ``policy_errors``), not rerun. Keys: ``type`` (the
+    exception's class name), ``message`` and ``traceback`` (the policy's traceback as
+    text, with its ``File "...", line N`` frames)."""
     stats: dict[str, Any] = Field(default_factory=dict)
     started_at: str | None = None
     """When the episode started (UTC, ISO 8601); None in older records."""
@@ -197,6 +217,27 @@ def _repair_tail(path: Path) -> None:
         logger.warning("%s: dropped a partial last line (%d bytes) left by an interrupted run", path, len(data) - cut)
 
 
+def _lines(file: Path) -> Iterator[tuple[int, str]]:
+    """The numbered lines of a JSONL file of the run, decoded.
+
+    Raises:
+        RunDirError: a line is not UTF-8 text (the file was damaged outside gym-repost,
+            which writes UTF-8 only), naming the file, the line and the byte.
+    """
+    try:
+        data = file.read_bytes()
+    except OSError as exc:
+        raise RunDirError(f"{file} cannot be read: {exc.strerror or exc}") from None
+    for number, raw in enumerate(data.splitlines(), 1):
+        try:
+            yield number, raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise RunDirError(
+                f"{file}:{number}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
+                "the file was damaged: fix or delete that line (a deleted episode is run again)"
+            ) from None
+
+
 def _lock_holder(fd: int) -> str:
     """What a lock file says about its holder; waits briefly for one that just took it."""
     for _ in range(50):
@@ -207,8 +248,19 @@ def _lock_holder(fd: int) -> str:
     return "a process that has not said who it is yet"
 
 
-def _take_lock(path: Path) -> int:
-    """Lock ``path`` for this process and write who holds it; the open descriptor.
+def _is_open_file(fd: int, path: Path) -> bool:
+    """Whether ``path`` still names the file open as ``fd`` (a run that failed to start
+    removes the lock file it created, while holding it)."""
+    try:
+        named, held = os.stat(path), os.fstat(fd)
+    except FileNotFoundError:
+        return False
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+
+
+def _take_lock(path: Path) -> int | None:
+    """Lock ``path`` for this process and write who holds it; the open descriptor, or None
+    when the file was removed before this process locked it (take it again).
 
     Raises:
         RunDirBusyError: another process holds it.
@@ -223,6 +275,9 @@ def _take_lock(path: Path) -> int:
                 f"(see {path}); wait for it to finish or stop it, or choose "
                 "another -o directory"
             ) from None
+        if not _is_open_file(fd, path):
+            os.close(fd)
+            return None
         stale = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip()
         if stale:  # its holder died without releasing it (kill -9, power loss)
             logger.warning("%s: taking over the lock of %s, which is no longer running", path.parent, stale)
@@ -249,48 +304,130 @@ class RunDir:
         self._lock = threading.Lock()
         self._writer_fd: int | None = None
         self._writer_depth = 0
+        self._recorded = False
 
     @contextlib.contextmanager
     def writer_lock(self) -> Iterator[None]:
         """Be the only writer of this directory while the block runs (re-entrant).
 
-        ``RUN_DIR/.lock`` is locked with ``flock`` and names this process. The file is
-        never deleted: a process that opened it before a deletion would lock a file nobody
-        else sees.
+        ``RUN_DIR/.lock`` is locked with ``flock`` and names this process. A lock file
+        that was there stays (an empty one names nobody); one this writer created is
+        removed again, while still held, if the block fails before an episode was recorded
+        (with the directory, its missing parents and ``config.json`` when this writer made
+        them): a run that failed to start leaves nothing new behind. A process that locked
+        a file removed under it sees so and takes the lock again.
 
         Raises:
+            RunDirError: the path is a file, or the directory cannot be created.
             RunDirBusyError: another process (or another RunDir object) holds the lock.
         """
+        created: list[Path] = []
         if self._writer_depth == 0:
-            self.path.mkdir(parents=True, exist_ok=True)
-            self._writer_fd = _take_lock(self.path / LOCK)
+            created = self._take_writer_lock()
         self._writer_depth += 1
         try:
             yield
+        except BaseException:
+            if self._writer_depth == 1 and not self._recorded:
+                self._remove_created(created)
+            raise
         finally:
             self._writer_depth -= 1
             if self._writer_depth == 0 and self._writer_fd is not None:
                 _release_lock(self._writer_fd)
                 self._writer_fd = None
 
-    def prepare(self, config: RunConfig) -> None:
-        """Create the directory, or check an existing one belongs to ``config``.
+    def _take_writer_lock(self) -> list[Path]:
+        """Lock the directory (created as needed); what this made that was not there."""
+        self.check_path()
+        missing = [p for p in (self.path, *self.path.parents) if not p.exists()]
+        names = set(os.listdir(self.path)) if self.path.is_dir() else set()
+        for _ in range(10):  # the file can be removed by a run that failed to start meanwhile
+            try:
+                self.path.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise RunDirError(f"cannot create the run directory {self.path}: {exc.strerror or exc}") from None
+            self._writer_fd = _take_lock(self.path / LOCK)
+            if self._writer_fd is not None:
+                break
+        else:
+            raise RunDirBusyError(f"{self.path}: its lock file keeps being removed; is another run starting there?")
+        self._recorded = False
+        new = [self.path / n for n in (LOCK, CONFIG, EPISODES, TRAJECTORIES, SUMMARY) if n not in names]
+        return new + missing
+
+    def _remove_created(self, created: list[Path]) -> None:
+        """Remove what a run that recorded nothing created (the lock file while held)."""
+        for path in created:
+            try:
+                if path.is_dir():
+                    path.rmdir()  # only if empty: never what someone else put there
+                else:
+                    path.unlink(missing_ok=True)
+            except OSError:
+                pass
+
+    def check_path(self) -> None:
+        """Check the path can be a run directory (it is one, or nothing yet).
 
         Raises:
-            RunDirError: the directory holds a run with different settings.
+            RunDirError: it is a file.
         """
-        self.path.mkdir(parents=True, exist_ok=True)
+        if self.path.exists() and not self.path.is_dir():
+            raise RunDirError(f"{self.path} is a file, not a run directory: give -o a directory (new or a run's)")
+
+    def check(self, config: RunConfig) -> None:
+        """Check, writing nothing, that a run of ``config`` can start or continue here: the
+        path is a directory or nothing, and a run already there has the same identity
+        (:attr:`RunConfig.IDENTITY` and the policy's files) and readable records.
+
+        Raises:
+            RunDirError: a file is in the way, the directory holds another run (what
+                differs, and ``--overwrite``), or its records are damaged.
+        """
+        self.check_path()
         existing = self.read_config()
         if existing is not None:
-            diff = [f for f in RunConfig.IDENTITY if getattr(existing, f) != getattr(config, f)]
-            if diff:
-                details = "; ".join(f"{f}: {getattr(existing, f)!r} there, {getattr(config, f)!r} now" for f in diff)
+            changes = [
+                "the tasks: another set than the run's (the task file, --task or --limit changed)"
+                if f == "tasks_digest"
+                else f"{f}: {getattr(existing, f)!r} there, {getattr(config, f)!r} now"
+                for f in RunConfig.IDENTITY
+                if getattr(existing, f) != getattr(config, f)
+            ]
+            if existing.policy_fingerprint is not None and config.policy_fingerprint is not None:
+                changes += existing.policy_fingerprint.file_changes(config.policy_fingerprint)
+            if changes:
                 raise RunDirError(
-                    f"{self.path} holds a different run ({details}); choose another -o directory to start a new run"
+                    f"{self.path} holds a different run ({'; '.join(changes)}); pass --overwrite to start it "
+                    "afresh, or choose another -o directory"
                 )
+        self.episodes()
+
+    def prepare(self, config: RunConfig, *, overwrite: bool = False) -> None:
+        """Create the directory, or check an existing one belongs to ``config`` (see
+        :meth:`check`); with ``overwrite``, first remove the run there (its config,
+        records, summary and report; a response cache stays).
+
+        Raises:
+            RunDirError: the directory holds a run with different settings, or damaged records.
+        """
+        if overwrite:
+            self.clear()
+        self.check(config)
+        self.path.mkdir(parents=True, exist_ok=True)
         (self.path / CONFIG).write_text(config.model_dump_json(indent=2), encoding="utf-8")
         for name in (EPISODES, TRAJECTORIES):
             _repair_tail(self.path / name)
+
+    def clear(self) -> None:
+        """Remove the run's own files (:data:`RESULTS`); others (a response cache) stay."""
+        for name in RESULTS:
+            path = self.path / name
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
 
     def read_config(self) -> RunConfig | None:
         """The stored configuration, or None for a new directory.
@@ -302,9 +439,13 @@ class RunDir:
         if not file.exists():
             return None
         try:
-            return RunConfig.model_validate_json(file.read_text(encoding="utf-8"))
+            return RunConfig.model_validate_json(file.read_bytes().decode("utf-8"))
         except ValidationError as exc:
             raise RunDirError(f"{file} is damaged: {exc.errors()[0]['msg']}") from None
+        except UnicodeDecodeError as exc:
+            raise RunDirError(f"{file} is damaged: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        except OSError as exc:
+            raise RunDirError(f"{file} cannot be read: {exc.strerror or exc}") from None
 
     def episodes(self) -> list[Episode]:
         """Finished episodes; for a repeated key the last record wins."""
@@ -312,7 +453,7 @@ class RunDir:
         if not file.exists():
             return []
         latest: dict[tuple[str, int], Episode] = {}
-        for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), 1):
+        for number, line in _lines(file):
             if not line.strip():
                 continue
             try:
@@ -330,14 +471,13 @@ class RunDir:
         out: dict[tuple[str, int], Trajectory] = {}
         if not file.exists():
             return out
-        with open(file, encoding="utf-8") as fh:
-            for number, line in enumerate(fh, 1):
-                try:
-                    record = json.loads(line)
-                    out[(str(record["task_id"]), int(record["sample"]))] = Trajectory.from_record(record)
-                except (ValueError, KeyError, TypeError, AttributeError):
-                    if line.strip():
-                        logger.warning("%s:%d: skipping an unreadable trajectory record", file, number)
+        for number, line in _lines(file):
+            try:
+                record = json.loads(line)
+                out[(str(record["task_id"]), int(record["sample"]))] = Trajectory.from_record(record)
+            except (ValueError, KeyError, TypeError, AttributeError):
+                if line.strip():
+                    logger.warning("%s:%d: skipping an unreadable trajectory record", file, number)
         return out
 
     def finished(self) -> set[tuple[str, int]]:
@@ -352,6 +492,7 @@ class RunDir:
         traj = json.dumps(trajectory.record(episode.task_id, episode.sample), ensure_ascii=False)
         line = episode.model_dump_json()
         with self._lock:
+            self._recorded = True
             for name, text in ((TRAJECTORIES, traj), (EPISODES, line)):
                 with open(self.path / name, "a", encoding="utf-8") as fh:
                     fh.write(text + "\n")

@@ -13,6 +13,16 @@ episodes in flight. Beside each episode record, its transcript goes to
 replies, tool calls and tokens), the action, the observation and the wall-clock seconds
 (:mod:`gym_repost.evaluate.transcript`).
 
+Three ways an episode can end other than by its budgets: an *infrastructure* error (a
+sandbox, an LLM endpoint: not scored, retried by a rerun); a *policy* error (the policy's
+constructor, ``reset`` or ``act`` raised: a failed episode whose ``policy_error`` holds the
+traceback, counted apart, not retried); or the agent's own mistakes, which are
+observations and never end it. A policy that cannot be built at all fails the run before
+it starts (:func:`~gym_repost.policy.loader.load_policy` builds one). A run is resumed only
+with the same policy (:class:`~gym_repost.evaluate.run_dir.RunConfig`'s
+``policy_fingerprint``), or started afresh with ``overwrite``; ``fail_fast`` stops it at
+the first policy or infrastructure error.
+
 The environment follows the task's kind: ``gym_repost/Function-v0`` for function tasks,
 ``gym_repost/TestFile-v0`` for test-file tasks. A test-file episode's reward is its best
 submission's metric blend (``--reward`` applies to function tasks only), and it *passes*
@@ -37,17 +47,19 @@ from gym_repost import bounded_json
 from gym_repost.env import make_task_env
 from gym_repost.env.function_env import FunctionEnv
 from gym_repost.env.testfile_env import TestFileEnv
-from gym_repost.errors import InfrastructureError, PolicyError, UntrustedDataError
+from gym_repost.errors import GymRepostError, InfrastructureError, PolicyError, UntrustedDataError
 from gym_repost.evaluate.run_dir import Episode, RunConfig, RunDir, Trajectory, software_versions
 from gym_repost.evaluate.summary import summarize
 from gym_repost.evaluate.transcript import TranscriptRecorder
 from gym_repost.executor import Executor, need_sandbox, with_sandbox
-from gym_repost.policy.loader import PolicyFactory
+from gym_repost.policy.loader import PolicyFactory, policy_fingerprint
 from gym_repost.policy.privileged import reset_policy
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import Task
 
 logger = logging.getLogger(__name__)
+
+_MAX_TRACEBACK_CHARS = 16000
 
 
 def episode_seed(base: int, task_id: str, sample: int) -> int:
@@ -91,8 +103,16 @@ class _Outcome:
 
 
 def _play(
-    env: FunctionEnv | TestFileEnv, policy: Any, task: Task, sample: int, seed: int, recorder: TranscriptRecorder
-) -> _Outcome:
+    env: FunctionEnv | TestFileEnv,
+    policy: Any,
+    task: Task,
+    sample: int,
+    seed: int,
+    recorder: TranscriptRecorder,
+    outcome: _Outcome,
+) -> None:
+    """Play the episode into the transcript and ``outcome`` (both hold what was played
+    when it raises)."""
     obs, info = env.reset(seed=seed)
     recorder.reset(obs)
     info = {**info, "sample": sample, "seed": seed}
@@ -102,7 +122,6 @@ def _play(
         raise PolicyError(f"policy.reset raised {type(exc).__name__}: {exc}") from exc
     finally:
         recorder.policy_reset()
-    outcome = _Outcome()
     tokens = _Tokens(policy)
     while True:
         recorder.start_step()
@@ -113,6 +132,7 @@ def _play(
         if info.get("infra_error"):
             raise InfrastructureError(info["infra_error"])
         outcome.reward += float(reward)
+        outcome.last_report = info["test_report"]
         tested = info["tool"] in ("run_tests", "submit") and info["ok"] and info["test_report"] is not None
         if tested:
             outcome.test_runs.append(bool(info["test_report"]["passed"]))
@@ -124,9 +144,8 @@ def _play(
             step["test_report"] = _brief(info["test_report"])
         recorder.finish_step(step, obs)
         if terminated or truncated:
-            outcome.terminated, outcome.truncated = terminated, truncated
-            outcome.steps, outcome.last_report = info["steps"], info["test_report"]
-            return outcome
+            outcome.terminated, outcome.truncated, outcome.steps = terminated, truncated, info["steps"]
+            return
 
 
 def _recordable(action: Any) -> Any:
@@ -143,8 +162,9 @@ def _recordable(action: Any) -> Any:
 def run_episode(
     task: Task, sample: int, factory: PolicyFactory, sandbox: Sandbox, config: RunConfig
 ) -> tuple[Episode, Trajectory]:
-    """Play one episode; infrastructure failures become an ``infra_error`` record. The
-    trajectory is the episode's transcript (:mod:`gym_repost.evaluate.transcript`)."""
+    """Play one episode. An infrastructure failure becomes an ``infra_error`` record; the
+    policy's own error (:class:`PolicyError`) a failed episode with its ``policy_error``.
+    The trajectory is the episode's transcript (:mod:`gym_repost.evaluate.transcript`)."""
     seed = episode_seed(config.seed, task.id, sample)
     env = make_env(task, sandbox, config)
     trajectory = Trajectory()
@@ -157,11 +177,16 @@ def run_episode(
         "policy": config.policy,
     }
     policy: Any = None
+    out = _Outcome()
     started = time.time()
     try:
-        policy = factory()
+        policy = _make_policy(factory)
         recorder.attach(policy)
-        out = _play(env, policy, task, sample, seed, recorder)
+        _play(env, policy, task, sample, seed, recorder, out)
+    except PolicyError as exc:
+        recorder.interrupt()
+        failed = {**base, **_timing(started), "status": "failed", "policy_error": policy_error_record(exc)}
+        return _scored(failed, out, env, policy, steps=len(trajectory)), trajectory
     except Exception as exc:
         recorder.interrupt()
         if not isinstance(exc, InfrastructureError):
@@ -177,21 +202,44 @@ def run_episode(
         _close_policy(policy)
         env.close()
     solved_at = out.submissions.index(True) if True in out.submissions else None
+    played = {**base, **_timing(started), "status": "passed" if solved_at is not None else "failed"}
+    return _scored({**played, "solved_at": solved_at}, out, env, policy, steps=out.steps), trajectory
+
+
+def _make_policy(factory: PolicyFactory) -> Any:
+    """The episode's policy; any error but the infrastructure's is the policy's own."""
+    try:
+        return factory()
+    except (PolicyError, InfrastructureError):
+        raise
+    except GymRepostError as exc:
+        raise PolicyError(f"policy {factory.spec!r} could not be created: {exc}") from exc
+
+
+def _scored(fields: dict[str, Any], out: _Outcome, env: Any, policy: Any, *, steps: int) -> Episode:
+    """The record of a scored episode (played to its end, or ended by a policy error)."""
     return Episode(
-        **base,
-        **_timing(started),
-        status="passed" if solved_at is not None else "failed",
+        **fields,
         submissions=out.submissions,
         test_runs=out.test_runs,
-        solved_at=solved_at,
-        steps=out.steps,
+        steps=steps,
         reward=out.reward,
         terminated=out.terminated,
         truncated=out.truncated,
         code=env.code,
         final_report=_brief(out.last_report),
         stats=_stats(policy),
-    ), trajectory
+    )
+
+
+def policy_error_record(exc: PolicyError) -> dict[str, str]:
+    """An episode's ``policy_error``: the policy's exception (what the PolicyError wraps),
+    its message and its traceback as text (the last 16,000 characters of a long one)."""
+    cause = exc.__cause__ if exc.__cause__ is not None else exc
+    text = "".join(traceback.format_exception(cause))
+    if len(text) > _MAX_TRACEBACK_CHARS:
+        text = "...\n" + text[-_MAX_TRACEBACK_CHARS:]
+    return {"type": type(cause).__name__, "message": str(cause)[:2000], "traceback": text}
 
 
 _REPORT_KEYS = ("passed", "status", "exception", "message", "assertion", "reward")
@@ -264,11 +312,15 @@ class _Recorder:
 
     Once :meth:`stop` has returned nothing more is written: the episodes in flight when a
     run is interrupted are not recorded, so the next run into the directory reruns them.
+    With ``fail_fast``, the first episode that ended in a policy or infrastructure error is
+    recorded, then recording stops and :class:`_FailFast` is raised (in the executor's
+    ``on_result``, which makes it stop).
     """
 
-    def __init__(self, run_dir: RunDir, on_episode: Callable[[Episode], None] | None) -> None:
+    def __init__(self, run_dir: RunDir, on_episode: Callable[[Episode], None] | None, fail_fast: bool = False) -> None:
         self._run_dir = run_dir
         self._on_episode = on_episode
+        self._fail_fast = fail_fast
         self._lock = threading.Lock()
         self.stopped = False
 
@@ -277,12 +329,24 @@ class _Recorder:
             if self.stopped:
                 return
             self._run_dir.append(episode, trajectory)
+            failing = self._fail_fast and (episode.status == "infra_error" or episode.policy_error is not None)
+            self.stopped = failing
         if self._on_episode is not None:
             self._on_episode(episode)
+        if failing:
+            raise _FailFast(episode)
 
     def stop(self) -> None:
         with self._lock:  # waits for an append under way: no half-written record
             self.stopped = True
+
+
+class _FailFast(Exception):
+    """The first episode of a ``fail_fast`` run that ended in an error: stop the run."""
+
+    def __init__(self, episode: Episode) -> None:
+        super().__init__(f"{episode.task_name} sample {episode.sample}")
+        self.episode = episode
 
 
 @dataclass(frozen=True)
@@ -299,6 +363,17 @@ class EpisodeWork:
         return run_episode(task, sample, self.factory, need_sandbox(sandbox, "an episode"), self.config)
 
 
+@dataclass(frozen=True)
+class RunStart:
+    """What a run found in its directory when it started: episodes finished earlier (of
+    this run's tasks and samples; infrastructure errors are run again), how many of those
+    passed, and how many episodes are left to run."""
+
+    done: int
+    passed: int
+    todo: int
+
+
 def evaluate(
     tasks: Sequence[Task],
     factory: PolicyFactory,
@@ -307,6 +382,10 @@ def evaluate(
     sandbox: Sandbox | None = None,
     on_episode: Callable[[Episode], None] | None = None,
     executor: Executor | None = None,
+    *,
+    overwrite: bool = False,
+    fail_fast: bool = False,
+    on_start: Callable[[RunStart], None] | None = None,
 ) -> dict[str, Any]:
     """Run every (task, sample) not yet finished in ``run_dir``; return the summary.
 
@@ -318,24 +397,65 @@ def evaluate(
     finished episode on disk and none of those in flight; closing ``sandbox`` then frees
     threads stuck in a sandbox call.
 
+    Args:
+        overwrite: remove the run already in ``run_dir`` (of any settings) and start afresh.
+        fail_fast: stop at the first episode that ends in a policy or infrastructure
+            error (it is recorded; those in flight are not); the summary then has
+            ``stopped_at``: that episode's task, sample and error.
+        on_start: called once the directory is prepared, with what is done and left.
+
     Raises:
-        RunDirError: ``run_dir`` belongs to a run with other settings.
+        RunDirError: ``run_dir`` belongs to a run with other settings or another policy
+            (its files' SHA-256 differ), or its records are damaged.
         RunDirBusyError: another process is writing to ``run_dir``.
     """
+    config = _completed(config)
     with run_dir.writer_lock():
-        run_dir.prepare(config if config.versions else config.model_copy(update={"versions": software_versions()}))
-        done = run_dir.finished()
+        run_dir.prepare(config, overwrite=overwrite)
+        wanted = {(t.id, s) for t in tasks for s in range(config.n)}
+        finished = [e for e in run_dir.episodes() if e.key in wanted and e.status != "infra_error"]
+        done = {e.key for e in finished}
         todo = [(t, s) for t in tasks for s in range(config.n) if (t.id, s) not in done]
         logger.info("%d episodes to run (%d already finished)", len(todo), len(done))
-        recorder = _Recorder(run_dir, on_episode)
-        try:
-            with_sandbox(executor, sandbox, config.workers).map(
-                EpisodeWork(factory, config), todo, lambda result: recorder.record(*result)
-            )
-        except BaseException:
-            recorder.stop()
-            raise
+        if on_start is not None:
+            on_start(RunStart(len(done), sum(e.status == "passed" for e in finished), len(todo)))
+        stopped = _run(todo, factory, config, _Recorder(run_dir, on_episode, fail_fast), sandbox, executor)
         ids = {t.id for t in tasks}
         summary = summarize([e for e in run_dir.episodes() if e.task_id in ids], config)
+        if stopped is not None:
+            error = stopped.infra_error or (stopped.policy_error or {}).get("message", "")
+            kind = "infrastructure error" if stopped.status == "infra_error" else "policy error"
+            summary["stopped_at"] = {"task": stopped.task_name, "sample": stopped.sample, "error": f"{kind}: {error}"}
         run_dir.write_summary(summary)
         return summary
+
+
+def _completed(config: RunConfig) -> RunConfig:
+    """``config`` with the software versions and the policy's fingerprint filled in."""
+    update: dict[str, Any] = {}
+    if not config.versions:
+        update["versions"] = software_versions()
+    if config.policy_fingerprint is None:
+        update["policy_fingerprint"] = policy_fingerprint(config.policy, config.policy_options)
+    return config.model_copy(update=update) if update else config
+
+
+def _run(
+    todo: list[tuple[Task, int]],
+    factory: PolicyFactory,
+    config: RunConfig,
+    recorder: _Recorder,
+    sandbox: Sandbox | None,
+    executor: Executor | None,
+) -> Episode | None:
+    """Play ``todo``, recording each episode; the episode that stopped a fail-fast run."""
+    try:
+        with_sandbox(executor, sandbox, config.workers).map(
+            EpisodeWork(factory, config), todo, lambda result: recorder.record(*result)
+        )
+    except _FailFast as stop:
+        return stop.episode
+    except BaseException:
+        recorder.stop()
+        raise
+    return None

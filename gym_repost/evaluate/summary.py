@@ -10,6 +10,7 @@ from gym_repost.evaluate.metrics import (
     infra_error_share,
     infra_warning,
     mean_pass_at_k,
+    policy_warning,
     self_repair_curve,
 )
 from gym_repost.evaluate.run_dir import Episode, RunConfig
@@ -50,7 +51,9 @@ def summarize(episodes: Sequence[Episode], config: RunConfig | None) -> dict[str
     with every infrastructure error counted as a failed episode (what a policy that
     provokes infrastructure errors cannot inflate);
     ``infra_errors`` (count), ``infra_error_share`` (of all episodes) and ``infra_warning``
-    (a sentence when the share is above 5%, else None); ``mean_reward`` (the scored
+    (a sentence when the share is above 5%, else None); ``policy_errors`` (scored, failed
+    episodes that the policy's own error ended), ``policy_error_share`` and
+    ``policy_warning`` (likewise); ``mean_reward`` (the scored
     episodes' mean reward: for test-file tasks the metric blend, partial credit pass@k does
     not show), and counts.
     """
@@ -69,6 +72,10 @@ def summarize(episodes: Sequence[Episode], config: RunConfig | None) -> dict[str
     summary["infra_errors"] = infra
     summary["infra_error_share"] = infra_error_share(infra, len(episodes))
     summary["infra_warning"] = infra_warning(infra, len(episodes))
+    policy_errors = sum(e.policy_error is not None for e in scored)
+    summary["policy_errors"] = policy_errors
+    summary["policy_error_share"] = infra_error_share(policy_errors, len(episodes))
+    summary["policy_warning"] = policy_warning(policy_errors, len(episodes))
     summary["episodes"] = len(episodes)
     summary["scored_episodes"] = len(scored)
     summary["tasks"] = len({e.task_id for e in episodes})

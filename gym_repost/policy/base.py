@@ -33,8 +33,13 @@ writes docstrings from the original) are :class:`PrivilegedPolicy` objects: the 
 hands them the ground truth as a separate argument. Only the shipped classes get it
 (:mod:`gym_repost.policy.privileged`); the loader refuses any other ``PrivilegedPolicy``.
 
-Exceptions raised by a policy are infrastructure errors (the episode is recorded as
-such, not scored); a bad *action* is the agent's mistake and becomes an observation.
+An exception a policy raises (in its constructor, ``reset`` or ``act``) is the policy's
+own error: the episode ends there and is recorded as a failed one, with the traceback in
+its ``policy_error`` (counted apart as ``policy_errors``; a policy that cannot be built
+at all stops the run before it starts). Only an
+:class:`~gym_repost.errors.InfrastructureError` it lets through (an LLM endpoint that is
+down) is an infrastructure error: not scored, retried by a rerun. A bad *action* is the
+agent's mistake and becomes an observation.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from gym_repost.errors import ConfigError
+from gym_repost.errors import ConfigError, json_error_text
 from gym_repost.policy.base import Action, tool_call
 from gym_repost.task_view import TaskView
 
@@ -36,7 +36,7 @@ def read_json_objects(path: str | Path, what: str) -> list[tuple[int, dict[str, 
         try:
             entry = json.loads(raw)
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"{p}:{number}: not valid JSON ({exc.msg})") from None
+            raise ConfigError(f"{p}:{number}: not valid JSON ({json_error_text(exc)})") from None
         objects.append((number, entry))
     return objects
 

@@ -72,6 +72,8 @@ IMPORT_WALL_FACTOR = 3
 WALL_LIMIT = 120.0
 """Default safety limit of one whole search, in wall-clock seconds."""
 MAX_KEPT_TRIALS = 3000
+LITERALS = 80
+"""Most literals of the target (its own constants first) the search puts into inputs."""
 
 
 class CallTimeout(BaseException):
@@ -252,12 +254,22 @@ class Target:
         self.name = config["name"]
         self.owner = self._owner()
         self.kind = self._kind()
-        tree = ast.parse(open(module.__file__, encoding="utf-8").read())
+        text = open(module.__file__, encoding="utf-8").read()
+        self.source_lines = text.splitlines()
+        tree = ast.parse(text)
         self.tree = tree
         node = pools.find_def(tree, config["qualname"])
         if node is None:
             raise LookupError("%s is not defined in the sandboxed module" % config["qualname"])
+        self.node = node
         self.hints = hints.analyse(node, is_method=self.kind in ("method", "property", "classmethod"))
+        # the body's constants first, then those of its callees and the tables it reads
+        reachable = hints.reachable_literals(node, tree, module.__dict__, self.owner)
+        self.literals = list(dict.fromkeys(self.hints.constants + reachable))[:LITERALS]
+
+    def line_literals(self, line):
+        """Sources of the literals bearing on one line of the module (see :func:`hints.line_literals`)."""
+        return hints.line_literals(self.node, line, self.source_lines, self.module.__dict__, self.owner)
 
     def _owner(self):
         if not self.config.get("class_name"):
@@ -524,7 +536,10 @@ def search(explorer, generator, seeds, rng, budget, max_inputs):
             return
         mutating = explorer.kept and rng.random() < (0.5 if generator.varied else 0.2)
         if mutating:
-            source, origin = mutate.mutate(rng.choice(explorer.kept).source, rng, replacements), "search"
+            source = mutate.mutate(
+                rng.choice(explorer.kept).source, rng, replacements, literals=explorer.target.literals
+            )
+            origin = "search"
         else:
             source, origin = next(generated), "strategy"
         if source is None or source in seen:
@@ -611,7 +626,7 @@ def explore(config):
     explorer.stats["setup"] = round(time.monotonic() - started, 3)
     clock = SafetyClock(float(config.get("wall_limit", WALL_LIMIT)), explorer.stats)
     rng = random.Random(config.get("seed", 0))
-    builder = pools.PoolBuilder(module.__dict__, target.tree, target.hints.constants, MODULE_NAME)
+    builder = pools.PoolBuilder(module.__dict__, target.tree, target.literals, MODULE_NAME)
     seeds = config.get("seeds", [])
     generator = strategies.Strategies(target, builder, seeds, rng)
     executions = int(config.get("executions", EXECUTIONS))
@@ -626,6 +641,7 @@ def explore(config):
         clock,
         rng,
         strategies.replacement_values(generator),
+        target.literals,
     )
     return report(explorer, chosen, generator, started)
 

@@ -11,6 +11,8 @@ every string and number.
 from __future__ import annotations
 
 import ast
+import io
+import tokenize
 from dataclasses import dataclass, field
 
 STR_METHODS = frozenset(
@@ -446,3 +448,175 @@ def body_constants(function: ast.FunctionDef | ast.AsyncFunctionDef, limit: int 
             ):
                 found.setdefault(repr(node.value))
     return list(found)[:limit]
+
+
+CALLEE_DEPTH = 2
+"""How deep :func:`reachable_literals` follows calls into the module's own functions."""
+TABLE_ITEMS = 64
+"""Most items of one module-level table whose contents become literals."""
+
+
+def reachable_literals(
+    function: ast.FunctionDef | ast.AsyncFunctionDef,
+    module_tree: ast.Module,
+    namespace: dict[str, object],
+    owner: type | None = None,
+    limit: int = 80,
+) -> list[str]:
+    """Sources of the literals the target works with, beyond its own body's constants.
+
+    The constants of the module's functions and methods it calls (two calls deep), and the
+    contents of the tables it reads: module-level names and attributes of its class
+    holding a string, a number or a small container of them (a mapping's keys and values;
+    a translation table's code points as characters). An escape function whose body only
+    says ``s.translate(_TABLE)`` gets the characters it escapes.
+    """
+    functions = _module_functions(module_tree)
+    found: dict[str, None] = {}
+    seen: set[int] = {id(function)}
+    frontier = [function]
+    for depth in range(CALLEE_DEPTH + 1):
+        following = []
+        for node in frontier:
+            if depth:
+                for source in body_constants(node, limit):
+                    found.setdefault(source)
+            for name in _read_names(node):
+                for source in _table_literals(namespace.get(name, _ABSENT)):
+                    found.setdefault(source)
+            if owner is not None:
+                for name in _self_attributes(node):
+                    for source in _table_literals(_class_attribute(owner, name)):
+                        found.setdefault(source)
+            for name in _called_names(node):
+                for callee in functions.get(name, ()):
+                    if id(callee) not in seen:
+                        seen.add(id(callee))
+                        following.append(callee)
+        frontier = following
+    return list(found)[:limit]
+
+
+_ABSENT = object()
+
+
+def _module_functions(tree: ast.Module) -> dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """Functions of the module and methods of its classes, by name."""
+    out: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = {}
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out.setdefault(node.name, []).append(node)
+        elif isinstance(node, ast.ClassDef):
+            for item in node.body:
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    out.setdefault(item.name, []).append(item)
+    return out
+
+
+def _called_names(function: ast.AST) -> list[str]:
+    """Names called as ``f(...)`` or ``self.f(...)`` / ``cls.f(...)`` / ``Class.f(...)``."""
+    names = []
+    for node in ast.walk(function):
+        if isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Name):
+                names.append(node.func.id)
+            elif isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
+                names.append(node.func.attr)
+    return list(dict.fromkeys(names))
+
+
+def _read_names(function: ast.AST) -> list[str]:
+    return list(
+        dict.fromkeys(n.id for n in ast.walk(function) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load))
+    )
+
+
+def _self_attributes(function: ast.AST) -> list[str]:
+    return list(
+        dict.fromkeys(
+            n.attr
+            for n in ast.walk(function)
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in ("self", "cls")
+        )
+    )
+
+
+def _class_attribute(owner: type, name: str) -> object:
+    for klass in getattr(owner, "__mro__", ()):
+        if name in vars(klass):
+            return vars(klass)[name]
+    return _ABSENT
+
+
+def _table_literals(value: object) -> list[str]:
+    """Sources of a table's literals: the value itself, or a small container's items."""
+    if _is_plain(value):
+        return [repr(value)] if len(repr(value)) <= 60 else []
+    if isinstance(value, dict):
+        items = list(value.items())[:TABLE_ITEMS]
+        out = []
+        for key, item in items:
+            if type(key) is int and 0 <= key < 0x110000 and isinstance(item, (str, type(None))):
+                out.append(repr(chr(key)))  # a str.translate table
+            out.extend(repr(v) for v in (key, item) if _is_plain(v) and len(repr(v)) <= 60)
+        return out
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else list(value)
+        out = []
+        for item in items[:TABLE_ITEMS]:
+            if isinstance(item, tuple) and len(item) <= 4:
+                out.extend(repr(v) for v in item if _is_plain(v) and len(repr(v)) <= 60)
+            elif _is_plain(item) and len(repr(item)) <= 60:
+                out.append(repr(item))
+        return out
+    return []
+
+
+def _is_plain(value: object) -> bool:
+    return type(value) in (str, bytes, int, float)
+
+
+def line_literals(
+    function: ast.AST, line: int, lines: list[str], namespace: dict[str, object], owner: type | None = None
+) -> list[str]:
+    """Sources of the literals that bear on one line of the target: those written on it and
+    on the headers of the statements around it (the ``if`` it is in, the ``for`` over a
+    table), and the contents of the tables those lines read (module names, ``self.X``).
+
+    ``line`` and ``lines`` are the module's (1-based line, its text split in lines).
+    """
+    numbers = {line}
+    for node in ast.walk(function):
+        body = getattr(node, "body", None)
+        end = getattr(node, "end_lineno", None)
+        if isinstance(node, ast.stmt) and isinstance(body, list) and body and end is not None:
+            if node.lineno <= line <= end:
+                numbers.update(range(node.lineno, max(node.lineno, body[0].lineno - 1) + 1))
+    found: dict[str, None] = {}
+    tables: list[object] = []
+    for number in sorted(numbers):
+        if not 0 < number <= len(lines):
+            continue
+        tokens = _tokens(lines[number - 1])
+        for i, token in enumerate(tokens):
+            if token.type in (tokenize.STRING, tokenize.NUMBER) and len(token.string) <= 60:
+                found.setdefault(token.string)
+            elif token.type != tokenize.NAME:
+                continue
+            after_dot = i > 0 and tokens[i - 1].string == "."
+            if after_dot and i > 1 and tokens[i - 2].string in ("self", "cls") and owner is not None:
+                tables.append(_class_attribute(owner, token.string))
+            elif not after_dot and token.string in namespace:
+                tables.append(namespace[token.string])
+    for table in tables:
+        if table is not _ABSENT and not callable(table) and not isinstance(table, type(ast)):
+            for source in _table_literals(table):
+                found.setdefault(source)
+    return list(found)
+
+
+def _tokens(text: str) -> list[tokenize.TokenInfo]:
+    try:
+        return list(tokenize.generate_tokens(io.StringIO(text.strip() + "\n").readline))
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return []

@@ -5,8 +5,11 @@ node of it (a number, string, bytes, bool or None constant, a list, tuple, set o
 display) and replaces it: numbers move by one, to zero, flip sign, double; strings are
 emptied, cut, extended, re-cased, padded, given unicode; containers lose, duplicate,
 swap or gain elements; or a value becomes a copy of another value of the same type in
-the input (boundaries where two arguments are equal). The arity of the call, keyword names, attribute names of
-``_gr_build`` and the bodies of lambdas are never touched.
+the input (boundaries where two arguments are equal). Given the literals of the target
+(its constants, those of the functions it calls, the contents of the tables it reads), a
+mutation may also put one where it matters: into a string at any position, into a
+sequence or a mapping, or a number next to one. The arity of the call, keyword names,
+attribute names of ``_gr_build`` and the bodies of lambdas are never touched.
 """
 
 from __future__ import annotations
@@ -16,7 +19,10 @@ import copy
 import math
 import random
 from collections.abc import Callable, Sequence
+from typing import Any
 
+LITERAL_SHARE = 0.3
+"""Share of mutations that put one of the target's literals in, when it has any."""
 _STRING_EDITS: tuple[Callable[[str, random.Random], str], ...] = (
     lambda s, r: "",
     lambda s, r: s[1:],
@@ -113,7 +119,14 @@ def _is_value(node: ast.AST) -> bool:
     return isinstance(node, (ast.List, ast.Tuple, ast.Set, ast.Dict))
 
 
-def mutate(source: str, rng: random.Random, replacements: Sequence[str], steps: int = 0) -> str | None:
+def mutate(
+    source: str,
+    rng: random.Random,
+    replacements: Sequence[str],
+    steps: int = 0,
+    literals: Sequence[str] = (),
+    literal_share: float = LITERAL_SHARE,
+) -> str | None:
     """A mutant of a combined input source, or None when it has nothing to mutate.
 
     Args:
@@ -121,6 +134,8 @@ def mutate(source: str, rng: random.Random, replacements: Sequence[str], steps: 
         rng: the search's seeded generator.
         replacements: value sources a node may be replaced with wholesale.
         steps: mutations to apply (0: one to three at random).
+        literals: sources of the target's literals (see :func:`with_literal`).
+        literal_share: how often a mutation puts a literal in, when there are literals.
     """
     tree = ast.parse(source, mode="eval").body
     if not isinstance(tree, ast.Tuple):
@@ -130,7 +145,12 @@ def mutate(source: str, rng: random.Random, replacements: Sequence[str], steps: 
         if not nodes:
             return None
         parent, field, index = rng.choice(nodes)
-        if rng.random() < 0.15:
+        new = None
+        if literals and rng.random() < literal_share:
+            new = with_literal(_child(parent, field, index), rng, literals)
+        if new is not None:
+            pass
+        elif rng.random() < 0.15:
             new = _equalized(_child(parent, field, index), nodes, rng)
         else:
             new = _mutated(_child(parent, field, index), rng, replacements)
@@ -144,6 +164,120 @@ def mutate(source: str, rng: random.Random, replacements: Sequence[str], steps: 
         return ast.unparse(tree)
     except (ValueError, RecursionError):
         return None
+
+
+def substitutions(source: str, literals: Sequence[str]) -> list[str]:
+    """Every input made by putting one literal in one place of ``source``, in order: each
+    value node (outermost first) replaced by each literal of its kind (a number written as
+    a string for a numeric string), and each sequence with each literal appended.
+
+    The deterministic first round of a hunt for a mutant: a literal of the mutated line
+    in place of an argument is often what tells it apart.
+    """
+    tree = ast.parse(source, mode="eval").body
+    if not isinstance(tree, ast.Tuple):
+        return []
+    values = [(src, v) for src in literals if (v := _literal(src)) is not _NOT_LITERAL]
+    out: dict[str, None] = {}
+    for parent, field, index in mutable_nodes(tree):
+        node = _child(parent, field, index)
+        for replacement in _substitutes(node, values):
+            copy_tree = copy.deepcopy(tree)
+            target = _same_node(copy_tree, tree, node)
+            if target is None:
+                continue
+            holder, name, position = target
+            if position is None:
+                setattr(holder, name, replacement)
+            else:
+                getattr(holder, name)[position] = replacement
+            try:
+                out.setdefault(ast.unparse(copy_tree))
+            except (ValueError, RecursionError):
+                continue
+    out.pop(ast.unparse(tree), None)
+    return list(out)
+
+
+def _substitutes(node: ast.AST, values: list[tuple[str, object]]) -> list[ast.expr]:
+    """Literals that may stand in for ``node`` (see :func:`substitutions`)."""
+    found = []
+    if isinstance(node, (ast.Constant, ast.UnaryOp)):
+        value = ast.literal_eval(node)
+        if isinstance(value, bool):
+            return []
+        numeric = isinstance(value, str) and value.lstrip("-").isdigit()
+        for source, literal in values:
+            if type(literal) is type(value) and type(value) in (str, bytes, int, float):
+                found.append(_parse(source))
+            elif numeric and type(literal) is int:
+                found.append(_parse(repr(str(literal))))
+    elif isinstance(node, (ast.List, ast.Tuple)):
+        for source, _literal_value in values:
+            literal = _parse(source)
+            if literal is not None:
+                found.append(type(node)(elts=[*node.elts, literal], ctx=ast.Load()))
+    return [f for f in found if f is not None]
+
+
+def _same_node(copy_tree: ast.AST, tree: ast.AST, node: ast.AST) -> tuple[ast.AST, str, int | None] | None:
+    """Where the copy holds the counterpart of ``node`` of ``tree``."""
+    for (parent, field, index), (twin, _, _) in zip(mutable_nodes(tree), mutable_nodes(copy_tree)):  # type: ignore[arg-type]
+        if _child(parent, field, index) is node:
+            return twin, field, index
+    return None
+
+
+def with_literal(node: ast.AST, rng: random.Random, literals: Sequence[str]) -> ast.expr | None:
+    """The value with one of the target's literals put in (None when none fits it).
+
+    A string gets a string literal inserted at a random position (or becomes it); bytes
+    likewise; a number becomes an int literal or its neighbour; a sequence gets any
+    literal inserted; a mapping gets a literal key.
+    """
+    pairs = [(source, value) for source in literals if (value := _literal(source)) is not _NOT_LITERAL]
+    if isinstance(node, (ast.Constant, ast.UnaryOp)):
+        value = ast.literal_eval(node)
+        if isinstance(value, bool):
+            return None
+        if isinstance(value, int):
+            numbers = [v for _, v in pairs if type(v) is int]
+            return _parse(repr(rng.choice(numbers) + rng.choice((0, 0, -1, 1)))) if numbers else None
+        if isinstance(value, (str, bytes)):
+            same: list[Any] = [v for _, v in pairs if type(v) is type(value)]
+            if isinstance(value, str) and value.lstrip("-").isdigit():
+                same += [str(v) for _, v in pairs if type(v) is int]
+            if not same:
+                return None
+            literal = rng.choice(same)
+            where = rng.randrange(len(value) + 1)
+            new = rng.choice((value[:where] + literal + value[where:], literal, value + literal, literal + value))
+            return _parse(repr(new[:400]))
+        return None
+    if isinstance(node, (ast.List, ast.Tuple)):
+        element = _parse(rng.choice(literals))
+        if element is None:
+            return None
+        elts = list(node.elts)
+        elts.insert(rng.randrange(len(elts) + 1), element)
+        return type(node)(elts=elts, ctx=ast.Load())
+    if isinstance(node, ast.Dict):
+        keys = [source for source, v in pairs if isinstance(v, (str, int)) and not isinstance(v, bool)]
+        if not keys:
+            return None
+        copied = copy.deepcopy(rng.choice(node.values)) if node.values else ast.Constant(1)
+        return ast.Dict(keys=[*node.keys, _parse(rng.choice(keys))], values=[*node.values, copied])
+    return None
+
+
+_NOT_LITERAL = object()
+
+
+def _literal(source: str) -> object:
+    try:
+        return ast.literal_eval(source)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return _NOT_LITERAL
 
 
 def _equalized(node: ast.AST, nodes: list[tuple[ast.AST, str, int | None]], rng: random.Random) -> ast.expr | None:

@@ -3,8 +3,10 @@
 Runs in the sandbox as ``_gym_repost_selection.py``. Greedy, in this order: inputs that reach arcs
 of the target no chosen input reaches; inputs that tell mutants of the target apart from
 it (each mutant is swapped into the module in turn and the candidates that execute the
-mutated line are run until one changes the outcome, then a few mutations of them are
-tried); one input per outcome class
+mutated line are run until one changes the outcome; the mutants no candidate tells apart
+are then hunted in rounds of more and more mutations of those candidates, which put the
+literals of the mutated line and of the target into them, for as long as the budget
+lasts); one input per outcome class
 (result type or exception type); distinct results. Every input is run twice more before
 it is taken and dropped when its outcome changes (see ``Explorer.stable``).
 
@@ -26,8 +28,12 @@ ORIGIN_RANK = {"traced": 0, "strategy": 1, "search": 2}
 """Inputs from the repository's tests first, then strategies, then the search's mutants."""
 MUTANT_SLOTS = 4
 """Inputs kept free, when arcs alone would fill the test, for inputs that kill mutants."""
-HUNT_TRIES = 12
-"""Mutated inputs tried against a mutant no input of the search tells apart."""
+KILLER_SLOTS = 4
+"""Inputs a test may hold beyond its size for mutants nothing else tells apart."""
+HUNT_ROUNDS = (12, 36, 108)
+"""Mutated inputs tried against each surviving mutant, round after round, while the budget lasts."""
+SWEPT_INPUTS = 3
+"""Inputs whose every place gets every literal of the mutated line, first in a hunt."""
 SLOW_CALL = 0.2
 """CPU seconds above which an input is too slow to be tried against mutants or chosen for diversity."""
 
@@ -80,8 +86,9 @@ class Selection:
     def full(self):
         return len(self.chosen) >= self.max_inputs
 
-    def take(self, trial):
-        if id(trial) in self.rejected or trial in self.chosen or self.full:
+    def take(self, trial, extra=0):
+        """Choose the input when it is stable; ``extra``: inputs beyond the test's size allowed."""
+        if id(trial) in self.rejected or trial in self.chosen or len(self.chosen) >= self.max_inputs + extra:
             return False
         if not self.explorer.stable(trial):
             self.rejected.add(id(trial))
@@ -104,11 +111,13 @@ class Selection:
                 return
             self.take(best)
 
-    def by_mutants(self, mutants, executions, clock=None):
-        """For each mutant, the first input (chosen ones first) whose outcome it changes.
+    def by_mutants(self, mutants, executions, clock=None, literals=()):
+        """For each mutant, the first input (chosen ones first) whose outcome it changes;
+        then the surviving mutants are hunted (:meth:`_hunt`), round after round.
 
         Spends at most ``executions`` runs of the target (stability checks of the inputs
         taken included); ``clock`` (a ``SafetyClock``) may stop it early, and records that.
+        ``literals``: sources of the target's literals, put into hunted inputs.
         """
         explorer = self.explorer
         self.spend_until = explorer.stats["executed"] + executions
@@ -116,24 +125,42 @@ class Selection:
         useful = [t for t in self.pool if t.deliberate and t not in self.chosen and t.duration < SLOW_CALL]
         saved = explorer.timeout
         explorer.timeout = min(saved, 0.05 + 10 * max([t.duration for t in self.chosen + useful] or [0.01]))
+        survivors = []
         try:
             for line, replacement in mutants.entries:
-                if self.full or self._spent():
+                if self._killers_full() or self._spent():
                     break
-                first = explorer.recorder.parser.first_line(line) if explorer.recorder else None
-                reaching = (t for t in self.chosen + useful if first is None or any(first in arc for arc in t.arcs))
-                order = list(itertools.islice(reaching, 60))
+                order = self._reaching(line, useful)
                 with mutants.swapped(replacement):
                     killer = next((t for t in order if self._kills(t)), None)
-                if killer is None and order:
-                    killer = self._hunt(mutants, replacement, order)
                 explorer.stats["mutants"] += 1
-                explorer.stats["mutants_killed"] += killer is not None
-                if killer is not None and killer not in self.chosen:
-                    self.take(killer)
+                if killer is None:
+                    survivors.append((line, replacement, order))
+                else:
+                    self._killed(killer)
+            for tries in HUNT_ROUNDS:
+                survivors = [s for s in survivors if s[2] and not self._hunted(mutants, s, tries, literals)]
+                if not survivors or self._killers_full() or self._spent():
+                    break
+            explorer.stats["mutants_surviving"] = len(survivors)
         finally:
             explorer.timeout = saved
             explorer.stats["mutant_executions"] = explorer.stats["executed"] - self.spend_until + executions
+
+    def _reaching(self, line, useful):
+        """Inputs that execute the mutated line (chosen ones first), at most 60."""
+        recorder = self.explorer.recorder
+        first = recorder.parser.first_line(line) if recorder else None
+        reaching = (t for t in self.chosen + useful if first is None or any(first in arc for arc in t.arcs))
+        return list(itertools.islice(reaching, 60))
+
+    def _killed(self, killer):
+        self.explorer.stats["mutants_killed"] += 1
+        if killer not in self.chosen:
+            self.take(killer, extra=KILLER_SLOTS)
+
+    def _killers_full(self):
+        return len(self.chosen) >= self.max_inputs + KILLER_SLOTS
 
     def _spent(self):
         """The budget of runs is spent (or the wall-clock safety limit fired)."""
@@ -142,13 +169,38 @@ class Selection:
             return True
         return self.clock is not None and self.clock.expired("mutant selection")
 
-    def _hunt(self, mutants, replacement, order):
-        """Mutate inputs that reach the mutated line until one tells the mutant apart."""
+    def _hunted(self, mutants, survivor, tries, literals):
+        """True when a hunt found an input that tells the surviving mutant apart (taken)."""
+        if self._killers_full() or self._spent():
+            return False
+        line, replacement, order = survivor
+        near = self.explorer.target.line_literals(line)
+        killer = self._hunt(mutants, replacement, order, tries, near, list(literals))
+        if killer is None:
+            return False
+        self._killed(killer)
+        order.insert(0, killer)
+        return True
+
+    def _hunt(self, mutants, replacement, order, tries=HUNT_ROUNDS[0], near=(), literals=()):
+        """Inputs that reach the mutated line, changed until one tells the mutant apart.
+
+        With ``near`` (the literals bearing on the mutated line) the first tries put each
+        of them in each place of the first inputs (:func:`mutate.substitutions`); then
+        random mutations, half of whose literals are ``near`` ones.
+        """
         explorer = self.explorer
-        for _ in range(HUNT_TRIES):
+        near = list(near)
+        weighted = near * max(1, len(literals) // max(1, len(near))) + list(literals)
+        swept = [s for t in order[:SWEPT_INPUTS] for s in mutate.substitutions(t.source, near)] if near else []
+        for attempt in range(tries):
             if self._spent():
                 return None
-            source = mutate.mutate(self.rng.choice(order).source, self.rng, self.replacements)
+            if attempt < len(swept):
+                source = swept[attempt]
+            else:
+                base = self.rng.choice(order).source
+                source = mutate.mutate(base, self.rng, self.replacements, literals=weighted, literal_share=0.5)
             if source is None:
                 continue
             original = explorer.execute(source, "search")
@@ -196,16 +248,18 @@ def _call_shape(source):
     return len(getattr(args, "elts", [])), keys
 
 
-def select(explorer, max_inputs, mutants=None, mutant_executions=2000, clock=None, rng=None, replacements=()):
+def select(
+    explorer, max_inputs, mutants=None, mutant_executions=2000, clock=None, rng=None, replacements=(), literals=()
+):
     """Choose the test's inputs: arcs, then mutants killed, outcome classes, distinct results.
 
     ``mutant_executions``: runs of the target the mutants may cost; ``clock``: the
-    search's wall-clock safety limit (see :meth:`Selection.by_mutants`).
+    search's wall-clock safety limit; ``literals``: the target's (see :meth:`Selection.by_mutants`).
     """
     selection = Selection(explorer, max_inputs, rng, replacements)
     if mutants is not None and mutants.entries:
         selection.by_arcs(max_inputs - min(MUTANT_SLOTS, len(mutants.entries)))
-        selection.by_mutants(mutants, mutant_executions, clock)
+        selection.by_mutants(mutants, mutant_executions, clock, literals)
     selection.by_arcs()
     selection.by_outcome_classes()
     selection.by_diversity()

@@ -189,3 +189,30 @@ def test_a_build_drops_the_tasks_its_audit_catches(sandbox: Sandbox, upstream: P
     assert [t.target.name for t in built.tasks] == ["clamp"]
     assert [(d.stage, d.reason, d.qualname) for d in built.drops] == [("audit", "false accepts", "escape")]
     assert built.statistics()["audit"]["false_accepts"] > 0
+
+
+def test_a_corpus_build_reports_its_audit_per_repository(sandbox: Sandbox, upstream: Path, tmp_path: Path) -> None:
+    """``build LIST --max-false-accept 1``: every task audited, none dropped; the corpus
+    statistics carry the known-wrong mutants and false accepts per repository and in total."""
+    from gym_repost.construct.corpus import build_corpus, corpus_paths
+    from gym_repost.construct.pipeline import BuildSettings
+    from gym_repost.executor import LocalExecutor
+
+    output = tmp_path / "out" / "corpus.jsonl"
+    output.parent.mkdir()
+    settings = BuildSettings(
+        max_candidates=5,
+        test_executions=200,
+        trace=False,
+        licenses="any",
+        max_false_accept=1.0,
+        keep=("single-statement",),
+    )
+    result = build_corpus([str(upstream)], output, settings, LocalExecutor(1, sandbox), eval_fraction=0.0)
+    (row,) = result.rows()
+    assert row["tasks"] >= 2 and row["known_wrong"] > 0 and row["false_accepts"] is not None
+    totals = result.totals()
+    assert totals["audited tasks"] == row["tasks"] and totals["known-wrong mutants"] == row["known_wrong"]
+    assert totals["false accepts"] == row["false_accepts"] and "single-statement share" in totals
+    table = corpus_paths(output)["stats_md"].read_text()
+    assert "false_accept_rate" in table and "| known-wrong mutants |" in table

@@ -488,10 +488,20 @@ def test_no_license_is_refused_with_a_clear_message(tmp_path: Path) -> None:
     assert ingest(repo, licenses="any").license is None
 
 
+def test_a_source_without_python_files_has_nothing_to_build(tmp_path: Path) -> None:
+    """Said before its license is looked at (an empty folder has none either)."""
+    empty = write_tree(tmp_path / "e", {"README.md": "# nothing\n"})
+    with pytest.raises(BuildError, match="has no Python files \\(.py\\): nothing to build from"):
+        ingest(empty)
+
+
 def test_metadata_license_is_used_and_conflicts_are_noted(tmp_path: Path) -> None:
-    only_meta = write_tree(tmp_path / "m", {"pyproject.toml": '[project]\nname = "m"\nlicense = "ISC"\n'})
+    module = {"m.py": "X = 1\n"}
+    only_meta = write_tree(tmp_path / "m", {**module, "pyproject.toml": '[project]\nname = "m"\nlicense = "ISC"\n'})
     assert ingest(only_meta).license == "ISC"
-    conflict = write_tree(tmp_path / "c", {"LICENSE": MIT_TEXT, "setup.cfg": "[metadata]\nname = c\nlicense = GPLv3\n"})
+    conflict = write_tree(
+        tmp_path / "c", {**module, "LICENSE": MIT_TEXT, "setup.cfg": "[metadata]\nname = c\nlicense = GPLv3\n"}
+    )
     repository = ingest(conflict)
     assert repository.license == "MIT"
     assert repository.notes == ["the metadata says GPL-3.0 but the license file says MIT; going by the license file"]

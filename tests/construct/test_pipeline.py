@@ -108,6 +108,18 @@ def test_an_archive_source_builds_the_same(tmp_path: Path, sandbox: Sandbox) -> 
     assert result.repo.version == "1.0"
 
 
+def test_a_task_id_depends_on_content_not_on_how_the_path_was_typed(
+    tmp_path: Path, sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    repo = _tiny_repo(tmp_path / "here")
+    elsewhere = Path(shutil.copytree(repo, tmp_path / "there" / "tinytext"))
+    monkeypatch.chdir(repo)
+    builds = [_build(source, sandbox, trace=False) for source in (".", repo, f"{elsewhere}/")]
+    ids = [[t.id for t in result.tasks] for result in builds]
+    assert ids[0] and ids[0] == ids[1] == ids[2]
+    assert {t.provenance.source for r in builds for t in r.tasks} == {"dir:tinytext"}
+
+
 DEMO_SETTINGS: dict[str, object] = {"max_candidates": 8, "trace": False, "keep": ("single-statement",)}
 """Eight candidates, the demo's one-line methods among them (easy tasks, so that the build
 keeps several to compare; single-statement bodies are dropped by default)."""

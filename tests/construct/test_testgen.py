@@ -794,3 +794,90 @@ def test_trace_runs_every_test_file_the_repositorys_runner_collects(sandbox, tmp
         RecordedCall(args="([1], [2])", kwargs="{}"),
         RecordedCall(args="([4], [5])", kwargs="{}"),
     }
+
+
+# ---------------------------------------------------------------- inputs that reach what a target is about
+
+TABLE_ESCAPE = '''
+    _ENTITIES = {"&": "&amp;", "<": "&lt;", '"': "&quot;", "'": "&#39;"}
+
+
+    def _entity(ch):
+        return _ENTITIES.get(ch, ch)
+
+
+    def escape(text):
+        """``text`` with the characters of the table as HTML entities."""
+        return "".join(_entity(ch) for ch in text)
+    '''
+
+DOT_SEGMENTS = '''
+    def resolve(parts):
+        """The path segments with '.' and '..' resolved (RFC 3986, 5.2.4)."""
+        out = []
+        for part in parts:
+            if part == ".":
+                pass
+            elif part == "..":
+                if out and (len(out) > 1 or out[0]):
+                    out.pop()
+            else:
+                out.append(part)
+        if list(parts[-1:]) in (["."], [".."]):
+            out.append("")
+        return out
+    '''
+
+
+def _rejected(sandbox, sandboxed: SandboxedScript, code: str, wrong: str) -> bool:
+    task = verification_task(sandboxed, code)
+    return not run_function_tests(sandbox, task, textwrap.dedent(wrong)).passed
+
+
+def test_inputs_hold_the_literals_of_the_tables_and_helpers_a_target_reads(sandbox):
+    """An escape function whose characters live in a table read by a helper: the search puts
+    them into its inputs, so the input returned unchanged, or one entity forgotten, fails."""
+    sandboxed = script(TABLE_ESCAPE, "escape")
+    code = generated(sandbox, TABLE_ESCAPE, "escape").code
+    assert _rejected(sandbox, sandboxed, code, "def escape(text):\n    return text\n")
+    forgot_quote = """
+        def escape(text):
+            return "".join({"&": "&amp;", "<": "&lt;", "'": "&#39;"}.get(ch, ch) for ch in text)
+        """
+    assert _rejected(sandbox, sandboxed, code, forgot_quote)
+
+
+def test_the_literals_a_target_reaches_and_where_a_mutation_puts_them():
+    module = textwrap.dedent(TABLE_ESCAPE) + textwrap.dedent("""
+        _TABLE = str.maketrans({">": "&gt;"})
+
+
+        class Quoter:
+            marks = ("«", "»")
+
+            def quote(self, text):
+                return self.marks[0] + escape(text).translate(_TABLE) + self.marks[1]
+        """)
+    tree = ast.parse(module)
+    namespace: dict = {}
+    exec(compile(tree, "<m>", "exec"), namespace)
+    quote = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "quote")
+    found = hints.reachable_literals(quote, tree, namespace, namespace["Quoter"])
+    assert {"'&'", "'<'", "'&amp;'", "'>'", "'«'"} <= set(found)  # a helper's table, a translate table, a class's
+    rng = random.Random(0)
+    seen = {mutate.mutate("(None, ('abc',), {})", rng, [], literals=["'&'"], literal_share=1.0) for _ in range(20)}
+    assert any("&" in s for s in seen if s) and all(s.startswith("(None, (") for s in seen if s)
+    parts = {
+        mutate.mutate("(None, (('a', 'b'),), {})", rng, [], literals=["'..'"], literal_share=1.0) for _ in range(20)
+    }
+    assert any("'..'" in s for s in parts if s)
+
+
+def test_a_path_resolver_tells_apart_the_mutants_of_its_last_segment_check(sandbox):
+    """boltons' ``resolve_path_parts`` rewarded ``path_parts[-2:]`` (and ``[-0:]``, and ``'..'``
+    changed): its tests never ended a path in '..'. The mutated line's literals now go into
+    the inputs hunted against the mutants that survive."""
+    sandboxed = script(DOT_SEGMENTS, "resolve")
+    code = generated(sandbox, DOT_SEGMENTS, "resolve").code
+    for wrong in ("parts[-2:]", "parts[-0:]", "parts[:1]"):
+        assert _rejected(sandbox, sandboxed, code, textwrap.dedent(DOT_SEGMENTS).replace("parts[-1:]", wrong)), wrong

@@ -66,7 +66,7 @@ def test_example_agent_repairs_after_a_failing_test_run(
     assert guesses == [["A guess: `score` returns None."]] * 2  # no return annotation: no better guess
 
 
-def test_policy_crashes_are_infrastructure_errors_and_are_retried(
+def test_a_policy_crash_is_a_failed_episode_with_its_traceback_not_an_infrastructure_error(
     tmp_path: Path, function_task: FunctionTask, sandbox: Sandbox
 ) -> None:
     agent = tmp_path / "flaky.py"
@@ -78,22 +78,28 @@ def test_policy_crashes_are_infrastructure_errors_and_are_retried(
             def reset(self, task, observation, info, *, seed):
                 pass
             def act(self, observation, info):
+                if not info["code_written"]:
+                    return {{"tool": "write_code", "args": {{"code": ANSWER}}}}
                 if not os.path.exists({str(tmp_path / "healed")!r}):
-                    raise RuntimeError("model endpoint down")
-                if info["code_written"]:
-                    return {{"tool": "submit"}}
-                return {{"tool": "write_code", "args": {{"code": ANSWER}}}}
+                    raise RuntimeError("the agent's own bug")
+                return {{"tool": "submit"}}
         """)
     )
     factory = load_policy(f"{agent}:Flaky")
     config = _config([function_task], factory.spec)
     summary = evaluate([function_task], factory, config, RunDir(tmp_path / "run"), sandbox)
-    assert summary["infra_errors"] == 1 and summary["pass@1"] is None
+    # one failed episode: pass@1 = 0/1; nothing left out as infrastructure
+    assert summary["infra_errors"] == 0 and summary["policy_errors"] == 1 and summary["pass@1"] == 0.0
+    assert summary["policy_error_share"] == 1.0 and "ended in an error of the policy's own" in summary["policy_warning"]
     (episode,) = RunDir(tmp_path / "run").episodes()
-    assert episode.status == "infra_error" and "model endpoint down" in episode.infra_error
-    (tmp_path / "healed").touch()
+    assert episode.status == "failed" and episode.infra_error is None and episode.steps == 1
+    error = episode.policy_error
+    assert error is not None and error["type"] == "RuntimeError" and error["message"] == "the agent's own bug"
+    assert f'File "{agent}", line 10, in act' in error["traceback"]
+    assert error["traceback"].rstrip().endswith("RuntimeError: the agent's own bug")
+    (tmp_path / "healed").touch()  # not rerun: the policy's own error is a result, not a hiccup
     summary = evaluate([function_task], factory, config, RunDir(tmp_path / "run"), sandbox)
-    assert summary["infra_errors"] == 0 and summary["pass@1"] == 1.0
+    assert summary["policy_errors"] == 1 and summary["episodes"] == 1
 
 
 def test_a_run_directory_refuses_other_settings(tmp_path: Path, function_task: FunctionTask, sandbox: Sandbox) -> None:

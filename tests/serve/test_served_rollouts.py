@@ -33,17 +33,7 @@ def test_rollout_groups_with_the_offline_policy(example: Any, serve: Any) -> Non
         assert len(result["rewards"]) == 3 and set(result["rewards"]) <= {0.0, 1.0}
         assert len(set(result["rewards"])) == 1  # the stand-in is deterministic: no advantage
         assert result["advantages"] == [0.0, 0.0, 0.0]
-    assert open_sessions() == 0
-
-
-@pytest.mark.parametrize("policy", ["oracle", "mutant"])
-def test_a_policy_that_needs_the_ground_truth_is_refused_in_one_line(
-    example: Any, policy: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    with pytest.raises(SystemExit) as stopped:
-        example.main(["http://127.0.0.1:9", "--policy", policy])
-    assert stopped.value.code == 2
-    assert "needs the ground truth, which a served client never gets" in capsys.readouterr().err
+    assert open_sessions() == 0  # the bad inputs (no server, --policy oracle) are in tests/test_cli_bad_inputs.py
 
 
 @pytest.mark.usefixtures("llm_keys")
@@ -63,10 +53,3 @@ def test_rollout_group_with_an_openai_compatible_model(
     assert sorted(rewards) == [0.0, 1.0]
     assert sorted(round(a, 2) for a in advantages) == [-1.0, 1.0]
     assert all(task.ground_truth not in r.text() for r in server.requests)  # the model never saw it
-
-
-def test_a_server_that_is_not_there_is_one_line(example: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as stopped:
-        example.main(["http://127.0.0.1:9"])
-    assert stopped.value.code == 2
-    assert "cannot list the tasks of http://127.0.0.1:9 (is gym-repost serve running there?)" in capsys.readouterr().err

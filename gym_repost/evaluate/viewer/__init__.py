@@ -13,12 +13,19 @@ curves, per-task wins and losses against the first run, each task linking to eve
 episodes and to their transcripts side by side in ``side/``) and each run's own report in
 ``run-1/``, ``run-2/``, ... A folder holding run directories: a sortable list of the runs,
 each run's report in ``runs/NAME/``.
+
+The folder is written whole or not at all: pages go to a hidden folder beside it, which
+replaces the folder (an earlier report) once every page is written, so a failure never
+leaves a half-written report.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -26,7 +33,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from gym_repost.errors import RunDirError
+from gym_repost.errors import ConfigError, RunDirError
 from gym_repost.evaluate.charts import Series, bar_chart, line_chart
 from gym_repost.evaluate.report import (
     INFRA_FAIL,
@@ -298,8 +305,6 @@ def _write_run(
 ) -> None:
     """One run's overview and episode pages into ``out`` (assets at ``root``); ``back``: a
     link (address, label) to the page that leads here."""
-    if out.exists():
-        shutil.rmtree(out / "episodes", ignore_errors=True)
     (out / "episodes").mkdir(parents=True, exist_ok=True)
     episode_rows = _episode_rows(run)
     tasks = _task_table(run, episode_rows)
@@ -353,24 +358,80 @@ class _Pages:
 
 def write_report(runs: Sequence[str | Path], output: str | Path, on_progress: Progress | None = None) -> Path:
     """Write the viewer for one run, the comparison of several, or the list of the runs a
-    folder holds (one path that is not a run but holds run directories), into ``output``.
+    folder holds (one path that is not a run but holds run directories), into ``output``
+    (replacing a report there, all at once: see the module's docstring).
 
     Returns the path of ``output/index.html``.
 
     Raises:
-        RunDirError: a path is not a run directory (nor a folder of them).
+        RunDirError: a path is not a run directory (nor a folder of them), or its records are damaged.
+        ConfigError: ``output`` is a file, or a folder that holds something other than a report.
     """
-    if len(runs) == 1 and (found := run_folders(runs[0])):
-        return _write_folder(Path(runs[0]), found, Path(output), on_progress)
-    views = [load_run(p) for p in runs]
     out = Path(output)
+    check_report_folder(out)
+    found = run_folders(runs[0]) if len(runs) == 1 else []
+    views = [] if found else [load_run(p) for p in runs]
+    created = [p for p in (out.parent, *out.parent.parents) if not p.exists()]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        staging.chmod(0o777 & ~umask)
+        if found:
+            _write_folder(Path(runs[0]), found, staging, on_progress)
+        else:
+            _write_pages(views, staging, on_progress)
+        _replace_folder(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        for folder in created:  # innermost first; only those still empty
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+    return out / INDEX
+
+
+def check_report_folder(out: Path) -> None:
+    """Refuse, before any work, a report folder that would replace something else.
+
+    Raises:
+        ConfigError: ``out`` is a file, or a folder that is neither empty nor a report
+            (no ``index.html``).
+    """
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{out} is a file: give the report a folder (-o DIR)")
+    if out.is_dir() and any(out.iterdir()) and not (out / INDEX).is_file():
+        raise ConfigError(
+            f"{out} is a folder that holds something other than a report (no {INDEX}): "
+            "choose a new or empty folder (-o DIR)"
+        )
+
+
+def _replace_folder(new: Path, out: Path) -> None:
+    """Put the folder ``new`` in the place of ``out`` (an earlier report goes)."""
+    if not out.exists():
+        new.rename(out)
+        return
+    old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+    out.rename(old / out.name)
+    try:
+        new.rename(out)
+    except BaseException:
+        (old / out.name).rename(out)
+        raise
+    finally:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _write_pages(views: list[RunView], out: Path, on_progress: Progress | None) -> None:
+    """One run's report, or the comparison of several and each run's report, into ``out``."""
     on_page = _Pages(sum(len(v.episodes) + 1 for v in views), on_progress)
     env = _environment()
-    out.mkdir(parents=True, exist_ok=True)
     _copy_assets(out)
     if len(views) == 1:
         _write_run(env, views[0], out, "", on_page)
-        return out / INDEX
+        return
     from gym_repost.evaluate.viewer.compare import SIDE, comparison, side_by_side
 
     for number, view in enumerate(views, 1):
@@ -386,10 +447,9 @@ def write_report(runs: Sequence[str | Path], output: str | Path, on_progress: Pr
         on_page()
     (out / INDEX).write_text(env.get_template("compare.html.j2").render(root="", **context), encoding="utf-8")
     on_page()
-    return out / INDEX
 
 
-def _write_folder(folder: Path, found: list[Path], out: Path, on_progress: Progress | None) -> Path:
+def _write_folder(folder: Path, found: list[Path], out: Path, on_progress: Progress | None) -> None:
     """The list of the runs in ``folder``, each run's report in ``out/runs/NAME/``."""
     views, unreadable = [], []
     for path in found:
@@ -408,7 +468,6 @@ def _write_folder(folder: Path, found: list[Path], out: Path, on_progress: Progr
     page = env.get_template("runs.html.j2").render(root="", folder=folder, runs=rows, unreadable=unreadable)
     (out / INDEX).write_text(page, encoding="utf-8")
     on_page()
-    return out / INDEX
 
 
-__all__ = ["RunView", "load_run", "runs_of", "write_report"]
+__all__ = ["RunView", "check_report_folder", "load_run", "runs_of", "write_report"]
