@@ -74,6 +74,10 @@ _MAX_REPR = 400
 MAX_CALLS = 2000
 MAX_ITEMS = 10000
 MAX_DEPTH = 24
+MAX_NODES = 20000
+"""Values one digest describes at most; past them an object reads as its type and a short
+repr. An object's state may reach a library's whole object graph (an ORM model's session and
+mappers), walked once per shared path: work counted, so the cut is the same in every run."""
 MAX_INPUT_BYTES = 600_000
 _ADDRESS = r" at 0x[0-9a-fA-F]+| id='[0-9]+'"  # object addresses (and mocks' ids)
 _PLAIN = (type(None), bool, int, str)
@@ -241,6 +245,9 @@ def _array(value, depth, active):
     return ["array", _type_name(value), str(getattr(value, "dtype", "")), str(shape), hashlib.sha1(data).hexdigest()]
 
 
+_NODES = [0]
+
+
 def _canon(value, depth, active):
     """A JSON-able description of ``value`` that two equal values share (floats to 10 digits)."""
     kind = type(value)
@@ -250,6 +257,9 @@ def _canon(value, depth, active):
         return ["float", _float(value)]
     if depth > MAX_DEPTH:
         return ["deep", _type_name(value)]
+    _NODES[0] += 1
+    if _NODES[0] > MAX_NODES:
+        return ["beyond", _type_name(value), _short_repr(value)[:80]]
     if id(value) in active:
         return ["cycle", _type_name(value)]
     active.add(id(value))
@@ -325,8 +335,36 @@ a path, whose repr shows their whole value) and mocks (whose state records their
 
 
 def _by_repr(kind):
-    module = (getattr(kind, "__module__", None) or "").split(".")[0]
-    return module in _VALUE_MODULES and kind.__repr__ is not object.__repr__
+    """Whether objects of ``kind`` are compared by their repr: standard value types and mocks,
+    and a library's (installed, or the standard library's) types that define one, whose state
+    may reach the library's whole object graph. The task's own types, whose repr the
+    repository wrote and may show less than they hold, are compared by state."""
+    if kind.__repr__ is object.__repr__:
+        return False
+    name = getattr(kind, "__module__", None) or ""
+    if name.split(".")[0] in _VALUE_MODULES:
+        return True
+    known = _LIBRARY.get(name)
+    if known is None:
+        known = _LIBRARY[name] = _is_library(name)
+    return known
+
+
+_LIBRARY = {}
+
+
+def _is_library(name):
+    """Whether module ``name`` is installed (site-packages) or part of Python itself."""
+    if name in sys.builtin_module_names or name == "builtins":
+        return True
+    path = getattr(sys.modules.get(name), "__file__", None) or ""
+    if not path:
+        return False
+    path = os.path.realpath(path)
+    if "site-packages" in path or "dist-packages" in path:
+        return True
+    roots = {os.path.realpath(sys.base_prefix), os.path.realpath(sys.prefix)}
+    return any(path.startswith(os.path.join(root, "lib", "")) for root in roots)
 
 
 def _attributes(value, kind):
@@ -352,6 +390,7 @@ def _attributes(value, kind):
 
 def _digest(value):
     try:
+        _NODES[0] = 0
         text = json.dumps(_canon(value, 0, set()), separators=(",", ":"))
     except BaseException as exc:
         text = "unserializable:" + type(exc).__name__

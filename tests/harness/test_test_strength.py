@@ -68,6 +68,47 @@ def test_an_object_is_judged_by_its_state_not_its_repr(sandbox: Sandbox) -> None
     assert not report.passed and "return value" in report.to_text(), report.to_text()
 
 
+GRAPH_SCRIPT = textwrap.dedent('''\
+    class Node:
+        """A level of a graph whose four edges lead to the same next level."""
+
+        def __init__(self, level, below):
+            self.level = level
+            self.north = self.east = self.south = self.west = below
+
+
+    def tower(height, label):
+        """A graph ``height`` levels high, its top labelled: 4 ** height paths lead down it."""
+        node = None
+        for level in range(height):
+            node = Node(level, node)
+        node.label = label.upper()
+        return node
+
+
+    def test_tower():
+        for height, label in ((40, "a"), (36, "bc")):
+            assert tower(height, label).label == tower_new_implementation(height, label).label
+
+
+    if __name__ == "__main__":
+        test_tower()
+    ''')
+
+
+def test_a_returned_object_graph_is_described_within_a_bound_of_work(sandbox: Sandbox) -> None:
+    """An object whose state reaches a graph walked once per path (an ORM model's session and
+    mappers: RepoST-Eval 545, 718, 1028) is described up to MAX_NODES values, the same cut in
+    every run: the ground truth passes at once instead of running out its CPU time, and the
+    state the judge did reach still tells a wrong candidate from right."""
+    task = _task(GRAPH_SCRIPT, "tower")
+    report = run_function_tests(sandbox, task, task.ground_truth)
+    assert report.passed, report.to_text()
+    assert not run_function_tests(sandbox, task, task.ground_truth.replace("label.upper()", "label")).passed
+    wrong_height = task.ground_truth.replace("range(height)", "range(height - 1)")
+    assert not run_function_tests(sandbox, task, wrong_height).passed
+
+
 SUBCLASS_SCRIPT = textwrap.dedent('''\
     class Word(str):
         """A word that knows its language."""
