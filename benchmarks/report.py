@@ -44,6 +44,8 @@ class Figure:
     baseline: Any = None
     baseline_label: str = ""
     higher_is_better: bool = False
+    cost: bool = False
+    """A resource used (CPU seconds): the ratio says "less" or "more", not "faster"."""
 
 
 @dataclass(frozen=True)
@@ -131,7 +133,8 @@ def ratio(figure: Figure) -> str:
         return ""  # counts and shares: the two values say it
     if round(times, 2) == 1:
         return "the same"
-    return f"{times:.2f}x faster" if times > 1 else f"{1 / times:.2f}x slower"
+    better, worse = ("less", "more") if figure.cost else ("faster", "slower")
+    return f"{times:.2f}x {better}" if times > 1 else f"{1 / times:.2f}x {worse}"
 
 
 def table(figures: Iterable[Figure]) -> list[str]:
@@ -323,7 +326,9 @@ def _attempts(r: Record) -> list[Figure]:
         Figure(
             "attempts, one task after another", get(r, a + "apart.wall_s"), "s", get(r, a + "without.wall_s"), without
         ),
-        Figure("the same, CPU seconds", get(r, a + "apart.cpu_s"), "s", get(r, a + "without.cpu_s"), without),
+        Figure(
+            "the same, CPU seconds", get(r, a + "apart.cpu_s"), "s", get(r, a + "without.cpu_s"), without, cost=True
+        ),
         Figure(
             "a task's attempts on both threads at once",
             get(r, a + "apart_at_once.wall_s"),
@@ -464,6 +469,7 @@ def _serve(r: Record) -> list[Figure]:
                 "ms",
                 get(w, "in_process.host_cpu_ms_per_step"),
                 label,
+                cost=True,
             ),
         ]
     return figures
@@ -507,11 +513,20 @@ def _ray(r: Record) -> list[Figure]:
     return figures + [Figure("same results in every configuration", r.get("same_results"))]
 
 
+def _task_reward(steps: list[Any], task: Any) -> float | None:
+    """The mean reward of the rollouts of ``task`` over GRPO's steps."""
+    rewards = [x for s in steps if task in (s.get("task_ids") or []) for x in s.get("rewards") or []]
+    return sum(rewards) / len(rewards) if rewards else None
+
+
 def _trl_grpo(r: Record) -> list[Figure]:
     grpo = get(r, "results.grpo") or {}
     steps = grpo.get("steps") or []
     rewards = [s.get("mean_reward") for s in steps]
+    learned, unseen = get(r, "results.learned_task"), get(r, "results.unseen_task")
     return [
+        Figure("mean reward on the demonstrated task", _task_reward(steps, learned)),
+        Figure("mean reward on the other task", _task_reward(steps, unseen)),
         Figure("software", r.get("versions")),
         Figure("GRPO steps, generations per step", f"{len(steps)}, {get(r, 'settings.generations')}"),
         Figure("mean reward per step", rewards or None),

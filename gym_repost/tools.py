@@ -407,6 +407,7 @@ class TaskTools(RepositoryTools):
     def __init__(self, files: Mapping[str, str], sandbox: Sandbox | Callable[[], Sandbox]) -> None:
         super().__init__(files)
         self._sandbox = sandbox
+        self._make_sandbox = None if isinstance(sandbox, Sandbox) else sandbox
         self.code: str | None = None
 
     def sandbox(self) -> Sandbox:
@@ -414,6 +415,13 @@ class TaskTools(RepositoryTools):
         if not isinstance(self._sandbox, Sandbox):
             self._sandbox = self._sandbox()
         return self._sandbox
+
+    def __getstate__(self) -> dict[str, Any]:
+        # A sandbox made on first use is not sent: the copy makes its own where it runs.
+        state = self.__dict__.copy()
+        if self._make_sandbox is not None:
+            state["_sandbox"] = self._make_sandbox
+        return state
 
     def spec(self, name: str) -> ToolSpec:
         """The spec of tool ``name``.

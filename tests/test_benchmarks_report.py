@@ -77,6 +77,7 @@ def test_ratios_say_faster_or_slower_against_the_same_run() -> None:
     assert report.ratio(report.Figure("r", 10.0, "steps/s", 20.0, higher_is_better=True)) == "2.00x slower"
     assert report.ratio(report.Figure("n", 189, "count", 189)) == ""
     assert report.ratio(report.Figure("t", 1.0, "s", None)) == ""
+    assert report.ratio(report.Figure("cpu", 2.0, "ms", 1.0, cost=True)) == "2.00x more"
 
 
 def test_usage_comes_from_the_script_docstring() -> None:

@@ -96,6 +96,24 @@ class ToolEnv(gym.Env[str, str]):
         self._reset_counters()
         self._last_observation = ""
 
+    def __getstate__(self) -> dict[str, Any]:
+        """What pickling keeps: everything but the sandbox this environment started, which
+        the copy starts again from ``sandbox_config`` where it runs (on its first test run).
+
+        Raises:
+            TypeError: the environment was given a shared ``sandbox=``, a handle on this
+                process's workers that cannot travel.
+        """
+        if self._shared_sandbox is not None:
+            raise TypeError(
+                f"a {type(self).__name__} given sandbox=... cannot be sent to another process (the sandbox is "
+                "a handle on this process's workers); make it with sandbox_config=... instead (or neither): "
+                "it then starts its own sandbox where it runs"
+            )
+        state = self.__dict__.copy()
+        state["_own_sandbox"] = None
+        return state
+
     # ---- what a task kind provides
 
     def _new_tools(self) -> Any:

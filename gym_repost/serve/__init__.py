@@ -14,6 +14,10 @@ The contract (``docs/serving.md`` shows it in use):
 * The observation is ``{"text": ..., "info": {...}, "terminated": ..., "truncated": ...}``;
   the result's ``reward`` and ``done`` (terminated or truncated) are the environment's.
 
+:mod:`gym_repost.serve.trl` is the client side for TRL's ``GRPOTrainer``: ``ServedTask``
+(function tasks) and ``ServedTestFileTask`` as its ``environment_factory``, ``reward_func``,
+``dataset_rows``, ``close_all``; sessions the server closed are reopened at ``reset``.
+
 Nothing a client receives holds a task's ground truth, evaluation script or tests:
 observations come from the environment, the task from its
 :class:`~gym_repost.task_view.TaskView`.

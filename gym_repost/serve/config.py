@@ -9,6 +9,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from gym_repost.errors import ConfigError
 
+CLOSED_SESSION = "open a new connection to start again"
+"""How every error of a session the server closed ends (idle, shutting down): a client
+that reads it knows its connection holds no session any more and opens another
+(:class:`gym_repost.serve.trl.ServedEnvironment` does)."""
+
 
 class ServeConfig(BaseModel):
     """Settings of one server (``gym-repost serve``'s options)."""

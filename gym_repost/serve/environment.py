@@ -27,7 +27,7 @@ from gym_repost.env import make_task_env
 from gym_repost.env.base import ToolEnv
 from gym_repost.errors import GymRepostError
 from gym_repost.sandbox.base import Sandbox
-from gym_repost.serve.config import ServeConfig
+from gym_repost.serve.config import CLOSED_SESSION, ServeConfig
 from gym_repost.task import Task
 from gym_repost.task_view import task_view
 
@@ -214,4 +214,4 @@ class SessionEnvironment(Environment[ToolCallAction, TaskObservation, EpisodeSta
 
     def _check_open(self) -> None:
         if self._closed is not None:
-            raise SessionError(f"{self._closed}; open a new connection to start again")
+            raise SessionError(f"{self._closed}; {CLOSED_SESSION}")

@@ -206,7 +206,7 @@ def test_directory_ingest_keeps_sources_and_small_data(tmp_path: Path) -> None:
         "setup.py",
         "tests/test_core.py",
     ]
-    assert (repo_.name, repo_.version, repo_.root, repo_.source) == ("myrepo", None, repo.resolve(), str(repo))
+    assert (repo_.name, repo_.version, repo_.root, repo_.source) == ("myrepo", None, repo.resolve(), "dir:myrepo")
     assert (repo_.license, repo_.license_kind) == ("MIT", "permissive")
     assert repo_.notes == ["blob: left out, not UTF-8 text", "notes/latin.txt: left out, not UTF-8 text"]
     assert not (tmp_path / "cache").exists()  # a directory is read in place

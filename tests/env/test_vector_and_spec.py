@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import json
+import pickle
 import warnings
 
 import gymnasium as gym
@@ -15,7 +16,9 @@ from gymnasium.vector.utils import create_shared_memory, read_from_shared_memory
 from testfile_tasks import tiny_testfile_task  # noqa: F401 - a fixture
 
 import gym_repost
+from gym_repost.env import make_task_env
 from gym_repost.env.spaces import AnyText
+from gym_repost.sandbox import Sandbox
 from gym_repost.task import TestFileTask
 from tests.conftest import ROOT
 
@@ -81,3 +84,39 @@ def test_check_env_passes_without_warnings() -> None:
             check_env(env.unwrapped)
     finally:
         env.close()
+
+
+@pytest.mark.parametrize("kind", ["function", "testfile"])
+def test_an_environment_that_started_its_sandbox_pickles_and_the_copy_starts_its_own(
+    kind: str,
+    tiny_testfile_task: TestFileTask,  # noqa: F811
+) -> None:
+    """The sandbox an environment started (from ``sandbox_config``) is left behind: the
+    copy starts one of its own on its first test run, and keeps the episode's state."""
+    testfile = kind == "testfile"
+    task = tiny_testfile_task if testfile else gym_repost.load_tasks(ROOT / "tasks" / "demo.jsonl")[0]
+    env_id = "gym_repost/TestFile-v0" if testfile else "gym_repost/Function-v0"
+    env = gym.make(env_id, task=task, sandbox_config={"workers": 1})  # the advice of the old error
+    env.reset(seed=0)
+    env.step({"tool": "write_tests" if testfile else "write_code", "args": {"code": task.ground_truth}})
+    env.step({"tool": "run_tests", "args": {}})
+    assert env.unwrapped._own_sandbox is not None  # started
+    copy_ = pickle.loads(pickle.dumps(env))
+    try:
+        assert copy_.unwrapped._own_sandbox is None and copy_.unwrapped.code == task.ground_truth
+        text, reward, terminated, truncated, info = copy_.step({"tool": "submit", "args": {}})
+        assert text.startswith("Submission accepted") and terminated and info["steps"] == 3, text
+        assert copy_.unwrapped._own_sandbox not in (None, env.unwrapped._own_sandbox)
+        assert env.step({"tool": "run_tests", "args": {}})[4]["test_report"]["passed"]  # the original goes on
+    finally:
+        copy_.close()
+        env.close()
+
+
+def test_an_environment_given_a_shared_sandbox_says_how_to_make_one_that_pickles(sandbox: Sandbox) -> None:
+    task = gym_repost.load_tasks(ROOT / "tasks" / "demo.jsonl")[0]
+    env = make_task_env(task, sandbox=sandbox, max_steps=10, max_submissions=1)
+    with pytest.raises(TypeError, match=r"given sandbox=\.\.\. cannot be sent.*sandbox_config=\.\.\. instead"):
+        pickle.dumps(env)
+    advised = make_task_env(task, sandbox=None, max_steps=10, max_submissions=1)
+    assert pickle.loads(pickle.dumps(advised)).task == task  # the advice works

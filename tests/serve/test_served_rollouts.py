@@ -1,5 +1,5 @@
-"""``agents/served_rollouts.py``: TRL's environment-factory shape over a served task, and the
-trainer's loop played by an offline policy."""
+"""``agents/served_rollouts.py``: the trainer's loop over the package's served tasks
+(``gym_repost.serve.trl``, tested in test_trl.py), played by a policy instead of a model."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 from serve_helpers import wrong_body
+
+from gym_repost.serve.trl import open_sessions
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "agents" / "served_rollouts.py"
 
@@ -23,30 +25,6 @@ def example(monkeypatch: pytest.MonkeyPatch) -> Any:
     return module
 
 
-def test_environment_factory_shape_earns_the_environments_reward(
-    example: Any, serve: Any, demo_tasks: list[Any]
-) -> None:
-    task = demo_tasks[0]
-    with serve() as url:
-        example.SERVER_URL = url
-        solved, failed = example.ServedTask(), example.ServedTask()
-        try:
-            assert task.target.signature in solved.reset(task_id=task.id, prompt="ignored column")
-            failed.reset(task_id=task.id)
-            assert "shopkit/" in solved.list_files()
-            assert "[lines 1-3 of" in solved.read_file(task.repository.target_file, start=1, end=3)
-            solved.write_code(task.ground_truth)
-            failed.write_code(wrong_body(task))
-            assert solved.submit().startswith("Submission accepted")
-            failed.submit()
-            assert example.reward_func([solved, failed]) == [1.0, 0.0]
-            with pytest.raises(ValueError, match="The episode is over"):
-                solved.run_tests()
-        finally:
-            solved.close()
-            failed.close()
-
-
 def test_rollout_groups_with_the_offline_policy(example: Any, serve: Any) -> None:
     with serve() as url:
         results = example.main([url, "--tasks", "2", "--group", "3"])
@@ -55,6 +33,7 @@ def test_rollout_groups_with_the_offline_policy(example: Any, serve: Any) -> Non
         assert len(result["rewards"]) == 3 and set(result["rewards"]) <= {0.0, 1.0}
         assert len(set(result["rewards"])) == 1  # the stand-in is deterministic: no advantage
         assert result["advantages"] == [0.0, 0.0, 0.0]
+    assert open_sessions() == 0  # the bad inputs (no server, --policy oracle) are in tests/test_cli_bad_inputs.py
 
 
 @pytest.mark.usefixtures("llm_keys")
@@ -70,8 +49,7 @@ def test_rollout_group_with_an_openai_compatible_model(
     server.push(Reply(text=f"```python\n{task.ground_truth}```\n"), Reply(text=f"```python\n{wrong_body(task)}```\n"))
     policy = load_policy("llm:openai-compatible/test-model", base_url=server.openai_base_url, timeout=5.0)
     with serve() as url:
-        example.SERVER_URL = url
-        rewards, advantages = example.rollout_group(policy, {"task_id": task.id}, 2)
+        rewards, advantages = example.rollout_group(url, policy, {"task_id": task.id}, 2)
     assert sorted(rewards) == [0.0, 1.0]
     assert sorted(round(a, 2) for a in advantages) == [-1.0, 1.0]
     assert all(task.ground_truth not in r.text() for r in server.requests)  # the model never saw it
