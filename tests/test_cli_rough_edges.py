@@ -115,7 +115,7 @@ def test_dstc_takes_samples_as_n_and_refuses_the_old_j(tmp_path: Path) -> None:
 
 
 def _readme_blocks() -> list[str]:
-    return re.findall(r"```(?:python)?\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+    return re.findall(r"^```[^\n]*\n(.*?)^```", (ROOT / "README.md").read_text(), flags=re.S | re.M)
 
 
 def test_the_readme_first_command_prints_each_table_once(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from gym_repost.task import FunctionTask
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "external" / "repost-eval"
 
-# Ground truths that cannot pass, and why (see the README's notes on RepoST-Eval).
+# Ground truths that cannot pass, and why (see docs/repost-eval.md).
 KNOWN_FAILURES = {
     "132": "shells out to `npx tsc`, which would download TypeScript: no network in the sandbox (npm told so)",
     "471": "the test exercises a subclass's override; the target itself is abstract",

@@ -6,7 +6,7 @@ session an episode of ``gym_repost/Function-v0`` or ``gym_repost/TestFile-v0`` o
 the whole server shares; idle timeouts, the session limit, the access token, shutdown.
 OpenEnv's own clients (``GenericEnvClient``, its ``.sync()`` wrapper) talk to it unchanged.
 
-The contract (the README's "Serving environments" shows it in use):
+The contract (``docs/serving.md`` shows it in use):
 
 * ``reset(task_id=ID_OR_NAME, seed=S)`` starts an episode on that task; without
   ``task_id`` a task is drawn with ``seed``. Its ``info`` also holds ``task_view``.
