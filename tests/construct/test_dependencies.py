@@ -16,7 +16,8 @@ from gym_repost.construct.dependencies import (
     slice_dependencies,
 )
 from gym_repost.construct.extract import KEEP_OPTIONS, extract_candidates
-from gym_repost.construct.stages import Candidate, DependencySlice, Drop, SourceRepository
+from gym_repost.construct.sandboxing import sandbox_script
+from gym_repost.construct.stages import Candidate, DependencySlice, Drop, SandboxedScript, SourceRepository
 from gym_repost.context import parse_context
 
 GEO = {
@@ -625,3 +626,77 @@ def test_names_from_an_external_star_import() -> None:
     result = ok(sliced(files, "pkg/m.py::where"))
     assert result.external_imports == ["import types", "from os import *", "from os.path import *"]
     assert result.shims == ["flags = types.SimpleNamespace(sep=sep)"]
+
+
+def test_a_package_importing_its_own_submodule() -> None:
+    # ``from . import keys`` in pkg/__init__.py binds the submodule: the attribute it
+    # would otherwise be looked up as is that very import (cachetools, sqlparse, attrs)
+    files = {
+        "pkg/__init__.py": """\
+            from . import keys
+            from pkg import tokens as T
+
+
+            def cached(func, key=keys.hashkey):
+                return (key(func), T.Name)
+            """,
+        "pkg/keys.py": "def hashkey(*args):\n    return tuple(args)\n",
+        "pkg/tokens.py": "Name = 'name'\n",
+        "pkg/user.py": """\
+            from pkg import keys, tokens
+
+
+            def describe(x):
+                return (keys.hashkey(x), tokens.Name)
+            """,
+    }
+    index = build_index(repository(files))
+    resolution, used = resolve_reference(index, "pkg.user", "keys", ("hashkey",))
+    assert (resolution.kind, resolution.module, resolution.name, used) == ("definition", "pkg.keys", "hashkey", 1)
+    result = ok(sliced(files, "pkg/__init__.py::cached"))
+    assert [(f.name, f.kind) for f in result.fragments] == [
+        ("hashkey", "function"),
+        ("Name", "assign"),
+        ("keys", "import"),  # read while the module is imported: placed before its user
+        ("cached", "function"),
+    ]
+    assert result.fragments[2].source == "keys = types.SimpleNamespace(hashkey=hashkey)"
+    assert result.shims == ["T = types.SimpleNamespace(Name=Name)"]
+    assert ok(sliced(files, "pkg/user.py::describe")).shims == [
+        "keys = types.SimpleNamespace(hashkey=hashkey)",
+        "tokens = types.SimpleNamespace(Name=Name)",
+    ]
+
+
+def test_python_2_builtins_in_branches_python_3_never_takes() -> None:
+    # the module reads them only where Python 2 runs: the script fails (or not) as it does
+    files = {
+        "compat.py": """\
+            import sys
+
+            if sys.version_info < (3,):
+                _range = xrange
+                string_types = (basestring,)
+            else:
+                _range = range
+                string_types = (str,)
+
+            try:
+                from collections.abc import Mapping
+            except ImportError:
+                from collections import Mapping
+                str = unicode
+
+
+            def evens(n, label):
+                assert isinstance(label, string_types)
+                return [str(i) for i in _range(0, n, 2) if not isinstance(i, Mapping)]
+            """,
+    }
+    result = ok(sliced(files, "compat.py::evens"))
+    assert [f.name for f in result.fragments] == ["Mapping", "_range", "evens"]
+    script = sandbox_script(result)
+    assert isinstance(script, SandboxedScript), script
+    namespace: dict[str, object] = {}
+    exec(compile(script.module, "<script>", "exec"), namespace)
+    assert namespace["evens"](5, "x") == ["0", "2", "4"]  # type: ignore[operator]

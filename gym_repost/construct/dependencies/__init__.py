@@ -16,7 +16,10 @@ resolving each global name a unit reads:
   through ``__init__`` files, star imports) -> that unit becomes a fragment;
 * an import of a module outside the repository -> the import is kept (one normalised
   statement per name used);
-* a builtin -> nothing; anything else -> a drop (``unresolved name``).
+* a builtin, or a builtin of Python 2 only (``unicode``, ``xrange``: read where only
+  Python 2 runs, the script fails as the module does) -> nothing; anything else -> a drop
+  (``unresolved name``). ``from pkg import sub`` binds the submodule ``pkg.sub`` when
+  ``pkg`` has no such attribute, also in ``pkg/__init__.py`` itself.
 
 Decisions worth knowing:
 

@@ -24,6 +24,29 @@ BUILTINS = frozenset(dir(builtins)) | {
     "__annotations__",
     "__path__",
 }
+# builtins of Python 2 only: never bound on Python 3, so a read of one (in a branch such as
+# ``if sys.version_info < (3,): _range = xrange``) fails in the script exactly as it would
+# in the module; nothing needs to be imported for it
+PY2_BUILTINS = frozenset(
+    {
+        "basestring",
+        "unicode",
+        "long",
+        "xrange",
+        "unichr",
+        "raw_input",
+        "file",
+        "reduce",
+        "cmp",
+        "execfile",
+        "buffer",
+        "apply",
+        "intern",
+        "coerce",
+        "reload",
+        "StandardError",
+    }
+)
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)

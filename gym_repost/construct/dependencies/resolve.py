@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from gym_repost.construct.dependencies.index import ImportBinding, RepositoryIndex
-from gym_repost.construct.dependencies.names import BUILTINS
+from gym_repost.construct.dependencies.names import BUILTINS, PY2_BUILTINS
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,8 @@ def _resolve_uncached(index: RepositoryIndex, module: str, name: str, member: bo
     external_stars = [s for s in info.stars if not s.repository]
     if external_stars:
         return Resolution("external", binding=external_stars[-1])
+    if not member and name in PY2_BUILTINS:
+        return Resolution("builtin", name=name)
     return _UNRESOLVED
 
 
@@ -94,7 +96,13 @@ def _resolve_binding(index: RepositoryIndex, binding: ImportBinding) -> Resoluti
         return _UNRESOLVED
     if binding.attr is None:
         return Resolution("module", binding.module) if _module_exists(index, binding.module) else _UNRESOLVED
-    return resolve_name(index, binding.module, binding.attr, member=True)
+    resolution = resolve_name(index, binding.module, binding.attr, member=True)
+    submodule = f"{binding.module}.{binding.attr}"
+    if resolution.kind == "unresolved" and _module_exists(index, submodule):
+        # ``from pkg import sub`` binds the submodule when pkg has no such attribute; also
+        # in pkg/__init__.py itself, where the attribute is this very import (a cycle)
+        return Resolution("module", submodule)
+    return resolution
 
 
 def resolve_reference(
