@@ -350,7 +350,7 @@ def _by_repr(kind):
     return known
 
 
-_LIBRARY = {}
+_LIBRARY = {}  # type: dict[str, bool]
 
 
 def _is_library(name):
