@@ -75,8 +75,8 @@ MAX_CALLS = 2000
 MAX_ITEMS = 10000
 MAX_DEPTH = 24
 MAX_NODES = 20000
-"""Values one digest describes at most; past them an object reads as its type and a short
-repr. An object's state may reach a library's whole object graph (an ORM model's session and
+"""Values one digest describes at most; past them a value reads as its type and its repr.
+An object's state may reach a library's whole object graph (an ORM model's session and
 mappers), walked once per shared path: work counted, so the cut is the same in every run."""
 MAX_INPUT_BYTES = 600_000
 _ADDRESS = r" at 0x[0-9a-fA-F]+| id='[0-9]+'"  # object addresses (and mocks' ids)
@@ -91,6 +91,15 @@ def _no_address(text):
     if " at 0x" not in text and " id='" not in text:
         return text
     return re.sub(_ADDRESS, "", text)
+
+
+def _whole_repr(value):
+    """``repr(value)`` without addresses, up to 20,000 characters (what a value compared by
+    its repr is compared by)."""
+    try:
+        return _no_address(repr(value))[:20000]
+    except BaseException as exc:
+        return "<repr failed: %s>" % type(exc).__name__
 
 
 def _short_repr(value):
@@ -259,7 +268,7 @@ def _canon(value, depth, active):
         return ["deep", _type_name(value)]
     _NODES[0] += 1
     if _NODES[0] > MAX_NODES:
-        return ["beyond", _type_name(value), _short_repr(value)[:80]]
+        return ["beyond", _type_name(value), _whole_repr(value)]
     if id(value) in active:
         return ["cycle", _type_name(value)]
     active.add(id(value))
