@@ -16,9 +16,9 @@ this order:
     without the first: its grammar accepts more than Python 3.11 does).
 ``test code``
     files under ``test``/``tests``/``testing`` directories, ``test_*.py``, ``*_test.py``,
-    ``conftest.py``; functions named ``test*``, ``setUp*``/``tearDown*``,
-    ``setup_*``/``teardown_*``; methods of classes named ``Test*`` or deriving from a
-    ``*TestCase``.
+    ``*_tests.py``, ``test.py``, ``tests.py`` (unittest's modules), ``conftest.py``;
+    functions named ``test*``, ``setUp*``/``tearDown*``, ``setup_*``/``teardown_*``;
+    methods of classes named ``Test*`` or deriving from a ``*TestCase``.
 ``conditional definition``
     defined inside an ``if``/``try``/``with`` block at module or class level.
 ``redefined later``, ``property setter``
@@ -42,8 +42,8 @@ this order:
 ``not library code``
     ``setup.py``, ``noxfile.py``, files named ``example*.py``, files under ``doc``/``docs``,
     ``example``/``examples``, ``bench``/``benchmark``/``benchmarks`` directories, and under
-    a top-level ``ci``, ``ci_tools``, ``tools``, ``scripts``, ``build_tools``, ``devtools``,
-    ``utils`` or ``misc`` directory.
+    a top-level ``bin``, ``ci``, ``ci_tools``, ``tools``, ``scripts``, ``build_tools``,
+    ``devtools``, ``utils`` or ``misc`` directory.
 ``single-statement body``
     one statement (nested ones counted) with no branch (no ``if``, loop, boolean operator,
     conditional expression) that calls no function or class the repository defines: a
@@ -275,8 +275,8 @@ def is_test_path(path: str) -> bool:
     return (
         bool(_TEST_DIRS.intersection(parts[:-1]))
         or name.startswith("test_")
-        or name.endswith("_test.py")
-        or name == "conftest.py"
+        or name.endswith(("_test.py", "_tests.py"))
+        or name in ("conftest.py", "test.py", "tests.py")
     )
 
 
@@ -636,7 +636,7 @@ KEEP_OPTIONS = ("non-library", "single-statement", "duplicates")
 """What ``extract_candidates(keep=...)`` (``gym-repost build --keep``) can keep that is dropped
 by default: non-library code, single-statement bodies, bodies found elsewhere."""
 _NON_LIBRARY_DIRS = frozenset({"doc", "docs", "example", "examples", "bench", "benchmark", "benchmarks"})
-_NON_LIBRARY_TOPS = frozenset({"ci", "ci_tools", "tools", "scripts", "build_tools", "devtools", "utils", "misc"})
+_NON_LIBRARY_TOPS = frozenset({"bin", "ci", "ci_tools", "tools", "scripts", "build_tools", "devtools", "utils", "misc"})
 """Top-level directories of a repository that hold its maintainers' tools, not the library."""
 
 
