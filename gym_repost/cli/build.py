@@ -207,7 +207,7 @@ def build(
         "",
         "--keep",
         help="Candidates dropped by default to keep, comma-separated: non-library (setup.py, docs, examples, "
-        "benchmarks), single-statement (one-line bodies with no branch and no call into the repository), "
+        "benchmarks, a top-level bin/ or scripts/), single-statement (one-line bodies with no branch and no call into the repository), "
         "duplicates (bodies found elsewhere in the repository).",
     ),
     max_false_accept: Optional[float] = typer.Option(
