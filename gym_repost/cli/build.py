@@ -207,8 +207,8 @@ def build(
         "",
         "--keep",
         help="Candidates dropped by default to keep, comma-separated: non-library (setup.py, docs, examples, "
-        "benchmarks, a top-level bin/ or scripts/), single-statement (one-line bodies with no branch and no call into the repository), "
-        "duplicates (bodies found elsewhere in the repository).",
+        "benchmarks, a top-level bin/ or scripts/), single-statement (one-line bodies with no branch and no "
+        "call into the repository), duplicates (bodies found elsewhere in the repository).",
     ),
     max_false_accept: Optional[float] = typer.Option(
         None,
