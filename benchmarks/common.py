@@ -6,7 +6,9 @@ import datetime
 import json
 import os
 import platform
+import re
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -60,3 +62,16 @@ def append_record(name: str, record: dict[str, Any]) -> Path:
     with out.open("a", encoding="utf-8") as handle:
         handle.write(json.dumps(record) + "\n")
     return out
+
+
+def start_serve(tasks: Path, *options: str) -> tuple[subprocess.Popen[str], str]:
+    """``gym-repost serve TASKS --port 0 OPTIONS`` of this checkout, started: its process and URL."""
+    command = [sys.executable, "-m", "gym_repost.cli", "serve", str(tasks), "--port", "0", *options]
+    root = str(Path(__file__).resolve().parents[1])
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": root})
+    line = process.stdout.readline() if process.stdout else ""
+    found = re.search(r"on (http://\S+) ", line)
+    if not found:
+        process.kill()
+        raise SystemExit(f"the server did not start: {line!r}")
+    return process, found.group(1)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -38,7 +37,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import append_record, machine, now
+from benchmarks.common import append_record, machine, now, start_serve
 from gym_repost.env import make_task_env
 from gym_repost.sandbox import get_sandbox
 from gym_repost.serve import load_openenv
@@ -145,17 +144,7 @@ def served(url: str, pid: int, tasks: list[Any], tool: str, sessions: int, steps
 
 
 def start_server(workers: int) -> tuple[subprocess.Popen[str], str]:
-    command = [
-        sys.executable, "-m", "gym_repost.cli", "serve", str(TASKS), "--port", "0", "--max-sessions", "64",
-        "--workers", str(workers), "--max-steps", str(MAX_STEPS),
-    ]  # fmt: skip
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    line = process.stdout.readline() if process.stdout else ""
-    found = re.search(r"on (http://\S+) ", line)
-    if not found:
-        process.kill()
-        raise SystemExit(f"the server did not start: {line!r}")
-    return process, found.group(1)
+    return start_serve(TASKS, "--max-sessions", "64", "--workers", str(workers), "--max-steps", str(MAX_STEPS))
 
 
 def merge(runs: list[dict[str, float]], walls: Callable[[dict[str, float]], float]) -> dict[str, float]:

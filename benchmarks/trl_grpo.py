@@ -39,8 +39,6 @@ import importlib.metadata
 import inspect
 import json
 import logging
-import os
-import re
 import signal
 import subprocess
 import sys
@@ -51,7 +49,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import append_record, machine, now
+from benchmarks.common import append_record, machine, now, start_serve
 from gym_repost.serve.trl import DEFAULT_PROMPT, ServedTask, close_all, dataset_rows, open_sessions, reward_func
 from gym_repost.task import FunctionTask, load_tasks
 
@@ -62,17 +60,7 @@ VERSIONS = ("trl", "transformers", "torch", "tokenizers", "openenv-core")
 
 def start_server(session_timeout: float) -> tuple[subprocess.Popen[str], str]:
     """``gym-repost serve`` on a free port; its process and URL."""
-    command = [
-        sys.executable, "-m", "gym_repost.cli", "serve", str(TASKS), "--port", "0", "--max-sessions", "8",
-        "--workers", "2", "--session-timeout", str(session_timeout),
-    ]  # fmt: skip
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
-    line = process.stdout.readline() if process.stdout else ""
-    found = re.search(r"on (http://\S+) ", line)
-    if not found:
-        process.kill()
-        raise SystemExit(f"the server did not start: {line!r}")
-    return process, found.group(1)
+    return start_serve(TASKS, "--max-sessions", "8", "--workers", "2", "--session-timeout", str(session_timeout))
 
 
 def offered_tools(env: ServedTask) -> list[Any]:
