@@ -170,7 +170,12 @@ def test_a_worker_whose_zygote_is_gone_execs_its_runs_and_is_replaced(work_root:
         assert sandbox.run({"m.py": "print(1)"}, ["python3", "m.py"]).stdout == "1\n"
         (worker,) = sandbox.worker_pids()
         zygote = _zygote_of(sandbox)
-        for pid in [zygote, *_children(zygote)]:  # what a run in a user namespace could do
+        # what a run in a user namespace could do; stopped first, so that no spare it is
+        # forking at this moment escapes the list of its children
+        os.kill(zygote, signal.SIGSTOP)
+        while Path(f"/proc/{zygote}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
+            time.sleep(0.001)
+        for pid in [*_children(zygote), zygote]:
             os.kill(pid, signal.SIGKILL)
         time.sleep(0.2)
         source = "import sys\nprint('ok', 'gym_repost' in sys.modules)\n"
