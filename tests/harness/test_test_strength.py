@@ -109,6 +109,32 @@ def test_a_returned_object_graph_is_described_within_a_bound_of_work(sandbox: Sa
     assert not run_function_tests(sandbox, task, wrong_height).passed
 
 
+def test_a_candidate_cannot_pass_its_object_off_as_a_librarys(sandbox: Sandbox) -> None:
+    """A library's types with a repr of their own are compared by that repr; a candidate that
+    labels its own class as a library's (its ``__module__``), with the repr the ground truth's
+    object shows, still differs: its type's name is not the ground truth's, and a class of the
+    script's own module is compared by state."""
+    task = _task(ZONE_SCRIPT, "parse_zone")
+    disguised = textwrap.dedent("""\
+        def parse_zone(text):
+            class Zone(datetime.tzinfo):
+                def __init__(self, name):
+                    self.name = name
+
+                def utcoffset(self, dt):
+                    return datetime.timedelta(0)
+
+                def __repr__(self):
+                    return f"Zone({self.name!r})"
+
+            Zone.__module__ = MODULE
+            return Zone(text)
+        """)
+    for module in ("datetime", "__main__"):
+        report = run_function_tests(sandbox, task, disguised.replace("MODULE", repr(module)))
+        assert not report.passed, (module, report.to_text())
+
+
 SUBCLASS_SCRIPT = textwrap.dedent('''\
     class Word(str):
         """A word that knows its language."""
