@@ -106,6 +106,9 @@ class Serializer:
     def __init__(self, root):
         self.root = root
         self._files = {}
+        self.referenced = {}
+        """Repository classes and functions the sources written since it was last emptied
+        name: qualified name -> module (the host puts them in the script)."""
 
     def is_repository_file(self, path):
         """A file of the repository that is not a test file (its names exist in the script)."""
@@ -258,6 +261,7 @@ class Serializer:
             return "__import__(%r, fromlist=['_']).%s" % (module, kind.__qualname__)
         file = getattr(sys.modules.get(module), "__file__", None)
         if self.is_repository_file(file) and "<locals>" not in kind.__qualname__:
+            self.referenced[kind.__qualname__] = module
             return kind.__qualname__
         raise Unrepresentable("class %s.%s" % (module, kind.__qualname__))
 
@@ -276,6 +280,7 @@ class Serializer:
             raise Unrepresentable("callable %r" % type(fn).__name__)
         code = fn.__code__
         if self.is_repository_file(code.co_filename) and "<" not in fn.__qualname__ and fn.__closure__ is None:
+            self.referenced[fn.__qualname__] = module
             return fn.__qualname__
         return self._defined_function(fn)
 
@@ -367,9 +372,13 @@ class Recorder:
         self._resolved = {}
         self._defaults = {}
         self.calls = {t["key"]: [] for t in targets}
+        self.reserve = {t["key"]: [] for t in targets}
+        """Calls past a test function's share (the cases of one parametrized test beyond
+        the first few): used only where the other tests gave too few."""
         self.seen = {t["key"]: set() for t in targets}
         self.attempts = collections.Counter()
         self.per_test = collections.Counter()
+        self.per_function = collections.Counter()
         self.skipped = collections.Counter()
         self.reasons = {}
         self.pool, self.per_test_cap = 3 * max_calls, max(2, max_calls // 4)
@@ -406,6 +415,10 @@ class Recorder:
             or self.per_test[(key, self.current_test)] >= self.per_test_cap
         ):
             return
+        function = test_function(self.current_test)
+        spare = self.per_function[(key, function)] >= self.per_test_cap
+        if spare and len(self.reserve[key]) >= self.pool:
+            return
         self.attempts[key] += 1
         try:
             call = self.describe(target, frame)
@@ -416,12 +429,17 @@ class Recorder:
         if call in self.seen[key]:
             return
         self.seen[key].add(call)
-        self.calls[key].append((self.current_test, call))
         self.per_test[(key, self.current_test)] += 1
+        if spare:
+            self.reserve[key].append((function, call))
+            return
+        self.calls[key].append((function, call))
+        self.per_function[(key, function)] += 1
 
     def describe(self, target, frame):
         """``(instance, args, kwargs)`` sources of the call starting in ``frame``."""
         code, values = frame.f_code, frame.f_locals
+        self.serializer.referenced = {}
         count = code.co_argcount + code.co_kwonlyargcount
         names = list(code.co_varnames[: code.co_argcount])
         varargs = code.co_varnames[count] if code.co_flags & inspect.CO_VARARGS else None
@@ -452,7 +470,7 @@ class Recorder:
                 kwargs.append((name, self.serializer.to_source(values[name])))
         if varkw:
             kwargs.extend((k, self.serializer.to_source(v)) for k, v in values[varkw].items())
-        return _render(instance, args, kwargs)
+        return (*_render(instance, args, kwargs), tuple(sorted(self.serializer.referenced.items())))
 
     def defaults(self, target, frame):
         """Parameter name -> default object of the target (found once per target)."""
@@ -462,16 +480,23 @@ class Recorder:
         return self._defaults[key]
 
     def selected(self, key, limit):
-        """Up to ``limit`` recorded calls, taken round-robin over the tests that made them."""
-        by_test = collections.OrderedDict()
-        for test, call in list(self.calls[key]):  # a copy: a cut run's tests may still be running
-            by_test.setdefault(test, []).append(call)
+        """Up to ``limit`` recorded calls, taken round-robin over the test functions that
+        made them (the cases of a parametrized test are one function), then the reserve."""
         out = []
-        while len(out) < limit and any(by_test.values()):
-            for calls in by_test.values():
-                if calls and len(out) < limit:
-                    out.append(calls.pop(0))
-        return [{"instance": i, "args": a, "kwargs": k} for i, a, k in out]
+        for recorded in (self.calls[key], self.reserve[key]):
+            by_test = collections.OrderedDict()
+            for test, call in list(recorded):  # a copy: a cut run's tests may still be running
+                by_test.setdefault(test, []).append(call)
+            while len(out) < limit and any(by_test.values()):
+                for calls in by_test.values():
+                    if calls and len(out) < limit:
+                        out.append(calls.pop(0))
+        return [{"instance": i, "args": a, "kwargs": k, "names": dict(n)} for i, a, k, n in out]
+
+
+def test_function(nodeid):
+    """The test function of a test id: its parameters (``test_x[1-2]``) left out."""
+    return nodeid.split("[", 1)[0]
 
 
 def _render(instance, args, kwargs):

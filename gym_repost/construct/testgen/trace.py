@@ -54,12 +54,16 @@ class RecordedCall:
         instance: for methods and properties, source of an expression that rebuilds
             ``self`` (``Counter(5)``, ``_gr_build(Counter, {'value': 5})``), else None.
         origin: ``traced``, ``strategy`` or ``search``.
+        names: the repository's classes and functions the sources name, as ``(qualified
+            name, module)`` pairs: the script must define them for the call to run
+            (:func:`~gym_repost.construct.dependencies.slice_dependencies` takes them in).
     """
 
     args: str
     kwargs: str
     instance: str | None = None
     origin: str = "traced"
+    names: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
 
 @dataclass
@@ -294,7 +298,12 @@ def _read_result(
     missing = [m for m in data["missing"] if m not in local and m not in sys.stdlib_module_names]
     calls = {
         c.key: [
-            RecordedCall(args=r["args"], kwargs=r["kwargs"], instance=r["instance"])
+            RecordedCall(
+                args=r["args"],
+                kwargs=r["kwargs"],
+                instance=r["instance"],
+                names=tuple(sorted((str(q), str(m)) for q, m in dict(r.get("names") or {}).items())),
+            )
             for r in data["calls"].get(c.key, [])
         ]
         for c in candidates
