@@ -1,7 +1,7 @@
 """The construction pipeline: a repository in, function tasks and drop reasons out.
 
-    ingest -> extract -> dependencies -> sandboxing -> tracing -> construction episodes
-                                                       (tests, execution, quality per candidate)
+    ingest -> extract -> tracing -> dependencies -> sandboxing -> construction episodes
+                                                                  (tests, execution, quality per candidate)
 
 Static stages run on the host (they parse, never execute, the repository); everything
 that executes repository code runs in the sandbox. Each candidate ends as a kept task or
@@ -134,12 +134,18 @@ class BuildResult:
 
 
 def prepare(
-    repo: SourceRepository, candidates: Sequence[Candidate], rescue: bool = False
+    repo: SourceRepository,
+    candidates: Sequence[Candidate],
+    rescue: bool = False,
+    seeds: Mapping[str, Sequence[Any]] | None = None,
 ) -> tuple[list[Prepared], list[Drop]]:
     """Stages 3 and 4 for every candidate: dependency slice, then the sandboxed module.
 
     With ``rescue``, a candidate failing either stage is prepared all the same, with what
-    it has (no slice, or no module), instead of being dropped.
+    it has (no slice, or no module), instead of being dropped. ``seeds``: the traced calls
+    per candidate key; the repository classes and functions they name are put in the
+    script too, so that they run there (a tested function's argument of a class it never
+    names itself: ``build_filter_stack(stack, options)``).
     """
     from gym_repost.construct.dependencies import build_index, slice_dependencies
     from gym_repost.construct.sandboxing import sandbox_script
@@ -147,7 +153,8 @@ def prepare(
     index = build_index(repo)
     prepared, drops = [], []
     for candidate in candidates:
-        sliced = slice_dependencies(index, candidate)
+        names = {name for call in (seeds or {}).get(candidate.key, []) for name in getattr(call, "names", ())}
+        sliced = slice_dependencies(index, candidate, sorted(names))
         script = sandbox_script(sliced) if not isinstance(sliced, Drop) else sliced
         if isinstance(script, Drop) and not rescue:
             drops.append(script)
@@ -282,14 +289,14 @@ def build_function_tasks(
         candidates, drops = _extract(repo, settings)
     if on_stage:
         on_stage("candidates", len(candidates))
-    with timer("dependencies+sandboxing"):
-        prepared, static_drops = prepare(repo, candidates, rescue=settings.rescue_static_drops)
     installer = PackageInstaller(sandbox, refuse=frozenset(local_modules(repo)))
     notes: list[str] = []
     seeds: dict[str, list[Any]] = {}
-    if settings.trace and prepared:
+    if settings.trace and candidates:
         with timer("tracing"):
-            seeds, notes = trace_seeds(sandbox, repo, [p.candidate for p in prepared], installer)
+            seeds, notes = trace_seeds(sandbox, repo, candidates, installer)
+    with timer("dependencies+sandboxing"):
+        prepared, static_drops = prepare(repo, candidates, rescue=settings.rescue_static_drops, seeds=seeds)
     factory = policy_factory or (
         lambda: DeterministicBuilder(
             DeterministicBuilderSettings(test_executions=settings.test_executions, seed=settings.seed)

@@ -700,3 +700,53 @@ def test_python_2_builtins_in_branches_python_3_never_takes() -> None:
     namespace: dict[str, object] = {}
     exec(compile(script.module, "<script>", "exec"), namespace)
     assert namespace["evens"](5, "x") == ["0", "2", "4"]  # type: ignore[operator]
+
+
+ENGINE = {
+    "eng/__init__.py": "",
+    "eng/stack.py": """
+        class Stack:
+            def __init__(self):
+                self.steps = []
+
+            def enable(self):
+                self.steps.append("grouping")
+
+            def unused(self):
+                return 0
+        """,
+    "eng/build.py": """
+        def build(stack, options):
+            if options.get("group"):
+                stack.enable()
+            return stack
+        """,
+    "eng/clash.py": """
+        Stack = 3
+
+        def build(stack, options):
+            return stack, Stack
+        """,
+}
+
+
+def test_classes_the_traced_inputs_name_are_put_in_the_script() -> None:
+    repo = repository(ENGINE)
+    candidates, _, _ = extract_candidates(repo, max_candidates=1000, keep=KEEP_OPTIONS)
+    index = build_index(repo)
+    target = next(c for c in candidates if c.key == "eng/build.py::build")
+    # the target never names Stack: without the traced inputs' names the script lacks it
+    assert layout(ok(slice_dependencies(index, target))) == [("eng/build.py", "build", "function")]
+    result = ok(slice_dependencies(index, target, [("Stack", "eng.stack"), ("Stack.enable", "eng.stack")]))
+    assert sorted(layout(result)) == [("eng/build.py", "build", "function"), ("eng/stack.py", "Stack", "class")]
+    stack = next(f.source for f in result.fragments if f.name == "Stack")
+    assert "def enable" in stack and "def __init__" in stack and "def unused" not in stack
+    assert result.standalone is False
+    # a name that means something else in the script: the slice is the one without it
+    clash = next(c for c in candidates if c.key == "eng/clash.py::build")
+    plain = ok(slice_dependencies(index, clash))
+    assert ok(slice_dependencies(index, clash, [("Stack", "eng.stack")])) == plain
+    # a module or name the repository does not have is left out
+    assert ok(slice_dependencies(index, target, [("Nope", "eng.stack"), ("Stack", "no.such")])) == ok(
+        slice_dependencies(index, target)
+    )

@@ -200,3 +200,57 @@ def test_real_pypi_packages_meet_the_quality_target(name: str, version: str, san
     for task in result.tasks:
         assert run_function_tests(sandbox, task, task.ground_truth).passed, task.name
     assert statistics.median(t.metadata.num_asserts for t in result.tasks) >= 3
+
+
+def test_a_target_whose_argument_is_of_a_class_it_never_names_is_tested_with_the_traced_calls(
+    tmp_path: Path, sandbox: Sandbox
+) -> None:
+    repo = tmp_path / "eng"
+    files = {
+        "eng/__init__.py": "",
+        "eng/stack.py": """
+            class Stack:
+                def __init__(self, name):
+                    self.name = name
+                    self.steps = []
+
+                def enable(self, what):
+                    self.steps.append(what)
+            """,
+        "eng/build.py": '''
+            def build(stack, options):
+                """Enable on ``stack`` what ``options`` ask for."""
+                if options.get("group"):
+                    stack.enable("grouping")
+                if options.get("case") == "upper":
+                    stack.enable("upper")
+                elif options.get("case"):
+                    stack.enable("lower")
+                return stack
+            ''',
+        "tests/test_build.py": """
+            from eng.build import build
+            from eng.stack import Stack
+
+            def test_group():
+                assert build(Stack("a"), {"group": True}).steps == ["grouping"]
+
+            def test_case():
+                assert build(Stack("b"), {"case": "upper"}).steps == ["upper"]
+                assert build(Stack("c"), {"case": "title", "group": 1}).steps == ["grouping", "lower"]
+                assert build(Stack("d"), {}).steps == []
+            """,
+        "LICENSE": MIT,
+    }
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(textwrap.dedent(text))
+    result = _build(repo, sandbox, only=("build",))
+    [task] = result.tasks
+    script = task.evaluation.script
+    # the repository's own calls build a Stack: the script defines it, so they run there
+    assert "class Stack" in script and "_gr_build(Stack, {'name': 'c'" in script
+    assert "traced)" in script
+    assert run_function_tests(sandbox, task, task.ground_truth).passed
+    wrong = task.ground_truth.replace('stack.enable("lower")', "pass")
+    assert not run_function_tests(sandbox, task, wrong).passed

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import heapq
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gym_repost.analysis.source import dedent_code
@@ -316,8 +317,16 @@ class _Assembly:
         return list(found.values())
 
 
-def slice_dependencies(index: RepositoryIndex, candidate: Candidate) -> DependencySlice | Drop:
+def slice_dependencies(
+    index: RepositoryIndex, candidate: Candidate, names: Sequence[tuple[str, str]] = ()
+) -> DependencySlice | Drop:
     """Everything ``candidate`` reaches in its repository, ready to be sandboxed.
+
+    ``names``: repository classes and functions, as ``(qualified name, module)``, that the
+    script must define too, under their own names (those the traced inputs name, see
+    :attr:`~gym_repost.construct.testgen.trace.RecordedCall.names`). When they cannot all
+    be had (a name means something else in the script, an unresolved name in their code),
+    the slice is the one without them: inputs naming them then fail to build, as before.
 
     Slicing many candidates is faster inside one
     :func:`~gym_repost.construct.extract.garbage_collector_paused` block (each call
@@ -329,13 +338,19 @@ def slice_dependencies(index: RepositoryIndex, candidate: Candidate) -> Dependen
         ``name clash``, ``import-time cycle``, ``module not indexed``, ``target not found``.
     """
     with garbage_collector_paused():
+        if names:
+            sliced = _slice(index, candidate, tuple(sorted(set(names))))
+            if not isinstance(sliced, Drop):
+                return sliced
         return _slice(index, candidate)
 
 
-def _slice(index: RepositoryIndex, candidate: Candidate) -> DependencySlice | Drop:
+def _slice(
+    index: RepositoryIndex, candidate: Candidate, names: tuple[tuple[str, str], ...] = ()
+) -> DependencySlice | Drop:
     try:
         target_unit = _target_unit(index, candidate)
-        collector = Collector(index, candidate, target_unit)
+        collector = Collector(index, candidate, target_unit, extra=names)
         collector.run()
         naming = Naming(collector)
         naming.run()

@@ -64,6 +64,9 @@ class Collector:
     globals_declared: set[str] = field(default_factory=set)
     external: dict[Entity, set[ImportBinding]] = field(default_factory=dict)
     """The imports (as written) behind each external entity."""
+    extra: tuple[tuple[str, str], ...] = ()
+    """Repository names (qualified name, module) the script must define besides what the
+    target reaches: the classes and functions its traced inputs name."""
     every_method: bool = False
     """Some kept code reads attributes by computed names: classes keep all their methods."""
     _by_member: dict[str, list[Unit]] = field(default_factory=dict)
@@ -74,10 +77,24 @@ class Collector:
         parts = self.target.qualname.split(".")
         if len(parts) == 2:
             self.keep(self.target_unit, parts[1])
+        for qualname, module in self.extra:
+            self.add_extra(qualname.split(".")[0], module)
         while self._queue:
             unit, member = self._queue.pop()
             names = self.index.unit_names(unit) if member is None else self.index.member_names(unit, member)
             self.walk(unit, names, self.index.links(unit, member))
+
+    def add_extra(self, name: str, module: str) -> None:
+        """``module.name`` is defined in the script under its own name, as if the target
+        read it (a name it cannot have, because it already means something else, makes
+        the slice fail: see :func:`~gym_repost.construct.dependencies.slice_dependencies`)."""
+        if module not in self.index.modules:
+            return
+        units = tuple(self.index.definition_units(module, name))
+        if not units:
+            return
+        line = self.target.start_line
+        self.use(self.target_unit, Link(Reference(name, (), False, line, 0, 0), ("def", module, name), units))
 
     def add_unit(self, unit: Unit) -> None:
         if id(unit) in self.needed:
