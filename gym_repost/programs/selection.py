@@ -7,7 +7,8 @@ mutated line are run until one changes the outcome; the mutants no candidate tel
 are then hunted in rounds of more and more mutations of those candidates, which put the
 literals of the mutated line and of the target into them, for as long as the budget
 lasts); one input per outcome class
-(result type or exception type); distinct results. Every input is run twice more before
+(result type or exception type); distinct results; then the repository's own (traced)
+calls whose results no chosen input shows, in slots of their own. Every input is run twice more before
 it is taken and dropped when its outcome changes (see ``Explorer.stable``).
 
 Telling mutants apart spends a budget of runs of the target, not seconds; the search's
@@ -30,6 +31,9 @@ MUTANT_SLOTS = 4
 """Inputs kept free, when arcs alone would fill the test, for inputs that kill mutants."""
 KILLER_SLOTS = 4
 """Inputs a test may hold beyond its size for mutants nothing else tells apart."""
+TRACED_SLOTS = 8
+"""Inputs a test may hold beyond its size (and its killers) for the repository's own calls
+whose results no chosen input shows: the upstream suite's variety, kept."""
 HUNT_ROUNDS = (12, 36, 108)
 """Mutated inputs tried against each surviving mutant, round after round, while the budget lasts."""
 UNREACHED_ROUNDS = 2
@@ -231,6 +235,17 @@ class Selection:
             if trial.deliberate and trial.kind not in self.classes:
                 self.take(trial)
 
+    def by_traced(self):
+        """The repository's own calls whose result no chosen input shows, in the tracer's
+        order (round-robin over the tests that made them), up to :data:`TRACED_SLOTS` more."""
+        extra = KILLER_SLOTS + TRACED_SLOTS
+        for trial in self.pool:
+            if len(self.chosen) >= self.max_inputs + extra:
+                return
+            if trial.origin == "traced" and trial.deliberate and trial.duration < SLOW_CALL:
+                if trial.fingerprint not in self.prints:
+                    self.take(trial, extra=extra)
+
     def by_diversity(self):
         """Distinct results: first one per way of calling (arguments given), then shortest first."""
         usable = [t for t in self.pool if t.deliberate and t.duration < SLOW_CALL]
@@ -271,4 +286,5 @@ def select(
     selection.by_arcs()
     selection.by_outcome_classes()
     selection.by_diversity()
+    selection.by_traced()
     return selection.chosen

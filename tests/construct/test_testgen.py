@@ -476,6 +476,41 @@ def test_trace_records_arguments_instances_and_mutated_lists(sandbox, tmp_path):
     assert calls["Point.norm1"] == [RecordedCall(args="()", kwargs="{}", instance=rebuilt)]
 
 
+def test_trace_spreads_its_calls_over_test_functions_and_names_the_classes_it_builds(sandbox, tmp_path):
+    repo = repository(
+        tmp_path,
+        {
+            "shapes/__init__.py": "",
+            "shapes/geometry.py": GEOMETRY,
+            "tests/test_geometry.py": """
+            import pytest
+            from shapes.geometry import Point, push_all, scale
+
+            @pytest.mark.parametrize("n", range(60))
+            def test_many(n):
+                assert push_all([n], []) == 1
+
+            def test_other():
+                assert push_all([7], [8, 9]) == 3
+
+            def test_scale():
+                assert scale(Point(1, 2), 3).x == 3
+            """,
+        },
+    )
+    module = repo.files["shapes/geometry.py"]
+    targets = [candidate(module, q, "shapes/geometry.py") for q in ("push_all", "scale")]
+    result = trace_repository(sandbox, repo, targets, timeout=60, max_calls_per_target=8)
+    pushes, scales = (result.calls[t.key] for t in targets)
+    # the cases of one parametrized test filled the whole pool before: test_other's call was lost
+    assert RecordedCall(args="([7], [8, 9])", kwargs="{}") in pushes
+    # the reserve fills what the other tests leave: still 8 calls
+    assert len(pushes) == 8 and RecordedCall(args="([59], [])", kwargs="{}") not in pushes
+    # a class the call builds is named with its module, for the slicer
+    assert scales[0].names == (("Point", "shapes.geometry"),)
+    assert pushes[0].names == ()
+
+
 def test_trace_reports_missing_modules(sandbox, tmp_path):
     repo = repository(
         tmp_path,
@@ -722,6 +757,25 @@ def test_traced_seeds_are_used_first(sandbox):
     result = generated(sandbox, NESTED, "grade", seeds=seeds)
     assert result.inputs.get("traced", 0) >= 1
     assert "_gr_outcome(grade, 77, strict=True)" in result.code or "_gr_outcome(grade, 95, 0, True)" in result.code
+
+
+EXPAND = """
+    def expand(original, num, default):
+        if isinstance(original, list):
+            return original + [default] * (num - len(original))
+        return [default] * num
+    """
+
+
+def test_the_repositorys_own_calls_with_results_no_chosen_input_shows_are_kept(sandbox):
+    """Issue 33: tabulate's ``_expand_iterable`` was tested on 12 inputs, all scalars or a list
+    already as long as asked (shorter first): ``return original`` passed, though 3 of its
+    20 traced calls pad a list. Traced calls whose results differ now get slots of their own."""
+    seeds = [RecordedCall(args=f"({n}, {k}, {n})", kwargs="{}") for n in range(8) for k in (1, 2)]
+    seeds += [RecordedCall(args="([7, 5], 2, None)", kwargs="{}"), RecordedCall(args="([12, 8], 3, None)", kwargs="{}")]
+    result = generated(sandbox, EXPAND, "expand", seeds=seeds)
+    assert "_gr_outcome(expand, [12, 8], 3, None)" in result.code
+    assert result.code.count("_gr_outcome(expand,") == len(seeds)
 
 
 @pytest.mark.limits

@@ -105,7 +105,9 @@ def generate_tests(
             reach nothing new), and telling mutants apart may spend as many again.
         seed: seed of the search's random choices (same seed, same inputs, whatever the load).
         min_assertions: fewer usable inputs than this drops the candidate.
-        max_inputs: most assertions the test gets.
+        max_inputs: the test's size in assertions; inputs that tell mutants apart may add
+            4 more, and the repository's own calls whose results no other input shows 8 more
+            (:data:`~gym_repost.programs.selection.KILLER_SLOTS`, ``TRACED_SLOTS``).
         wall_limit: safety limit of the whole search in wall-clock seconds; not a budget:
             when it fires, the notes (or the drop's detail) say so and a warning is logged.
 
