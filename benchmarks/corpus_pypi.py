@@ -1,5 +1,8 @@
-"""A corpus build of the PyPI packages of ``benchmarks/corpus_pypi.txt``: per-package yield,
+"""A corpus build of the PyPI packages of ``benchmarks/corpus_pypi.txt`` (173 packages, each
+pinned to its sdist's sha256: a lock file), every candidate of each: per-package yield,
 coverage, kill rate and time, and the totals in the shape of RepoST's Table 2.
+Issue 33's measurements use the 33 packages of ``benchmarks/corpus_pypi33.txt`` with
+``--max-candidates 10``.
 
 The build is the command line's (``gym-repost build benchmarks/corpus_pypi.txt -o OUT``)
 through :func:`gym_repost.construct.build_corpus`; it resumes at the repository level, so
@@ -17,8 +20,9 @@ false-accept figures of what it keeps, per package and in total.
 
 Usage::
 
-    python benchmarks/corpus_pypi.py [--output /tmp/corpus30/tasks.jsonl] [--max-candidates 10]
-        [--workers 2] [--executor local|ray] [--audit] [--no-record]
+    python benchmarks/corpus_pypi.py [--output /tmp/corpus/tasks.jsonl] [--sources LIST]
+        [--max-candidates 0] [--workers 2] [--executor local|ray] [--audit] [--no-record]
+    python benchmarks/corpus_pypi.py --sources benchmarks/corpus_pypi33.txt --max-candidates 10 --audit
 """
 
 from __future__ import annotations
@@ -47,11 +51,11 @@ SOURCES = Path(__file__).resolve().parent / "corpus_pypi.txt"
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--output", type=Path, default=Path("/tmp/corpus30/tasks.jsonl"))
-    parser.add_argument("--max-candidates", type=int, default=10)
+    parser.add_argument("--output", type=Path, default=Path("/tmp/corpus/tasks.jsonl"))
+    parser.add_argument("--max-candidates", type=int, default=0, help="per package (default 0: every candidate)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--executor", default="local")
-    parser.add_argument("--sources", type=Path, default=SOURCES, help="source list (default: the 33 packages)")
+    parser.add_argument("--sources", type=Path, default=SOURCES, help="source list (default: corpus_pypi.txt)")
     parser.add_argument("--audit", action="store_true", help="audit the tasks (build half, then held-out half)")
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args()

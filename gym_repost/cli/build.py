@@ -190,7 +190,7 @@ def build(
     ),
     split: Split = typer.Option(Split.train, help="train (branch coverage >= 80%) or eval (100%)."),
     max_candidates: int = typer.Option(
-        30, min=1, help="Candidate functions (test files with --kind testfile) per repository."
+        30, min=0, help="Candidate functions (test files with --kind testfile) per repository; 0: every one."
     ),
     max_mutants: int = typer.Option(50, min=0, help="--kind testfile: seeded cap on mutants per focal file."),
     licenses: str = typer.Option("permissive", help="permissive | any | comma-separated SPDX ids."),

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from gym_repost.construct.pipeline import BuildSettings, BuildWork
+from gym_repost.construct.pypi import split_pin
 from gym_repost.construct.stats import single_statement, table2
 from gym_repost.errors import BuildError, ConfigError, InfrastructureError
 from gym_repost.executor import Executor
@@ -57,9 +58,13 @@ def is_source_list(source: str) -> bool:
 def read_sources(path: str | Path) -> list[str]:
     """The sources of a source list, in order; relative paths resolve from the list's folder.
 
+    A line ``pypi:NAME==VERSION --hash=sha256:HEX`` pins the sdist's digest: a list of
+    pinned lines is a lock file (the build uses those archives and no others).
+
     Raises:
-        ConfigError: a line that is neither ``pypi:NAME[==VERSION]`` nor an existing path
-            (with the file and line number), a source listed twice, or no source at all.
+        ConfigError: a line that is neither ``pypi:NAME[==VERSION]`` (maybe pinned) nor an
+            existing path (with the file and line number), a source listed twice, or no
+            source at all.
     """
     path = Path(path)
     sources: list[str] = []
@@ -69,8 +74,10 @@ def read_sources(path: str | Path) -> list[str]:
             continue
         source = _source_of(line, path.parent)
         if source is None:
-            raise ConfigError(f"{path}:{number}: {line!r} is neither pypi:NAME==VERSION nor an existing path")
-        if source in sources:
+            raise ConfigError(
+                f"{path}:{number}: {line!r} is neither pypi:NAME==VERSION [--hash=sha256:HEX] nor an existing path"
+            )
+        if split_pin(source)[0] in {split_pin(s)[0] for s in sources}:
             raise ConfigError(f"{path}:{number}: {line!r} is listed twice")
         sources.append(source)
     if not sources:
@@ -80,8 +87,14 @@ def read_sources(path: str | Path) -> list[str]:
 
 def _source_of(line: str, base: Path) -> str | None:
     if line.startswith("pypi:"):
-        name = line.removeprefix("pypi:").split("==", 1)[0]
-        return line if name and " " not in line else None
+        try:
+            spec, digest = split_pin(line)
+        except BuildError:
+            return None
+        name = spec.removeprefix("pypi:").split("==", 1)[0]
+        if not name or " " in spec:
+            return None
+        return spec if digest is None else f"{spec} --hash=sha256:{digest}"
     for candidate in (Path(line), base / line):
         if candidate.exists():
             return str(candidate.resolve())

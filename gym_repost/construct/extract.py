@@ -745,7 +745,8 @@ def _body_counts(repo: SourceRepository) -> Counter[str]:
 
 
 def select_candidates(candidates: list[Candidate], limit: int, seed: int = 0) -> list[Candidate]:
-    """At most ``limit`` candidates, chosen deterministically (in their given order).
+    """At most ``limit`` candidates (every one for ``limit`` 0), chosen deterministically
+    (in their given order).
 
     Functions and methods (every kind defined in a class) get half the places each, a
     group with fewer candidates leaving its places to the other (RepoST samples both).
@@ -754,7 +755,7 @@ def select_candidates(candidates: list[Candidate], limit: int, seed: int = 0) ->
     from ``random.Random(seed)`` in the given order): richer functions are likelier to
     be picked without the choice becoming the same few giants every time.
     """
-    if len(candidates) <= limit:
+    if limit <= 0 or len(candidates) <= limit:
         return list(candidates)
     rng = random.Random(seed)
     keys = {c.key: rng.random() ** (1.0 / (1 + min(c.branches, 8))) for c in candidates}

@@ -2,7 +2,8 @@
 
 A SOURCE is a local directory, a source archive (``.tar.gz``, ``.tgz``, ``.tar.bz2``,
 ``.tar.xz``, ``.tar``, ``.zip``; recognised by content, not by name) or
-``pypi:NAME[==VERSION]`` (the sdist, fetched through PyPI's JSON API, its sha256 checked).
+``pypi:NAME[==VERSION]`` (the sdist, fetched through PyPI's JSON API, its sha256 checked;
+``pypi:NAME==VERSION --hash=sha256:HEX`` pins the digest, see :func:`~.pypi.split_pin`).
 
 Nothing here runs repository code: archives are unpacked member by member with every
 path checked (no absolute paths, no ``..``, no links out of the archive, no device files,
@@ -36,7 +37,7 @@ from gym_repost.construct.licenses import (
     check_license,
     parse_license_policy,
 )
-from gym_repost.construct.pypi import fetch_sdist, parse_pypi_spec
+from gym_repost.construct.pypi import fetch_sdist, parse_pypi_spec, split_pin
 from gym_repost.construct.source_files import SOURCE_FORMS, IngestLimits, collect_files
 from gym_repost.construct.source_metadata import detect_license, read_metadata
 from gym_repost.construct.stages import SourceRepository
@@ -136,8 +137,9 @@ def locate_source(source: str, cache: Path, limits: IngestLimits) -> LocatedSour
 
 
 def _locate_pypi(source: str, cache: Path, limits: IngestLimits) -> LocatedSource:
-    name, version = parse_pypi_spec(source)
-    archive, release, notes = fetch_sdist(name, version, cache_dir=cache, limits=limits)
+    spec, sha256 = split_pin(source)
+    name, version = parse_pypi_spec(spec)
+    archive, release, notes = fetch_sdist(name, version, cache_dir=cache, limits=limits, sha256=sha256)
     root = unpack_archive(archive, cache / "sources", limits)
     return LocatedSource(
         root=root,

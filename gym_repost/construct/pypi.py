@@ -1,5 +1,9 @@
 """PyPI: a ``pypi:NAME[==VERSION]`` spec, the release its JSON API describes, the sdist
-downloaded with its sha256 checked, and the cache of both."""
+downloaded with its sha256 checked, and the cache of both.
+
+A spec may pin the sdist's digest as pip's hash-checking mode does,
+``pypi:NAME==VERSION --hash=sha256:HEX``: the build then uses that archive and no other
+(a corpus list of pinned specs is a lock file: it rebuilds byte for byte)."""
 
 from __future__ import annotations
 
@@ -33,6 +37,28 @@ LATEST_TTL_SECONDS = 24 * 3600
 
 _PYPI_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
 _PYPI_VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+!_-]*")
+
+
+_PIN = re.compile(r"\s+--hash=sha256:(?P<digest>[0-9a-fA-F]{64})\s*$")
+
+
+def split_pin(source: str) -> tuple[str, str | None]:
+    """``pypi:NAME==VERSION --hash=sha256:HEX`` -> (``pypi:NAME==VERSION``, the digest in
+    lower case); a spec without a pin -> (itself, None).
+
+    Raises:
+        BuildError: a ``--hash`` that is not ``sha256:`` and 64 hex digits, or a pin
+            without ``==VERSION``.
+    """
+    if "--hash" not in source:
+        return source, None
+    match = _PIN.search(source)
+    spec = source[: match.start()] if match else ""
+    if match is None or "==" not in spec or "--hash" in spec:
+        raise BuildError(
+            f"{source}: a pinned PyPI source is pypi:NAME==VERSION --hash=sha256:HEX (64 hex digits, one pin)"
+        )
+    return spec.strip(), match.group("digest").lower()
 
 
 def parse_pypi_spec(source: str) -> tuple[str, str | None]:
@@ -69,21 +95,30 @@ def pypi_index_url() -> str:
 
 
 def fetch_sdist(
-    name: str, version: str | None, *, cache_dir: Path, limits: IngestLimits = IngestLimits()
+    name: str,
+    version: str | None,
+    *,
+    cache_dir: Path,
+    limits: IngestLimits = IngestLimits(),
+    sha256: str | None = None,
 ) -> tuple[Path, SdistRelease, list[str]]:
     """The sdist of ``name`` (``version``, or the latest release), from the cache or PyPI.
+
+    ``sha256``: the digest the archive must have (a pinned spec, see :func:`split_pin`).
 
     Returns:
         the archive's path, the release, and notes (a stale cache used while offline).
 
     Raises:
         BuildError: PyPI cannot be reached (and nothing is cached), the package or
-            version does not exist, the release has no sdist, or the download's sha256
-            differs from the one PyPI published.
+            version does not exist, the release has no sdist, the download's sha256
+            differs from the one PyPI published, or PyPI's sdist is not the pinned one.
     """
     sdists = cache_dir / "sdists"
     record = sdists / _normalize_name(name) / f"{version or 'latest'}.json"
     cached = _load_release(record)
+    if cached is not None and sha256 is not None and cached.sha256 != sha256:
+        cached = None  # another archive than the pinned one: ask PyPI again
     usable = cached is not None and _archive_matches(sdists / cached.filename, cached.sha256)
     if cached and usable and (version or time.time() - record.stat().st_mtime < LATEST_TTL_SECONDS):
         logger.debug("using the cached sdist %s", cached.filename)
@@ -95,6 +130,11 @@ def fetch_sdist(
             logger.warning("%s; using the cached %s", exc, cached.filename)
             return sdists / cached.filename, cached, [f"PyPI was not reachable; used the cached {cached.filename}"]
         raise
+    if sha256 is not None and release.sha256 != sha256:
+        raise BuildError(
+            f"pypi:{name}=={version}: PyPI's sdist {release.filename} has sha256 {release.sha256}, "
+            f"not the pinned {sha256}; the release changed, or the pin is wrong"
+        )
     archive = sdists / release.filename
     if not _archive_matches(archive, release.sha256):
         download_file(release.url, archive, release.sha256, limits)

@@ -468,7 +468,7 @@ def build_testfile_tasks(
         sandbox: a started sandbox (``preload=["pytest", "coverage"]`` makes it fast);
             None with an executor that has its own (Ray's actors, or one given a sandbox
             config).
-        max_pairs: most tasks to keep.
+        max_pairs: most tasks to keep (0: every pair that passes).
         seed: order of the pairs tried, and the mutant sample of every task.
         settings: thresholds and limits.
         workers: ground truths run at once on the default executor.
@@ -489,8 +489,9 @@ def build_testfile_tasks(
     kept: list[TestFileTask] = []
     runner, work = with_sandbox(executor, sandbox, workers), _PairWork(repo, settings, seed)
     tried = 0
-    while tried < len(pairs) and len(kept) < max_pairs:
-        batch = pairs[tried : tried + max_pairs - len(kept)]  # all may be kept: never more measured than needed
+    wanted = max_pairs if max_pairs > 0 else len(pairs)
+    while tried < len(pairs) and len(kept) < wanted:
+        batch = pairs[tried : tried + wanted - len(kept)]  # all may be kept: never more measured than needed
         tried += len(batch)
         for outcome in runner.map(work, batch, on_pair):
             (kept if isinstance(outcome, TestFileTask) else drops).append(outcome)  # type: ignore[arg-type]

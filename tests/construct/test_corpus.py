@@ -73,6 +73,15 @@ def test_a_source_list_is_read_in_order_and_bad_lines_say_where(tmp_path: Path) 
     listing.write_text("pypi:toolz==1.2.0\nmissing/folder\n")
     with pytest.raises(ConfigError, match=r"sources\.txt:2: 'missing/folder' is neither"):
         read_sources(listing)
+    pin = "a" * 64
+    listing.write_text(f"pypi:toolz==1.2.0   --hash=sha256:{pin.upper()}  # pinned\n")
+    assert read_sources(listing) == [f"pypi:toolz==1.2.0 --hash=sha256:{pin}"]
+    listing.write_text("pypi:toolz==1.2.0 --hash=sha256:12\n")
+    with pytest.raises(ConfigError, match=r"sources\.txt:1: .* is neither pypi:NAME==VERSION \[--hash=sha256:HEX\]"):
+        read_sources(listing)
+    listing.write_text(f"pypi:toolz==1.2.0\npypi:toolz==1.2.0 --hash=sha256:{pin}\n")
+    with pytest.raises(ConfigError, match=r"sources\.txt:2: .* is listed twice"):
+        read_sources(listing)
     listing.write_text("pypi:toolz==1.2.0\npypi:toolz==1.2.0\n")
     with pytest.raises(ConfigError, match=r"sources\.txt:2: .* is listed twice"):
         read_sources(listing)

@@ -377,6 +377,8 @@ def test_the_cap_balances_functions_and_methods_and_prefers_docstrings() -> None
     few_methods = functions + methods[:1]
     assert Counter(c.class_name is None for c in select_candidates(few_methods, 5)) == {True: 4, False: 1}
     assert select_candidates(functions, 10) == functions
+    # 0: no cap (``build --max-candidates 0``, a corpus at scale considers every candidate)
+    assert select_candidates(functions + methods, 0) == functions + methods
 
 
 def test_the_cap_prefers_branchy_functions_but_is_not_a_sort() -> None:

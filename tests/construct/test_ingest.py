@@ -25,7 +25,7 @@ import pytest
 
 from gym_repost.construct.archives import link_stays_inside, member_path
 from gym_repost.construct.ingest import ingest, split_name_version
-from gym_repost.construct.pypi import PYPI_URL_ENV, parse_pypi_spec
+from gym_repost.construct.pypi import PYPI_URL_ENV, parse_pypi_spec, split_pin
 from gym_repost.construct.source_files import IngestLimits, decode_text, skip_directory, wanted_file
 from gym_repost.construct.source_metadata import read_metadata
 from gym_repost.construct.stages import SourceRepository
@@ -599,6 +599,30 @@ def test_pypi_sdist_is_fetched_verified_and_cached(
     again = ingest("pypi:fakepkg==1.0", cache_dir=tmp_path / "cache")
     assert again.files == repository.files and again.root == repository.root
     assert len(fake_pypi.requests) == 2
+
+
+def test_a_pinned_sdist_is_that_archive_or_an_error(
+    tmp_path: Path, fake_pypi: FakeIndex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    archive = sdist_bytes(tmp_path)
+    digest = hashlib.sha256(archive).hexdigest()
+    fake_pypi.add_release("fakepkg", "1.0", archive)
+    pinned = f"pypi:fakepkg==1.0 --hash=sha256:{digest.upper()}"
+    assert split_pin(pinned) == ("pypi:fakepkg==1.0", digest)
+    repository = ingest(pinned, cache_dir=tmp_path / "cache")
+    # the tasks' provenance names the release, not the pin: a pinned build makes the same tasks
+    assert (repository.source, repository.version) == ("pypi:fakepkg==1.0", "1.0")
+    # cached: offline, the pinned archive is used
+    monkeypatch.setenv(PYPI_URL_ENV, closed_port_url())
+    assert ingest(pinned, cache_dir=tmp_path / "cache").files == repository.files
+    # another digest: the cache is not trusted, and PyPI's archive is not the pinned one
+    monkeypatch.setenv(PYPI_URL_ENV, fake_pypi.url)
+    other = "0" * 64
+    with pytest.raises(BuildError, match=f"has sha256 {digest}, not the pinned {other}"):
+        ingest(f"pypi:fakepkg==1.0 --hash=sha256:{other}", cache_dir=tmp_path / "cache")
+    for bad in ["pypi:fakepkg --hash=sha256:" + digest, "pypi:fakepkg==1.0 --hash=md5:ab", "pypi:x==1 --hash=sha256:1"]:
+        with pytest.raises(BuildError, match="pinned PyPI source is pypi:NAME==VERSION --hash=sha256:HEX"):
+            ingest(bad, cache_dir=tmp_path / "cache")
 
 
 def test_pypi_latest_is_trusted_for_a_day_then_asked_again(
