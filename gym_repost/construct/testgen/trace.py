@@ -220,7 +220,7 @@ def trace_repository(
     candidates: Sequence[Candidate],
     *,
     timeout: float = WALL_TIMEOUT,
-    max_calls_per_target: int = 20,
+    max_calls_per_target: int = 40,
     test_timeout: float = 10.0,
     cpu_seconds: float = CPU_BUDGET,
 ) -> TraceResult:
