@@ -21,7 +21,8 @@ false-accept figures of what it keeps, per package and in total.
 Usage::
 
     python benchmarks/corpus_pypi.py [--output /tmp/corpus/tasks.jsonl] [--sources LIST]
-        [--max-candidates 0] [--workers 2] [--executor local|ray] [--audit] [--no-record]
+        [--max-candidates 0] [--packages NAME,...] [--workers 2] [--executor local|ray] [--audit]
+        [--no-record]
     python benchmarks/corpus_pypi.py --sources benchmarks/corpus_pypi33.txt --max-candidates 10 --audit
 """
 
@@ -30,6 +31,8 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
+import resource
 import shutil
 import sys
 import time
@@ -56,19 +59,30 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--executor", default="local")
     parser.add_argument("--sources", type=Path, default=SOURCES, help="source list (default: corpus_pypi.txt)")
+    parser.add_argument(
+        "--packages", default="", help="comma-separated names: build only these packages of the list (a sample)"
+    )
     parser.add_argument("--audit", action="store_true", help="audit the tasks (build half, then held-out half)")
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args()
     args.output.parent.mkdir(parents=True, exist_ok=True)
     sources = read_sources(args.sources)
+    if args.packages:
+        wanted = {name.strip().lower() for name in args.packages.split(",") if name.strip()}
+        sources = [s for s in sources if s.removeprefix("pypi:").split("==", 1)[0].lower() in wanted]
+        if len(sources) != len(wanted):
+            raise SystemExit(f"--packages: {len(wanted) - len(sources)} of the names are not in {args.sources}")
     settings = BuildSettings(
         max_candidates=args.max_candidates, workers=args.workers, max_false_accept=1.0 if args.audit else None
     )
     before = machine()
-    started = time.perf_counter()
+    started, meter = time.perf_counter(), CpuMeter()
     sandbox = sandbox_config("local", workers=args.workers)
     with get_executor(args.executor, workers=args.workers, sandbox=sandbox) as executor:
         result = build_corpus(sources, args.output, settings, executor)
+    build_wall = time.perf_counter() - started
+    cost = _cost(result, meter, build_wall, args) if not result.resumed else None
+    meter.close()
     totals = result.totals()
     for key, value in totals.items():
         print(f"{key}: {value}")
@@ -78,12 +92,14 @@ def main() -> None:
         print(audit["markdown"])
     if args.no_record:
         return
-    shutil.copyfile(corpus_paths(args.output)["stats_md"], RESULTS_DIR / "corpus_pypi.stats.md")
+    if not args.packages:  # a sample's table stays beside its tasks; its record has the rows
+        shutil.copyfile(corpus_paths(args.output)["stats_md"], RESULTS_DIR / "corpus_pypi.stats.md")
     record = {
         "benchmark": "corpus_pypi",
         "date": now(),
         "machine": before,
         "sources": str(args.sources.name),
+        "packages": [s.removeprefix("pypi:").split(" ", 1)[0] for s in sources] if args.packages else None,
         "max_candidates": args.max_candidates,
         "workers": args.workers,
         "executor": args.executor,
@@ -92,9 +108,111 @@ def main() -> None:
         "totals": totals,
         "repositories": result.rows(),
     }
+    if cost is not None:
+        record["cost"] = cost
+        print(json.dumps(cost, indent=1))
     if audit is not None:
         record["audit"] = {k: v for k, v in audit.items() if k != "markdown"}
     print(f"recorded in {append_record('corpus_pypi', record)}")
+
+
+REPOST_TRAIN_REPOSITORIES = 824
+"""RepoST-Train's repositories: the cost is projected to a corpus of that many."""
+PROJECTED_NODES = (1, 8, 32, 128)
+
+
+class CpuMeter:
+    """CPU seconds of this process and every process it starts, exited ones included.
+
+    Getrusage misses most of it: a sandbox's warm worker reaps its run children itself. So
+    the process moves into a cpuacct cgroup of its own (cgroup v1, or a ``cpu.stat`` group
+    of v2) that its descendants inherit; where none can be made (no root), the machine's
+    busy time from ``/proc/stat`` is counted instead, and ``source`` says so."""
+
+    def __init__(self) -> None:
+        self.group: Path | None = None
+        self.source = "machine (/proc/stat: every process of the machine)"
+        for root, usage in ((Path("/sys/fs/cgroup/cpuacct"), "cpuacct.usage"), (Path("/sys/fs/cgroup"), "cpu.stat")):
+            group = root / f"gym-repost-benchmark-{os.getpid()}"
+            try:
+                if not (root / usage).exists():
+                    continue
+                group.mkdir(exist_ok=True)
+                (group / "cgroup.procs").write_text(str(os.getpid()))
+            except OSError:
+                continue
+            self.group, self.usage_file = group, usage
+            self.source = f"cgroup {group} (this process and its descendants)"
+            break
+        self.start = self.seconds()
+
+    def seconds(self) -> float:
+        if self.group is None:
+            fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+            ticks = sum(int(f) for i, f in enumerate(fields) if i not in (3, 4))  # all but idle, iowait
+            return ticks / os.sysconf("SC_CLK_TCK")
+        text = (self.group / self.usage_file).read_text()
+        if self.usage_file == "cpuacct.usage":
+            return int(text) / 1e9
+        return int(text.split("usage_usec", 1)[1].split()[0]) / 1e6
+
+    def used(self) -> float:
+        return self.seconds() - self.start
+
+    def close(self) -> None:
+        """Back to the parent group; the group goes once nothing is left in it."""
+        if self.group is not None:
+            try:
+                (self.group.parent / "cgroup.procs").write_text(str(os.getpid()))
+                self.group.rmdir()
+            except OSError:
+                pass
+
+
+def _usage() -> tuple[float, float]:
+    """This process's peak RSS and its largest reaped child's (a sandbox worker), in MiB."""
+    me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_maxrss / 1024, children.ru_maxrss / 1024
+
+
+def _cost(result: CorpusResult, meter: CpuMeter, wall: float, args: Any) -> dict[str, Any] | None:
+    """Tasks per CPU-hour, peak memory, and the projection to RepoST-Train's 824 repositories
+    on N nodes of this machine's cores, at the corpus efficiency ``ray_scaling.py`` measured
+    for Ray against the local executor (at most 1). Only for a build of this call (nothing
+    resumed) on the local executor: Ray's actors are not this process's children."""
+    if args.executor != "local":
+        return None
+    cpu, (driver_rss, worker_rss) = meter.used(), _usage()
+    tasks, repositories = result.totals()["tasks"], len(result.repositories)
+    cores = os.cpu_count() or 1
+    efficiency, source = 1.0, "none recorded: 1 assumed"
+    scaling = RESULTS_DIR / "ray_scaling.jsonl"
+    if scaling.exists():
+        last = json.loads(scaling.read_text("utf-8").strip().splitlines()[-1])
+        measured = (last.get("configs", {}).get("ray-2-nodes") or {}).get("corpus_efficiency")
+        if isinstance(measured, (int, float)):
+            efficiency, source = min(1.0, float(measured)), f"ray_scaling {last.get('date')}: {measured} (capped at 1)"
+    per_repository = cpu / repositories if repositories else 0.0
+    cpu_hours = REPOST_TRAIN_REPOSITORIES * per_repository / 3600
+    return {
+        "wall_s": round(wall, 1),
+        "cpu_s": round(cpu, 1),
+        "cpu_measured_by": meter.source,
+        "cores": cores,
+        "tasks": tasks,
+        "tasks_per_cpu_hour": round(tasks / (cpu / 3600), 1) if cpu else None,
+        "cpu_s_per_repository": round(per_repository, 1),
+        "peak_rss_mib_driver": round(driver_rss, 1),
+        "peak_rss_mib_largest_worker": round(worker_rss, 1),
+        "projection": {
+            "repositories": REPOST_TRAIN_REPOSITORIES,
+            "cpu_hours": round(cpu_hours, 1),
+            "tasks": round(REPOST_TRAIN_REPOSITORIES * tasks / repositories) if repositories else 0,
+            "ray_efficiency": efficiency,
+            "ray_efficiency_source": source,
+            "wall_hours_on_nodes": {str(n): round(cpu_hours / (n * cores * efficiency), 2) for n in PROJECTED_NODES},
+        },
+    }
 
 
 THRESHOLDS = (None, 0.1, 0.0)
