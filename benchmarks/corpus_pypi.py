@@ -106,6 +106,7 @@ def main() -> None:
         "resumed_repositories": result.resumed,
         "wall_s_of_this_call": round(time.perf_counter() - started, 1),
         "totals": totals,
+        "drop_reasons": result.drop_reasons(),
         "repositories": result.rows(),
     }
     if cost is not None:

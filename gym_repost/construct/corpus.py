@@ -342,11 +342,26 @@ class CorpusResult:
             "branch coverage n/a (under 3 arcs)": summary["branch coverage n/a (under 3 arcs)"],
             "kill rate n/a (under 3 mutants)": summary["kill rate n/a (under 3 mutants)"],
             "single-statement share": summary["single-statement share"],
+            "docstring share": summary["docstring share"],
+            "methods share": summary["methods share"],
             **_audit_totals(self.repositories, self.duplicates),
             "candidate functions": candidates,
             "yield": summary["yield"],
             "build seconds (sum over repositories)": round(sum(r.seconds for r in self.repositories), 1),
         }
+
+    def drop_reasons(self) -> list[tuple[str, str, int]]:
+        """``(stage, reason, count)`` over every repository, most frequent first; a
+        repository that failed as a whole counts once under ``repository``."""
+        counts: dict[tuple[str, str], int] = {}
+        for build in self.repositories:
+            if build.error is not None:
+                reason = "infrastructure failure" if build.infrastructure else build.error.split(";")[0][:60]
+                counts[("repository", reason)] = counts.get(("repository", reason), 0) + 1
+            for row in build.statistics.get("drops") or []:
+                key = (str(row[0]), str(row[1]))
+                counts[key] = counts.get(key, 0) + int(row[2])
+        return [(stage, reason, n) for (stage, reason), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
 
 
 def _audited(build: RepositoryBuild, tasks: Sequence[FunctionTask]) -> list[dict[str, Any]]:
@@ -485,6 +500,8 @@ def statistics_markdown(result: CorpusResult) -> str:
         lines.append("| " + " | ".join(_cell(row[c]) for c in columns) + " |")
     lines += ["", "| total | value |", "|---|---|"]
     lines += [f"| {k} | {_cell(v)} |" for k, v in result.totals().items()]
+    lines += ["", "| stage | drop reason | candidates |", "|---|---|---|"]
+    lines += [f"| {stage} | {_cell(reason)} | {n} |" for stage, reason, n in result.drop_reasons()]
     return "\n".join(lines) + "\n"
 
 
@@ -506,4 +523,5 @@ __all__ = [
     "near_duplicates",
     "read_sources",
     "split_repositories",
+    "statistics_markdown",
 ]

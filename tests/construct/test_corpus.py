@@ -11,11 +11,14 @@ from pathlib import Path
 import pytest
 
 from gym_repost.construct.corpus import (
+    CorpusResult,
+    RepositoryBuild,
     build_corpus,
     corpus_paths,
     near_duplicates,
     read_sources,
     split_repositories,
+    statistics_markdown,
 )
 from gym_repost.construct.pipeline import BuildSettings
 from gym_repost.errors import ConfigError
@@ -120,6 +123,27 @@ def test_the_split_is_by_repository_seeded_and_never_empties_train() -> None:
         split_repositories(names, 1.0)
 
 
+def test_drop_reasons_are_counted_over_every_repository() -> None:
+    drops = [["extract", "test code", 3, "a"], ["quality", "too few inputs", 1, "b"]]
+    result = CorpusResult(
+        [
+            RepositoryBuild("pypi:a==1", statistics={"drops": drops}),
+            RepositoryBuild("pypi:b==1", statistics={"drops": [["extract", "test code", 2, "c"]]}),
+            RepositoryBuild("pypi:c==1", error="c is licensed GPL-3.0 (copyleft); pass --licenses any"),
+            RepositoryBuild("pypi:d==1", error="SandboxError: gone", infrastructure=True),
+        ],
+        duplicates={},
+        split={},
+    )
+    assert result.drop_reasons() == [
+        ("extract", "test code", 5),
+        ("quality", "too few inputs", 1),
+        ("repository", "c is licensed GPL-3.0 (copyleft)", 1),
+        ("repository", "infrastructure failure", 1),
+    ]
+    assert "| extract | test code | 5 |" in statistics_markdown(result)
+
+
 def test_a_corpus_builds_dedupes_splits_and_resumes_per_repository(tmp_path: Path, sandbox: Sandbox) -> None:
     alpha = _repo(tmp_path, "alpha", {"words": WORDS})
     beta = _repo(tmp_path, "beta", {"words": WORDS, "numbers": NUMBERS})  # copies alpha's functions
@@ -151,7 +175,11 @@ def test_a_corpus_builds_dedupes_splits_and_resumes_per_repository(tmp_path: Pat
         result.duplicates
     )
     assert [row["repository"] for row in stats["repositories"]] == ["alpha", "beta"]
-    assert "| alpha |" in paths["stats_md"].read_text()
+    table = paths["stats_md"].read_text()
+    assert "| alpha |" in table
+    # Table 2's shares and the drop reasons, counted over every repository
+    assert 0 <= stats["totals"]["docstring share"] <= 1 and "methods share" in stats["totals"]
+    assert "| stage | drop reason | candidates |" in table
 
     built.clear()  # a second run builds nothing: both repositories are on disk
     again = build_corpus(
