@@ -525,7 +525,7 @@ class LocalSandbox(Sandbox):
             result = to_result(reply)
             if result.ok:  # the run directory was kept for this
                 source = os.path.join(worker.host_dir, reply["run_dir"], INSTALL_TARGET)
-                _merge_tree(source, self.packages_dir)
+                _merge_tree(source, self.packages_dir, provided=_provided(self._info.get("views")))
         return result
 
     def _call_warm_worker(
@@ -940,14 +940,33 @@ def _stop_workers(
         worker.stop(graceful=graceful)
 
 
-def _merge_tree(source: str, destination: str) -> None:
+def _provided(views: dict[str, list[str]] | None) -> frozenset[str]:
+    """What the interpreter's site-packages show runs (the evaluation packages): their
+    entries' names, and ``dist:NAME`` for each distribution among them."""
+    names = {name for entries in (views or {}).values() for name in entries}
+    return frozenset(names | {f"dist:{_distribution(n)}" for n in names if n.endswith((".dist-info", ".egg-info"))})
+
+
+def _distribution(entry: str) -> str:
+    """``pytest-9.2.0.dist-info`` -> ``pytest`` (normalised as PEP 503 does)."""
+    return entry.split("-", 1)[0].replace("_", "-").replace(".", "-").lower()
+
+
+def _merge_tree(source: str, destination: str, provided: frozenset[str] = frozenset()) -> None:
     """Copy pip's ``--target`` output into the package cache, replacing what it updates;
-    never the clock library's directory (the workers preload it on the host)."""
+    never the clock library's directory (the workers preload it on the host), and never
+    what the interpreter already shows runs (``provided``): pip's ``--target`` installs a
+    requirement again (``pytest-mock`` brings its own pytest), and a copy in the cache
+    would shadow the evaluation packages the harness runs with in every later run."""
     if not os.path.isdir(source):
         return
     for entry in os.scandir(source):
         if entry.name == CLOCK_DIRECTORY:
             logger.warning("not copying %s into the package cache: the name is gym-repost's", entry.path)
+            continue
+        dist = entry.name.endswith((".dist-info", ".egg-info")) and f"dist:{_distribution(entry.name)}" in provided
+        if entry.name in provided or dist:
+            logger.info("not copying %s into the package cache: the interpreter provides it", entry.name)
             continue
         target = os.path.join(destination, entry.name)
         if os.path.isdir(target) and not os.path.islink(target):

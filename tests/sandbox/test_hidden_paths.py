@@ -21,7 +21,7 @@ from gym_repost.sandbox import worker_startup as worker
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.sandbox.config import DockerSandboxConfig, LocalSandboxConfig
 from gym_repost.sandbox.conformance import READ_PROBE, run_conformance
-from gym_repost.sandbox.local import LocalSandbox
+from gym_repost.sandbox.local import LocalSandbox, _merge_tree, _provided
 from tests.sandbox.conftest import probe_environment
 
 PROJECT = Path(gym_repost.__file__).resolve().parents[1]
@@ -82,8 +82,13 @@ def secret_in_home() -> Iterator[Path]:
 @pytest.fixture(scope="module")
 def local_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalSandbox]:
     root = tmp_path_factory.mktemp("hidden")
-    config = LocalSandboxConfig(
-        work_root=str(root), disk_mb=32, total_memory_mb=200, memory_mb=1024, max_file_size_mb=24
+    config = LocalSandboxConfig(  # a package cache of its own: the shared one holds what builds installed
+        work_root=str(root),
+        packages_dir=str(root / "packages"),
+        disk_mb=32,
+        total_memory_mb=200,
+        memory_mb=1024,
+        max_file_size_mb=24,
     )
     with LocalSandbox(config) as sandbox:
         yield sandbox
@@ -262,7 +267,8 @@ def test_a_dedicated_environment_shows_its_packages_not_the_hosts(tmp_path: Path
         f"print(json.dumps([env_only_pkg.VALUE, seen, os.listdir({host_site!r})]))"
     )
     with probe_environment({"env_only_pkg.py": "VALUE = 'from the env'\n"}) as python:
-        config = LocalSandboxConfig(python=python, work_root=str(tmp_path))
+        # a package cache of its own: the shared one may hold anything earlier builds installed
+        config = LocalSandboxConfig(python=python, work_root=str(tmp_path), packages_dir=str(tmp_path / "packages"))
         with LocalSandbox(config) as sandbox:
             assert sandbox.describe()["visible"]["site_packages"].startswith("all")  # type: ignore[index]
             result = sandbox.run({"main.py": probe}, ["python3", "main.py"], timeout=30)
@@ -338,3 +344,21 @@ def test_a_candidate_filling_the_disk_fails_and_the_sandbox_goes_on(
     report = run_function_tests(local_sandbox, function_task, FILL_DISK)
     assert not report.passed and report.status in {"failed", "error"}, report.to_text()
     assert run_function_tests(local_sandbox, function_task, function_task.ground_truth).passed
+
+
+def test_an_install_never_shadows_the_evaluation_packages(local_sandbox: LocalSandbox, tmp_path: Path) -> None:
+    """A build that installed ``pytest-mock`` for a repository's tests put pip's fresh copy of
+    pytest (and pluggy, iniconfig, packaging) into the package cache, where every later run
+    imported it in place of the interpreter's: the harness ran with a pytest it was not
+    installed with. What the interpreter shows runs is never copied into the cache now."""
+    local_sandbox.run({"main.py": "pass"}, ["python3", "main.py"], timeout=30)  # the views are found
+    provided = _provided(local_sandbox._info.get("views"))
+    assert {"pytest", "_pytest", "dist:pytest", "dist:pluggy", "dist:coverage"} <= provided
+    target = tmp_path / "pip-target"
+    entries = ("pytest", "_pytest", "pytest-99.0.dist-info", "pluggy", "pytest_mock", "pytest_mock-3.17.0.dist-info")
+    for entry in entries:
+        (target / entry).mkdir(parents=True)
+        (target / entry / "__init__.py").write_text("")
+    (tmp_path / "cache").mkdir()
+    _merge_tree(str(target), str(tmp_path / "cache"), provided=provided)
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["pytest_mock", "pytest_mock-3.17.0.dist-info"]
