@@ -8,13 +8,14 @@ The build is the command line's (``gym-repost build benchmarks/corpus_pypi.txt -
 through :func:`gym_repost.construct.build_corpus`; it resumes at the repository level, so
 pointing ``--output`` at a build made with the same settings records it without building
 again (the per-repository seconds are those of the build that made each repository).
-Writes ``benchmarks/results/corpus_pypi.stats.md`` (the table) and appends the machine,
+Writes ``benchmarks/results/LIST.stats.md`` (the table; LIST: the source list's name,
+``corpus_pypi`` or ``corpus_pypi33``) and appends the machine,
 the load, the rows and the totals to ``benchmarks/results/corpus_pypi.jsonl``.
 
 With ``--audit`` (issue 33) the build audits its tasks against each package's own tests
 (``--max-false-accept 1``: the ``build`` half of the mutants, nothing dropped), then every
 kept task is audited again with the ``held-out`` half, mutants no build-time filter saw;
-the record and ``corpus_pypi.audit.md`` give, per threshold X of ``build
+the record and ``LIST.audit.md`` give, per threshold X of ``build
 --max-false-accept X`` (none, 0.1, 0), the tasks it keeps, the yield, and the held-out
 false-accept figures of what it keeps, per package and in total.
 
@@ -88,12 +89,12 @@ def main() -> None:
         print(f"{key}: {value}")
     audit = held_out_audit(result, args.output, args.workers) if args.audit else None
     if audit is not None:
-        (RESULTS_DIR / "corpus_pypi.audit.md").write_text(audit["markdown"], encoding="utf-8")
+        (RESULTS_DIR / f"{args.sources.stem}.audit.md").write_text(audit["markdown"], encoding="utf-8")
         print(audit["markdown"])
     if args.no_record:
         return
     if not args.packages:  # a sample's table stays beside its tasks; its record has the rows
-        shutil.copyfile(corpus_paths(args.output)["stats_md"], RESULTS_DIR / "corpus_pypi.stats.md")
+        shutil.copyfile(corpus_paths(args.output)["stats_md"], RESULTS_DIR / f"{args.sources.stem}.stats.md")
     record = {
         "benchmark": "corpus_pypi",
         "date": now(),

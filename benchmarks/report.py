@@ -637,7 +637,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
                 "repository's own tests reject at least one held-out mutant.",
             ),
         ),
-        files=("corpus_pypi.stats.md", "corpus_pypi.audit.md"),
+        files=("corpus_pypi33.stats.md", "corpus_pypi33.audit.md", "corpus_pypi.stats.md"),
     ),
     Benchmark("static_analysis.py", "static_analysis", (Part("Extraction and slicing", _static_analysis),)),
     Benchmark(
