@@ -494,6 +494,26 @@ class Recorder:
         return [{"instance": i, "args": a, "kwargs": k, "names": dict(n)} for i, a, k, n in out]
 
 
+def derandomize_hypothesis(config):
+    """Hypothesis's examples the same in every run, where its pytest plugin is loaded: a
+    fixed seed, no deadline (a loaded machine would fail examples and shrink them into other
+    calls) and no example database, the defaults of every profile the tests register after.
+    Set as its options, before its own ``pytest_configure`` reads them: importing Hypothesis
+    any earlier warns that pytest cannot rewrite its modules, an error under
+    ``filterwarnings = error``. Without it a property-based suite traces other calls, so
+    gives other tasks, each build."""
+    if not hasattr(config.option, "hypothesis_seed"):
+        return
+    try:
+        from hypothesis import settings
+
+        settings.register_profile("gym-repost", deadline=None, derandomize=True, database=None)
+    except Exception:
+        return
+    config.option.hypothesis_profile = "gym-repost"
+    config.option.hypothesis_seed = "0"
+
+
 def test_function(nodeid):
     """The test function of a test id: its parameters (``test_x[1-2]``) left out."""
     return nodeid.split("[", 1)[0]
@@ -538,6 +558,10 @@ def make_plugin(pytest, recorder, deadline, per_test, cpu_limit=float("inf")):
         failed = 0
         stopped_by = None
         """What stopped the suite early: ``"cpu budget"``, ``"deadline"`` (the wall clock's), or None."""
+
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_configure(self, config):
+            derandomize_hypothesis(config)
 
         @pytest.hookimpl(hookwrapper=True)
         def pytest_runtest_protocol(self, item, nextitem):

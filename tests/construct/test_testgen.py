@@ -511,6 +511,42 @@ def test_trace_spreads_its_calls_over_test_functions_and_names_the_classes_it_bu
     assert pushes[0].names == ()
 
 
+def test_a_property_based_suite_gives_the_same_traced_calls_every_run(tmp_path):
+    """dpath's tests draw their examples with Hypothesis: two builds of the same sdist traced
+    other calls and made other tasks. The tracer fixes Hypothesis's seed and drops its
+    deadline (a loaded machine would fail examples and shrink them into other calls)."""
+    from gym_repost.sandbox.config import LocalSandboxConfig
+    from gym_repost.sandbox.local import LocalSandbox
+
+    repo = repository(
+        tmp_path,
+        {
+            "shapes/__init__.py": "",
+            "shapes/geometry.py": GEOMETRY,
+            "tests/test_props.py": """
+            from hypothesis import given, settings, strategies as st
+            from shapes.geometry import push_all
+
+            settings.register_profile("default", max_examples=30)
+            settings.load_profile("default")
+
+            @given(st.lists(st.integers()), st.lists(st.integers()))
+            def test_push(items, extra):
+                assert push_all(list(items), extra) == len(items) + len(extra)
+            """,
+        },
+    )
+    target = candidate(repo.files["shapes/geometry.py"], "push_all", "shapes/geometry.py")
+    config = LocalSandboxConfig(work_root=str(tmp_path / "runs"), site_packages=["coverage", "pytest", "hypothesis"])
+    runs = []
+    for _ in range(2):
+        with LocalSandbox(config) as box:
+            runs.append(trace_repository(box, repo, [target], timeout=120))
+    first, second = (run.calls[target.key] for run in runs)
+    assert runs[0].tests_failed == 0 and len(first) >= 10
+    assert first == second
+
+
 def test_trace_reports_missing_modules(sandbox, tmp_path):
     repo = repository(
         tmp_path,
