@@ -58,6 +58,8 @@ VALUE_TYPES = {
     "PosixPath": "pathlib",
     "PureWindowsPath": "pathlib",
 }
+ADDRESS = re.compile(r"\bat 0x[0-9a-fA-F]+")
+"""An object's address in a repr: never source, and another every run."""
 _MISSING = re.compile(r"No module named '([\w.]+)'")
 
 
@@ -187,7 +189,7 @@ class Serializer:
         kind = type(value)
         module = kind.__module__.split(".")[0]
         if kind.__name__ in VALUE_TYPES and VALUE_TYPES[kind.__name__] == kind.__module__:
-            return _value_type_source(value, kind.__module__)
+            return self._value_type(value, depth, path)
         if module == "collections" and isinstance(
             value, (collections.OrderedDict, collections.deque, collections.Counter)
         ):
@@ -209,6 +211,19 @@ class Serializer:
         if module == "re" and kind.__name__ == "Pattern":
             return "__import__('re').compile(%r, %d)" % (value.pattern, value.flags)
         return self._instance(value, depth, path)
+
+    def _value_type(self, value, depth, path):
+        """A standard-library value; an aware ``datetime`` or ``time`` as the naive one with
+        its ``tzinfo`` written as source of its own (its repr names the zone's object by
+        address: not source, and another text every run)."""
+        zone = getattr(value, "tzinfo", None) if type(value).__name__ in ("datetime", "time") else None
+        if zone is not None:
+            naive = _value_type_source(value.replace(tzinfo=None), "datetime")
+            return "%s.replace(tzinfo=%s)" % (naive, self.to_source(zone, depth, path))
+        text = _value_type_source(value, type(value).__module__)
+        if ADDRESS.search(text):
+            raise Unrepresentable("a value whose repr names an object by address")
+        return text
 
     def _match(self, value, depth, path):
         """A regex match, as the same pattern matched again at the same place."""

@@ -41,8 +41,36 @@ MAX_TIMEOUT = 7 * 24 * 3600.0
 _UID_RANGE = (200_000, 999_999)
 
 
+ADDR_NO_RANDOMIZE = 0x0040000
+"""The personality flag that turns address-space randomization off for the programs a task
+executes (``setarch -R``)."""
+
+
+def fixed_addresses() -> bool:
+    """Turn address-space randomization off for the programs this *thread* starts (a
+    personality is a task's: the host's other threads, and the host itself, keep theirs).
+
+    An object's default hash is its address, and in Python 3.11 so is ``None``'s: a set of
+    tuples holding ``None`` (one repository's parametrized test cases) iterated in another
+    order every run, so its tests ran in another order and the tracer recorded other calls.
+    With fixed addresses the same run gives the same addresses. It weakens nothing the
+    sandbox relies on: code in it runs Python (and ``ctypes``) in its own process anyway;
+    the boundary is the namespaces, seccomp, limits and the protocol. False when the
+    kernel refuses (a container's seccomp profile): runs then keep random addresses.
+    """
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        current = libc.personality(0xFFFFFFFF)
+        return current >= 0 and libc.personality(current | ADDR_NO_RANDOMIZE) >= 0
+    except (OSError, AttributeError):
+        return False
+
+
 class Spawner:
-    """Starts worker processes from one long-lived daemon thread.
+    """Starts worker processes from one long-lived daemon thread, with fixed addresses
+    (:func:`fixed_addresses`).
 
     PR_SET_PDEATHSIG fires when the *thread* that forked a process exits, so workers
     forked from a short-lived runner thread would die with it.
@@ -69,6 +97,8 @@ class Spawner:
 
     @staticmethod
     def _serve(requests: queue.SimpleQueue[tuple[list[str], dict[str, Any], Future[Any]]]) -> None:
+        if not fixed_addresses():
+            logger.info("address-space randomization stays on in sandbox workers: the kernel refused to turn it off")
         while True:
             argv, kwargs, future = requests.get()
             try:

@@ -9,6 +9,7 @@ import datetime
 import decimal
 import enum
 import functools
+import importlib
 import operator
 import random
 import re
@@ -371,6 +372,7 @@ def test_values_are_written_back_as_source_that_rebuilds_them(tmp_path):
         decimal.Decimal("1.50"),
         datetime.date(2020, 2, 29),
         datetime.datetime(2020, 1, 1, 12, tzinfo=datetime.timezone.utc),
+        datetime.time(1, 2, tzinfo=datetime.timezone(datetime.timedelta(hours=2))),
         re.IGNORECASE,
         re.compile("a+", re.I),
         re.search("b+", "abbbc"),
@@ -399,6 +401,35 @@ def test_values_are_written_back_as_source_that_rebuilds_them(tmp_path):
     assert eval(serializer.to_source(lambda x: x + 1))(1) == 2
     assert serializer.to_source(double_it).startswith("_gr_func(")
     assert eval(serializer.to_source(double_it), dict(namespace))(4) == 8
+
+
+def test_an_aware_datetime_names_its_zone_as_source_never_by_address(tmp_path, monkeypatch):
+    """A datetime's repr shows a zone object of the repository as ``<zones.Utc object at
+    0x7f...>``: not source, and another text every run (so the tracer's record of calls
+    changed from build to build). The zone is written as an instance of its class."""
+    (tmp_path / "zones.py").write_text(
+        "import datetime\n"
+        "class Utc(datetime.tzinfo):\n"
+        "    def utcoffset(self, dt):\n"
+        "        return datetime.timedelta(0)\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    zones = importlib.import_module("zones")
+    serializer = trace_program.Serializer(str(tmp_path))
+    value = datetime.datetime(1985, 4, 12, 10, 15, tzinfo=zones.Utc())
+    source = serializer.to_source(value)
+    assert source == "__import__('datetime').datetime(1985, 4, 12, 10, 15).replace(tzinfo=_gr_build(Utc, {}))"
+    assert serializer.referenced == {"Utc": "zones"}
+    namespace = {name: v for name, v in vars(runtime).items() if name.startswith("_gr_")}
+    rebuilt = eval(source, {**namespace, "Utc": zones.Utc})
+    assert rebuilt == value and type(rebuilt.tzinfo) is zones.Utc
+
+    class Local(datetime.tzinfo):  # a test file's class: not in the script
+        def utcoffset(self, dt):
+            return datetime.timedelta(hours=1)
+
+    with pytest.raises(trace_program.Unrepresentable):
+        serializer.to_source(datetime.time(1, 2, tzinfo=Local()))
 
 
 def test_values_that_cannot_be_written_back_are_refused(tmp_path):

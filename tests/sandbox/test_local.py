@@ -163,6 +163,28 @@ def test_interpreter_options_fall_back_to_exec(warm_sandbox: LocalSandbox) -> No
     assert seeded.stdout == "7\n" and seeded.extra["inprocess"] is False
 
 
+ADDRESSES = "print(id(None), [x for x in {(None, 1), (2, 3), (None, 5), ('a', None)}])"
+
+
+def test_runs_see_the_same_addresses_in_every_sandbox(work_root: Path) -> None:
+    """Python 3.11 hashes None (and any object without __hash__) by its address: with
+    random addresses a set of test cases holding None iterates in another order every
+    run, and a build traces other calls. Workers start with randomization off."""
+    seen = []
+    for name in ("first", "second"):
+        root = work_root / name
+        root.mkdir()
+        config = LocalSandboxConfig(workers=1, work_root=str(root), packages_dir=str(root / "packages"))
+        with LocalSandbox(config) as sandbox:
+            runs = [sandbox.run({}, ["python3", "-c", ADDRESSES], timeout=30) for _ in range(2)]
+        assert all(r.ok for r in runs), runs[0].stderr
+        seen += [r.stdout for r in runs]
+    assert len(set(seen)) == 1, seen
+    host = subprocess.run([sys.executable, "-c", ADDRESSES], capture_output=True, text=True, check=True)
+    again = subprocess.run([sys.executable, "-c", ADDRESSES], capture_output=True, text=True, check=True)
+    assert host.stdout != again.stdout, "the host's own programs keep random addresses"
+
+
 def test_runs_do_not_see_the_worker_modules(warm_sandbox: LocalSandbox) -> None:
     probe = textwrap.dedent("""\
         import importlib.util, sys
