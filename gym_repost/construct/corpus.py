@@ -23,6 +23,7 @@ assembled in the order of the list.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -167,11 +168,23 @@ class RepositoryWork:
         )
 
 
+@functools.lru_cache(maxsize=1)
+def code_digest() -> str:
+    """A digest of gym-repost's own code (every module of the package, the programs it ships
+    to the sandbox included): a repository built by other code is built again."""
+    root = Path(__file__).resolve().parent.parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
 def settings_digest(settings: BuildSettings) -> str:
-    """What makes two repository builds the same (a resumed build reuses only those);
-    ``workers`` is left out: it changes how fast a build is, never what it keeps."""
+    """What makes two repository builds the same (a resumed build reuses only those): the
+    settings and the code that builds (:func:`code_digest`). ``workers`` is left out: it
+    changes how fast a build is, never what it keeps."""
     fields = sorted((k, v) for k, v in asdict(settings).items() if k != "workers")
-    return hashlib.sha256(repr(fields).encode()).hexdigest()[:16]
+    return hashlib.sha256(repr((fields, code_digest())).encode()).hexdigest()[:16]
 
 
 class CorpusState:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from gym_repost.construct import corpus as corpus_module
 from gym_repost.construct.corpus import (
     CorpusResult,
     RepositoryBuild,
@@ -144,7 +145,9 @@ def test_drop_reasons_are_counted_over_every_repository() -> None:
     assert "| extract | test code | 5 |" in statistics_markdown(result)
 
 
-def test_a_corpus_builds_dedupes_splits_and_resumes_per_repository(tmp_path: Path, sandbox: Sandbox) -> None:
+def test_a_corpus_builds_dedupes_splits_and_resumes_per_repository(
+    tmp_path: Path, sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
     alpha = _repo(tmp_path, "alpha", {"words": WORDS})
     beta = _repo(tmp_path, "beta", {"words": WORDS, "numbers": NUMBERS})  # copies alpha's functions
     sources, output = [str(alpha), str(beta)], tmp_path / "out" / "corpus.jsonl"
@@ -204,6 +207,9 @@ def test_a_corpus_builds_dedupes_splits_and_resumes_per_repository(tmp_path: Pat
     )
     assert built == [str(beta)] and resumed.resumed == 1
     assert [t.id for t in resumed.tasks()] == [t.id for t in result.tasks()]
+    with monkeypatch.context() as patch:  # other code (a changed tracer, builder or program): built again
+        patch.setattr(corpus_module, "code_digest", lambda: "another-version")
+        assert build_corpus(sources, output, settings, LocalExecutor(2, sandbox), eval_fraction=0.5).resumed == 0
     other = BuildSettings(max_candidates=1, test_executions=200, trace=False)  # other settings: built again
     assert build_corpus(sources, output, other, LocalExecutor(2, sandbox), eval_fraction=0.5).resumed == 0
 
