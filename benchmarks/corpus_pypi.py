@@ -12,7 +12,11 @@ Writes ``benchmarks/results/LIST.stats.md`` (the table; LIST: the source list's 
 ``corpus_pypi`` or ``corpus_pypi33``) and appends the machine,
 the load, the rows and the totals to ``benchmarks/results/corpus_pypi.jsonl``.
 
-With ``--audit`` (issue 33) the build audits its tasks against each package's own tests
+``--max-false-accept X`` builds as ``build --max-false-accept X`` does (the corpus command
+of the README uses 0: tasks that reward no known-wrong mutant of the build half); with
+``--audit`` its kept tasks are audited again with the held-out half (the table: that
+threshold only). Without it, ``--audit`` (issue 33) makes the build audit its tasks
+against each package's own tests
 (``--max-false-accept 1``: the ``build`` half of the mutants, nothing dropped), then every
 kept task is audited again with the ``held-out`` half, mutants no build-time filter saw;
 the record and ``LIST.audit.md`` give, per threshold X of ``build
@@ -23,7 +27,8 @@ Usage::
 
     python benchmarks/corpus_pypi.py [--output /tmp/corpus/tasks.jsonl] [--sources LIST]
         [--max-candidates 0] [--packages NAME,...] [--workers 2] [--executor local|ray] [--audit]
-        [--no-record]
+        [--max-false-accept X] [--no-record]
+    python benchmarks/corpus_pypi.py --max-false-accept 0 --audit   # the corpus, with its held-out audit
     python benchmarks/corpus_pypi.py --sources benchmarks/corpus_pypi33.txt --max-candidates 10 --audit
 """
 
@@ -64,6 +69,13 @@ def main() -> None:
         "--packages", default="", help="comma-separated names: build only these packages of the list (a sample)"
     )
     parser.add_argument("--audit", action="store_true", help="audit the tasks (build half, then held-out half)")
+    parser.add_argument(
+        "--max-false-accept",
+        type=float,
+        default=None,
+        help="build's filter, as the command line's (the corpus of README: 0); with --audit the "
+        "held-out table gives this threshold only",
+    )
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args()
     args.output.parent.mkdir(parents=True, exist_ok=True)
@@ -73,8 +85,11 @@ def main() -> None:
         sources = [s for s in sources if s.removeprefix("pypi:").split("==", 1)[0].lower() in wanted]
         if len(sources) != len(wanted):
             raise SystemExit(f"--packages: {len(wanted) - len(sources)} of the names are not in {args.sources}")
+    threshold = args.max_false_accept
     settings = BuildSettings(
-        max_candidates=args.max_candidates, workers=args.workers, max_false_accept=1.0 if args.audit else None
+        max_candidates=args.max_candidates,
+        workers=args.workers,
+        max_false_accept=threshold if threshold is not None else 1.0 if args.audit else None,
     )
     before = machine()
     started, meter = time.perf_counter(), CpuMeter()
@@ -87,7 +102,8 @@ def main() -> None:
     totals = result.totals()
     for key, value in totals.items():
         print(f"{key}: {value}")
-    audit = held_out_audit(result, args.output, args.workers) if args.audit else None
+    thresholds = THRESHOLDS if threshold is None else (threshold,)
+    audit = held_out_audit(result, args.output, args.workers, thresholds) if args.audit else None
     if audit is not None:
         (RESULTS_DIR / f"{args.sources.stem}.audit.md").write_text(audit["markdown"], encoding="utf-8")
         print(audit["markdown"])
@@ -102,6 +118,7 @@ def main() -> None:
         "sources": str(args.sources.name),
         "packages": [s.removeprefix("pypi:").split(" ", 1)[0] for s in sources] if args.packages else None,
         "max_candidates": args.max_candidates,
+        "max_false_accept": threshold,
         "workers": args.workers,
         "executor": args.executor,
         "resumed_repositories": result.resumed,
@@ -221,7 +238,9 @@ THRESHOLDS = (None, 0.1, 0.0)
 """Thresholds of ``build --max-false-accept`` the audit table compares (None: no filter)."""
 
 
-def held_out_audit(result: CorpusResult, output: Path, workers: int) -> dict[str, Any]:
+def held_out_audit(
+    result: CorpusResult, output: Path, workers: int, thresholds: tuple[float | None, ...] = THRESHOLDS
+) -> dict[str, Any]:
     """Every kept task audited with the held-out half of the mutants (cached beside ``output``),
     and, per threshold on the build half's false-accept rate, what a filtered build keeps."""
     cache = output.with_name(output.name.removesuffix(".jsonl") + ".held-out")
@@ -250,7 +269,7 @@ def held_out_audit(result: CorpusResult, output: Path, workers: int) -> dict[str
                     }
                 )
     candidates = result.totals()["candidate functions"]
-    by_threshold = [_kept_figures(rows, threshold, candidates) for threshold in THRESHOLDS]
+    by_threshold = [_kept_figures(rows, threshold, candidates) for threshold in thresholds]
     return {"tasks": rows, "by_threshold": by_threshold, "markdown": _markdown(rows, by_threshold)}
 
 
