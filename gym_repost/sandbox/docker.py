@@ -169,17 +169,45 @@ fi
     + _CLEAN_SH
 )
 _RESET_SH = "nonce=$1 rc=$2 keep=0\n" + _CLEAN_SH
-_MERGE_SH = f"""set -u
-src={WORKDIR}/{INSTALL_TARGET} dst={PACKAGES_MOUNT}
-[ -d "$src" ] || exit 0
-for entry in "$src"/* "$src"/.[!.]*; do
-  [ -e "$entry" ] || continue
-  name=${{entry##*/}}
-  rm -rf "$dst/$name"
-  cp -R "$entry" "$dst/$name" || exit 1
-done
-chmod -R u+rwX,go+rX,go-w,ug-s "$dst"
+_MERGE_PY = """import os, shutil, stat, sys
+src, dst = sys.argv[1], sys.argv[2]
+def dist(name):
+    return name.split("-", 1)[0].replace("_", "-").replace(".", "-").lower()
+provided = set()
+for site in sys.path:
+    if site and site.endswith(("site-packages", "dist-packages")) and os.path.isdir(site):
+        for name in os.listdir(site):
+            provided.add(name)
+            if name.endswith((".dist-info", ".egg-info")):
+                provided.add("dist:" + dist(name))
+if os.path.isdir(src):
+    for name in sorted(os.listdir(src)):
+        meta = name.endswith((".dist-info", ".egg-info")) and "dist:" + dist(name) in provided
+        if name in provided or meta:
+            print("not copied (the interpreter provides it):", name)
+            continue
+        entry, target = os.path.join(src, name), os.path.join(dst, name)
+        if os.path.isdir(target) and not os.path.islink(target):
+            shutil.rmtree(target)
+        elif os.path.lexists(target):
+            os.unlink(target)
+        if os.path.isdir(entry) and not os.path.islink(entry):
+            shutil.copytree(entry, target, symlinks=True)
+        else:
+            shutil.copy2(entry, target, follow_symlinks=False)
+for root, dirs, files in os.walk(dst):
+    for name in [root] + [os.path.join(root, n) for n in dirs + files]:
+        info = os.lstat(name)
+        if not stat.S_ISLNK(info.st_mode):
+            mode = stat.S_IMODE(info.st_mode) & ~(stat.S_ISUID | stat.S_ISGID | 0o022)
+            mode |= 0o644 | (0o111 if stat.S_ISDIR(info.st_mode) or info.st_mode & 0o111 else 0)
+            os.chmod(name, mode)
 """
+"""Copies pip's ``--target`` output into the package volume (as root), with plain
+permissions, but never what the image's interpreter already shows runs: pip's ``--target``
+installs a requirement again (``pytest-mock`` brings its own pytest), and the volume comes
+first on ``PYTHONPATH``, so a copy there would shadow the evaluation packages in every
+later run (the local backend's :func:`~gym_repost.sandbox.local._merge_tree` does the same)."""
 
 
 # ---------------------------------------------------------------- the backend
@@ -625,7 +653,9 @@ class DockerSandbox(Sandbox):
 
     def _merge_packages(self, container: Container) -> None:
         result = self._client.containers.get(container.id).exec_run(
-            ["/bin/sh", "-c", _MERGE_SH], user="0:0", environment={"PATH": DEFAULT_PATH}
+            [IMAGE_PYTHON, "-I", "-c", _MERGE_PY, f"{WORKDIR}/{INSTALL_TARGET}", PACKAGES_MOUNT],
+            user="0:0",
+            environment={"PATH": DEFAULT_PATH},
         )
         if result.exit_code != 0:
             raise SandboxError(

@@ -507,6 +507,29 @@ def test_install_reaches_every_container_read_only(client: Any) -> None:
 
 
 @pytest.mark.network
+def test_an_install_never_shadows_the_evaluation_packages_on_docker(client: Any) -> None:
+    """pip's ``--target`` installs ``pytest-mock``'s requirement pytest again; the volume is
+    first on PYTHONPATH, so a copy there would replace the image's pytest in every later
+    run. Only what the image does not provide reaches the volume."""
+    volume = f"gym-repost-test-packages-{secrets.token_hex(3)}"
+    try:
+        with DockerSandbox(DockerSandboxConfig(workers=1, packages_volume=volume)) as sb:
+            result = sb.install(["pytest-mock==3.14.0"], timeout=300)
+            assert result.ok, result.stdout[-2000:] + result.stderr[-2000:]
+            probe = "import os, pytest, pytest_mock\nprint(pytest.__file__, pytest_mock.__file__)\n"
+            probe += "print(sorted(os.listdir('/opt/gym-repost/packages')))\n"
+            r = sb.run({"m.py": probe}, ["python3", "m.py"])
+            first, listing = r.stdout.splitlines()
+            assert first.split() == [
+                "/opt/gym-repost/venv/lib/python3.11/site-packages/pytest/__init__.py",
+                "/opt/gym-repost/packages/pytest_mock/__init__.py",
+            ], r
+            assert "'pytest'" not in listing and "'_pytest'" not in listing and "'pluggy'" not in listing, listing
+    finally:
+        client.volumes.get(volume).remove(force=True)
+
+
+@pytest.mark.network
 def test_network_only_when_asked(sandbox: DockerSandbox) -> None:
     probe = (
         "import socket\ntry:\n    socket.create_connection(('pypi.org', 443), timeout=10).close()\n"
