@@ -345,3 +345,71 @@ def test_an_llm_build_on_the_cluster_equals_a_local_one_totals_log_and_cache(
     assert (again["llm_calls"], again["cache_hits"], again["input_tokens"], again["retries"]) == (4, 4, 0, 0)
     assert [e["response"]["cached"] for e in cached[2]] == [True] * 4
     assert [e["request"] for e in cached[2]] == [e["request"] for e in local[2]]
+
+
+class Interrupted(Exception):
+    """The driver of a corpus build stopped (a kill) once one repository was saved."""
+
+
+CORPUS_REPOS = {
+    "alpha": 'def clamp(value, low, high):\n    """value limited to [low, high]."""\n'
+    "    if value < low:\n        return low\n    if value > high:\n        return high\n    return value\n",
+    "beta": 'def initials(name):\n    """First letters of each word."""\n    parts = [p for p in name.split() if p]\n'
+    '    if not parts:\n        return ""\n    return "".join(p[0].upper() for p in parts)\n',
+    "gamma": 'def sign(x):\n    """-1, 0 or 1."""\n    if x > 0:\n        return 1\n    if x < 0:\n'
+    "        return -1\n    return 0\n",
+}
+
+
+def test_a_corpus_build_on_the_cluster_resumes_where_it_stopped_and_equals_a_local_one(
+    cluster: Any, sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """A corpus build on Ray whose driver stops after the first repository is saved; the next
+    run builds only the others, and the corpus is byte for byte the one a local build writes."""
+    from gym_repost.construct.corpus import build_corpus, corpus_paths
+    from gym_repost.construct.pipeline import BuildSettings
+    from gym_repost.executor import LocalExecutor
+
+    license_text = (ROOT / "tasks" / "demo" / "repo" / "LICENSE").read_text()
+    sources = []
+    for name, module in CORPUS_REPOS.items():
+        (tmp_path / name / name).mkdir(parents=True)
+        (tmp_path / name / name / "__init__.py").write_text("")
+        (tmp_path / name / name / "core.py").write_text(module)
+        (tmp_path / name / "LICENSE").write_text(license_text)
+        sources.append(str(tmp_path / name))
+    settings = BuildSettings(max_candidates=0, test_executions=200, trace=False)
+    local = tmp_path / "local" / "tasks.jsonl"
+    local.parent.mkdir()
+    reference = build_corpus(sources, local, settings, LocalExecutor(2, sandbox), eval_fraction=0.34)
+    assert reference.totals()["tasks"] == 3
+
+    def stop(build: Any) -> None:
+        raise Interrupted(build.source)
+
+    remote = tmp_path / "ray" / "tasks.jsonl"
+    remote.parent.mkdir()
+    with pytest.raises(Interrupted), _executor(cluster) as executor:
+        build_corpus(sources, remote, settings, executor, eval_fraction=0.34, on_repository=stop)
+    saved = list((corpus_paths(remote)["state"] / "repos").iterdir())
+    assert len(saved) == 1 and not remote.exists()  # one repository on disk, no corpus written
+    built: list[str] = []
+    with _executor(cluster) as executor:
+        resumed = build_corpus(
+            sources, remote, settings, executor, eval_fraction=0.34, on_repository=lambda b: built.append(b.source)
+        )
+    assert resumed.resumed == 1 and len(built) == 2
+    for part in ("tasks", "train", "eval"):
+        assert corpus_paths(remote)[part].read_bytes() == corpus_paths(local)[part].read_bytes(), part
+    assert _timeless(corpus_paths(remote)["stats_json"]) == _timeless(corpus_paths(local)["stats_json"])
+
+
+def _timeless(path: Path) -> Any:
+    """A statistics file without its seconds (the one figure a rerun may change)."""
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if "seconds" not in k}
+        return [strip(v) for v in value] if isinstance(value, list) else value
+
+    return strip(json.loads(path.read_text()))
