@@ -27,7 +27,7 @@ Usage::
 
     python benchmarks/corpus_pypi.py [--output /tmp/corpus/tasks.jsonl] [--sources LIST]
         [--max-candidates 0] [--packages NAME,...] [--workers 2] [--executor local|ray] [--audit]
-        [--max-false-accept X] [--no-record]
+        [--max-false-accept X] [--chunk N] [--no-record]
     python benchmarks/corpus_pypi.py --max-false-accept 0 --audit   # the corpus, with its held-out audit
     python benchmarks/corpus_pypi.py --sources benchmarks/corpus_pypi33.txt --max-candidates 10 --audit
 """
@@ -76,6 +76,9 @@ def main() -> None:
         help="build's filter, as the command line's (the corpus of README: 0); with --audit the "
         "held-out table gives this threshold only",
     )
+    parser.add_argument(
+        "--chunk", type=int, default=0, help="build a package of more candidates than this as units of that many"
+    )
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args()
     args.output.parent.mkdir(parents=True, exist_ok=True)
@@ -95,7 +98,7 @@ def main() -> None:
     started, meter = time.perf_counter(), CpuMeter()
     sandbox = sandbox_config("local", workers=args.workers)
     with get_executor(args.executor, workers=args.workers, sandbox=sandbox) as executor:
-        result = build_corpus(sources, args.output, settings, executor)
+        result = build_corpus(sources, args.output, settings, executor, chunk_size=args.chunk)
     build_wall = time.perf_counter() - started
     cost = _cost(result, meter, build_wall, args) if not result.resumed else None
     meter.close()
@@ -119,6 +122,7 @@ def main() -> None:
         "packages": [s.removeprefix("pypi:").split(" ", 1)[0] for s in sources] if args.packages else None,
         "max_candidates": args.max_candidates,
         "max_false_accept": threshold,
+        "chunk": args.chunk,
         "workers": args.workers,
         "executor": args.executor,
         "resumed_repositories": result.resumed,

@@ -231,6 +231,13 @@ def build(
     duplicate_threshold: float = typer.Option(
         0.9, min=0.0, max=1.0, help="Corpus build: token 5-gram Jaccard similarity at which a target is a duplicate."
     ),
+    chunk: int = typer.Option(
+        0,
+        min=0,
+        metavar="N",
+        help="Corpus build: a repository of more than N candidates is built as units of N each, "
+        "so that a long package does not hold back the end of the corpus on a cluster (0: a repository per unit).",
+    ),
     executor: ExecutorKind = EXECUTOR,
     ray_address: Optional[str] = RAY_ADDRESS,
 ) -> None:
@@ -307,7 +314,7 @@ def build(
         if builder != "deterministic":
             raise fail("a corpus build (a source list) uses the deterministic builder")
         with open_executor(executor, ray_address, workers, sandbox, options) as ex:
-            _build_corpus(source, output, settings, ex, eval_fraction, duplicate_threshold)
+            _build_corpus(source, output, settings, ex, eval_fraction, duplicate_threshold, chunk)
         return
     work: Any = BuildWork(settings)
     if builder.startswith("llm:"):
@@ -333,15 +340,27 @@ def build(
         write_json(stats_json, result.statistics())
 
 
+def _units_text(sources: list[str], units: list[Any]) -> str:
+    if len(units) == len(sources):
+        return f"corpus of {len(sources)} repositories"
+    return f"corpus of {len(sources)} repositories in {len(units)} units"
+
+
 def _build_corpus(
-    source: str, output: Path, settings: Any, executor: Any, eval_fraction: float, duplicate_threshold: float
+    source: str,
+    output: Path,
+    settings: Any,
+    executor: Any,
+    eval_fraction: float,
+    duplicate_threshold: float,
+    chunk: int = 0,
 ) -> None:
     from gym_repost.construct.corpus import build_corpus, corpus_paths, read_sources
 
     sources = read_sources(source)
     with progress_bar() as progress:
         bar = progress.add_task(f"corpus of {len(sources)} repositories", total=len(sources))
-        resumable("every finished repository")
+        resumable("every finished repository" if not chunk else "every finished unit")
         result = build_corpus(
             sources,
             output,
@@ -350,6 +369,8 @@ def _build_corpus(
             eval_fraction=eval_fraction,
             duplicate_threshold=duplicate_threshold,
             on_repository=lambda _r: progress.advance(bar),
+            chunk_size=chunk,
+            on_units=lambda units: progress.update(bar, total=len(units), description=_units_text(sources, units)),
         )
     table = Table("repository", "split", "candidates", "tasks", "dup.", "yield", "cov.", "kill", "s", "error")
     for row in result.rows():
@@ -370,7 +391,8 @@ def _build_corpus(
     console.print(counts_table("corpus totals (RepoST Table 2)", totals))
     paths = corpus_paths(output)
     if result.resumed:
-        console.print(f"{result.resumed} repositories were already built (resumed from {paths['state']})")
+        what = "repositories" if not chunk else "units of work"
+        console.print(f"{result.resumed} {what} were already built (resumed from {paths['state']})")
     console.print(
         f"wrote [bold]{len(result.tasks())}[/] tasks to {output} (train: {paths['train']}, eval: {paths['eval']}); "
         f"statistics: {paths['stats_md']}",

@@ -3,11 +3,14 @@
 A *source list* is a text file with one source per line (``pypi:NAME==VERSION`` or a
 path to a directory or archive; blank lines and ``#`` comments are skipped).
 :func:`build_corpus` builds every repository as one unit of work (a thread, or a Ray
-actor with its own sandbox), then, in this process alone:
+actor with its own sandbox) or, with ``chunk_size``, a repository of more candidates than
+that as several units of that many candidates each (so that a long package does not
+hold back the end of the corpus on a cluster), then, in this process alone:
 
-1. keeps each finished repository's build in ``STATE/repos/`` as it comes back, so an
-   interrupted build resumes at the repository level (a repository is built again only
-   when its record is missing or was made with other settings);
+1. keeps each finished unit's build in ``STATE/repos/`` as it comes back, so an
+   interrupted build resumes at the unit level (a unit is built again only when its
+   record is missing or was made with other settings or other code), and puts a split
+   repository's units back together, in candidate order;
 2. removes near-duplicate tasks across repositories (:func:`near_duplicates`: token
    5-gram Jaccard similarity of the target's normalised source); the repository that
    comes first in the list keeps its task;
@@ -32,11 +35,11 @@ import math
 import time
 import tokenize
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from gym_repost.construct.pipeline import BuildSettings, BuildWork
+from gym_repost.construct.pipeline import BuildSettings, BuildWork, count_candidates
 from gym_repost.construct.pypi import split_pin
 from gym_repost.construct.stats import single_statement, table2
 from gym_repost.errors import BuildError, ConfigError, InfrastructureError
@@ -117,6 +120,8 @@ class RepositoryBuild:
     """Why the repository gave nothing (a refused license, an unusable source, a sandbox failure)."""
     infrastructure: bool = False
     """The error was the infrastructure's: not kept, so a resumed build tries again."""
+    chunk: tuple[int, int] | None = None
+    """``(index, size)`` of a unit of a split repository (:class:`Unit`); None: the whole."""
 
     def to_json(self, settings_digest: str) -> dict[str, Any]:
         """The record kept in ``STATE/repos/``."""
@@ -132,25 +137,97 @@ class RepositoryBuild:
     def from_json(cls, record: dict[str, Any]) -> RepositoryBuild:
         """A record read back from ``STATE/repos/``."""
         fields = {k: v for k, v in record.items() if k not in ("record_version", "settings", "tasks")}
+        if fields.get("chunk") is not None:
+            fields["chunk"] = tuple(fields["chunk"])
         return cls(**fields, tasks=[FunctionTask.model_validate(t) for t in record["tasks"]])
 
 
 @dataclass(frozen=True)
+class Unit:
+    """One unit of work of a corpus build: a repository, or (``chunk``: ``(index, size)``)
+    the candidates ``[index * size, (index + 1) * size)`` of one."""
+
+    source: str
+    chunk: tuple[int, int] | None = None
+
+    @property
+    def key(self) -> str:
+        return self.source if self.chunk is None else f"{self.source} #{self.chunk[0]}/{self.chunk[1]}"
+
+
+def plan_units(sources: Sequence[str], settings: BuildSettings, chunk_size: int) -> list[Unit]:
+    """The units of work of a corpus build, in list order: one per repository, or, for a
+    repository of more than ``chunk_size`` candidates (``chunk_size`` > 0), one per
+    ``chunk_size`` of them. Counting ingests and extracts each source here (no sandbox); a
+    source that cannot be used is one unit, whose build reports why."""
+    if chunk_size <= 0:
+        return [Unit(s) for s in sources]
+    units = []
+    for source in sources:
+        try:
+            count = count_candidates(source, settings)
+        except BuildError:
+            count = 0
+        parts = math.ceil(count / chunk_size)
+        units += [Unit(source, (i, chunk_size)) for i in range(parts)] if parts > 1 else [Unit(source)]
+    return units
+
+
+def merge_units(builds: Sequence[RepositoryBuild]) -> RepositoryBuild:
+    """A split repository's unit builds (in chunk order) as the build of the whole: tasks in
+    candidate order, Table 2 over them, drop reasons and audits added up, seconds summed."""
+    if len(builds) == 1 and builds[0].chunk is None:
+        return builds[0]
+    named = next((b for b in builds if b.name), builds[0])
+    tasks = [t for b in builds for t in b.tasks]
+    candidates = sum(b.statistics.get("table2", {}).get("candidate functions", 0) for b in builds)
+    counts: dict[tuple[str, str], list[Any]] = {}
+    for b in builds:
+        for stage, reason, n, example in b.statistics.get("drops", []):
+            row = counts.setdefault((stage, reason), [stage, reason, 0, example])
+            row[2] += n
+    drops = sorted(counts.values(), key=lambda row: -row[2])
+    audited = {k: v for b in builds for k, v in (b.statistics.get("audited") or {}).items()}
+    return RepositoryBuild(
+        builds[0].source,
+        name=named.name,
+        version=named.version,
+        license=named.license,
+        tasks=tasks,
+        statistics={
+            "table2": table2(candidates, tasks),
+            "drops": [tuple(row) for row in drops],
+            "infra_errors": sum(b.statistics.get("infra_errors", 0) for b in builds),
+            "audited": audited,
+            "units": len(builds),
+        },
+        seconds=sum(b.seconds for b in builds),
+        error=next((b.error for b in builds if b.error), None),
+        infrastructure=any(b.infrastructure for b in builds),
+    )
+
+
+@dataclass(frozen=True)
 class RepositoryWork:
-    """The unit of work of a corpus build: one repository, built in the worker's sandbox."""
+    """The unit of work of a corpus build: one repository (a source) or a :class:`Unit`,
+    built in the worker's sandbox."""
 
     settings: BuildSettings
 
-    def __call__(self, source: str, sandbox: Sandbox | None) -> RepositoryBuild:
-        started = time.perf_counter()
+    def __call__(self, item: str | Unit, sandbox: Sandbox | None) -> RepositoryBuild:
+        unit = item if isinstance(item, Unit) else Unit(item)
+        source, chunk, started = unit.source, unit.chunk, time.perf_counter()
+        settings = self.settings if chunk is None else replace(self.settings, chunk=chunk)
         try:
-            result = BuildWork(self.settings)(source, sandbox)
+            result = BuildWork(settings)(source, sandbox)
         except BuildError as exc:
-            return RepositoryBuild(source, error=str(exc), seconds=time.perf_counter() - started)
+            return RepositoryBuild(source, error=str(exc), seconds=time.perf_counter() - started, chunk=chunk)
         except InfrastructureError as exc:
-            logger.error("%s: %s: %s", source, type(exc).__name__, exc)
+            logger.error("%s: %s: %s", unit.key, type(exc).__name__, exc)
             error = f"{type(exc).__name__}: {exc}"
-            return RepositoryBuild(source, error=error, infrastructure=True, seconds=time.perf_counter() - started)
+            return RepositoryBuild(
+                source, error=error, infrastructure=True, seconds=time.perf_counter() - started, chunk=chunk
+            )
         stats = result.statistics()
         return RepositoryBuild(
             source,
@@ -165,6 +242,7 @@ class RepositoryWork:
                 "audited": result.audited,
             },
             seconds=time.perf_counter() - started,
+            chunk=chunk,
         )
 
 
@@ -188,26 +266,32 @@ def settings_digest(settings: BuildSettings) -> str:
 
 
 class CorpusState:
-    """``STATE/repos/<key>.json``: each finished repository, written as it comes back."""
+    """``STATE/repos/<key>.json``: each finished unit (a repository, or a chunk of one),
+    written as it comes back."""
 
     def __init__(self, root: Path, settings: BuildSettings) -> None:
         self.root = root
+        self.settings = settings
         self.digest = settings_digest(settings)
         (root / "repos").mkdir(parents=True, exist_ok=True)
 
-    def _path(self, source: str) -> Path:
-        return self.root / "repos" / (hashlib.sha256(source.encode()).hexdigest()[:20] + ".json")
+    def _path(self, unit: Unit) -> Path:
+        return self.root / "repos" / (hashlib.sha256(unit.key.encode()).hexdigest()[:20] + ".json")
 
-    def load(self, source: str) -> RepositoryBuild | None:
-        """The kept build of ``source`` made with these settings, else None."""
-        path = self._path(source)
+    def _digest(self, unit: Unit) -> str:
+        return self.digest if unit.chunk is None else settings_digest(replace(self.settings, chunk=unit.chunk))
+
+    def load(self, item: str | Unit) -> RepositoryBuild | None:
+        """The kept build of a source (or unit) made with these settings, else None."""
+        unit = item if isinstance(item, Unit) else Unit(item)
+        path = self._path(unit)
         try:
             record = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        if record.get("record_version") != _RECORD_VERSION or record.get("settings") != self.digest:
+        if record.get("record_version") != _RECORD_VERSION or record.get("settings") != self._digest(unit):
             return None
-        if record.get("source") != source:
+        if record.get("source") != unit.source:
             return None
         return RepositoryBuild.from_json(record)
 
@@ -215,9 +299,10 @@ class CorpusState:
         """Keep ``build`` (atomically); infrastructure failures are not kept."""
         if build.infrastructure:
             return
-        path = self._path(build.source)
+        unit = Unit(build.source, build.chunk)
+        path = self._path(unit)
         partial = path.with_suffix(".partial")
-        partial.write_text(json.dumps(build.to_json(self.digest)), encoding="utf-8")
+        partial.write_text(json.dumps(build.to_json(self._digest(unit))), encoding="utf-8")
         partial.replace(path)
 
 
@@ -293,7 +378,7 @@ class CorpusResult:
     duplicates: dict[str, str]
     split: dict[str, str]
     resumed: int = 0
-    """Repositories taken from an earlier, interrupted build."""
+    """Units of work (repositories, or chunks of one) taken from an earlier, interrupted build."""
 
     def tasks(self, split: str | None = None) -> list[FunctionTask]:
         """The kept tasks (of one split), in the order of the source list."""
@@ -452,22 +537,32 @@ def build_corpus(
     eval_fraction: float = 0.2,
     duplicate_threshold: float = 0.9,
     on_repository: Callable[[RepositoryBuild], None] | None = None,
+    chunk_size: int = 0,
+    on_units: Callable[[list[Unit]], None] | None = None,
 ) -> CorpusResult:
-    """Build every source on ``executor`` (one repository per unit) and write the corpus.
+    """Build every source on ``executor`` and write the corpus.
 
-    Repositories already built into ``output``'s state with the same settings are not
-    built again. Writes ``output`` (every kept task), the train and eval files, and the
-    statistics (see :func:`corpus_paths`).
+    A unit of work is a repository, or with ``chunk_size`` > 0 each ``chunk_size``
+    candidates of a repository that has more (:func:`plan_units`). Units already built
+    into ``output``'s state with the same settings and code are not built again.
+    ``on_units`` is called with the plan (every unit, built or not), ``on_repository``
+    with each unit's build as it comes back. Writes ``output``
+    (every kept task), the train and eval files, and the statistics (see :func:`corpus_paths`).
 
     Raises:
-        ConfigError: a bad ``eval_fraction``.
+        ConfigError: a bad ``eval_fraction`` or ``chunk_size``.
     """
     split_repositories([], eval_fraction)  # checks the fraction before any build
+    if chunk_size < 0:
+        raise ConfigError(f"chunk size {chunk_size}: choose 0 (a repository per unit) or a number of candidates")
     paths = corpus_paths(output)
     state = CorpusState(paths["state"], settings)
-    found = {s: b for s in sources if (b := state.load(s)) is not None}
-    todo = [s for s in sources if s not in found]
-    logger.info("corpus: %d repositories to build, %d already built", len(todo), len(found))
+    units = plan_units(sources, settings, chunk_size)
+    if on_units is not None:
+        on_units(units)
+    found = {u: b for u in units if (b := state.load(u)) is not None}
+    todo = [u for u in units if u not in found]
+    logger.info("corpus: %d units of work to build, %d already built", len(todo), len(found))
 
     def keep(build: RepositoryBuild) -> None:
         state.save(build)
@@ -475,7 +570,10 @@ def build_corpus(
             on_repository(build)
 
     built = dict(zip(todo, executor.map(RepositoryWork(settings), todo, keep)))
-    repositories = [found.get(s) or built[s] for s in sources]
+    by_source: dict[str, list[RepositoryBuild]] = {}
+    for unit in units:
+        by_source.setdefault(unit.source, []).append(found.get(unit) or built[unit])
+    repositories = [merge_units(by_source[s]) for s in sources]
     result = assemble(repositories, eval_fraction, duplicate_threshold, settings.seed)
     result.resumed = len(found)
     write_corpus(result, paths)
@@ -530,10 +628,13 @@ __all__ = [
     "CorpusResult",
     "RepositoryBuild",
     "RepositoryWork",
+    "Unit",
     "build_corpus",
     "corpus_paths",
     "is_source_list",
+    "merge_units",
     "near_duplicates",
+    "plan_units",
     "read_sources",
     "split_repositories",
     "statistics_markdown",

@@ -68,6 +68,10 @@ class BuildSettings:
     """Audit the built tasks against the repository's own tests (:mod:`~gym_repost.construct.audit`,
     the ``build`` half of the mutants) and drop those that reward more than this share of the
     known-wrong mutants (None: no audit)."""
+    chunk: tuple[int, int] | None = None
+    """``(index, size)``: build only the extracted candidates ``[index * size, (index + 1) *
+    size)``, one unit of a repository a corpus build splits (extraction's drops count in
+    unit 0); None: every candidate."""
 
     def thresholds(self) -> QualityThresholds:
         """The quality thresholds of the split."""
@@ -287,6 +291,9 @@ def build_function_tasks(
         repo = ingest(source, cache_dir=settings.cache_dir, licenses=settings.licenses)
     with timer("extract"):
         candidates, drops = _extract(repo, settings)
+        if settings.chunk is not None:
+            index, size = settings.chunk
+            candidates, drops = candidates[index * size : (index + 1) * size], drops if index == 0 else []
     if on_stage:
         on_stage("candidates", len(candidates))
     installer = PackageInstaller(sandbox, refuse=frozenset(local_modules(repo)))
@@ -396,6 +403,19 @@ def _collect(
         notes=repo.notes + notes,
         infra_errors=infra,
     )
+
+
+def count_candidates(source: str, settings: BuildSettings) -> int:
+    """How many candidates a build of ``source`` with ``settings`` extracts (no sandbox:
+    ingest and extraction only, a second for a large package).
+
+    Raises:
+        BuildError: the source as a whole cannot be used.
+    """
+    from gym_repost.construct.ingest import ingest
+
+    repo = ingest(source, cache_dir=settings.cache_dir, licenses=settings.licenses)
+    return len(_extract(repo, settings)[0])
 
 
 def _extract(repo: SourceRepository, settings: BuildSettings) -> tuple[list[Candidate], list[Drop]]:

@@ -14,9 +14,11 @@ from gym_repost.construct import corpus as corpus_module
 from gym_repost.construct.corpus import (
     CorpusResult,
     RepositoryBuild,
+    Unit,
     build_corpus,
     corpus_paths,
     near_duplicates,
+    plan_units,
     read_sources,
     split_repositories,
     statistics_markdown,
@@ -214,6 +216,58 @@ def test_a_corpus_builds_dedupes_splits_and_resumes_per_repository(
     assert build_corpus(sources, output, other, LocalExecutor(2, sandbox), eval_fraction=0.5).resumed == 0
 
 
+def test_a_repository_split_into_units_gives_the_same_corpus_and_resumes_per_unit(
+    tmp_path: Path, sandbox: Sandbox
+) -> None:
+    """``chunk_size``: a repository of more candidates than that is built as units of that
+    many, on any worker; put back together they are the repository's build."""
+    alpha = _repo(tmp_path, "alpha", {"words": WORDS, "numbers": NUMBERS})
+    beta = _repo(tmp_path, "beta", {"numbers": NUMBERS.replace("clamp", "limit")})
+    sources = [str(alpha), str(beta)]
+    settings = BuildSettings(max_candidates=0, test_executions=200, trace=False)
+    assert plan_units(sources, settings, 0) == [Unit(str(alpha)), Unit(str(beta))]
+    units = plan_units(sources, settings, 2)  # alpha's 3 candidates: two units; beta's 1: whole
+    assert units == [Unit(str(alpha), (0, 2)), Unit(str(alpha), (1, 2)), Unit(str(beta))]
+
+    whole, split = tmp_path / "whole" / "corpus.jsonl", tmp_path / "split" / "corpus.jsonl"
+    for output in (whole, split):
+        output.parent.mkdir()
+    reference = build_corpus(sources, whole, settings, LocalExecutor(2, sandbox), eval_fraction=0.5)
+    built: list[RepositoryBuild] = []
+    planned: list[list[Unit]] = []
+    result = build_corpus(
+        sources,
+        split,
+        settings,
+        LocalExecutor(2, sandbox),
+        eval_fraction=0.5,
+        chunk_size=2,
+        on_repository=built.append,
+        on_units=planned.append,
+    )
+    assert planned == [units] and sorted(b.chunk or (9, 9) for b in built) == [(0, 2), (1, 2), (9, 9)]
+    assert [len(b.tasks) for b in built if b.chunk] in ([2, 1], [1, 2])  # the units share alpha's tasks
+    assert corpus_paths(split)["tasks"].read_bytes() == corpus_paths(whole)["tasks"].read_bytes()
+    for mine, theirs in zip(result.rows(), reference.rows()):
+        assert {k: v for k, v in mine.items() if k != "seconds"} == {k: v for k, v in theirs.items() if k != "seconds"}
+    timeless = "build seconds (sum over repositories)"
+    assert {k: v for k, v in result.totals().items() if k != timeless} == {
+        k: v for k, v in reference.totals().items() if k != timeless
+    }
+    assert result.drop_reasons() == reference.drop_reasons()
+
+    second = next(p for p in (corpus_paths(split)["state"] / "repos").iterdir() if '"chunk": [1, 2]' in p.read_text())
+    second.unlink()  # an interrupted build: alpha's second unit missing
+    built.clear()
+    again = build_corpus(
+        sources, split, settings, LocalExecutor(2, sandbox), eval_fraction=0.5, chunk_size=2, on_repository=built.append
+    )
+    assert [b.chunk for b in built] == [(1, 2)] and again.resumed == 2
+    assert corpus_paths(split)["tasks"].read_bytes() == corpus_paths(whole)["tasks"].read_bytes()
+    with pytest.raises(ConfigError, match="chunk size -1"):
+        build_corpus(sources, split, settings, LocalExecutor(2, sandbox), chunk_size=-1)
+
+
 def test_the_command_line_builds_a_source_list_and_says_which_line_is_bad(tmp_path: Path) -> None:
     import subprocess
     import sys
@@ -235,6 +289,13 @@ def test_the_command_line_builds_a_source_list_and_says_which_line_is_bad(tmp_pa
         "1 repositories were already built"
         in build("--max-candidates", "1", "--test-executions", "200", "--no-trace").stdout
     )
+    _repo(tmp_path, "gamma", {"words": WORDS, "numbers": NUMBERS})  # three candidates: three units
+    chunked = ["--max-candidates", "0", "--test-executions", "200", "--no-trace", "--chunk", "1"]
+    listing.write_text("gamma\n")
+    result = build(*chunked)
+    assert result.returncode == 0, result.stderr
+    assert sorted(t.target.qualname for t in load_tasks(output)) == ["clamp", "count_vowels", "initials"]
+    assert "3 units of work were already built" in build(*chunked).stdout
     listing.write_text("alpha\nnot/here\n")
     result = build()
     assert result.returncode == 2 and "sources.txt:2: 'not/here' is neither" in result.stderr
