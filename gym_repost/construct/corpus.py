@@ -11,9 +11,9 @@ hold back the end of the corpus on a cluster), then, in this process alone:
    interrupted build resumes at the unit level (a unit is built again only when its
    record is missing or was made with other settings or other code), and puts a split
    repository's units back together, in candidate order;
-2. removes near-duplicate tasks across repositories (:func:`near_duplicates`: token
-   5-gram Jaccard similarity of the target's normalised source); the repository that
-   comes first in the list keeps its task;
+2. removes near-duplicate tasks across and within repositories (:func:`near_duplicates`:
+   token 5-gram Jaccard similarity of the target's normalised source); the repository
+   that comes first in the list, and within one the candidate that comes first, keeps its task;
 3. splits train/eval *by repository* (:func:`split_repositories`): every task of a
    repository goes to the same split, so no repository is in both;
 4. writes one task file (``OUTPUT``), the two splits beside it (``OUTPUT`` with
@@ -324,37 +324,35 @@ def _jaccard(a: frozenset[Any], b: frozenset[Any]) -> float:
 
 
 def near_duplicates(groups: Sequence[Sequence[FunctionTask]], threshold: float = 0.9) -> dict[str, str]:
-    """Tasks whose target is a near-duplicate of a target of an *earlier* group (repository).
+    """Tasks whose target is a near-duplicate of an *earlier* task's target: one of an
+    earlier group (repository), or an earlier one of its own group.
 
     Similarity is the Jaccard index of token 5-grams of the targets' sources (comments,
-    layout and docstrings left out); ``threshold`` or more is a duplicate. Within one
-    group nothing is removed (the builder chose those targets apart).
+    layout and docstrings left out); ``threshold`` or more is a duplicate. Extraction
+    already drops a body found elsewhere in its repository; this removes near copies too.
 
     Returns:
         ``{removed task id: the id of the task it duplicates}``.
     """
-    kept: list[tuple[int, str, frozenset[Any]]] = []
+    kept: list[tuple[str, frozenset[Any]]] = []
     removed: dict[str, str] = {}
-    for index, group in enumerate(groups):
-        mine = []
+    for group in groups:
         for task in group:
             shingles = _shingles(task.target.source)
             size = len(shingles)
             match = next(
                 (
                     other
-                    for g, other, theirs in kept
-                    if g != index
-                    and min(size, len(theirs)) >= threshold * max(size, len(theirs))
+                    for other, theirs in kept
+                    if min(size, len(theirs)) >= threshold * max(size, len(theirs))
                     and _jaccard(shingles, theirs) >= threshold
                 ),
                 None,
             )
             if match is None:
-                mine.append((index, task.id, shingles))
+                kept.append((task.id, shingles))
             else:
                 removed[task.id] = match
-        kept += mine
     return removed
 
 

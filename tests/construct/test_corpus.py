@@ -102,13 +102,13 @@ def _task(base: FunctionTask, name: str, source: str) -> FunctionTask:
     return task.with_id()
 
 
-def test_near_duplicates_are_removed_across_repositories_only(function_task: FunctionTask) -> None:
+def test_near_duplicates_are_removed_across_and_within_repositories(function_task: FunctionTask) -> None:
     first = function_task.target.source
     renamed = first.replace("total", "acc")  # the same code, one local renamed: not a near-duplicate
     reformatted = first.replace("    ", "        ") + "\n# a comment\n"  # layout and comments only
     a, b = _task(function_task, "a", first), _task(function_task, "b", reformatted)
     c, d = _task(function_task, "c", renamed), _task(function_task, "d", first)
-    assert near_duplicates([[a, d], [b, c]]) == {b.id: a.id}  # a and d are in one repository: both kept
+    assert near_duplicates([[a, d], [b, c]]) == {d.id: a.id, b.id: a.id}  # within one repository too
     assert near_duplicates([[b], [a]]) == {a.id: b.id}  # the earlier repository keeps its task
     assert near_duplicates([[a], [c]], threshold=0.3) == {c.id: a.id}
 
