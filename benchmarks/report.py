@@ -438,6 +438,25 @@ def _corpus_cost(r: Record) -> list[Figure]:
     ]
 
 
+def _corpus_identity(r: Record) -> list[Figure]:
+    different = r.get("different") or []
+    named_ = ", ".join(
+        f"{d.get('repository')} ({len(d.get('changed') or []) + len(d.get('only_first') or [])} tasks)"
+        for d in different
+    )
+    return [
+        Figure(
+            "settings",
+            f"candidates per package: {r.get('max_candidates') or 'every one'}, "
+            f"--max-false-accept {r.get('max_false_accept')}",
+        ),
+        Figure("repositories built again: identical of compared", f"{r.get('identical')} of {r.get('repositories')}"),
+        Figure("tasks compared", r.get("tasks_compared"), "count"),
+        Figure("repositories whose tasks differ", named_ or "none"),
+        Figure("load average before, after", f"{load(get(r, 'machine.load_average'))}, {load(r.get('load_after'))}"),
+    ]
+
+
 def _static_analysis(r: Record) -> list[Figure]:
     parse = get(r, "baseline_ast_parse.median_s")
     label = "plain `ast.parse` of every file"
@@ -638,6 +657,11 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             ),
         ),
         files=("corpus_pypi33.stats.md", "corpus_pypi33.audit.md", "corpus_pypi.stats.md"),
+    ),
+    Benchmark(
+        "corpus_identity.py",
+        "corpus_identity",
+        (Part("A corpus's repositories built again", _corpus_identity),),
     ),
     Benchmark("static_analysis.py", "static_analysis", (Part("Extraction and slicing", _static_analysis),)),
     Benchmark(

@@ -1,0 +1,108 @@
+"""Two builds give the same tasks: the repositories of a finished corpus build, built again
+and compared task by task.
+
+Reads the state of a first build (``OUTPUT.corpus-state``, written by ``corpus_pypi.py`` or
+``gym-repost build LIST -o OUTPUT``), builds each of its repositories again (or a sample,
+``--packages``) with this checkout and the settings given here (those of the first build),
+and compares each task's JSON with the first build's. Appends to
+``benchmarks/results/corpus_identity.jsonl`` the machine and its load (a rebuild may run
+beside other work: what is built must not depend on it), the repositories compared, and
+those whose tasks differ, with the names of the differing tasks.
+
+Usage::
+
+    python benchmarks/corpus_identity.py --state /tmp/corpus/tasks.corpus-state \\
+        --max-candidates 0 --max-false-accept 0 [--packages NAME,...] [--workers 2] [--no-record]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import append_record, machine, now
+from gym_repost.construct.corpus import RepositoryWork
+from gym_repost.construct.pipeline import BuildSettings
+from gym_repost.sandbox import get_sandbox
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--state", type=Path, required=True, help="the first build's OUTPUT.corpus-state")
+    parser.add_argument("--max-candidates", type=int, default=0)
+    parser.add_argument("--max-false-accept", type=float, default=None)
+    parser.add_argument("--packages", default="", help="comma-separated names: only these repositories")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--no-record", action="store_true")
+    args = parser.parse_args()
+    records = first_build(args.state, {n.strip().lower() for n in args.packages.split(",") if n.strip()})
+    if not records:
+        raise SystemExit(f"{args.state}: no repository built whole (a split one, or none of --packages)")
+    settings = BuildSettings(
+        max_candidates=args.max_candidates, workers=args.workers, max_false_accept=args.max_false_accept
+    )
+    before, started = machine(), time.perf_counter()
+    rows = []
+    with get_sandbox("local", workers=args.workers) as sandbox:
+        for record in records:
+            again = RepositoryWork(settings)(record["source"], sandbox)
+            rows.append(compare(record, [t.model_dump(mode="json") for t in again.tasks], again.error))
+            print(f"{rows[-1]['repository']}: {'identical' if rows[-1]['identical'] else 'DIFFERENT'}", flush=True)
+    different = [r for r in rows if not r["identical"]]
+    record = {
+        "benchmark": "corpus_identity",
+        "date": now(),
+        "machine": before,
+        "load_after": machine()["load_average"],
+        "state": str(args.state),
+        "max_candidates": args.max_candidates,
+        "max_false_accept": args.max_false_accept,
+        "repositories": len(rows),
+        "identical": len(rows) - len(different),
+        "tasks_compared": sum(r["tasks"] for r in rows),
+        "different": different,
+        "wall_s": round(time.perf_counter() - started, 1),
+    }
+    print(f"{record['identical']} of {len(rows)} repositories identical ({record['tasks_compared']} tasks)")
+    if not args.no_record:
+        print(f"recorded in {append_record('corpus_identity', record)}")
+
+
+def first_build(state: Path, names: set[str]) -> list[dict[str, Any]]:
+    """The first build's records of whole repositories (of ``names``, when given), in file order."""
+    records = []
+    for path in sorted((state / "repos").glob("*.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        if record.get("chunk") is None and (not names or str(record.get("name", "")).lower() in names):
+            records.append(record)
+    return sorted(records, key=lambda r: r["source"])
+
+
+def compare(record: dict[str, Any], tasks: list[dict[str, Any]], error: str | None) -> dict[str, Any]:
+    """One repository: identical, or the names of the tasks only one build has or that differ."""
+    first = {t["id"]: t for t in record["tasks"]}
+    second = {t["id"]: t for t in tasks}
+    names = {t["id"]: t["name"] for t in [*record["tasks"], *tasks]}
+    changed = sorted(names[i] for i in first.keys() & second.keys() if _text(first[i]) != _text(second[i]))
+    return {
+        "repository": record.get("name") or record["source"],
+        "tasks": len(record["tasks"]),
+        "identical": [_text(t) for t in record["tasks"]] == [_text(t) for t in tasks] and error == record.get("error"),
+        "only_first": sorted(names[i] for i in first.keys() - second.keys()),
+        "only_second": sorted(names[i] for i in second.keys() - first.keys()),
+        "changed": changed,
+    }
+
+
+def _text(task: dict[str, Any]) -> str:
+    return json.dumps(task, sort_keys=True)
+
+
+if __name__ == "__main__":
+    main()
