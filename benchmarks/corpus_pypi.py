@@ -49,7 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import RESULTS_DIR, append_record, machine, now
 from gym_repost.construct.audit import audit_tasks
-from gym_repost.construct.corpus import CorpusResult, build_corpus, corpus_paths, read_sources
+from gym_repost.construct.corpus import CorpusResult, build_corpus, corpus_paths, read_sources, settings_digest
 from gym_repost.construct.ingest import ingest
 from gym_repost.construct.pipeline import BuildSettings
 from gym_repost.executor import get_executor
@@ -96,11 +96,14 @@ def main() -> None:
     )
     before = machine()
     started, meter = time.perf_counter(), CpuMeter()
+    ledger = CostLedger(corpus_paths(args.output)["state"] / "cost.json", settings_digest(settings), meter, started)
     sandbox = sandbox_config("local", workers=args.workers)
     with get_executor(args.executor, workers=args.workers, sandbox=sandbox) as executor:
-        result = build_corpus(sources, args.output, settings, executor, chunk_size=args.chunk)
-    build_wall = time.perf_counter() - started
-    cost = _cost(result, meter, build_wall, args) if not result.resumed else None
+        result = build_corpus(
+            sources, args.output, settings, executor, chunk_size=args.chunk, on_repository=lambda _b: ledger.add_unit()
+        )
+    ledger.save()
+    cost = _cost(result, ledger, args) if ledger.complete(result.resumed) else None
     meter.close()
     totals = result.totals()
     for key, value in totals.items():
@@ -192,20 +195,71 @@ class CpuMeter:
                 pass
 
 
+class CostLedger:
+    """The cost of a build that runs in several calls (killed, then resumed): CPU and wall
+    seconds, units built and peak memory, added up over the calls in ``STATE/cost.json``
+    after each unit. Other settings or code (another digest) start it afresh."""
+
+    def __init__(self, path: Path, digest: str, meter: CpuMeter, started: float) -> None:
+        self.path, self.digest, self.meter, self.started = path, digest, meter, started
+        try:
+            prior = json.loads(path.read_text("utf-8"))
+        except (OSError, ValueError):
+            prior = {}
+        if prior.get("digest") != digest:
+            prior = {}
+        self.prior = {k: prior.get(k, 0) for k in ("cpu_s", "wall_s", "units", "calls")}
+        self.prior_rss = (prior.get("peak_rss_mib_driver", 0.0), prior.get("peak_rss_mib_largest_worker", 0.0))
+        self.units = 0
+
+    def add_unit(self) -> None:
+        self.units += 1
+        self.save()
+
+    def totals(self) -> dict[str, Any]:
+        driver, worker = _usage()
+        return {
+            "digest": self.digest,
+            "cpu_s": self.prior["cpu_s"] + self.meter.used(),
+            "wall_s": self.prior["wall_s"] + time.perf_counter() - self.started,
+            "units": self.prior["units"] + self.units,
+            "calls": self.prior["calls"] + 1,
+            "peak_rss_mib_driver": max(self.prior_rss[0], driver),
+            "peak_rss_mib_largest_worker": max(self.prior_rss[1], worker),
+        }
+
+    def save(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        partial = self.path.with_suffix(".partial")
+        partial.write_text(json.dumps(self.totals()), encoding="utf-8")
+        partial.replace(self.path)
+
+    def complete(self, resumed: int) -> bool:
+        """Every unit resumed was built by an earlier call this ledger counted."""
+        return resumed <= self.prior["units"]
+
+
 def _usage() -> tuple[float, float]:
     """This process's peak RSS and its largest reaped child's (a sandbox worker), in MiB."""
     me, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return me.ru_maxrss / 1024, children.ru_maxrss / 1024
 
 
-def _cost(result: CorpusResult, meter: CpuMeter, wall: float, args: Any) -> dict[str, Any] | None:
+def _cost(result: CorpusResult, ledger: CostLedger, args: Any) -> dict[str, Any] | None:
     """Tasks per CPU-hour, peak memory, and the projection to RepoST-Train's 824 repositories
     on N nodes of this machine's cores, at the corpus efficiency ``ray_scaling.py`` measured
-    for Ray against the local executor (at most 1). Only for a build of this call (nothing
-    resumed) on the local executor: Ray's actors are not this process's children."""
+    for Ray against the local executor (at most 1). Over every call of a build the ledger
+    counted (a killed build resumed); on the local executor only: Ray's actors are not this
+    process's children."""
     if args.executor != "local":
         return None
-    cpu, (driver_rss, worker_rss) = meter.used(), _usage()
+    spent = ledger.totals()
+    cpu, wall, driver_rss, worker_rss = (
+        spent["cpu_s"],
+        spent["wall_s"],
+        spent["peak_rss_mib_driver"],
+        spent["peak_rss_mib_largest_worker"],
+    )
     tasks, repositories = result.totals()["tasks"], len(result.repositories)
     cores = os.cpu_count() or 1
     efficiency, source = 1.0, "none recorded: 1 assumed"
@@ -219,8 +273,9 @@ def _cost(result: CorpusResult, meter: CpuMeter, wall: float, args: Any) -> dict
     cpu_hours = REPOST_TRAIN_REPOSITORIES * per_repository / 3600
     return {
         "wall_s": round(wall, 1),
+        "calls": spent["calls"],
         "cpu_s": round(cpu, 1),
-        "cpu_measured_by": meter.source,
+        "cpu_measured_by": ledger.meter.source,
         "cores": cores,
         "tasks": tasks,
         "tasks_per_cpu_hour": round(tasks / (cpu / 3600), 1) if cpu else None,
