@@ -38,6 +38,21 @@ def machine() -> dict[str, object]:
     }
 
 
+def checkout() -> dict[str, object]:
+    """The commit of this checkout and whether its files differ from it (what was measured)."""
+    root = Path(__file__).resolve().parents[1]
+
+    def git(*args: str) -> str:
+        try:
+            done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.SubprocessError):
+            return ""
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    modified = bool(git("status", "--porcelain", "--untracked-files=no"))
+    return {"commit": git("rev-parse", "HEAD") or None, "modified": modified}
+
+
 def now() -> str:
     """The date and time, UTC, ISO 8601."""
     return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")

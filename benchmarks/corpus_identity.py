@@ -26,7 +26,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import append_record, machine, now
+from benchmarks.common import append_record, checkout, machine, now
 from gym_repost.construct.corpus import RepositoryWork
 from gym_repost.construct.pipeline import BuildSettings
 from gym_repost.sandbox import get_sandbox
@@ -59,6 +59,7 @@ def main() -> None:
         "benchmark": "corpus_identity",
         "date": now(),
         "machine": before,
+        "checkout": checkout(),
         "load_after": machine()["load_average"],
         "state": str(args.state),
         "max_candidates": args.max_candidates,

@@ -47,7 +47,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import RESULTS_DIR, append_record, machine, now
+from benchmarks.common import RESULTS_DIR, append_record, checkout, machine, now
 from gym_repost.construct.audit import audit_tasks
 from gym_repost.construct.corpus import CorpusResult, build_corpus, corpus_paths, read_sources, settings_digest
 from gym_repost.construct.ingest import ingest
@@ -121,6 +121,7 @@ def main() -> None:
         "benchmark": "corpus_pypi",
         "date": now(),
         "machine": before,
+        "checkout": checkout(),
         "sources": str(args.sources.name),
         "packages": [s.removeprefix("pypi:").split(" ", 1)[0] for s in sources] if args.packages else None,
         "max_candidates": args.max_candidates,
