@@ -39,7 +39,8 @@ def machine() -> dict[str, object]:
 
 
 def checkout() -> dict[str, object]:
-    """The commit of this checkout and whether its files differ from it (what was measured)."""
+    """The commit of this checkout and whether its package's files differ from it (the code
+    measured; a benchmark script of a later commit may drive an earlier package)."""
     root = Path(__file__).resolve().parents[1]
 
     def git(*args: str) -> str:
@@ -49,7 +50,7 @@ def checkout() -> dict[str, object]:
             return ""
         return done.stdout.strip() if done.returncode == 0 else ""
 
-    modified = bool(git("status", "--porcelain", "--untracked-files=no"))
+    modified = bool(git("status", "--porcelain", "--untracked-files=no", "--", "gym_repost"))
     return {"commit": git("rev-parse", "HEAD") or None, "modified": modified}
 
 
