@@ -40,6 +40,9 @@ UNREACHED_ROUNDS = 2
 """Hunting rounds for a mutant on a line no input reaches (it may be unreachable)."""
 SWEPT_INPUTS = 3
 """Inputs whose every place gets every literal of the mutated line, first in a hunt."""
+MUTANT_FLOOR = 0.25
+"""CPU seconds a mutant's run may take beyond ten times the slowest input's (a timer that
+stops a mutant kills it: too tight a one kills mutants a busy machine only slowed)."""
 SLOW_CALL = 0.2
 """CPU seconds above which an input is too slow to be tried against mutants or chosen for diversity."""
 
@@ -130,7 +133,7 @@ class Selection:
         self.clock = clock
         useful = [t for t in self.pool if t.deliberate and t not in self.chosen and t.duration < SLOW_CALL]
         saved = explorer.timeout
-        explorer.timeout = min(saved, 0.05 + 10 * max([t.duration for t in self.chosen + useful] or [0.01]))
+        explorer.timeout = min(saved, MUTANT_FLOOR + 10 * max([t.duration for t in self.chosen + useful] or [0.01]))
         survivors = []
         try:
             for line, replacement in mutants.entries:
@@ -225,9 +228,14 @@ class Selection:
         return None
 
     def _kills(self, trial):
+        """The swapped-in mutant changes the input's outcome: another result, or a run
+        stopped by its timer twice (a loaded machine may charge a fast call more CPU time
+        once; a mutant that loops is stopped every time)."""
         if self._spent():
             return False
         other = self.explorer.execute(trial.source, trial.origin, seeded=trial.seeded)
+        if other.error == "timeout" and not self._spent():
+            other = self.explorer.execute(trial.source, trial.origin, seeded=trial.seeded)
         return other.error == "timeout" or (other.error is None and other.fingerprint != trial.fingerprint)
 
     def by_outcome_classes(self):

@@ -131,3 +131,39 @@ def test_a_search_whose_inputs_close_low_descriptors_still_reports(sandbox: Sand
     build said 'test generation failed: the explorer exit 1' (the demo's load_catalog)."""
     found = search(sandbox, FIRST_LINE, "first_line", executions=200)
     assert found["ok"] and found["stats"]["executed"] > 0
+
+
+class _Runs:
+    """An explorer whose runs of the one input give the outcomes given, in turn."""
+
+    def __init__(self, *errors: str | None) -> None:
+        self.errors, self.trials, self.stats = list(errors), [], {"executed": 0}
+
+    def execute(self, source: str, origin: str, seeded: bool = False) -> Any:
+        from gym_repost.programs.explore import Trial
+
+        self.stats["executed"] += 1
+        trial = Trial(source, origin, self.errors.pop(0))
+        trial.fingerprint = "same"
+        return trial
+
+
+@pytest.mark.parametrize(
+    ("runs", "kills"),
+    [(("timeout", None), False), (("timeout", "timeout"), True), ((None,), False)],
+    ids=["stopped-once", "stopped-twice", "same-result"],
+)
+def test_a_mutant_kills_by_its_timer_only_when_a_second_run_is_stopped_too(runs: tuple[Any, ...], kills: bool) -> None:
+    """A loaded machine may charge a fast call more CPU time once, and a timer that stopped a
+    mutant once made it killed: the build chose another input (isodate's ``_strfdt`` gained
+    a hunted input in one build of three beside four CPU burners)."""
+    from gym_repost.programs.explore import Trial
+    from gym_repost.programs.selection import Selection
+
+    explorer = _Runs(*runs)
+    selection = Selection(explorer, 4)
+    selection.spend_until, selection.clock = 100, None
+    original = Trial("(None, (1,), {})", "search")
+    original.fingerprint = "same"
+    assert selection._kills(original) is kills
+    assert explorer.stats["executed"] == len(runs) and not explorer.errors
