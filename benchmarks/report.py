@@ -419,6 +419,7 @@ def _corpus_cost(r: Record) -> list[Figure]:
         Figure("source list, candidates per package", f"{r.get('sources')}, {r.get('max_candidates') or 'every one'}"),
         Figure("repositories, tasks", f"{len(r.get('repositories') or [])}, {cost.get('tasks')}"),
         Figure("wall time of the build", cost.get("wall_s"), "s"),
+        Figure("calls of the build (one, or a killed build resumed)", cost.get("calls") or 1, "count"),
         Figure("CPU time (driver and sandbox workers)", cost.get("cpu_s"), "s"),
         Figure("tasks per CPU-hour", cost.get("tasks_per_cpu_hour"), "count"),
         Figure("CPU seconds per repository", cost.get("cpu_s_per_repository"), "s"),
@@ -643,7 +644,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
                 _corpus_cost,
                 has("cost"),
                 "CPU time of the build process and of the local sandbox's workers (reaped when the "
-                "executor closes); the projection divides the CPU-hours of 824 repositories at this "
+                "executor closes), added up over the calls of a build that was killed and resumed; the projection divides the CPU-hours of 824 repositories at this "
                 "per-repository cost by N nodes of this machine's cores at the Ray efficiency "
                 "`ray_scaling.py` measured (at most 1).",
             ),
