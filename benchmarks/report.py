@@ -644,7 +644,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
                 _corpus_cost,
                 has("cost"),
                 "CPU time of the build process and of the local sandbox's workers (reaped when the "
-                "executor closes), added up over the calls of a build that was killed and resumed; the projection divides the CPU-hours of 824 repositories at this "
+                "executor closes), added up over the calls of a build that was killed and resumed; "
+                "the projection divides the CPU-hours of 824 repositories at this "
                 "per-repository cost by N nodes of this machine's cores at the Ray efficiency "
                 "`ray_scaling.py` measured (at most 1).",
             ),
