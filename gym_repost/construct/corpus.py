@@ -173,6 +173,17 @@ def plan_units(sources: Sequence[str], settings: BuildSettings, chunk_size: int)
     return units
 
 
+LIMIT_WORDS = ("CPU budget", "safety limit", "wall clock")
+"""Words of the build's notes that say a limit cut its work short (tracing, the search)."""
+
+
+def limit_notes(notes: Sequence[str], safety_limits: Sequence[str]) -> list[str]:
+    """What cut a repository's build short and was survived: the tracer's CPU budget or a
+    wall-clock safety limit (a suite that hangs or explodes), each once, in order."""
+    found = [n for n in notes if any(word in n for word in LIMIT_WORDS)] + list(safety_limits)
+    return list(dict.fromkeys(found))
+
+
 def merge_units(builds: Sequence[RepositoryBuild]) -> RepositoryBuild:
     """A split repository's unit builds (in chunk order) as the build of the whole: tasks in
     candidate order, Table 2 over them, drop reasons and audits added up, seconds summed."""
@@ -199,6 +210,7 @@ def merge_units(builds: Sequence[RepositoryBuild]) -> RepositoryBuild:
             "drops": [tuple(row) for row in drops],
             "infra_errors": sum(b.statistics.get("infra_errors", 0) for b in builds),
             "audited": audited,
+            "limits": list(dict.fromkeys(n for b in builds for n in b.statistics.get("limits") or [])),
             "units": len(builds),
         },
         seconds=sum(b.seconds for b in builds),
@@ -240,6 +252,7 @@ class RepositoryWork:
                 "drops": stats["drops"],
                 "infra_errors": stats["infra_errors"],
                 "audited": result.audited,
+                "limits": limit_notes(result.notes, stats["safety_limits"]),
             },
             seconds=time.perf_counter() - started,
             chunk=chunk,
@@ -410,6 +423,7 @@ class CorpusResult:
                     "median_kill_rate": t2.get("median mutant kill rate"),
                     "single_statement": _share([single_statement(t) for t in kept]),
                     **_audit_columns(r, kept),
+                    "limits": len(r.statistics.get("limits") or []),
                     "seconds": round(r.seconds, 1),
                     "error": r.error,
                 }
@@ -443,6 +457,7 @@ class CorpusResult:
             **_audit_totals(self.repositories, self.duplicates),
             "candidate functions": candidates,
             "yield": summary["yield"],
+            "repositories a limit cut short": sum(bool(r.statistics.get("limits")) for r in self.repositories),
             "build seconds (sum over repositories)": round(sum(r.seconds for r in self.repositories), 1),
         }
 
@@ -497,6 +512,7 @@ def _audit_totals(repositories: Sequence[RepositoryBuild], duplicates: dict[str,
         "share of tasks rewarding any": (
             sum(a["false_accepts"] > 0 for a in with_wrong) / len(with_wrong) if with_wrong else None
         ),
+        "audit mutants left unrun by a task's CPU budget": sum(a.get("not_run", 0) for a in records),
     }
 
 
@@ -603,7 +619,7 @@ def statistics_markdown(result: CorpusResult) -> str:
     columns += ("avg_asserts", "avg_branch_coverage", "median_kill_rate", "single_statement")
     if any(r.statistics.get("audited") for r in result.repositories):
         columns += ("known_wrong", "false_accepts", "false_accept_rate", "tasks_rewarding_any")
-    columns += ("seconds", "error")
+    columns += ("limits", "seconds", "error")
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for row in result.rows():
         lines.append("| " + " | ".join(_cell(row[c]) for c in columns) + " |")
@@ -611,6 +627,10 @@ def statistics_markdown(result: CorpusResult) -> str:
     lines += [f"| {k} | {_cell(v)} |" for k, v in result.totals().items()]
     lines += ["", "| stage | drop reason | candidates |", "|---|---|---|"]
     lines += [f"| {stage} | {_cell(reason)} | {n} |" for stage, reason, n in result.drop_reasons()]
+    limited = [(_key(r), note) for r in result.repositories for note in r.statistics.get("limits") or []]
+    if limited:
+        lines += ["", "| repository | a limit that cut its build short |", "|---|---|"]
+        lines += [f"| {name} | {note.replace('|', '/')[:240]} |" for name, note in limited]
     return "\n".join(lines) + "\n"
 
 
@@ -630,6 +650,7 @@ __all__ = [
     "build_corpus",
     "corpus_paths",
     "is_source_list",
+    "limit_notes",
     "merge_units",
     "near_duplicates",
     "plan_units",

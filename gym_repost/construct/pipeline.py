@@ -329,7 +329,12 @@ def _drop_false_acceptors(built: BuildResult, sandbox: Sandbox, settings: BuildS
     audits = audit_tasks(sandbox, built.tasks, built.repo, seed=settings.seed, workers=settings.workers, part="build")
     built.audit = audit_totals(audits)
     built.audited = {
-        a.task_id: {"status": a.status, "known_wrong": len(a.known_wrong), "false_accepts": len(a.false_accepts)}
+        a.task_id: {
+            "status": a.status,
+            "known_wrong": len(a.known_wrong),
+            "false_accepts": len(a.false_accepts),
+            "not_run": sum(m.upstream == "not run" for m in a.mutants),
+        }
         for a in audits
     }
     rates = {a.task_id: a.false_accept_rate for a in audits}

@@ -189,6 +189,8 @@ def test_a_build_drops_the_tasks_its_audit_catches(sandbox: Sandbox, upstream: P
     assert [t.target.name for t in built.tasks] == ["clamp"]
     assert [(d.stage, d.reason, d.qualname) for d in built.drops] == [("audit", "false accepts", "escape")]
     assert built.statistics()["audit"]["false_accepts"] > 0
+    # every mutant ran: none was left unrun by a task's CPU budget, and the record says so
+    assert [a["not_run"] for a in built.audited.values()] == [0, 0]
 
 
 def test_a_corpus_build_reports_its_audit_per_repository(sandbox: Sandbox, upstream: Path, tmp_path: Path) -> None:
@@ -214,6 +216,7 @@ def test_a_corpus_build_reports_its_audit_per_repository(sandbox: Sandbox, upstr
     totals = result.totals()
     assert totals["audited tasks"] == row["tasks"] and totals["known-wrong mutants"] == row["known_wrong"]
     assert totals["false accepts"] == row["false_accepts"] and "single-statement share" in totals
+    assert totals["audit mutants left unrun by a task's CPU budget"] == 0
     table = corpus_paths(output)["stats_md"].read_text()
     assert "false_accept_rate" in table and "| known-wrong mutants |" in table
 

@@ -17,6 +17,8 @@ from gym_repost.construct.corpus import (
     Unit,
     build_corpus,
     corpus_paths,
+    limit_notes,
+    merge_units,
     near_duplicates,
     plan_units,
     read_sources,
@@ -145,6 +147,30 @@ def test_drop_reasons_are_counted_over_every_repository() -> None:
         ("repository", "infrastructure failure", 1),
     ]
     assert "| extract | test code | 5 |" in statistics_markdown(result)
+
+
+def test_a_repository_whose_suite_a_limit_cut_short_is_reported_not_fatal() -> None:
+    """A package whose upstream tests explode: the tracer's CPU budget stops them, the build
+    goes on with the calls recorded until then, and the corpus table says so."""
+    budget = (
+        "tracing: the run's CPU budget stopped the repository's tests after 7 test(s); "
+        "the inputs recorded until then are kept, those of the rest are missing"
+    )
+    notes = ["tracing: installed providers of yaml (missing: yaml)", budget, budget]
+    assert limit_notes(notes, ["a.py::f: wall-clock safety limit: it stopped the search"]) == [
+        budget,
+        "a.py::f: wall-clock safety limit: it stopped the search",
+    ]
+    units = [
+        RepositoryBuild("pypi:a==1", name="a", statistics={"limits": [budget]}, chunk=(0, 5)),
+        RepositoryBuild("pypi:a==1", name="a", statistics={"limits": [budget]}, chunk=(1, 5)),
+    ]
+    whole = merge_units(units)
+    assert whole.statistics["limits"] == [budget] and whole.statistics["units"] == 2
+    result = CorpusResult([whole, RepositoryBuild("pypi:b==1", name="b")], duplicates={}, split={})
+    assert [row["limits"] for row in result.rows()] == [1, 0]
+    assert result.totals()["repositories a limit cut short"] == 1
+    assert f"| a | {budget} |" in statistics_markdown(result)
 
 
 def test_a_corpus_builds_dedupes_splits_and_resumes_per_repository(
