@@ -451,6 +451,7 @@ def _corpus_identity(r: Record) -> list[Figure]:
             f"candidates per package: {r.get('max_candidates') or 'every one'}, "
             f"--max-false-accept {r.get('max_false_accept')}",
         ),
+        Figure("first build (its state), built again at", f"{r.get('state')}, {get(r, 'checkout.commit') or '?'}"),
         Figure("repositories built again: identical of compared", f"{r.get('identical')} of {r.get('repositories')}"),
         Figure("tasks compared", r.get("tasks_compared"), "count"),
         Figure("repositories whose tasks differ", named_ or "none"),
