@@ -50,8 +50,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import RESULTS_DIR, append_record, checkout, machine, now
 from gym_repost.construct.audit import audit_tasks
 from gym_repost.construct.corpus import CorpusResult, build_corpus, corpus_paths, read_sources, settings_digest
+from gym_repost.construct.execution import PackageInstaller
 from gym_repost.construct.ingest import ingest
 from gym_repost.construct.pipeline import BuildSettings
+from gym_repost.construct.testgen.trace import local_modules
 from gym_repost.executor import get_executor
 from gym_repost.sandbox import get_sandbox, sandbox_config
 
@@ -315,7 +317,9 @@ def held_out_audit(
             if path.exists():
                 held = json.loads(path.read_text("utf-8"))
             else:
-                audits = audit_tasks(box, kept, ingest(build.source, licenses="any"), workers=workers, part="held-out")
+                repo = ingest(build.source, licenses="any")
+                installer = PackageInstaller(box, refuse=frozenset(local_modules(repo)))
+                audits = audit_tasks(box, kept, repo, workers=workers, part="held-out", install=installer.provide)
                 held = {a.task_id: a.record() for a in audits}
                 path.write_text(json.dumps(held), encoding="utf-8")
             filtered = build.statistics.get("audited") or {}

@@ -79,6 +79,12 @@ class BuildError(GymRepostError, ValueError):
     """A source, or one candidate function of it, cannot be turned into a task."""
 
 
+class SourceUnreachableError(BuildError):
+    """A source could not be fetched for now (the index or its files host unreachable, or
+    answering a server error or 429): a corpus build does not keep it as the repository's
+    result, so a resumed build tries it again."""
+
+
 class TaskError(GymRepostError, ValueError):
     """A task that cannot be evaluated as written (its script lacks its target, say)."""
 

@@ -52,6 +52,7 @@ _KNOWN: dict[str, str] = {
     "pydantic_settings": "pydantic-settings",
     "jose": "python-jose",
     "socks": "PySocks",
+    "odf": "odfpy",
 }
 
 

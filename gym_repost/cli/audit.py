@@ -53,7 +53,9 @@ def audit(
     Example: gym-repost audit tasks.jsonl --upstream pypi:inflection==0.5.1 --json audit.json
     """
     from gym_repost.construct.audit import audit_tasks, audit_totals
+    from gym_repost.construct.execution import PackageInstaller
     from gym_repost.construct.ingest import ingest
+    from gym_repost.construct.testgen.trace import local_modules
 
     if json_out is not None and json_out.is_dir():
         raise fail(f"--json {json_out}: is a directory; give a file to write")
@@ -63,6 +65,7 @@ def audit(
     repo = ingest(upstream, licenses="any")
     options = sandbox_options(workers, python, env, ["pytest", "coverage"], tasks)
     with open_sandbox(sandbox, options) as box, progress_bar() as progress:
+        installer = PackageInstaller(box, refuse=frozenset(local_modules(repo)))
         bar = progress.add_task("auditing", total=len(tasks))
         audits = audit_tasks(
             box,
@@ -73,6 +76,7 @@ def audit(
             workers=workers,
             part=part.value,
             on_result=lambda _a: progress.advance(bar),
+            install=installer.provide,
         )
     console.print(_table(audits))
     totals = audit_totals(audits)

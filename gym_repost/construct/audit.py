@@ -33,7 +33,7 @@ from gym_repost.analysis.mutation import AUDIT_OPERATORS, OPERATORS, Mutant, gen
 from gym_repost.analysis.parsing import parse_python
 from gym_repost.analysis.source import dedent_code, find_function
 from gym_repost.construct.stages import SourceRepository
-from gym_repost.construct.testgen.trace import pytest_arguments, source_roots
+from gym_repost.construct.testgen.trace import pytest_arguments, source_roots, test_files
 from gym_repost.harness import run_function_tests
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.sandbox.programs import WALL_STRETCH, run_program
@@ -52,7 +52,14 @@ COVER_CPU = 600.0
 TASK_BUDGET = 300.0
 """CPU seconds of one target's mutant runs together; the rest are ``not run``."""
 WALL_FACTOR = 3.0
+INSTALL_ATTEMPTS = 3
+"""Times the coverage run is repeated after installing modules its tests could not import."""
+MAX_REPORT_CHARS = 20_000_000
+"""Characters of the coverage run's report (each covering test's id is written once; a
+suite of many thousand parametrized tests, packaging's, writes megabytes)."""
 
+Install = Callable[[str], bool]
+"""Installs the distribution that provides a module; True when it did."""
 AuditStatus = Literal["audited", "uncovered", "not found", "changed", "error"]
 Part = Literal["all", "build", "held-out"]
 """Which mutants an audit draws from: all of them, or one of two disjoint halves (by a digest
@@ -159,9 +166,12 @@ def audit_tasks(
     workers: int = 2,
     part: Part = "all",
     on_result: Callable[[TaskAudit], None] | None = None,
+    install: Install | None = None,
 ) -> list[TaskAudit]:
     """Audit ``tasks`` (built from ``repo``) against ``repo``'s own test suite: one coverage
     run of the suite, then each task's mutants (those of ``part``), ``workers`` tasks at a time.
+    ``install(module)``: installs what provides a module the suite could not import (a
+    :class:`~gym_repost.construct.execution.PackageInstaller`'s), True when it did.
 
     Raises:
         SandboxError: the sandbox failed (infrastructure).
@@ -174,14 +184,17 @@ def audit_tasks(
             audits[task.id] = found
         else:
             targets.append(found)
-    covering = _covering(sandbox, repo, targets) if targets else {}
+    covering, problem = _covering(sandbox, repo, targets, install) if targets else ({}, None)
+    shipped = bool(test_files(repo))
 
     def audit(target: _Target) -> TaskAudit:
         tests = covering.get(target.key)
         if tests is None:
-            return TaskAudit(target.task.id, target.task.name, "error", "the coverage run failed")
+            why = f"the coverage run failed: {problem}" if problem else "the coverage run failed"
+            return TaskAudit(target.task.id, target.task.name, "error", why)
         if not tests:
-            return TaskAudit(target.task.id, target.task.name, "uncovered", "no passing upstream test runs its body")
+            why = "no passing upstream test runs its body" if shipped else "the repository ships no tests"
+            return TaskAudit(target.task.id, target.task.name, "uncovered", why)
         return _audit_target(sandbox, repo, target, tests)
 
     with ThreadPoolExecutor(max(1, workers)) as pool:
@@ -225,8 +238,15 @@ def _same_code(a: str, b: str) -> bool:
         return False
 
 
-def _covering(sandbox: Sandbox, repo: SourceRepository, targets: list[_Target]) -> dict[str, list[list[Any]]]:
-    """The passing upstream tests that run each target's body, with their CPU seconds."""
+def _covering(
+    sandbox: Sandbox, repo: SourceRepository, targets: list[_Target], install: Install | None = None
+) -> tuple[dict[str, list[list[Any]]], str | None]:
+    """The passing upstream tests that run each target's body, with their CPU seconds; or
+    ``({}, why)`` when the coverage run failed, or ran no test of a repository that has
+    some. Modules the tests could not import are installed with ``install`` and the suite
+    run again, a bounded number of times (as tracing does)."""
+    if not test_files(repo):
+        return {t.key: [] for t in targets}, None
     config = {
         "mode": "cover",
         "args": pytest_arguments(repo, []),
@@ -236,20 +256,42 @@ def _covering(sandbox: Sandbox, repo: SourceRepository, targets: list[_Target]) 
         "cpu": COVER_CPU,
         "wall": WALL_FACTOR * COVER_CPU,
     }
-    run = run_program(
-        sandbox,
-        "upstream",
-        repo.files,
-        config,
-        timeout=WALL_STRETCH * WALL_FACTOR * COVER_CPU + 60.0,
-        token=True,
-        cpu_seconds=COVER_CPU + 30.0,
-    )
-    covering = (run.payload or {}).get("covering") if run.completed else None
-    if not isinstance(covering, dict):
-        logger.warning("audit of %s: the coverage run failed (%s)", repo.name, run.problem or run.payload)
-        return {}
-    return {k: v for k, v in covering.items() if isinstance(v, list)}
+    tried: set[str] = set()
+    for _ in range(INSTALL_ATTEMPTS + 1):
+        run = run_program(
+            sandbox,
+            "upstream",
+            repo.files,
+            config,
+            timeout=WALL_STRETCH * WALL_FACTOR * COVER_CPU + 60.0,
+            token=True,
+            cpu_seconds=COVER_CPU + 30.0,
+            max_chars=MAX_REPORT_CHARS,
+        )
+        payload = run.payload or {}
+        missing = [m for m in payload.get("missing") or [] if isinstance(m, str) and m not in tried]
+        if install is None or not missing:
+            break
+        tried.update(missing)
+        if not [m for m in missing if install(m)]:
+            break
+    covering, names = payload.get("covering"), payload.get("names")
+    problem = run.problem or payload.get("error")
+    if problem is None and not (isinstance(covering, dict) and isinstance(names, list)):
+        problem = "the report has no table of covering tests"
+    if problem is None and payload.get("tests") == 0:
+        said = "; ".join(str(e)[:200] for e in (payload.get("errors") or [])[:3])
+        problem = "the repository's own tests ran no test" + (f": {said}" if said else "")
+    if problem is not None or not isinstance(covering, dict) or not isinstance(names, list):
+        why = str(problem)[:400]
+        logger.warning("audit of %s: the coverage run failed (%s)", repo.name, why)
+        return {}, why
+    table = [n for n in names if isinstance(n, list) and len(n) == 2]
+    out: dict[str, list[list[Any]]] = {}
+    for key, indexes in covering.items():
+        if isinstance(indexes, list):
+            out[key] = [table[i] for i in indexes if type(i) is int and 0 <= i < len(table)]
+    return out, None
 
 
 def _audit_target(sandbox: Sandbox, repo: SourceRepository, target: _Target, tests: list[list[Any]]) -> TaskAudit:
@@ -260,6 +302,7 @@ def _audit_target(sandbox: Sandbox, repo: SourceRepository, target: _Target, tes
         "mode": "kill",
         "sys_path": source_roots(repo),
         "budget": TASK_BUDGET,
+        "nodeids": nodeids,
         "mutants": [
             {
                 "id": i,
@@ -267,7 +310,6 @@ def _audit_target(sandbox: Sandbox, repo: SourceRepository, target: _Target, tes
                 "start": target.offset + m.offset,
                 "end": target.offset + m.offset + len(m.original),
                 "replacement": m.replacement,
-                "nodeids": nodeids,
                 "cpu": cpu,
                 "wall": WALL_FACTOR * cpu,
             }

@@ -42,7 +42,7 @@ from typing import Any
 from gym_repost.construct.pipeline import BuildSettings, BuildWork, count_candidates
 from gym_repost.construct.pypi import split_pin
 from gym_repost.construct.stats import single_statement, table2
-from gym_repost.errors import BuildError, ConfigError, InfrastructureError
+from gym_repost.errors import BuildError, ConfigError, InfrastructureError, SourceUnreachableError
 from gym_repost.executor import Executor
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import FunctionTask, save_tasks
@@ -173,17 +173,6 @@ def plan_units(sources: Sequence[str], settings: BuildSettings, chunk_size: int)
     return units
 
 
-LIMIT_WORDS = ("CPU budget", "safety limit", "wall clock")
-"""Words of the build's notes that say a limit cut its work short (tracing, the search)."""
-
-
-def limit_notes(notes: Sequence[str], safety_limits: Sequence[str]) -> list[str]:
-    """What cut a repository's build short and was survived: the tracer's CPU budget or a
-    wall-clock safety limit (a suite that hangs or explodes), each once, in order."""
-    found = [n for n in notes if any(word in n for word in LIMIT_WORDS)] + list(safety_limits)
-    return list(dict.fromkeys(found))
-
-
 def merge_units(builds: Sequence[RepositoryBuild]) -> RepositoryBuild:
     """A split repository's unit builds (in chunk order) as the build of the whole: tasks in
     candidate order, Table 2 over them, drop reasons and audits added up, seconds summed."""
@@ -232,6 +221,11 @@ class RepositoryWork:
         settings = self.settings if chunk is None else replace(self.settings, chunk=chunk)
         try:
             result = BuildWork(settings)(source, sandbox)
+        except SourceUnreachableError as exc:  # before BuildError, its base: not kept, tried again
+            logger.error("%s: %s", unit.key, exc)
+            return RepositoryBuild(
+                source, error=str(exc), infrastructure=True, seconds=time.perf_counter() - started, chunk=chunk
+            )
         except BuildError as exc:
             return RepositoryBuild(source, error=str(exc), seconds=time.perf_counter() - started, chunk=chunk)
         except InfrastructureError as exc:
@@ -252,7 +246,7 @@ class RepositoryWork:
                 "drops": stats["drops"],
                 "infra_errors": stats["infra_errors"],
                 "audited": result.audited,
-                "limits": limit_notes(result.notes, stats["safety_limits"]),
+                "limits": result.all_limits(),
             },
             seconds=time.perf_counter() - started,
             chunk=chunk,
@@ -513,6 +507,8 @@ def _audit_totals(repositories: Sequence[RepositoryBuild], duplicates: dict[str,
             sum(a["false_accepts"] > 0 for a in with_wrong) / len(with_wrong) if with_wrong else None
         ),
         "audit mutants left unrun by a task's CPU budget": sum(a.get("not_run", 0) for a in records),
+        "kept tasks the audit could not run (kept unaudited)": sum(a.get("status") == "error" for a in records),
+        "kept tasks no passing upstream test covers": sum(a.get("status") == "uncovered" for a in records),
     }
 
 
@@ -650,7 +646,6 @@ __all__ = [
     "build_corpus",
     "corpus_paths",
     "is_source_list",
-    "limit_notes",
     "merge_units",
     "near_duplicates",
     "plan_units",

@@ -48,6 +48,10 @@ class PackageInstaller:
     failed: dict[str, str] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
+    def provide(self, module: str) -> bool:
+        """Install the distribution providing ``module``: True when it is there."""
+        return self.install_for(module)[0]
+
     def install_for(self, module: str) -> tuple[bool, str]:
         """Install the distribution providing ``module``; ``(ok, what happened)``."""
         if module in self.refuse:

@@ -23,7 +23,7 @@ from gym_repost.construct.quality import QualityThresholds, Split
 from gym_repost.construct.stages import Candidate, DependencySlice, Drop, SandboxedScript, SourceRepository
 from gym_repost.construct.stats import StageTimer, drop_table, table2
 from gym_repost.construct.testgen.explore import SAFETY_NOTE
-from gym_repost.construct.testgen.trace import TraceResult, local_modules
+from gym_repost.construct.testgen.trace import TraceResult, local_modules, test_files
 from gym_repost.errors import InfrastructureError
 from gym_repost.executor import LocalExecutor, need_sandbox
 from gym_repost.sandbox.base import Sandbox
@@ -110,6 +110,10 @@ class BuildResult:
     llm_log: list[str] = field(default_factory=list)
     """The exchange log's lines of a build that kept them rather than writing them (one
     run by a Ray actor: the driver writes them, see :class:`~gym_repost.construct.llm_builder.LLMBuildWork`)."""
+    limits: list[str] = field(default_factory=list)
+    """Limits that cut the tracing of the repository's tests short (its CPU budget, a
+    wall-clock safety limit), and an audit gate that could not run: what a corpus reports
+    per repository as cut short but not failed (:meth:`all_limits`)."""
 
     def statistics(self) -> dict[str, Any]:
         """Table 2, the drop table, the stage timings, the wall-clock safety limits that fired
@@ -126,6 +130,12 @@ class BuildResult:
         if self.audit is not None:
             stats["audit"] = dict(self.audit)
         return stats
+
+    def all_limits(self) -> list[str]:
+        """What cut the build's work short and was survived, each once, in order: the limits
+        that stopped tracing (:attr:`limits`, the audit's failures too), then the wall-clock
+        safety limits of the construction episodes."""
+        return list(dict.fromkeys([*self.limits, *self.safety_limits()]))
 
     def safety_limits(self) -> list[str]:
         """The wall-clock safety limits that fired: the build's notes about them (tracing),
@@ -177,11 +187,12 @@ def trace_seeds(
     candidates: Sequence[Candidate],
     installer: PackageInstaller,
     attempts: int = 4,
-) -> tuple[dict[str, list[Any]], list[str]]:
+) -> tuple[dict[str, list[Any]], list[str], list[str]]:
     """Inputs the repository's own tests pass to the candidates (run in the sandbox).
 
     Missing third-party modules are installed and the suite rerun, a bounded number of
-    times. Returns the recorded calls per candidate key and notes.
+    times. Returns the recorded calls per candidate key, notes, and the limits that cut the
+    tracing short (each also a note: :attr:`BuildResult.limits`).
     """
     from gym_repost.construct.testgen import trace_repository
 
@@ -199,10 +210,14 @@ def trace_seeds(
             break
         result = trace_repository(sandbox, repo, candidates)
     notes.extend(f"tracing: {e}" for e in result.errors[:5])
-    for note in _tracing_limits(result):
+    limits = _tracing_limits(result)
+    if result.tests_run == 0 and test_files(repo):
+        why = f": {'; '.join(e[:200] for e in result.errors[:3])}" if result.errors else ""
+        limits.insert(0, f"tracing: the repository's own tests ran no test{why}")
+    for note in limits:
         logger.warning("%s: %s", repo.name, note)
         notes.append(note)
-    return result.calls, notes
+    return result.calls, notes, limits
 
 
 def _tracing_limits(result: TraceResult) -> list[str]:
@@ -298,10 +313,11 @@ def build_function_tasks(
         on_stage("candidates", len(candidates))
     installer = PackageInstaller(sandbox, refuse=frozenset(local_modules(repo)))
     notes: list[str] = []
+    limits: list[str] = []
     seeds: dict[str, list[Any]] = {}
     if settings.trace and candidates:
         with timer("tracing"):
-            seeds, notes = trace_seeds(sandbox, repo, candidates, installer)
+            seeds, notes, limits = trace_seeds(sandbox, repo, candidates, installer)
     with timer("dependencies+sandboxing"):
         prepared, static_drops = prepare(repo, candidates, rescue=settings.rescue_static_drops, seeds=seeds)
     factory = policy_factory or (
@@ -313,21 +329,37 @@ def build_function_tasks(
         work = _CandidateWork(repo, installer, seeds, settings, factory, on_candidate)
         results = LocalExecutor(settings.workers, sandbox).map(work, prepared)
     built = _collect(repo, len(candidates), drops + static_drops, results, timer, notes)
+    built.limits = limits
     if settings.max_false_accept is not None and built.tasks:
         with timer("audit"):
-            _drop_false_acceptors(built, sandbox, settings)
+            _drop_false_acceptors(built, sandbox, settings, installer)
         built.timings = timer.seconds
     return built
 
 
-def _drop_false_acceptors(built: BuildResult, sandbox: Sandbox, settings: BuildSettings) -> None:
+def _drop_false_acceptors(
+    built: BuildResult, sandbox: Sandbox, settings: BuildSettings, installer: PackageInstaller
+) -> None:
     """Audit the built tasks; drop those above ``max_false_accept`` (the audit's totals go in
     the build's statistics)."""
     from gym_repost.construct.audit import audit_tasks, audit_totals
 
     limit = settings.max_false_accept or 0.0
-    audits = audit_tasks(sandbox, built.tasks, built.repo, seed=settings.seed, workers=settings.workers, part="build")
+    audits = audit_tasks(
+        sandbox,
+        built.tasks,
+        built.repo,
+        seed=settings.seed,
+        workers=settings.workers,
+        part="build",
+        install=installer.provide,
+    )
     built.audit = audit_totals(audits)
+    failed = [a for a in audits if a.status == "error"]
+    if failed:
+        built.limits.append(
+            f"audit: {len(failed)} task(s) kept unaudited, the gate could not run: {failed[0].detail[:300]}"
+        )
     built.audited = {
         a.task_id: {
             "status": a.status,

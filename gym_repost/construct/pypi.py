@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from gym_repost.construct.source_files import CHUNK_BYTES, IngestLimits
-from gym_repost.errors import BuildError
+from gym_repost.errors import BuildError, SourceUnreachableError
 
 logger = logging.getLogger(__name__)
 
@@ -194,9 +194,10 @@ def _get_json(url: str, index: str, wanted: str, timeout: float) -> Any:
     except urllib.error.HTTPError as exc:
         if exc.code == 404:
             return None
-        raise BuildError(f"{wanted}: PyPI at {index} answered HTTP {exc.code} ({exc.reason})") from None
+        error = SourceUnreachableError if _transient(exc.code) else BuildError
+        raise error(f"{wanted}: PyPI at {index} answered HTTP {exc.code} ({exc.reason})") from None
     except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
-        raise BuildError(_unreachable(index, exc)) from None
+        raise SourceUnreachableError(_unreachable(index, exc)) from None
     except ValueError as exc:
         raise BuildError(f"{wanted}: PyPI at {index} answered something that is not JSON ({exc})") from None
 
@@ -217,6 +218,11 @@ def _release_from_project(project: Any, version: str, wanted: str, index: str) -
 
 def _request(url: str) -> urllib.request.Request:
     return urllib.request.Request(url, headers={"User-Agent": "gym-repost (+ingest)", "Accept": "application/json"})
+
+
+def _transient(code: int) -> bool:
+    """An HTTP status that may answer otherwise later: too many requests, a server error."""
+    return code == 429 or code >= 500
 
 
 def _unreachable(index: str, exc: BaseException) -> str:
@@ -285,10 +291,11 @@ def download_file(url: str, dest: Path, sha256: str, limits: IngestLimits = Inge
         raise
     except urllib.error.HTTPError as exc:
         tmp.unlink(missing_ok=True)
-        raise BuildError(f"{url}: HTTP {exc.code} ({exc.reason}) while downloading the sdist") from None
+        error = SourceUnreachableError if _transient(exc.code) else BuildError
+        raise error(f"{url}: HTTP {exc.code} ({exc.reason}) while downloading the sdist") from None
     except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
         tmp.unlink(missing_ok=True)
-        raise BuildError(_unreachable(urllib.parse.urlsplit(url).netloc or url, exc)) from None
+        raise SourceUnreachableError(_unreachable(urllib.parse.urlsplit(url).netloc or url, exc)) from None
     if got != sha256:
         tmp.unlink(missing_ok=True)
         raise BuildError(

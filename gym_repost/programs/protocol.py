@@ -111,11 +111,66 @@ def keep_stdout():
     may close the low ones (``open(1)`` wraps, and then closes, standard output), which a
     search that tries small integers as arguments does."""
     import fcntl
+
+    return fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, _high_descriptor())
+
+
+def raise_descriptor(fd):
+    """``fd`` moved to a high descriptor (the old one closed), for a channel the code a
+    program runs must not close by its number: argcomplete's own tests open descriptors 8
+    and 9 (its shell protocol's) and close them, and a result pipe that happened to be
+    there was gone."""
+    import fcntl
+
+    high = fcntl.fcntl(fd, fcntl.F_DUPFD, _high_descriptor())
+    os.close(fd)
+    return high
+
+
+LOW_DESCRIPTORS = 32
+"""Descriptors below this are held by :func:`hold_low_descriptors` while a suite runs."""
+
+
+def hold_low_descriptors():
+    """Point every free descriptor from 3 to :data:`LOW_DESCRIPTORS` at ``/dev/null``, so that
+    the ones pytest and this program open next are higher: a suite that closes a descriptor
+    by its number then closes a placeholder. argcomplete's tests open and close 8 and 9
+    (its shell protocol's), which were pytest's copy of standard error (its faulthandler
+    plugin's), and pytest raised at its end, the run's report lost."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in range(3, LOW_DESCRIPTORS):
+        if fd == null:
+            continue
+        try:
+            os.fstat(fd)
+        except OSError:
+            os.dup2(null, fd, inheritable=False)
+    if null >= LOW_DESCRIPTORS:
+        os.close(null)
+
+
+def _high_descriptor():
     import resource
 
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     ceiling = soft if 0 < soft < 4096 else 4096
-    return fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, max(10, ceiling - 32))
+    return max(10, ceiling - 32)
+
+
+def pytest_compat_args(pytest):
+    """pytest arguments that run a repository's suite as the pytest it was written for did,
+    with the plugins its authors had: each ``PytestRemovedIn<N>Warning`` of this pytest (an
+    error from version N on, such as a ``conftest.py`` hook taking the old ``path`` argument
+    under pytest 9, which stopped docopt-ng's whole suite from loading), and the unknown
+    marks of plugins not loaded here (pytest-cov's ``no_cover``, an error under
+    python-dateutil's ``filterwarnings = error``), shown as warnings. Command-line filters
+    come after the repository's ``filterwarnings``, so they hold under ``error`` too."""
+    names = sorted(n for n in dir(pytest) if n.startswith("PytestRemovedIn") and n.endswith("Warning"))
+    names += ["PytestUnknownMarkWarning"] if hasattr(pytest, "PytestUnknownMarkWarning") else []
+    args = []
+    for name in names:
+        args += ["-W", "default::pytest.%s" % name]
+    return args
 
 
 def write_all(fd, data):

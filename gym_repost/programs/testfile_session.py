@@ -72,6 +72,7 @@ def _session(config, emit):
     recorder = _Recorder(os.path.realpath(os.path.join(root, config["focal_file"])), emit)
     plugin = _Plugin(config, emit, recorder, pytest)
     args = [config["test_path"], "-q", "--tb=short", "-c", INI_NAME, "--rootdir", root, "-p", "no:cacheprovider"]
+    args += protocol.pytest_compat_args(pytest)
     for name in config.get("plugins", []):
         args += ["-p", name]
     recorder.start()

@@ -60,8 +60,9 @@ def zygote_main(config, commands, replies):
             os.dup2(null, fd)
         root = os.getcwd()
         import coverage  # noqa: F401 - imported before any test code can plant a module of that name
-        import pytest  # noqa: F401
+        import pytest
 
+        _COMPAT_ARGS[:] = protocol.pytest_compat_args(pytest)
         _preimport_pytest_plugins()
         os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
         snapshot = _snapshot(root, config)
@@ -343,6 +344,7 @@ def _variant_main(server, directory, nodeids, stop_first, write_fd):
         directory,
         "--tb=short",
         *_pytest_plugin_args(config),
+        *_COMPAT_ARGS,
     ] + (["-x"] if stop_first else [])
     code = 1
     try:
@@ -536,6 +538,10 @@ _QUIET_PLUGINS = (
 )
 """Plugins a variant child does without: they report, they do not change outcomes (the
 unraisable-exception one runs five full collections of the heap per session)."""
+
+
+_COMPAT_ARGS: list[str] = []
+""":func:`protocol.pytest_compat_args`, filled in once pytest is imported."""
 
 
 def _pytest_plugin_args(config):

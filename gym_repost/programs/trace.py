@@ -633,6 +633,8 @@ class TraceRun:
         self.token, self.config, self.recorder = token, config, recorder
         self.plugin, self.code, self.error = None, None, None
         self.captured = io.StringIO()
+        self.captured_err = io.StringIO()
+        """pytest's standard error: where it says a ``conftest.py`` failed to load."""
         self.deadline = protocol.WallGuard(float(config.get("deadline", 240)))
         """When the suite stops before the next test (a wall-clock guard that stretches while
         the tests compute: :class:`protocol.WallGuard`)."""
@@ -649,15 +651,16 @@ class TraceRun:
         self._finishing = threading.Lock()
 
     def run(self):
-        saved = sys.stdout
+        saved, saved_err = sys.stdout, sys.stderr
         try:
             import pytest
 
             self.plugin = make_plugin(
                 pytest, self.recorder, self.deadline, float(self.config.get("test_timeout", 10)), cpu_deadline()
             )
-            sys.stdout = self.captured
-            self.code = int(pytest.main(list(self.config["args"]), plugins=[self.plugin]))
+            sys.stdout, sys.stderr = self.captured, self.captured_err
+            args = [*protocol.pytest_compat_args(pytest), *self.config["args"]]
+            self.code = int(pytest.main(args, plugins=[self.plugin]))
         except BaseException as exc:
             self.error = "%s: %s" % (type(exc).__name__, str(exc)[:300])
         finally:
@@ -665,7 +668,7 @@ class TraceRun:
             signal.setitimer(signal.ITIMER_REAL, 0)
             sys.settrace(None)
             threading.settrace(None)
-            sys.stdout = saved
+            sys.stdout, sys.stderr = saved, saved_err
         self.finish()
 
     def on_limit(self, what):
@@ -684,7 +687,14 @@ class TraceRun:
         signal.setitimer(signal.ITIMER_PROF, 0)
         signal.setitimer(signal.ITIMER_REAL, 0)
         result = summary(
-            self.config, self.recorder, self.plugin, self.code, self.captured.getvalue(), self.error, self.cut
+            self.config,
+            self.recorder,
+            self.plugin,
+            self.code,
+            self.captured.getvalue(),
+            self.error,
+            self.cut,
+            self.captured_err.getvalue(),
         )
         protocol.write_result(result, self.token, compress=True, fd=self.stdout_fd)
         os._exit(0)
@@ -715,15 +725,22 @@ def watch_limits(on_limit, cut_at):
     threading.Thread(target=wait, name="gym-repost-limits", daemon=True).start()
 
 
-def summary(config, recorder, plugin, code, output, error, cut=None):
-    """The JSON-able result of a tracing run (``cut``: see :attr:`TraceRun.cut`)."""
+def summary(config, recorder, plugin, code, output, error, cut=None, err_output=""):
+    """The JSON-able result of a tracing run (``cut``: see :attr:`TraceRun.cut`;
+    ``err_output``: pytest's standard error, where a ``conftest.py`` that failed to load
+    is reported, with its exception on the ``E`` lines)."""
     cut_by = cut[0] if cut else None
     limit = int(config.get("max_calls", 20))
-    errors = [line.strip()[:300] for line in output.split("\n") if line.startswith(("ERROR", "INTERNALERROR"))]
+    errors = [
+        line.strip()[:300]
+        for line in err_output.split("\n")
+        if "while loading conftest" in line or line.startswith(("E   ", "ERROR", "INTERNALERROR"))
+    ][:4]
+    errors += [line.strip()[:300] for line in output.split("\n") if line.startswith(("ERROR", "INTERNALERROR"))]
     stopped_by = plugin.stopped_by if plugin else None
     return {
         "calls": {key: recorder.selected(key, limit) for key in recorder.calls},
-        "missing": sorted({m.split(".")[0] for m in _MISSING.findall(output + (error or ""))}),
+        "missing": sorted({m.split(".")[0] for m in _MISSING.findall(output + err_output + (error or ""))}),
         "errors": ([error] if error else []) + errors[:10],
         "tests_run": plugin.tests_run if plugin else 0,
         "tests_failed": plugin.failed if plugin else 0,
@@ -740,6 +757,7 @@ def summary(config, recorder, plugin, code, output, error, cut=None):
 def main():
     config = protocol.read_config(token=True)
     token = protocol.read_token()
+    protocol.hold_low_descriptors()
     root = os.getcwd()
     for extra in reversed([root] + [os.path.join(root, p) for p in config.get("sys_path", [])]):
         sys.path.insert(0, extra)

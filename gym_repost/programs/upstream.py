@@ -7,12 +7,18 @@ Its configuration and a one-time token come through the protocol of
 * ``cover``: the repository's test suite (``args``: pytest's arguments, ``sys_path``: roots)
   runs once in a child, under coverage.py measuring ``files`` only, with a coverage context
   per test. For each target (``targets``: ``{"key", "file", "first", "last"}``, the lines of
-  its body) the result names the tests that ran one of those lines *and passed*, with the
-  CPU seconds each took: ``{"covering": {key: [[nodeid, cpu], ...]}, "tests": n}``.
+  its body) the result names the tests that ran one of those lines *and passed*, as
+  indexes into a table of those tests with the CPU seconds each took (a test id is written
+  once, however many targets it covers: packaging's parametrized suite covers its targets
+  with thousands each): ``{"names": [[nodeid, cpu], ...], "covering": {key: [index, ...]},
+  "tests": n, "errors": [...], "missing": [module, ...]}`` (pytest's error lines, and the
+  modules its tests could not import); ``"error": why`` too when the suite's own code
+  stopped pytest.
 * ``kill``: for each mutant (``mutants``: ``{"id", "file", "start", "end", "replacement"}``,
   a character span of the file's text), the file on disk holds the mutant while a child
-  runs ``nodeids`` (the target's covering tests) through pytest, stopping at the first
-  failure: ``killed`` when a test fails or errors, ``timeout`` at its CPU limit (``cpu``)
+  runs ``nodeids`` (the target's covering tests; their files are collected and the rest
+  deselected, and a test id the mutant's code no longer yields kills it) through pytest,
+  stopping at the first failure: ``killed`` when a test fails or errors, ``timeout`` at its CPU limit (``cpu``)
   or its wall-clock guard (``wall``, a :class:`~protocol.WallGuard`), ``survived`` when
   every one passes; the file is put back after each. The children fork from this
   process, which imported pytest (never the repository) once. Past ``budget`` CPU seconds
@@ -24,6 +30,7 @@ oracle that says which mutants are known to be wrong.
 
 import json
 import os
+import re
 import select
 import sys
 import time
@@ -34,17 +41,20 @@ except ImportError:  # in the sandbox, beside the protocol module
     import _gym_repost_protocol as protocol  # type: ignore[no-redef,import-not-found]
 
 _BASE_ARGS = ["-q", "-p", "no:cacheprovider", "-o", "addopts=", "-p", "no:randomly"]
+_MISSING = re.compile(r"No module named '([\w.]+)'")
 _POLL = 0.02
 
 
 def main():
     config = protocol.read_config(token=True)
+    protocol.hold_low_descriptors()
     root = os.getcwd()
     sys.path[:0] = [root] + [os.path.join(root, p) for p in config.get("sys_path", [])]
     sys.dont_write_bytecode = True
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    import pytest  # noqa: F401 - once, here: each child forked after has it
+    import pytest  # once, here: each child forked after has it
 
+    _BASE_ARGS.extend(protocol.pytest_compat_args(pytest))
     result = cover(config) if config["mode"] == "cover" else kill(config)
     protocol.write_result(result, protocol.read_token(), compress=True)
     os._exit(0)
@@ -59,32 +69,55 @@ def cover(config):
     try:
         report = json.loads(data.decode("utf-8"))
     except ValueError:
-        return {"error": "the coverage run %s" % status, "covering": {}, "tests": 0}
+        report = None
+    if not isinstance(report, dict):
+        ended = "was stopped (%s)" % status[2] if status[0] == "stopped" else "exited %s" % status[2]
+        return {"error": "the coverage run %s without a report" % ended, "covering": {}, "tests": 0}
     return report
 
 
 def _cover_child(config, fd):
+    import io
+
     import coverage
     import pytest
 
     files = [os.path.abspath(f) for f in config["files"]]
     cov = coverage.Coverage(data_file=None, include=files, config_file=False)
     plugin = _Outcomes(cov)
+    stopped, said = None, io.StringIO()
+    sys.stdout = sys.stderr = said  # pytest's report: why a suite ran no test
     cov.start()
     try:
         pytest.main([*_BASE_ARGS, "--continue-on-collection-errors", *config["args"]], plugins=[plugin])
+    except BaseException as exc:  # the suite's own code stopped pytest: say how
+        stopped = "pytest stopped: %s: %s" % (type(exc).__name__, str(exc)[:300])
     finally:
         cov.stop()
+        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
+    output = said.getvalue()
+    errors = [
+        line.strip()[:300]
+        for line in output.split("\n")
+        if "while loading conftest" in line or line.startswith(("E   ", "ERROR", "INTERNALERROR"))
+    ][:6]
+    missing = sorted({m.split(".")[0] for m in _MISSING.findall(output + (stopped or ""))})
+    if stopped is not None:
+        report = {"error": stopped, "covering": {}, "tests": 0, "errors": errors, "missing": missing}
+        protocol.write_all(fd, json.dumps(report).encode("utf-8"))
+        return
     data = cov.get_data()
-    covering = {}
+    covering, index = {}, {}
     for target in config["targets"]:
         by_line = data.contexts_by_lineno(os.path.abspath(target["file"])) or {}
         names = set()
         for line in range(target["first"], target["last"] + 1):
             names.update(by_line.get(line, ()))
-        passed = [n for n in names if plugin.outcomes.get(n) == "passed"]
-        covering[target["key"]] = [[n, round(plugin.cpu.get(n, 0.0), 4)] for n in sorted(passed)]
-    protocol.write_all(fd, json.dumps({"covering": covering, "tests": len(plugin.outcomes)}).encode("utf-8"))
+        passed = sorted(n for n in names if plugin.outcomes.get(n) == "passed")
+        covering[target["key"]] = [index.setdefault(n, len(index)) for n in passed]
+    table = [[n, round(plugin.cpu.get(n, 0.0), 4)] for n in index]
+    report = {"names": table, "covering": covering, "tests": len(plugin.outcomes), "errors": errors, "missing": missing}
+    protocol.write_all(fd, json.dumps(report).encode("utf-8"))
 
 
 class _Outcomes:
@@ -135,7 +168,7 @@ def kill(config):
 
 
 def _kill_one(config, mutant):
-    nodeids = mutant["nodeids"]
+    nodeids = config["nodeids"]
     data, status = _in_child(lambda fd: _kill_child(nodeids, fd), mutant["cpu"], mutant["wall"])
     cpu = status[1] if isinstance(status, tuple) else 0.0
     if status[0] == "stopped":
@@ -154,9 +187,30 @@ def _kill_child(nodeids, fd):
     import pytest
 
     failed = _FirstFailure()
-    code = pytest.main([*_BASE_ARGS, "-x", *nodeids], plugins=[failed])
+    chosen = _Chosen(nodeids)
+    files = list(dict.fromkeys(n.split("::", 1)[0] for n in nodeids))
+    code = pytest.main([*_BASE_ARGS, "-x", *files], plugins=[failed, chosen])
+    if failed.nodeid is None and chosen.missing:
+        failed.nodeid = "collection"  # the mutant changed which tests there are
     protocol.write_all(fd, json.dumps({"failed": failed.nodeid}).encode("utf-8"))
     os._exit(0 if code == 0 and failed.nodeid is None and failed.ran else 1)
+
+
+class _Chosen:
+    """Runs only ``nodeids``, in the order collected: the files are given to pytest, not
+    each test id (twenty thousand ids of one parametrized test, packaging's, would make
+    pytest match each against all of them); notes the ids that were not collected."""
+
+    def __init__(self, nodeids):
+        self.wanted, self.missing = set(nodeids), []
+
+    def pytest_collection_modifyitems(self, session, config, items):
+        chosen = [item for item in items if item.nodeid in self.wanted]
+        dropped = [item for item in items if item.nodeid not in self.wanted]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+        items[:] = chosen
+        self.missing = sorted(self.wanted - {item.nodeid for item in chosen})
 
 
 class _FirstFailure:
@@ -189,7 +243,7 @@ def _in_child(body, cpu, wall):
             null = os.open(os.devnull, os.O_RDWR)
             for target in (0, 1, 2):
                 os.dup2(null, target)
-            body(write_fd)
+            body(protocol.raise_descriptor(write_fd))
         finally:
             os._exit(70)
     os.close(write_fd)

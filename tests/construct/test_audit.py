@@ -181,12 +181,13 @@ def test_the_audit_operators_go_beyond_the_builders() -> None:
 def test_a_build_drops_the_tasks_its_audit_catches(sandbox: Sandbox, upstream: Path) -> None:
     """``build --max-false-accept``: the pipeline audits what it built against the repository's
     own tests and drops the tasks above the limit, counted among the drops."""
+    from gym_repost.construct.execution import PackageInstaller
     from gym_repost.construct.pipeline import BuildResult, BuildSettings, _drop_false_acceptors
 
     repo = ingest(upstream, licenses="any")
     built = BuildResult(repo=repo, tasks=_tasks()[:2], drops=[], candidates=2, timings={})
-    _drop_false_acceptors(built, sandbox, BuildSettings(max_false_accept=0.0))
-    assert [t.target.name for t in built.tasks] == ["clamp"]
+    _drop_false_acceptors(built, sandbox, BuildSettings(max_false_accept=0.0), PackageInstaller(sandbox))
+    assert [t.target.name for t in built.tasks] == ["clamp"] and built.limits == []
     assert [(d.stage, d.reason, d.qualname) for d in built.drops] == [("audit", "false accepts", "escape")]
     assert built.statistics()["audit"]["false_accepts"] > 0
     # every mutant ran: none was left unrun by a task's CPU budget, and the record says so
@@ -217,6 +218,8 @@ def test_a_corpus_build_reports_its_audit_per_repository(sandbox: Sandbox, upstr
     assert totals["audited tasks"] == row["tasks"] and totals["known-wrong mutants"] == row["known_wrong"]
     assert totals["false accepts"] == row["false_accepts"] and "single-statement share" in totals
     assert totals["audit mutants left unrun by a task's CPU budget"] == 0
+    assert totals["kept tasks the audit could not run (kept unaudited)"] == 0
+    assert totals["kept tasks no passing upstream test covers"] == 0  # "untested" is too small a target
     table = corpus_paths(output)["stats_md"].read_text()
     assert "false_accept_rate" in table and "| known-wrong mutants |" in table
 
@@ -236,3 +239,80 @@ def test_the_two_halves_of_the_mutants_are_fixed_and_disjoint(sandbox: Sandbox, 
     halves = [audit_tasks(sandbox, weak, repo, mutants=40, part=part)[0] for part in ("build", "held-out")]
     sources = [{(m.line, m.original, m.replacement) for m in a.mutants} for a in halves]
     assert sources[0] and sources[1] and not sources[0] & sources[1]
+
+
+HOSTILE_CONFTEST = textwrap.dedent("""\
+    def pytest_ignore_collect(path, config):  # the ``path`` argument pytest 9 refuses
+        return None
+    """)
+
+HOSTILE_TESTS = textwrap.dedent("""\
+    import os
+
+    import pytest
+
+    from esc.core import clamp, escape
+
+
+    def test_escape_closes_a_shell_protocols_descriptors():
+        for fd in (8, 9):  # as argcomplete's tests do with its shell protocol's
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        assert escape("a<b>&c") == "a&lt;b&gt;&amp;c"
+
+
+    @pytest.mark.parametrize("x", range(-200, 400))
+    def test_clamp(x):
+        assert clamp(x, 0, 10) == min(max(x, 0), 10)
+    """)
+
+
+def test_a_suite_written_for_an_older_pytest_that_closes_descriptors_is_traced_and_audited(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """A ``conftest.py`` hook with the ``path`` argument (an error from pytest 9 on, which
+    stopped docopt-ng's whole suite), a test that closes descriptors 8 and 9 (argcomplete's:
+    pytest's copy of standard error was there, and the audit's result pipe could be), and a
+    test parametrized hundreds of times (packaging's thousands overflowed the coverage
+    report): the suite runs as its authors ran it, for the tracer and for the audit."""
+    from gym_repost.construct.extract import extract_candidates
+    from gym_repost.construct.testgen import trace_repository
+
+    root = tmp_path / "esc-1.0"
+    files = {"esc/__init__.py": "", "esc/core.py": CORE, "tests/conftest.py": HOSTILE_CONFTEST}
+    files["tests/test_esc.py"] = HOSTILE_TESTS
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text, encoding="utf-8")
+    repo = ingest(root, licenses="any")
+    candidates = [c for c in extract_candidates(repo)[0] if c.name in ("escape", "clamp")]
+    traced = trace_repository(sandbox, repo, candidates, timeout=120)
+    assert traced.tests_run == 601 and traced.tests_failed == 0, traced.errors
+    assert all(traced.calls[c.key] for c in candidates)
+    weak, strong = audits = audit_tasks(sandbox, _tasks()[:2], repo, mutants=40)
+    assert weak.status == strong.status == "audited", (weak.detail, strong.detail)
+    assert (weak.covering_tests, strong.covering_tests) == (1, 600)
+    assert weak.false_accepts and strong.known_wrong and not strong.false_accepts
+    assert audit_totals(audits)["by_status"]["audited"] == 2
+
+
+def test_a_suite_that_runs_no_test_leaves_its_tasks_unaudited_and_the_build_says_so(
+    sandbox: Sandbox, upstream: Path
+) -> None:
+    """A suite that cannot load (its ``conftest.py`` needs what the sandbox lacks) is not
+    "no test covers the target": the tasks are kept unaudited, each with the reason, and the
+    build lists the gate that could not run among its limits."""
+    from gym_repost.construct.execution import PackageInstaller
+    from gym_repost.construct.pipeline import BuildResult, BuildSettings, _drop_false_acceptors
+
+    (upstream / "tests" / "conftest.py").write_text("raise RuntimeError('needs a service')\n", encoding="utf-8")
+    repo = ingest(upstream, licenses="any")
+    audits = audit_tasks(sandbox, _tasks()[:2], repo)
+    assert [a.status for a in audits] == ["error", "error"]
+    assert "the repository's own tests ran no test" in audits[0].detail and "needs a service" in audits[0].detail
+    built = BuildResult(repo=repo, tasks=_tasks()[:2], drops=[], candidates=2, timings={})
+    _drop_false_acceptors(built, sandbox, BuildSettings(max_false_accept=0.0), PackageInstaller(sandbox))
+    assert len(built.tasks) == 2 and len(built.limits) == 1
+    assert built.limits[0].startswith("audit: 2 task(s) kept unaudited, the gate could not run: ")

@@ -17,7 +17,6 @@ from gym_repost.construct.corpus import (
     Unit,
     build_corpus,
     corpus_paths,
-    limit_notes,
     merge_units,
     near_duplicates,
     plan_units,
@@ -25,7 +24,9 @@ from gym_repost.construct.corpus import (
     split_repositories,
     statistics_markdown,
 )
-from gym_repost.construct.pipeline import BuildSettings
+from gym_repost.construct.pipeline import BuildResult, BuildSettings, _tracing_limits
+from gym_repost.construct.stages import SourceRepository
+from gym_repost.construct.testgen.trace import TraceResult
 from gym_repost.errors import ConfigError
 from gym_repost.executor import LocalExecutor
 from gym_repost.sandbox import Sandbox
@@ -149,18 +150,24 @@ def test_drop_reasons_are_counted_over_every_repository() -> None:
     assert "| extract | test code | 5 |" in statistics_markdown(result)
 
 
-def test_a_repository_whose_suite_a_limit_cut_short_is_reported_not_fatal() -> None:
+def test_a_repository_whose_suite_a_limit_cut_short_is_reported_not_fatal(tmp_path: Path) -> None:
     """A package whose upstream tests explode: the tracer's CPU budget stops them, the build
-    goes on with the calls recorded until then, and the corpus table says so."""
-    budget = (
-        "tracing: the run's CPU budget stopped the repository's tests after 7 test(s); "
-        "the inputs recorded until then are kept, those of the rest are missing"
+    goes on with the calls recorded until then, and the corpus table says so. The limits are
+    the build's own record, never picked out of its notes by their words."""
+    traced = TraceResult(calls={}, tests_run=7, cpu_limited=True)
+    budget = _tracing_limits(traced)[0]
+    assert budget.startswith("tracing: the run's CPU budget stopped the repository's tests after 7 test(s)")
+    repo = SourceRepository(name="a", version="1", source="a", root=tmp_path, files={})
+    built = BuildResult(
+        repo=repo,
+        tasks=[],
+        drops=[],
+        candidates=0,
+        timings={},
+        notes=["tracing: installed providers of yaml (missing: yaml)", "a note that names a CPU budget", budget],
+        limits=[budget, budget],
     )
-    notes = ["tracing: installed providers of yaml (missing: yaml)", budget, budget]
-    assert limit_notes(notes, ["a.py::f: wall-clock safety limit: it stopped the search"]) == [
-        budget,
-        "a.py::f: wall-clock safety limit: it stopped the search",
-    ]
+    assert built.all_limits() == [budget]
     units = [
         RepositoryBuild("pypi:a==1", name="a", statistics={"limits": [budget]}, chunk=(0, 5)),
         RepositoryBuild("pypi:a==1", name="a", statistics={"limits": [budget]}, chunk=(1, 5)),

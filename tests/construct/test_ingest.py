@@ -29,7 +29,8 @@ from gym_repost.construct.pypi import PYPI_URL_ENV, parse_pypi_spec, split_pin
 from gym_repost.construct.source_files import IngestLimits, decode_text, skip_directory, wanted_file
 from gym_repost.construct.source_metadata import read_metadata
 from gym_repost.construct.stages import SourceRepository
-from gym_repost.errors import BuildError
+from gym_repost.errors import BuildError, SourceUnreachableError
+from gym_repost.sandbox.base import Sandbox
 
 MIT_TEXT = """Copyright (c) 2024 Jane Doe
 
@@ -696,18 +697,50 @@ def test_pypi_bad_digest_is_refused_and_nothing_kept(tmp_path: Path, fake_pypi: 
 def test_pypi_errors_and_unreachable_index(
     tmp_path: Path, fake_pypi: FakeIndex, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A server error or an unreachable index may answer otherwise later
+    (``SourceUnreachableError``: a corpus build tries it again on resume); a 403 or an answer
+    that is not JSON will not (a plain ``BuildError``, kept as the repository's result)."""
     fake_pypi.routes["/pypi/broken/json"] = (500, b"oops")
-    with pytest.raises(BuildError, match="pypi:broken: PyPI at .* answered HTTP 500"):
+    with pytest.raises(SourceUnreachableError, match="pypi:broken: PyPI at .* answered HTTP 500"):
         ingest("pypi:broken", cache_dir=tmp_path / "cache")
+    fake_pypi.routes["/pypi/forbidden/json"] = (403, b"no")
+    with pytest.raises(BuildError, match="answered HTTP 403") as forbidden:
+        ingest("pypi:forbidden", cache_dir=tmp_path / "cache")
+    assert not isinstance(forbidden.value, SourceUnreachableError)
     fake_pypi.routes["/pypi/garbled/json"] = (200, b"<html>not json</html>")
-    with pytest.raises(BuildError, match="answered something that is not JSON"):
+    with pytest.raises(BuildError, match="answered something that is not JSON") as garbled:
         ingest("pypi:garbled", cache_dir=tmp_path / "cache")
+    assert not isinstance(garbled.value, SourceUnreachableError)
     unreachable = closed_port_url()
     monkeypatch.setenv(PYPI_URL_ENV, unreachable)
     with pytest.raises(
-        BuildError, match=f"cannot reach PyPI at {unreachable}: .*; check the network or give a local archive"
+        SourceUnreachableError,
+        match=f"cannot reach PyPI at {unreachable}: .*; check the network or give a local archive",
     ):
         ingest("pypi:fakepkg==1.0", cache_dir=tmp_path / "cache")
+
+
+def test_a_corpus_build_tries_again_a_package_pypi_could_not_serve(
+    tmp_path: Path, fake_pypi: FakeIndex, sandbox: Sandbox
+) -> None:
+    """An outage is the infrastructure's failure, not the package's: the corpus does not keep
+    it as the repository's result, so a resumed build fetches the package again."""
+    from gym_repost.construct.corpus import RepositoryWork, build_corpus
+    from gym_repost.construct.pipeline import BuildSettings
+    from gym_repost.executor import LocalExecutor
+
+    settings = BuildSettings(max_candidates=2, trace=False, cache_dir=tmp_path / "cache")
+    fake_pypi.routes["/pypi/fakepkg/1.0/json"] = (503, b"busy")
+    failed = RepositoryWork(settings)("pypi:fakepkg==1.0", sandbox)
+    assert failed.infrastructure and "answered HTTP 503" in (failed.error or "")
+    output = tmp_path / "corpus" / "tasks.jsonl"
+    output.parent.mkdir()
+    first = build_corpus(["pypi:fakepkg==1.0"], output, settings, LocalExecutor(1, sandbox))
+    assert [r.infrastructure for r in first.repositories] == [True]
+    del fake_pypi.routes["/pypi/fakepkg/1.0/json"]
+    fake_pypi.add_release("fakepkg", "1.0", sdist_bytes(tmp_path))
+    again = build_corpus(["pypi:fakepkg==1.0"], output, settings, LocalExecutor(1, sandbox))
+    assert again.resumed == 0 and [(r.name, r.error) for r in again.repositories] == [("fakepkg", None)]
 
 
 def test_a_pypi_package_is_held_to_the_license_policy(tmp_path: Path, fake_pypi: FakeIndex) -> None:

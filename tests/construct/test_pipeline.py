@@ -254,3 +254,36 @@ def test_a_target_whose_argument_is_of_a_class_it_never_names_is_tested_with_the
     assert run_function_tests(sandbox, task, task.ground_truth).passed
     wrong = task.ground_truth.replace('stack.enable("lower")', "pass")
     assert not run_function_tests(sandbox, task, wrong).passed
+
+
+def test_a_repository_whose_own_tests_run_none_says_so_among_its_limits(sandbox: Sandbox, tmp_path: Path) -> None:
+    """A suite that cannot even load (its ``conftest.py`` fails) leaves the build with the
+    search's inputs only: a silent loss of tasks, unless the build reports it."""
+    from gym_repost.construct.execution import PackageInstaller
+    from gym_repost.construct.extract import extract_candidates
+    from gym_repost.construct.ingest import ingest
+    from gym_repost.construct.pipeline import trace_seeds
+
+    root = tmp_path / "broken-1.0"
+    files = {
+        "broken/__init__.py": textwrap.dedent("""\
+            def sign(x):
+                \"\"\"-1, 0 or 1: the sign of ``x``.\"\"\"
+                if x < 0:
+                    return -1
+                if x > 0:
+                    return 1
+                return 0
+            """),
+        "tests/conftest.py": "raise RuntimeError('this suite needs a service')\n",
+        "tests/test_sign.py": "from broken import sign\n\n\ndef test_sign():\n    assert sign(-2) == -1\n",
+    }
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text, encoding="utf-8")
+    repo = ingest(root, licenses="any")
+    candidates = [c for c in extract_candidates(repo)[0] if c.name == "sign"]
+    assert candidates
+    _, notes, limits = trace_seeds(sandbox, repo, candidates, PackageInstaller(sandbox))
+    assert limits and limits[0].startswith("tracing: the repository's own tests ran no test: ")
+    assert "this suite needs a service" in limits[0] and limits[0] in notes
