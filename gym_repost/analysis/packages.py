@@ -53,6 +53,7 @@ _KNOWN: dict[str, str] = {
     "jose": "python-jose",
     "socks": "PySocks",
     "odf": "odfpy",
+    "hamcrest": "PyHamcrest",
 }
 
 

@@ -33,7 +33,7 @@ from gym_repost.analysis.mutation import AUDIT_OPERATORS, OPERATORS, Mutant, gen
 from gym_repost.analysis.parsing import parse_python
 from gym_repost.analysis.source import dedent_code, find_function
 from gym_repost.construct.stages import SourceRepository
-from gym_repost.construct.testgen.trace import pytest_arguments, source_roots, test_files
+from gym_repost.construct.testgen.trace import pytest_arguments, source_roots, suite_files, test_files
 from gym_repost.harness import run_function_tests
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.sandbox.programs import WALL_STRETCH, run_program
@@ -261,7 +261,7 @@ def _covering(
         run = run_program(
             sandbox,
             "upstream",
-            repo.files,
+            suite_files(repo),
             config,
             timeout=WALL_STRETCH * WALL_FACTOR * COVER_CPU + 60.0,
             token=True,
@@ -319,7 +319,7 @@ def _audit_target(sandbox: Sandbox, repo: SourceRepository, target: _Target, tes
     run = run_program(
         sandbox,
         "upstream",
-        repo.files,
+        suite_files(repo),
         config,
         timeout=WALL_STRETCH * WALL_FACTOR * (TASK_BUDGET + cpu) + 60.0,
         token=True,

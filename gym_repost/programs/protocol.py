@@ -157,16 +157,34 @@ def _high_descriptor():
     return max(10, ceiling - 32)
 
 
+def script_idioms_off():
+    """Make ``unittest.main()`` at a test module's top level, unguarded by ``if __name__ ==
+    "__main__"`` (toposort's and ply's test files end with it), do nothing: run while pytest
+    imports the module, it ran this program's tests, none, and raised ``SystemExit``, which
+    stopped the whole suite. pytest then collects the module's test cases as it does any."""
+    import unittest
+
+    def main(*args, **kwargs):
+        return None
+
+    unittest.main = main
+
+
+_PLUGIN_WARNINGS = ("PytestUnknownMarkWarning", "PytestConfigWarning", "PytestCollectionWarning")
+
+
 def pytest_compat_args(pytest):
     """pytest arguments that run a repository's suite as the pytest it was written for did,
     with the plugins its authors had: each ``PytestRemovedIn<N>Warning`` of this pytest (an
     error from version N on, such as a ``conftest.py`` hook taking the old ``path`` argument
-    under pytest 9, which stopped docopt-ng's whole suite from loading), and the unknown
-    marks of plugins not loaded here (pytest-cov's ``no_cover``, an error under
-    python-dateutil's ``filterwarnings = error``), shown as warnings. Command-line filters
-    come after the repository's ``filterwarnings``, so they hold under ``error`` too."""
+    under pytest 9, which stopped docopt-ng's whole suite from loading), and what plugins
+    not loaded here would have defined (pytest-cov's ``no_cover`` mark, an error under
+    python-dateutil's ``filterwarnings = error``; pytest-asyncio's ``asyncio_mode`` option,
+    blinker's), and a class pytest declines to collect (Markdown's), shown as warnings.
+    Command-line filters come after the repository's ``filterwarnings``, so they hold under
+    ``error`` too."""
     names = sorted(n for n in dir(pytest) if n.startswith("PytestRemovedIn") and n.endswith("Warning"))
-    names += ["PytestUnknownMarkWarning"] if hasattr(pytest, "PytestUnknownMarkWarning") else []
+    names += [n for n in _PLUGIN_WARNINGS if hasattr(pytest, n)]
     args = []
     for name in names:
         args += ["-W", "default::pytest.%s" % name]

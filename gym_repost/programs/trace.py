@@ -758,6 +758,7 @@ def main():
     config = protocol.read_config(token=True)
     token = protocol.read_token()
     protocol.hold_low_descriptors()
+    protocol.script_idioms_off()
     root = os.getcwd()
     for extra in reversed([root] + [os.path.join(root, p) for p in config.get("sys_path", [])]):
         sys.path.insert(0, extra)

@@ -48,6 +48,7 @@ _POLL = 0.02
 def main():
     config = protocol.read_config(token=True)
     protocol.hold_low_descriptors()
+    protocol.script_idioms_off()
     root = os.getcwd()
     sys.path[:0] = [root] + [os.path.join(root, p) for p in config.get("sys_path", [])]
     sys.dont_write_bytecode = True

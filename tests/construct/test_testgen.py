@@ -26,6 +26,7 @@ from gym_repost.analysis.source import find_function
 from gym_repost.construct.stages import Candidate, Drop, GeneratedTests, SandboxedScript, SourceRepository
 from gym_repost.construct.testgen import ChosenInput, RecordedCall, generate_tests, trace_repository, write_tests
 from gym_repost.construct.testgen.explore import may_depend_on_hash_order, verification_task
+from gym_repost.construct.testgen.trace import local_modules, source_roots, suite_files
 from gym_repost.construct.testgen.trace import test_files as collected_test_files
 from gym_repost.construct.testgen.writer import call_arguments, runtime_helpers
 from gym_repost.harness import do_nothing_candidate, run_function_tests, run_host_made
@@ -915,6 +916,62 @@ def test_trace_runs_every_test_file_the_repositorys_runner_collects(sandbox, tmp
         RecordedCall(args="([1], [2])", kwargs="{}"),
         RecordedCall(args="([4], [5])", kwargs="{}"),
     }
+
+
+def test_trace_runs_a_suite_laid_out_and_written_as_older_packages_are(sandbox, tmp_path):
+    """A single module under ``lib/`` (markdown2's layout), found through ``lib`` on the path
+    (and never installed from PyPI: it is the repository's own); a package reading its own
+    version from its installed metadata at import (pqdict's); ``python_files = *.py`` that
+    would name ``setup.py`` and ``docs/conf.py`` (boolean.py's; ``docs`` is in its
+    ``norecursedirs``); and a test module ending in an unguarded ``unittest.main()``
+    (toposort's and ply's). Each of these stopped the whole suite."""
+    solo = """
+    import importlib.metadata
+
+    __version__ = importlib.metadata.version("solo")
+
+
+    def push_all(xs, ys):
+        for y in ys:
+            xs.append(y)
+        return len(xs)
+    """
+    unit = """
+    import unittest
+
+    from solo import push_all
+
+
+    class PushTests(unittest.TestCase):
+        def test_push(self):
+            self.assertEqual(push_all([7], [8]), 2)
+
+
+    unittest.main()
+    """
+    repo = SourceRepository(
+        name="solo",
+        version="1.2",
+        source=str(tmp_path),
+        root=tmp_path,
+        files={
+            k: textwrap.dedent(v)
+            for k, v in {
+                "lib/solo.py": solo,
+                "test/test_solo.py": unit,
+                "setup.py": "from setuptools import setup\n\nsetup(name='solo')\n",
+                "docs/conf.py": "raise SystemExit('sphinx only')\n",
+                "setup.cfg": "[tool:pytest]\npython_files = *.py\nnorecursedirs = docs .git\n",
+            }.items()
+        },
+    )
+    assert collected_test_files(repo) == ["lib/solo.py", "test/test_solo.py"]
+    assert source_roots(repo) == ["lib"] and "solo" in local_modules(repo)
+    assert suite_files(repo)["solo-1.2.dist-info/METADATA"].startswith("Metadata-Version")
+    target = candidate(repo.files["lib/solo.py"], "push_all", "lib/solo.py")
+    result = trace_repository(sandbox, repo, [target], timeout=60)
+    assert result.tests_run == 1 and result.tests_failed == 0, result.errors
+    assert result.calls[target.key] == [RecordedCall(args="([7], [8])", kwargs="{}")]
 
 
 # ---------------------------------------------------------------- inputs that reach what a target is about

@@ -15,6 +15,7 @@ import configparser
 import fnmatch
 import logging
 import posixpath
+import re
 import sys
 import tomllib
 from collections.abc import Callable, Sequence
@@ -111,12 +112,18 @@ def test_files(repo: SourceRepository) -> list[str]:
     repository's own setting in ``pytest.ini``, ``pyproject.toml``, ``tox.ini`` or
     ``setup.cfg``, else ``test_*.py *_test.py``), and unittest's discovery pattern
     ``test*.py`` in a test directory or at the top (``tests/tests.py``, ``test.py``). Given
-    by name, pytest collects each whatever its name, ``unittest.TestCase`` classes included."""
+    by name, pytest collects each whatever its name, ``unittest.TestCase`` classes included;
+    so a file pytest would never reach is left out: one below a directory of the setting's
+    ``norecursedirs`` (pytest's defaults where it sets none), and ``setup.py``, which runs
+    setuptools at import (boolean.py's ``python_files = *.py`` named it)."""
     patterns = python_files_setting(repo) or ["test_*.py", "*_test.py"]
+    skipped = pytest_setting(repo, "norecursedirs") or list(NORECURSEDIRS)
     found = []
     for path in repo.python_files:
         name = posixpath.basename(path)
-        if name == "conftest.py":
+        if name in ("conftest.py", "setup.py"):
+            continue
+        if any(fnmatch.fnmatch(part, pattern) for part in path.split("/")[:-1] for pattern in skipped):
             continue
         if any(fnmatch.fnmatch(name, pattern) for pattern in patterns):
             found.append(path)
@@ -125,34 +132,44 @@ def test_files(repo: SourceRepository) -> list[str]:
     return sorted(found)
 
 
+NORECURSEDIRS = ("*.egg", ".*", "_darcs", "build", "CVS", "dist", "node_modules", "venv", "{arch}")
+"""pytest's ``norecursedirs`` where a repository sets none."""
+
+
 def python_files_setting(repo: SourceRepository) -> list[str]:
-    """The repository's own pytest ``python_files`` globs, [] where it sets none (read as
-    data, in the order pytest reads its configuration files)."""
+    """The repository's own pytest ``python_files`` globs, [] where it sets none."""
+    return pytest_setting(repo, "python_files")
+
+
+def pytest_setting(repo: SourceRepository, key: str) -> list[str]:
+    """A pytest setting of the repository's that is a list of words (``python_files``,
+    ``norecursedirs``), [] where it sets none (read as data, from the first of pytest's
+    configuration files, in the order pytest reads them, that sets it)."""
     for name, section in _CONFIGURATIONS:
         text = repo.files.get(name)
         if text is None:
             continue
-        value = _pyproject_python_files(text) if section is None else _ini_python_files(text, section)
+        value = _pyproject_setting(text, key) if section is None else _ini_setting(text, section, key)
         if value:
             return value
     return []
 
 
-def _ini_python_files(text: str, section: str) -> list[str]:
+def _ini_setting(text: str, section: str, key: str) -> list[str]:
     parser = configparser.ConfigParser(interpolation=None)
     try:
         parser.read_string(text)
-        return parser.get(section, "python_files", fallback="").split()
+        return parser.get(section, key, fallback="").split()
     except configparser.Error:
         return []
 
 
-def _pyproject_python_files(text: str) -> list[str]:
+def _pyproject_setting(text: str, key: str) -> list[str]:
     try:
         options = tomllib.loads(text).get("tool", {}).get("pytest", {}).get("ini_options", {})
     except tomllib.TOMLDecodeError:
         return []
-    value = options.get("python_files") if isinstance(options, dict) else None
+    value = options.get(key) if isinstance(options, dict) else None
     if isinstance(value, str):
         return value.split()
     return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
@@ -165,17 +182,44 @@ def doctest_files(repo: SourceRepository, candidates: Sequence[Candidate]) -> li
     return sorted(f for f in files if f in repo.files and ">>>" in repo.files[f] and f not in tests)
 
 
+def suite_files(repo: SourceRepository) -> dict[str, str]:
+    """The files a run of the repository's own tests gets: the repository's, and its
+    metadata as an installed distribution's (``NAME-VERSION.dist-info/METADATA``, from its
+    ``PKG-INFO``) at the root, which is on ``sys.path``: a package that reads its own
+    version at import (pqdict's ``importlib.metadata.version("pqdict")``) fails there
+    otherwise, and every test with it."""
+    if not repo.version:
+        return repo.files
+    name = re.sub(r"[-_.]+", "_", repo.name).lower()
+    info = repo.files.get("PKG-INFO") or f"Metadata-Version: 2.1\nName: {repo.name}\nVersion: {repo.version}\n"
+    return {**repo.files, f"{name}-{repo.version}.dist-info/METADATA": info}
+
+
+SOURCE_DIRECTORIES = ("src", "lib")
+"""Directories a layout keeps its importable code in, below the root."""
+
+
 def source_roots(repo: SourceRepository) -> list[str]:
-    """Directories to put on ``sys.path`` besides the root (``src`` for a src layout)."""
-    return ["src"] if any(p.startswith("src/") and p.endswith("/__init__.py") for p in repo.files) else []
+    """Directories to put on ``sys.path`` besides the root: ``src`` or ``lib`` when it holds a
+    package (``src/pkg/__init__.py``) or a module of its own (toposort's ``src/toposort.py``,
+    markdown2's ``lib/markdown2.py``), as the layout's install would."""
+    roots = []
+    for root in SOURCE_DIRECTORIES:
+        for path in repo.python_files:
+            parts = path.split("/")
+            if parts[0] == root and (len(parts) > 2 or parts[-1] not in ("setup.py", "conftest.py", "__init__.py")):
+                roots.append(root)
+                break
+    return roots
 
 
 def local_modules(repo: SourceRepository) -> set[str]:
-    """Top-level module names the repository itself provides."""
+    """Top-level module names the repository itself provides (below its source roots too)."""
+    roots = set(source_roots(repo))
     names = set()
     for path in repo.python_files:
         parts = path.split("/")
-        if parts[0] == "src" and len(parts) > 1:
+        if parts[0] in roots and len(parts) > 1:
             parts = parts[1:]
         names.add(parts[0][:-3] if parts[0].endswith(".py") else parts[0])
     return names
@@ -260,7 +304,7 @@ def trace_repository(
     run = run_program(
         sandbox,
         "trace",
-        repo.files,
+        suite_files(repo),
         config,
         timeout=WALL_STRETCH * timeout,
         token=True,
