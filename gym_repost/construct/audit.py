@@ -286,11 +286,15 @@ def _covering(
         why = str(problem)[:400]
         logger.warning("audit of %s: the coverage run failed (%s)", repo.name, why)
         return {}, why
-    table = [n for n in names if isinstance(n, list) and len(n) == 2]
+    table = [
+        n if isinstance(n, list) and len(n) == 2 and isinstance(n[0], str) and type(n[1]) in (int, float) else None
+        for n in names
+    ]
     out: dict[str, list[list[Any]]] = {}
     for key, indexes in covering.items():
         if isinstance(indexes, list):
-            out[key] = [table[i] for i in indexes if type(i) is int and 0 <= i < len(table)]
+            found = [table[i] for i in indexes if type(i) is int and 0 <= i < len(table)]
+            out[key] = [n for n in found if n is not None]
     return out, None
 
 

@@ -316,3 +316,25 @@ def test_a_suite_that_runs_no_test_leaves_its_tasks_unaudited_and_the_build_says
     _drop_false_acceptors(built, sandbox, BuildSettings(max_false_accept=0.0), PackageInstaller(sandbox))
     assert len(built.tasks) == 2 and len(built.limits) == 1
     assert built.limits[0].startswith("audit: 2 task(s) kept unaudited, the gate could not run: ")
+
+
+def test_the_coverage_report_is_read_as_untrusted_data(upstream: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The report comes from a process that ran the repository's code: a malformed entry of
+    its table of tests is left out without moving the others, and an index outside the
+    table or not an integer is ignored."""
+    from gym_repost.construct import audit as audit_module
+    from gym_repost.sandbox.base import RunResult
+    from gym_repost.sandbox.programs import ProgramRun
+
+    payload = {
+        "names": [["tests/t.py::a", 0.5], ["tests/t.py::b", "slow"], 7, ["tests/t.py::c", 1]],
+        "covering": {"k": [0, 1, 2, 3, 9, -1, "0", 1.0], "other": "all"},
+        "tests": 4,
+    }
+    monkeypatch.setattr(
+        audit_module, "run_program", lambda *a, **k: ProgramRun(RunResult(0, "", ""), payload, True, None)
+    )
+    repo = ingest(upstream, licenses="any")
+    target = audit_module._Target(_tasks()[0], "k", "esc/core.py", (2, 3), 0, 1, [])
+    covering, problem = audit_module._covering(None, repo, [target])  # type: ignore[arg-type]
+    assert problem is None and covering == {"k": [["tests/t.py::a", 0.5], ["tests/t.py::c", 1]]}
