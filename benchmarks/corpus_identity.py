@@ -9,10 +9,17 @@ and compares each task's JSON with the first build's. Appends to
 beside other work: what is built must not depend on it), the repositories compared, and
 those whose tasks differ, with the names of the differing tasks.
 
+With ``--second STATE``, nothing is built: two finished corpus builds (the second made by
+another run of the same command, into another output, with a ``HOME`` of its own so that it
+starts from an empty package cache as a fresh machine does) are compared repository by
+repository, and their task files (tasks, train, eval) byte for byte.
+
 Usage::
 
     python benchmarks/corpus_identity.py --state /tmp/corpus/tasks.corpus-state \\
         --max-candidates 0 --max-false-accept 0 [--packages NAME,...] [--workers 2] [--no-record]
+    python benchmarks/corpus_identity.py --state /tmp/a/tasks.corpus-state \\
+        --second /tmp/b/tasks.corpus-state --max-candidates 0 --max-false-accept 0
 """
 
 from __future__ import annotations
@@ -27,7 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import append_record, checkout, machine, now
-from gym_repost.construct.corpus import RepositoryWork
+from gym_repost.construct.corpus import RepositoryWork, corpus_paths
 from gym_repost.construct.pipeline import BuildSettings
 from gym_repost.sandbox import get_sandbox
 
@@ -40,6 +47,7 @@ def main() -> None:
     parser.add_argument("--packages", default="", help="comma-separated names: only these repositories")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--no-record", action="store_true")
+    parser.add_argument("--second", type=Path, help="a second finished build's state: compare, build nothing")
     args = parser.parse_args()
     records = first_build(args.state, {n.strip().lower() for n in args.packages.split(",") if n.strip()})
     if not records:
@@ -49,11 +57,15 @@ def main() -> None:
     )
     before, started = machine(), time.perf_counter()
     rows = []
-    with get_sandbox("local", workers=args.workers) as sandbox:
-        for record in records:
-            again = RepositoryWork(settings)(record["source"], sandbox)
-            rows.append(compare(record, [t.model_dump(mode="json") for t in again.tasks], again.error))
-            print(f"{rows[-1]['repository']}: {'identical' if rows[-1]['identical'] else 'DIFFERENT'}", flush=True)
+    files: dict[str, bool] = {}
+    if args.second is not None:
+        rows, files = compare_builds(records, args.state, args.second)
+    else:
+        with get_sandbox("local", workers=args.workers) as sandbox:
+            for record in records:
+                again = RepositoryWork(settings)(record["source"], sandbox)
+                rows.append(compare(record, [t.model_dump(mode="json") for t in again.tasks], again.error))
+                print(f"{rows[-1]['repository']}: {'identical' if rows[-1]['identical'] else 'DIFFERENT'}", flush=True)
     different = [r for r in rows if not r["identical"]]
     record = {
         "benchmark": "corpus_identity",
@@ -62,6 +74,8 @@ def main() -> None:
         "checkout": checkout(),
         "load_after": machine()["load_average"],
         "state": str(args.state),
+        "second": str(args.second) if args.second is not None else None,
+        "files_identical": files,
         "max_candidates": args.max_candidates,
         "max_false_accept": args.max_false_accept,
         "repositories": len(rows),
@@ -71,8 +85,37 @@ def main() -> None:
         "wall_s": round(time.perf_counter() - started, 1),
     }
     print(f"{record['identical']} of {len(rows)} repositories identical ({record['tasks_compared']} tasks)")
+    if files:
+        print("task files identical: " + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in files.items()))
     if not args.no_record:
         print(f"recorded in {append_record('corpus_identity', record)}")
+
+
+def compare_builds(
+    records: list[dict[str, Any]], state: Path, second: Path
+) -> tuple[list[dict[str, Any]], dict[str, bool]]:
+    """Each repository of the first build against the second's record of it (a repository
+    the second lacks differs), and the two builds' task files byte for byte."""
+    others = {r["source"]: r for r in first_build(second, set())}
+    rows = []
+    for record in records:
+        other = others.get(record["source"])
+        if other is None:
+            row = compare(record, [], "not built by the second build")
+        else:
+            row = compare(record, other["tasks"], other.get("error"))
+        rows.append(row)
+        print(f"{row['repository']}: {'identical' if row['identical'] else 'DIFFERENT'}", flush=True)
+    files = {}
+    for kind in ("tasks", "train", "eval"):
+        a, b = (corpus_paths(_output(s))[kind] for s in (state, second))
+        files[kind] = a.is_file() and b.is_file() and a.read_bytes() == b.read_bytes()
+    return rows, files
+
+
+def _output(state: Path) -> Path:
+    """The corpus output whose resume state is ``state`` (``X.corpus-state`` -> ``X.jsonl``)."""
+    return state.with_name(state.name.removesuffix(".corpus-state") + ".jsonl")
 
 
 def first_build(state: Path, names: set[str]) -> list[dict[str, Any]]:

@@ -84,3 +84,25 @@ def test_usage_comes_from_the_script_docstring() -> None:
     summary, usage = report.script_doc(Path(report.__file__).with_name("validate.py"))
     assert summary.startswith("`gym-repost validate` on HumanEval")
     assert usage == "python benchmarks/validate.py [--tasks N] [--no-record]"
+
+
+def test_two_finished_builds_are_compared_repository_by_repository_and_file_by_file(tmp_path: Path) -> None:
+    """``corpus_identity.py --second``: two corpus builds, compared without building."""
+    from benchmarks import corpus_identity
+
+    def build(name: str, tasks: list[dict[str, object]], text: str) -> Path:
+        state = tmp_path / name / "tasks.corpus-state"
+        (state / "repos").mkdir(parents=True)
+        record = {"source": "pypi:a==1", "name": "a", "chunk": None, "error": None, "tasks": tasks}
+        (state / "repos" / "a.json").write_text(json.dumps(record), encoding="utf-8")
+        for stem in ("tasks", "tasks.train", "tasks.eval"):
+            (tmp_path / name / f"{stem}.jsonl").write_text(text, encoding="utf-8")
+        return state
+
+    task = {"id": "1", "name": "a/f", "ground_truth": "def f(): pass"}
+    first = build("one", [task], "same\n")
+    same, files = corpus_identity.compare_builds(corpus_identity.first_build(first, set()), first, first)
+    assert [r["identical"] for r in same] == [True] and files == {"tasks": True, "train": True, "eval": True}
+    second = build("two", [{**task, "ground_truth": "def f(): return 1"}], "other\n")
+    rows, files = corpus_identity.compare_builds(corpus_identity.first_build(first, set()), first, second)
+    assert rows[0]["identical"] is False and rows[0]["changed"] == ["a/f"] and not any(files.values())
