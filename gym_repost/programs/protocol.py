@@ -7,6 +7,7 @@ described in :mod:`gym_repost.programs`.
 
 import json
 import os
+import re
 import time
 
 MARK = "@@gym-repost@@"
@@ -155,6 +156,23 @@ def _high_descriptor():
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     ceiling = soft if 0 < soft < 4096 else 4096
     return max(10, ceiling - 32)
+
+
+_MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
+
+
+def missing_modules(text):
+    """The top-level modules ``text`` (pytest's output, an error) says could not be imported."""
+    return sorted({m.split(".")[0] for m in _MISSING_MODULE.findall(text)})
+
+
+def pytest_problems(text, limit):
+    """Up to ``limit`` lines of pytest's output that say why tests could not run: a
+    ``conftest.py`` that failed to load and its exception's ``E`` lines, collection errors,
+    pytest's internal errors."""
+    lines = (line.strip()[:300] for line in text.split("\n"))
+    found = [ln for ln in lines if "while loading conftest" in ln or ln.startswith(("E ", "ERROR", "INTERNALERROR"))]
+    return found[:limit]
 
 
 def script_idioms_off():

@@ -60,7 +60,6 @@ VALUE_TYPES = {
 }
 ADDRESS = re.compile(r"\bat 0x[0-9a-fA-F]+")
 """An object's address in a repr: never source, and another every run."""
-_MISSING = re.compile(r"No module named '([\w.]+)'")
 
 
 class Unrepresentable(Exception):
@@ -731,16 +730,12 @@ def summary(config, recorder, plugin, code, output, error, cut=None, err_output=
     is reported, with its exception on the ``E`` lines)."""
     cut_by = cut[0] if cut else None
     limit = int(config.get("max_calls", 20))
-    errors = [
-        line.strip()[:300]
-        for line in err_output.split("\n")
-        if "while loading conftest" in line or line.startswith(("E   ", "ERROR", "INTERNALERROR"))
-    ][:4]
+    errors = protocol.pytest_problems(err_output, 4)
     errors += [line.strip()[:300] for line in output.split("\n") if line.startswith(("ERROR", "INTERNALERROR"))]
     stopped_by = plugin.stopped_by if plugin else None
     return {
         "calls": {key: recorder.selected(key, limit) for key in recorder.calls},
-        "missing": sorted({m.split(".")[0] for m in _MISSING.findall(output + err_output + (error or ""))}),
+        "missing": protocol.missing_modules(output + err_output + (error or "")),
         "errors": ([error] if error else []) + errors[:10],
         "tests_run": plugin.tests_run if plugin else 0,
         "tests_failed": plugin.failed if plugin else 0,

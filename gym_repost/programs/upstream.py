@@ -18,8 +18,8 @@ Its configuration and a one-time token come through the protocol of
   a character span of the file's text), the file on disk holds the mutant while a child
   runs ``nodeids`` (the target's covering tests; their files are collected and the rest
   deselected, and a test id the mutant's code no longer yields kills it) through pytest,
-  stopping at the first failure: ``killed`` when a test fails or errors, ``timeout`` at its CPU limit (``cpu``)
-  or its wall-clock guard (``wall``, a :class:`~protocol.WallGuard`), ``survived`` when
+  stopping at the first failure: ``killed`` when a test fails or errors, ``timeout`` at
+  its CPU limit (``cpu``) or its wall-clock guard (``wall``, a :class:`~protocol.WallGuard`), ``survived`` when
   every one passes; the file is put back after each. The children fork from this
   process, which imported pytest (never the repository) once. Past ``budget`` CPU seconds
   over all children, the rest are ``not run``: ``{"mutants": [{"id", "status", "by"}]}``.
@@ -30,7 +30,6 @@ oracle that says which mutants are known to be wrong.
 
 import json
 import os
-import re
 import select
 import sys
 import time
@@ -41,7 +40,6 @@ except ImportError:  # in the sandbox, beside the protocol module
     import _gym_repost_protocol as protocol  # type: ignore[no-redef,import-not-found]
 
 _BASE_ARGS = ["-q", "-p", "no:cacheprovider", "-o", "addopts=", "-p", "no:randomly"]
-_MISSING = re.compile(r"No module named '([\w.]+)'")
 _POLL = 0.02
 
 
@@ -97,12 +95,7 @@ def _cover_child(config, fd):
         cov.stop()
         sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
     output = said.getvalue()
-    errors = [
-        line.strip()[:300]
-        for line in output.split("\n")
-        if "while loading conftest" in line or line.startswith(("E   ", "ERROR", "INTERNALERROR"))
-    ][:6]
-    missing = sorted({m.split(".")[0] for m in _MISSING.findall(output + (stopped or ""))})
+    errors, missing = protocol.pytest_problems(output, 6), protocol.missing_modules(output + (stopped or ""))
     if stopped is not None:
         report = {"error": stopped, "covering": {}, "tests": 0, "errors": errors, "missing": missing}
         protocol.write_all(fd, json.dumps(report).encode("utf-8"))
