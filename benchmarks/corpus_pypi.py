@@ -60,6 +60,27 @@ from gym_repost.sandbox import get_sandbox, sandbox_config
 SOURCES = Path(__file__).resolve().parent / "corpus_pypi.txt"
 
 
+DEFAULT_PACKAGES = "~/.cache/gym-repost/packages"
+"""The local sandbox's package cache where its configuration names none."""
+
+
+def installed_distributions(packages: Path) -> list[str]:
+    """``NAME==VERSION`` of each distribution in the sandbox's package cache, sorted: what the
+    repositories' tests needed and PyPI gave on the day of the build. The lock file pins the
+    repositories, not these: a later build installs the newest release of each, and this
+    list says what to compare when its tasks differ."""
+    found = set()
+    for metadata in packages.glob("*.dist-info/METADATA"):
+        fields = dict(
+            line.split(": ", 1)
+            for line in metadata.read_text(encoding="utf-8", errors="replace").split("\n")[:20]
+            if ": " in line
+        )
+        if fields.get("Name") and fields.get("Version"):
+            found.add(f"{fields['Name']}=={fields['Version']}")
+    return sorted(found, key=str.lower)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output", type=Path, default=Path("/tmp/corpus/tasks.jsonl"))
@@ -117,8 +138,12 @@ def main() -> None:
         print(audit["markdown"])
     if args.no_record:
         return
+    installed = installed_distributions(Path(sandbox.packages_dir or DEFAULT_PACKAGES).expanduser())
     if not args.packages:  # a sample's table stays beside its tasks; its record has the rows
         shutil.copyfile(corpus_paths(args.output)["stats_md"], RESULTS_DIR / f"{args.sources.stem}.stats.md")
+        (RESULTS_DIR / f"{args.sources.stem}.installed.txt").write_text(
+            "".join(f"{line}\n" for line in installed), encoding="utf-8"
+        )
     record = {
         "benchmark": "corpus_pypi",
         "date": now(),
@@ -135,6 +160,7 @@ def main() -> None:
         "wall_s_of_this_call": round(time.perf_counter() - started, 1),
         "totals": totals,
         "drop_reasons": result.drop_reasons(),
+        "installed": installed,
         "repositories": result.rows(),
     }
     if cost is not None:
