@@ -161,6 +161,20 @@ def _high_descriptor():
 _MISSING_MODULE = re.compile(r"No module named '([\w.]+)'")
 
 
+def keep_only(config, items, wanted):
+    """Keep in pytest's collected ``items`` (in place, in collection order) those whose node
+    id is in the set ``wanted``, the others reported deselected, as ``-k`` does; the ids of
+    ``wanted`` that were not collected, sorted. Run from ``pytest_collection_modifyitems``:
+    the files of the tests are given to pytest, not each test's id (twenty thousand ids of
+    one parametrized test, packaging's, would make pytest match each against all of them)."""
+    chosen = [item for item in items if item.nodeid in wanted]
+    dropped = [item for item in items if item.nodeid not in wanted]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    items[:] = chosen
+    return sorted(wanted - {item.nodeid for item in chosen})
+
+
 def missing_modules(text):
     """The top-level modules ``text`` (pytest's output, an error) says could not be imported."""
     return sorted({m.split(".")[0] for m in _MISSING_MODULE.findall(text)})

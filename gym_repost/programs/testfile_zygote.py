@@ -596,14 +596,9 @@ class _Selection:
         self.ran = False
 
     def pytest_collection_modifyitems(self, session, config, items):
-        chosen = [item for item in items if item.nodeid in self.wanted]
-        dropped = [item for item in items if item.nodeid not in self.wanted]
-        if dropped:
-            config.hook.pytest_deselected(items=dropped)
-        items[:] = chosen
-        self.ran = len(chosen) == len(self.wanted)
-        if not self.ran and self.failed is None:
-            missing = sorted(self.wanted - {item.nodeid for item in chosen})
+        missing = protocol.keep_only(config, items, self.wanted)
+        self.ran = not missing
+        if missing and self.failed is None:
             self.failed = missing[0]
             self.detail = "the test was not collected"
 

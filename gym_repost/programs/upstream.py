@@ -191,20 +191,14 @@ def _kill_child(nodeids, fd):
 
 
 class _Chosen:
-    """Runs only ``nodeids``, in the order collected: the files are given to pytest, not
-    each test id (twenty thousand ids of one parametrized test, packaging's, would make
-    pytest match each against all of them); notes the ids that were not collected."""
+    """Runs only ``nodeids``, in the order collected (:func:`protocol.keep_only`); notes the
+    ids that were not collected."""
 
     def __init__(self, nodeids):
         self.wanted, self.missing = set(nodeids), []
 
     def pytest_collection_modifyitems(self, session, config, items):
-        chosen = [item for item in items if item.nodeid in self.wanted]
-        dropped = [item for item in items if item.nodeid not in self.wanted]
-        if dropped:
-            config.hook.pytest_deselected(items=dropped)
-        items[:] = chosen
-        self.missing = sorted(self.wanted - {item.nodeid for item in chosen})
+        self.missing = protocol.keep_only(config, items, self.wanted)
 
 
 class _FirstFailure:
