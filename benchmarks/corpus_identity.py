@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import append_record, checkout, machine, now
 from gym_repost.construct.corpus import RepositoryWork, corpus_paths
+from gym_repost.construct.execution import read_constraints
 from gym_repost.construct.pipeline import BuildSettings
 from gym_repost.sandbox import get_sandbox
 
@@ -46,6 +47,12 @@ def main() -> None:
     parser.add_argument("--max-false-accept", type=float, default=None)
     parser.add_argument("--packages", default="", help="comma-separated names: only these repositories")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument(
+        "--constraints",
+        type=Path,
+        default=Path(__file__).resolve().parent / "corpus_pypi.constraints.txt",
+        help="the first build's pip constraints (default: corpus_pypi.constraints.txt; '' for none)",
+    )
     parser.add_argument("--no-record", action="store_true")
     parser.add_argument("--second", type=Path, help="a second finished build's state: compare, build nothing")
     args = parser.parse_args()
@@ -53,7 +60,10 @@ def main() -> None:
     if not records:
         raise SystemExit(f"{args.state}: no repository built whole (a split one, or none of --packages)")
     settings = BuildSettings(
-        max_candidates=args.max_candidates, workers=args.workers, max_false_accept=args.max_false_accept
+        max_candidates=args.max_candidates,
+        workers=args.workers,
+        max_false_accept=args.max_false_accept,
+        constraints=read_constraints(args.constraints) if str(args.constraints) not in ("", ".") else (),
     )
     before, started = machine(), time.perf_counter()
     rows = []

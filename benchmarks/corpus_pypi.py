@@ -23,6 +23,10 @@ the record and ``LIST.audit.md`` give, per threshold X of ``build
 --max-false-accept X`` (none, 0.1, 0), the tasks it keeps, the yield, and the held-out
 false-accept figures of what it keeps, per package and in total.
 
+Every install of the builds and of the audit is held to the pins of
+``benchmarks/corpus_pypi.constraints.txt`` (``--constraints``): the versions of the
+repositories' test dependencies, as the lock file pins the repositories.
+
 Usage::
 
     python benchmarks/corpus_pypi.py [--output /tmp/corpus/tasks.jsonl] [--sources LIST]
@@ -50,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import RESULTS_DIR, append_record, checkout, machine, now
 from gym_repost.construct.audit import audit_tasks
 from gym_repost.construct.corpus import CorpusResult, build_corpus, corpus_paths, read_sources, settings_digest
-from gym_repost.construct.execution import PackageInstaller
+from gym_repost.construct.execution import PackageInstaller, own_packages, read_constraints
 from gym_repost.construct.ingest import ingest
 from gym_repost.construct.pipeline import BuildSettings
 from gym_repost.construct.testgen.trace import local_modules
@@ -58,6 +62,7 @@ from gym_repost.executor import get_executor
 from gym_repost.sandbox import get_sandbox, sandbox_config
 
 SOURCES = Path(__file__).resolve().parent / "corpus_pypi.txt"
+CONSTRAINTS = Path(__file__).resolve().parent / "corpus_pypi.constraints.txt"
 
 
 DEFAULT_PACKAGES = "~/.cache/gym-repost/packages"
@@ -102,6 +107,12 @@ def main() -> None:
     parser.add_argument(
         "--chunk", type=int, default=0, help="build a package of more candidates than this as units of that many"
     )
+    parser.add_argument(
+        "--constraints",
+        type=Path,
+        default=CONSTRAINTS,
+        help="pip constraints of what the builds install (default: corpus_pypi.constraints.txt; '' for none)",
+    )
     parser.add_argument("--no-record", action="store_true")
     args = parser.parse_args()
     args.output.parent.mkdir(parents=True, exist_ok=True)
@@ -112,10 +123,12 @@ def main() -> None:
         if len(sources) != len(wanted):
             raise SystemExit(f"--packages: {len(wanted) - len(sources)} of the names are not in {args.sources}")
     threshold = args.max_false_accept
+    pins = read_constraints(args.constraints) if str(args.constraints) not in ("", ".") else ()
     settings = BuildSettings(
         max_candidates=args.max_candidates,
         workers=args.workers,
         max_false_accept=threshold if threshold is not None else 1.0 if args.audit else None,
+        constraints=pins,
     )
     before = machine()
     started, meter = time.perf_counter(), CpuMeter()
@@ -132,7 +145,7 @@ def main() -> None:
     for key, value in totals.items():
         print(f"{key}: {value}")
     thresholds = THRESHOLDS if threshold is None else (threshold,)
-    audit = held_out_audit(result, args.output, args.workers, thresholds) if args.audit else None
+    audit = held_out_audit(result, args.output, args.workers, thresholds, pins) if args.audit else None
     if audit is not None:
         (RESULTS_DIR / f"{args.sources.stem}.audit.md").write_text(audit["markdown"], encoding="utf-8")
         print(audit["markdown"])
@@ -154,6 +167,7 @@ def main() -> None:
         "max_candidates": args.max_candidates,
         "max_false_accept": threshold,
         "chunk": args.chunk,
+        "constraints": len(pins),
         "workers": args.workers,
         "executor": args.executor,
         "resumed_repositories": result.resumed,
@@ -327,7 +341,11 @@ THRESHOLDS = (None, 0.1, 0.0)
 
 
 def held_out_audit(
-    result: CorpusResult, output: Path, workers: int, thresholds: tuple[float | None, ...] = THRESHOLDS
+    result: CorpusResult,
+    output: Path,
+    workers: int,
+    thresholds: tuple[float | None, ...] = THRESHOLDS,
+    constraints: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Every kept task audited with the held-out half of the mutants (cached beside ``output``),
     and, per threshold on the build half's false-accept rate, what a filtered build keeps."""
@@ -344,8 +362,9 @@ def held_out_audit(
                 held = json.loads(path.read_text("utf-8"))
             else:
                 repo = ingest(build.source, licenses="any")
-                installer = PackageInstaller(box, refuse=frozenset(local_modules(repo)))
-                audits = audit_tasks(box, kept, repo, workers=workers, part="held-out", install=installer.provide)
+                with own_packages(box) as (own, _):  # what the build saw: its own installs
+                    installer = PackageInstaller(own, refuse=frozenset(local_modules(repo)), constraints=constraints)
+                    audits = audit_tasks(own, kept, repo, workers=workers, part="held-out", install=installer.provide)
                 held = {a.task_id: a.record() for a in audits}
                 path.write_text(json.dumps(held), encoding="utf-8")
             filtered = build.statistics.get("audited") or {}

@@ -119,6 +119,13 @@ def test_a_malformed_task_line_is_skipped_with_its_location(demo_subset: Path, t
         (["build", "svn://x", "-o", "x.jsonl"], "no such directory, archive or PyPI"),
         (["build", "repost-eval:/nonexistent", "-o", "x.jsonl"], "not found"),
         (["report", "."], "not a run directory"),
+        (["build", "tasks/demo/repo", "-o", "x.jsonl", "--constraints", "README.md"], "README.md:3:"),
+        (["build", "tasks/demo/repo", "-o", "x.jsonl", "--constraints", "absent.txt"], "cannot read the constraints"),
+        (
+            ["build", "tasks/demo/repo", "--kind", "testfile", "-o", "x.jsonl", "--constraints", "README.md"],
+            "function-task build",
+        ),
+        (["audit", "tasks/demo.jsonl", "--upstream", "tasks/demo/repo", "--constraints", "README.md"], "README.md:3:"),
     ],
 )
 def test_bad_input_gives_a_clear_error(args: list[str], message: str, tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from gym_repost.cli.common import (
     progress_bar,
     sandbox_options,
 )
+from gym_repost.errors import BuildError
 
 
 @app.command()
@@ -41,6 +42,12 @@ def audit(
         help="Mutants drawn from: all, or one of two fixed halves; build --max-false-accept filters on "
         "'build', so 'held-out' measures what that filter kept with mutants it never saw.",
     ),
+    constraints: Optional[Path] = typer.Option(
+        None,
+        "--constraints",
+        metavar="FILE",
+        help="pip constraints (NAME==VERSION lines) for what the audit installs, as the build's --constraints.",
+    ),
     workers: int = WORKERS,
     sandbox: str = SANDBOX,
     python: Optional[str] = PYTHON,
@@ -53,19 +60,23 @@ def audit(
     Example: gym-repost audit tasks.jsonl --upstream pypi:inflection==0.5.1 --json audit.json
     """
     from gym_repost.construct.audit import audit_tasks, audit_totals
-    from gym_repost.construct.execution import PackageInstaller
+    from gym_repost.construct.execution import PackageInstaller, own_packages, read_constraints
     from gym_repost.construct.ingest import ingest
     from gym_repost.construct.testgen.trace import local_modules
 
     if json_out is not None and json_out.is_dir():
         raise fail(f"--json {json_out}: is a directory; give a file to write")
+    try:
+        pins = read_constraints(constraints) if constraints is not None else ()
+    except BuildError as exc:
+        raise fail(f"--constraints {exc}") from None
     tasks = [t for t in load_tasks(tasks_path) if t.kind == "function"]
     if not tasks:
         raise fail(f"{tasks_path}: no function tasks to audit")
     repo = ingest(upstream, licenses="any")
     options = sandbox_options(workers, python, env, ["pytest", "coverage"], tasks)
-    with open_sandbox(sandbox, options) as box, progress_bar() as progress:
-        installer = PackageInstaller(box, refuse=frozenset(local_modules(repo)))
+    with open_sandbox(sandbox, options) as opened, own_packages(opened) as (box, _), progress_bar() as progress:
+        installer = PackageInstaller(box, refuse=frozenset(local_modules(repo)), constraints=pins)
         bar = progress.add_task("auditing", total=len(tasks))
         audits = audit_tasks(
             box,

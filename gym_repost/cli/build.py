@@ -217,6 +217,13 @@ def build(
         help="Audit the tasks against the repository's own tests and drop those rewarding more than "
         "this share of the mutants those tests reject (0 keeps only tasks that reward none).",
     ),
+    constraints: Optional[Path] = typer.Option(
+        None,
+        "--constraints",
+        metavar="FILE",
+        help="pip constraints (NAME==VERSION lines) for what the build installs: the versions of the "
+        "repositories' test dependencies a corpus was first built with.",
+    ),
     workers: int = WORKERS,
     seed: int = SEED,
     sandbox: str = SANDBOX,
@@ -263,6 +270,8 @@ def build(
         raise fail("--builder llm builds function tasks from a repository (DIR, ARCHIVE or pypi:NAME)")
     if executor != "local" and _is_import_source(source):
         raise fail(f"--executor ray builds repositories (DIR, ARCHIVE, pypi:NAME, a source list), not {source}")
+    if constraints is not None and (kind == "testfile" or _is_import_source(source)):
+        raise fail("--constraints holds what a function-task build of a repository installs (DIR, ARCHIVE, pypi:NAME)")
     if kind == "testfile":
         if _is_import_source(source):
             raise fail(f"--kind testfile needs a repository (DIR, ARCHIVE or pypi:NAME), not {source}")
@@ -292,8 +301,13 @@ def build(
             console.print(table)
         return
     from gym_repost.construct.corpus import is_source_list
+    from gym_repost.construct.execution import read_constraints
     from gym_repost.construct.pipeline import BuildSettings, BuildWork
 
+    try:
+        pins = read_constraints(constraints) if constraints is not None else ()
+    except BuildError as exc:
+        raise fail(f"--constraints {exc}") from None
     settings = BuildSettings(
         split=split.value,
         max_candidates=max_candidates,
@@ -307,6 +321,7 @@ def build(
         only=tuple(only),
         keep=_keep_options(keep),
         max_false_accept=max_false_accept,
+        constraints=pins,
     )
     options = sandbox_options(workers, python, env, None)
     log_path = output.with_name(output.name + ".llm.jsonl")

@@ -69,7 +69,7 @@ def sandbox_cleanup(
         False, "--all", help="Also remove the containers of live gym-repost processes (and of other hosts)."
     ),
 ) -> None:
-    """Remove sandbox processes, directories and containers left behind by a crashed run.
+    """Remove sandbox processes, directories, package sets and containers left behind by a crashed run.
 
     Example: gym-repost sandbox cleanup
     """
@@ -83,6 +83,10 @@ def sandbox_cleanup(
     for pid in report.killed_pids:
         console.print(f"  killed worker pid {pid}", highlight=False)
     for directory in report.removed_dirs:
+        console.print(f"  removed {directory}", highlight=False)
+    if report.removed_package_sets:
+        console.print(f"removed {len(report.removed_package_sets)} package set(s) of killed builds")
+    for directory in report.removed_package_sets:
         console.print(f"  removed {directory}", highlight=False)
     _cleanup_containers(all_containers)
 

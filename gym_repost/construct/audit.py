@@ -32,9 +32,11 @@ from typing import Any, Literal
 from gym_repost.analysis.mutation import AUDIT_OPERATORS, OPERATORS, Mutant, generate_mutants, sample_mutants
 from gym_repost.analysis.parsing import parse_python
 from gym_repost.analysis.source import dedent_code, find_function
+from gym_repost.construct.execution import missing_module
 from gym_repost.construct.stages import SourceRepository
 from gym_repost.construct.testgen.trace import pytest_arguments, source_roots, suite_files, test_files
 from gym_repost.harness import run_function_tests
+from gym_repost.harness.validation import failure_cause
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.sandbox.programs import WALL_STRETCH, run_program
 from gym_repost.task import FunctionTask
@@ -195,6 +197,9 @@ def audit_tasks(
         if not tests:
             why = "no passing upstream test runs its body" if shipped else "the repository ships no tests"
             return TaskAudit(target.task.id, target.task.name, "uncovered", why)
+        fails = _ground_truth_fails(sandbox, target.task, install)
+        if fails is not None:  # every mutant would fail too, and be counted as rejected
+            return TaskAudit(target.task.id, target.task.name, "error", f"the task's ground truth fails here: {fails}")
         return _audit_target(sandbox, repo, target, tests)
 
     with ThreadPoolExecutor(max(1, workers)) as pool:
@@ -203,6 +208,20 @@ def audit_tasks(
             if on_result is not None:
                 on_result(result)
     return [audits[t.id] for t in tasks]
+
+
+def _ground_truth_fails(sandbox: Sandbox, task: FunctionTask, install: Install | None) -> str | None:
+    """Why the task's ground truth fails its tests in ``sandbox`` (None: it passes). A module
+    it cannot import (one of the task's requirements, in a package set that has not got it
+    yet) is installed with ``install`` and the run tried again."""
+    for attempt in range(INSTALL_ATTEMPTS + 1):
+        report = run_function_tests(sandbox, task, task.ground_truth)
+        if report.passed:
+            return None
+        missing = missing_module(report.message) if report.exception in ("ModuleNotFoundError", "ImportError") else None
+        if missing is None or install is None or attempt == INSTALL_ATTEMPTS or not install(missing):
+            return failure_cause(report)
+    return None  # not reached: the last attempt returns above
 
 
 def in_part(mutant: Mutant, part: Part) -> bool:

@@ -4,17 +4,25 @@ On ``ModuleNotFoundError`` the missing module's distribution (import name resolv
 :func:`~gym_repost.analysis.packages.distribution_for`) is installed into the
 sandbox's package cache and the run is retried, a bounded number of times. Installs are
 remembered per build, so two candidates missing the same package install it once, and
-a package that failed to install is not tried again.
+a package that failed to install is not tried again. A build installs into a package set
+of its own (:func:`own_packages`), made empty when it starts: what it sees is what it
+installed, whatever other builds installed before it.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
+import secrets
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from gym_repost.analysis.packages import distribution_for
+from gym_repost.errors import BuildError
 from gym_repost.harness import run_function_tests
 from gym_repost.harness.function_report import TestReport
 from gym_repost.sandbox.base import RunResult, Sandbox
@@ -23,12 +31,62 @@ from gym_repost.task import FunctionTask
 logger = logging.getLogger(__name__)
 
 _MISSING = re.compile(r"No module named '([^']+)'")
+_PIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?==[A-Za-z0-9][A-Za-z0-9.+!_-]*")
+
+
+def read_constraints(path: Path) -> tuple[str, ...]:
+    """The pins of a constraints file (``NAME==VERSION`` a line; ``#`` comments and blank
+    lines left out), sorted: what a build's installs are held to (see
+    :meth:`~gym_repost.sandbox.base.Sandbox.install`), so that a corpus built again later
+    installs its repositories' test dependencies at the versions of its first build.
+
+    Raises:
+        BuildError: the file cannot be read, or a line is not ``NAME==VERSION`` (with the
+            file and line).
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BuildError(f"{path}: cannot read the constraints file: {exc}") from None
+    pins = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if not _PIN.fullmatch(line):
+            raise BuildError(f"{path}:{number}: {raw.strip()!r} is not a pin (NAME==VERSION)")
+        pins.append(line)
+    return tuple(sorted(set(pins), key=str.lower))
 
 
 def missing_module(text: str) -> str | None:
     """The top-level module a ``ModuleNotFoundError`` message names, if any."""
     found = _MISSING.search(text)
     return found.group(1).split(".")[0] if found else None
+
+
+@contextmanager
+def own_packages(sandbox: Sandbox) -> Iterator[tuple[Sandbox, str | None]]:
+    """``sandbox`` with a package set of its own for one repository's build or audit (see
+    :meth:`Sandbox.package_set`), removed afterwards: the runs see only what this work
+    installs, so what it builds never depends on what other builds installed into the
+    cache before it, on this machine or on this node. Yields ``(sandbox, limit)``: where the
+    backend has no package sets, the sandbox itself and a line for the build's limits."""
+    name = f"b{os.getpid()}-{secrets.token_hex(6)}"
+    box = sandbox.package_set(name)
+    if box is None:
+        yield (
+            sandbox,
+            (
+                f"packages: the {sandbox.name} sandbox has no package sets: this build's runs saw "
+                "what earlier builds installed into its package cache, and what it kept may depend on it"
+            ),
+        )
+        return
+    try:
+        yield box, None
+    finally:
+        sandbox.remove_package_set(name)
 
 
 @dataclass
@@ -44,6 +102,8 @@ class PackageInstaller:
     sandbox: Sandbox
     refuse: frozenset[str] = frozenset()
     timeout: float = 600.0
+    constraints: tuple[str, ...] = ()
+    """Pins every install is held to (:func:`read_constraints`)."""
     installed: dict[str, str] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -73,7 +133,7 @@ class PackageInstaller:
     def _install(self, dist: str) -> RunResult:
         logger.info("installing %s into the sandbox's package cache", dist)
         try:
-            return self.sandbox.install([dist], timeout=self.timeout)
+            return self.sandbox.install([dist], timeout=self.timeout, constraints=self.constraints)
         except NotImplementedError as exc:
             return RunResult(returncode=1, stdout="", stderr=str(exc))
 

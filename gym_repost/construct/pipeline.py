@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gym_repost.construct.agent import BuildContext, BuildOutcome, BuildPolicy, run_build_episode
-from gym_repost.construct.execution import PackageInstaller
+from gym_repost.construct.execution import PackageInstaller, own_packages
 from gym_repost.construct.quality import QualityThresholds, Split
 from gym_repost.construct.stages import Candidate, DependencySlice, Drop, SandboxedScript, SourceRepository
 from gym_repost.construct.stats import StageTimer, drop_table, table2
@@ -68,6 +68,10 @@ class BuildSettings:
     """Audit the built tasks against the repository's own tests (:mod:`~gym_repost.construct.audit`,
     the ``build`` half of the mutants) and drop those that reward more than this share of the
     known-wrong mutants (None: no audit)."""
+    constraints: tuple[str, ...] = ()
+    """pip constraints (``NAME==VERSION``) every install of the build is held to: a corpus's
+    lock file pins its repositories, these their tests' dependencies
+    (:func:`~gym_repost.construct.execution.read_constraints`)."""
     chunk: tuple[int, int] | None = None
     """``(index, size)``: build only the extracted candidates ``[index * size, (index + 1) *
     size)``, one unit of a repository a corpus build splits (extraction's drops count in
@@ -311,29 +315,31 @@ def build_function_tasks(
             candidates, drops = candidates[index * size : (index + 1) * size], drops if index == 0 else []
     if on_stage:
         on_stage("candidates", len(candidates))
-    installer = PackageInstaller(sandbox, refuse=frozenset(local_modules(repo)))
-    notes: list[str] = []
-    limits: list[str] = []
-    seeds: dict[str, list[Any]] = {}
-    if settings.trace and candidates:
-        with timer("tracing"):
-            seeds, notes, limits = trace_seeds(sandbox, repo, candidates, installer)
-    with timer("dependencies+sandboxing"):
-        prepared, static_drops = prepare(repo, candidates, rescue=settings.rescue_static_drops, seeds=seeds)
     factory = policy_factory or (
         lambda: DeterministicBuilder(
             DeterministicBuilderSettings(test_executions=settings.test_executions, seed=settings.seed)
         )
     )
-    with timer("construction"):
-        work = _CandidateWork(repo, installer, seeds, settings, factory, on_candidate)
-        results = LocalExecutor(settings.workers, sandbox).map(work, prepared)
-    built = _collect(repo, len(candidates), drops + static_drops, results, timer, notes)
-    built.limits = limits
-    if settings.max_false_accept is not None and built.tasks:
-        with timer("audit"):
-            _drop_false_acceptors(built, sandbox, settings, installer)
-        built.timings = timer.seconds
+    with own_packages(sandbox) as (box, shared):
+        installer = PackageInstaller(box, refuse=frozenset(local_modules(repo)), constraints=settings.constraints)
+        notes: list[str] = []
+        limits: list[str] = [shared] if shared else []
+        seeds: dict[str, list[Any]] = {}
+        if settings.trace and candidates:
+            with timer("tracing"):
+                seeds, notes, traced = trace_seeds(box, repo, candidates, installer)
+                limits += traced
+        with timer("dependencies+sandboxing"):
+            prepared, static_drops = prepare(repo, candidates, rescue=settings.rescue_static_drops, seeds=seeds)
+        with timer("construction"):
+            work = _CandidateWork(repo, installer, seeds, settings, factory, on_candidate)
+            results = LocalExecutor(settings.workers, box).map(work, prepared)
+        built = _collect(repo, len(candidates), drops + static_drops, results, timer, notes)
+        built.limits = limits
+        if settings.max_false_accept is not None and built.tasks:
+            with timer("audit"):
+                _drop_false_acceptors(built, box, settings, installer)
+            built.timings = timer.seconds
     return built
 
 

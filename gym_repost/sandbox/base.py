@@ -26,6 +26,7 @@ interpreter (the one that has the evaluation packages installed).
 from __future__ import annotations
 
 import abc
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -101,8 +102,13 @@ CA_ENV = ("PIP_CERT", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
 """Variables naming a CA bundle that pip should trust."""
 
 
-def pip_install_command(requirements: Sequence[str]) -> list[str]:
-    """The command of :meth:`Sandbox.install`: ``pip install --target`` into the run directory.
+CONSTRAINTS_FILE = "_gym_repost_constraints.txt"
+"""The run file of an install's pip constraints (``-c``): see :meth:`Sandbox.install`."""
+
+
+def pip_install_command(requirements: Sequence[str], constraints: Sequence[str] = ()) -> list[str]:
+    """The command of :meth:`Sandbox.install`: ``pip install --target`` into the run directory,
+    under the constraints file :data:`CONSTRAINTS_FILE` when ``constraints`` names any.
 
     Raises:
         ValueError: ``requirements`` is a string or empty.
@@ -119,8 +125,38 @@ def pip_install_command(requirements: Sequence[str]) -> list[str]:
         "--disable-pip-version-check",
         "--target",
         INSTALL_TARGET,
+        *(["-c", CONSTRAINTS_FILE] if constraints else []),
         *requirements,
     ]
+
+
+def install_files(constraints: Sequence[str]) -> dict[str, str | bytes]:
+    """The run files of an install: the constraints file when there are constraints.
+
+    Raises:
+        ValueError: ``constraints`` is a string, or a line holds a newline.
+    """
+    if isinstance(constraints, str) or any("\n" in line or "\r" in line for line in constraints):
+        raise ValueError("constraints must be a list of pip constraint lines (NAME==VERSION)")
+    return {CONSTRAINTS_FILE: "".join(f"{line}\n" for line in constraints)} if constraints else {}
+
+
+PACKAGE_SETS = ".sets"  # the worker's protocol module names it too
+"""The package cache's directory of package sets (see :meth:`Sandbox.package_set`); its
+name is no module name, so nothing imports it from the cache."""
+_SET_NAME = re.compile(r"[0-9a-z][0-9a-z_-]{0,63}")
+
+
+def check_package_set(name: str) -> str:
+    """``name`` if it names a package set (lower-case letters, digits, ``_`` and ``-``; at
+    most 64): it becomes a directory name below the package cache.
+
+    Raises:
+        ValueError: it does not.
+    """
+    if not isinstance(name, str) or not _SET_NAME.fullmatch(name):
+        raise ValueError(f"a package set's name is 1-64 of [0-9a-z_-], starting with a letter or digit: {name!r}")
+    return name
 
 
 CANDIDATES = "candidates"
@@ -213,17 +249,43 @@ class Sandbox(abc.ABC):
                 ``cpu_seconds`` is not a positive number.
         """
 
-    def install(self, requirements: Sequence[str], timeout: float = 900.0) -> RunResult:
-        """Install distributions into the package cache every later run sees.
+    def install(
+        self, requirements: Sequence[str], timeout: float = 900.0, constraints: Sequence[str] = ()
+    ) -> RunResult:
+        """Install distributions into the package cache every later run sees (into a
+        package set, for a sandbox :meth:`package_set` gave).
 
         Runs ``pip install`` inside the sandbox with the network enabled for that run
-        only. Backends without a package cache raise ``NotImplementedError``.
+        only, under ``constraints`` (pip constraint lines, ``NAME==VERSION``: what a
+        corpus pins its repositories' test dependencies with). Backends without a package
+        cache raise ``NotImplementedError``.
         """
         raise NotImplementedError(f"the {self.name} sandbox cannot install packages")
 
     def describe(self) -> dict[str, object]:
         """A JSON-able description of the backend and its limits (for run configs)."""
         return {"backend": self.name}
+
+    def package_set(self, name: str) -> Sandbox | None:
+        """This sandbox with runs that see the package set ``name``, empty when made, in place
+        of the package cache, and whose :meth:`install` installs into it; None when the backend
+        has no package sets (the default).
+
+        A build installs what its repository needs into a set of its own, so that what it
+        builds never depends on what other builds installed before it, on this machine or on
+        this node of a Ray cluster: an optional package that another repository's tests
+        needed (``pytest.importorskip("hypothesis")``) would change which of its tests run.
+        Making a set that exists empties it. :meth:`remove_package_set` removes it.
+
+        Raises:
+            ValueError: ``name`` is no set's name (:func:`check_package_set`).
+        """
+        check_package_set(name)
+        return None
+
+    def remove_package_set(self, name: str) -> None:
+        """Remove the package set ``name`` and what was installed into it (none: nothing)."""
+        check_package_set(name)
 
     def for_imports(self, packages: Iterable[str]) -> Sandbox:
         """The sandbox to run code that imports the top-level ``packages`` in: the same runs,

@@ -14,6 +14,9 @@ from pydantic import Field, TypeAdapter, ValidationError, field_validator
 from gym_repost.errors import ConfigError
 from gym_repost.sandbox.base import Sandbox, SandboxLimits
 
+DEFAULT_PACKAGES_DIR = "~/.cache/gym-repost/packages"
+"""The local sandbox's package cache where its configuration names none."""
+
 _SYSTEM_TOPS = frozenset(
     {
         "/bin",

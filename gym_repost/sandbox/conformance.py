@@ -580,6 +580,25 @@ def _hash_seed(ctx: _Context) -> str:
     return "hash() is the same in every run"
 
 
+@_check("package_sets_apart")
+def _package_sets_apart(ctx: _Context) -> str:
+    name = f"conformance-{ctx.marker[-12:]}"
+    own = ctx.sandbox.package_set(name)
+    if own is None:
+        return "skipped: the backend has no package sets (builds share its package cache)"
+    try:
+        source = "import json, sys\nprint(json.dumps(sys.path[1:]))"  # [0]: the run's own directory
+        plain, mine = ctx.python(source), own.run({"main.py": source}, ["python3", "main.py"])
+        expect(plain.ok and mine.ok, "sys.path could not be read", mine if plain.ok else plain)
+        cache, set_only = set(json.loads(plain.stdout)), set(json.loads(mine.stdout))
+        shown, hidden = set_only - cache, cache - set_only
+        expect(bool(shown) and all(name in path for path in shown), "a set's runs must see the set's directory", mine)
+        expect(bool(hidden), "a set's runs must not see the package cache in place of their set", mine)
+    finally:
+        ctx.sandbox.remove_package_set(name)
+    return f"a set's runs see {sorted(shown)[0]} in place of {sorted(hidden)[0]}"
+
+
 READ_PROBE = """
 import json, os, sys
 seen = {}

@@ -55,10 +55,13 @@ from gym_repost.sandbox.base import (
     CA_ENV,
     INSTALL_TARGET,
     OFFLINE_ENV,
+    PACKAGE_SETS,
     PROXY_ENV,
     RunResult,
     Sandbox,
     SandboxLimits,
+    check_package_set,
+    install_files,
     install_limits,
     limit_overrides,
     pip_install_command,
@@ -171,6 +174,7 @@ fi
 _RESET_SH = "nonce=$1 rc=$2 keep=0\n" + _CLEAN_SH
 _MERGE_PY = """import os, shutil, stat, sys
 src, dst = sys.argv[1], sys.argv[2]
+os.makedirs(dst, mode=0o755, exist_ok=True)
 def dist(name):
     return name.split("-", 1)[0].replace("_", "-").replace(".", "-").lower()
 provided = set()
@@ -208,6 +212,16 @@ permissions, but never what the image's interpreter already shows runs: pip's ``
 installs a requirement again (``pytest-mock`` brings its own pytest), and the volume comes
 first on ``PYTHONPATH``, so a copy there would shadow the evaluation packages in every
 later run (the local backend's :func:`~gym_repost.sandbox.local._merge_tree` does the same)."""
+
+_SET_PY = """import os, shutil, sys
+operation, path = sys.argv[1], sys.argv[2]
+shutil.rmtree(path, ignore_errors=True)
+if operation == "make":
+    os.makedirs(path, mode=0o755)
+    os.chmod(os.path.dirname(path), 0o755)
+"""
+"""Makes a package set empty in the package volume (``make PATH``) or removes it
+(``remove PATH``), as root."""
 
 
 # ---------------------------------------------------------------- the backend
@@ -432,7 +446,21 @@ class DockerSandbox(Sandbox):
         cpu_seconds: float | None = None,
     ) -> RunResult:
         """Run ``command`` in a fresh directory holding ``files`` (see :class:`Sandbox`)."""
-        spec = self._spec(files, command, timeout, stdin, env, limit_overrides(cpu_seconds), network=network)
+        return self._run(files, command, timeout, stdin, env, network, cpu_seconds, None)
+
+    def _run(
+        self,
+        files: Mapping[str, str | bytes],
+        command: Sequence[str],
+        timeout: float,
+        stdin: str | None,
+        env: Mapping[str, str] | None,
+        network: bool,
+        cpu_seconds: float | None,
+        packages: str | None,
+    ) -> RunResult:
+        limits = limit_overrides(cpu_seconds)
+        spec = self._spec(files, command, timeout, stdin, env, limits, network=network, packages=packages)
         if not self._pool.open:
             self.start()
         if network:
@@ -460,26 +488,63 @@ class DockerSandbox(Sandbox):
             self._replace(container, fresh=isinstance(exc, Exception))
             raise
 
-    def install(self, requirements: Sequence[str], timeout: float = 900.0) -> RunResult:
+    def install(
+        self, requirements: Sequence[str], timeout: float = 900.0, constraints: Sequence[str] = ()
+    ) -> RunResult:
         """``pip install`` into the package volume, with the network on for that run only.
 
         pip runs as the run user into the run directory of a fresh container (the volume
         is read-only to that user); on success root copies the result into the volume
         (plain permissions, no set-id bits). Later runs of every container see it.
         """
-        argv = pip_install_command(requirements)
+        return self._install(requirements, timeout, constraints, None)
+
+    def _install(
+        self, requirements: Sequence[str], timeout: float, constraints: Sequence[str], packages: str | None
+    ) -> RunResult:
+        """:meth:`install`, into the package set ``packages`` when it names one."""
+        argv = pip_install_command(requirements, constraints)
         env, binds = _pip_environment()
         limits = install_limits(self.config, timeout)
-        spec = replace(self._spec({}, argv, timeout, None, env, limits), keep=True)
+        files = install_files(constraints)
+        spec = replace(self._spec(files, argv, timeout, None, env, limits, packages=packages), keep=True)
         self.start()
         container = self._create_container("install", network=True, install=True, binds=binds)
         try:
             result = self._exec_run(container, spec).result
             if result.ok:
-                self._merge_packages(container)
+                self._merge_packages(container, _packages_path(packages))
             return result
         finally:
             self._remove(container)
+
+    def package_set(self, name: str) -> Sandbox:
+        """This sandbox with runs that see the package set ``name`` in place of the package
+        volume (see :meth:`Sandbox.package_set`): ``.sets/NAME`` in the volume, made empty
+        now by root in a container of its own."""
+        self._in_volume("make", _packages_path(check_package_set(name)))
+        return _PackageSet(self, name)
+
+    def remove_package_set(self, name: str) -> None:
+        """Remove the package set ``name`` from the volume, with what was installed into it."""
+        self._in_volume("remove", _packages_path(check_package_set(name)))
+
+    def _in_volume(self, operation: str, path: str) -> None:
+        self.start()
+        container = self._create_container("install", install=True)
+        try:
+            result = self._client.containers.get(container.id).exec_run(
+                [IMAGE_PYTHON, "-I", "-c", _SET_PY, operation, path],
+                user="0:0",
+                environment={"PATH": DEFAULT_PATH},
+            )
+        finally:
+            self._remove(container)
+        if result.exit_code != 0:
+            raise SandboxError(
+                f"the package set {path} could not be {operation}d in the volume: "
+                + result.output.decode("utf-8", "replace")[-2000:]
+            )
 
     def _run_in_fresh_container(self, spec: RunSpec, role: str) -> RunResult:
         container = self._create_container(role, network=True)
@@ -498,6 +563,7 @@ class DockerSandbox(Sandbox):
         limits: Mapping[str, float] | None = None,
         *,
         network: bool = False,
+        packages: str | None = None,
     ) -> RunSpec:
         """Validate a run's arguments (ValueError/TypeError) and prepare its exec; ``limits``:
         the run's own in place of the sandbox's (see :func:`~gym_repost.sandbox.base.limit_overrides`)."""
@@ -521,8 +587,8 @@ class DockerSandbox(Sandbox):
             **({} if network else OFFLINE_ENV),
             **caller,
         }
-        given = caller.get("PYTHONPATH")
-        run_env["PYTHONPATH"] = f"{given}:{PACKAGES_MOUNT}" if given else PACKAGES_MOUNT
+        given, shown = caller.get("PYTHONPATH"), _packages_path(packages)
+        run_env["PYTHONPATH"] = f"{given}:{shown}" if given else shown
         data = (stdin or "").encode("utf-8", "surrogateescape")
         inline, payload = pack_files(files)
         return RunSpec(inline, payload, data, argv, run_env, float(timeout), dict(limits or {}))
@@ -651,9 +717,9 @@ class DockerSandbox(Sandbox):
         except docker.errors.DockerException:
             return False
 
-    def _merge_packages(self, container: Container) -> None:
+    def _merge_packages(self, container: Container, destination: str = PACKAGES_MOUNT) -> None:
         result = self._client.containers.get(container.id).exec_run(
-            [IMAGE_PYTHON, "-I", "-c", _MERGE_PY, f"{WORKDIR}/{INSTALL_TARGET}", PACKAGES_MOUNT],
+            [IMAGE_PYTHON, "-I", "-c", _MERGE_PY, f"{WORKDIR}/{INSTALL_TARGET}", destination],
             user="0:0",
             environment={"PATH": DEFAULT_PATH},
         )
@@ -662,6 +728,58 @@ class DockerSandbox(Sandbox):
                 "copying the installed packages into the volume failed: "
                 + result.output.decode("utf-8", "replace")[-2000:]
             )
+
+
+def _packages_path(packages: str | None) -> str:
+    """Where the runs of package set ``packages`` find their packages (None: the volume)."""
+    return PACKAGES_MOUNT if packages is None else f"{PACKAGES_MOUNT}/{PACKAGE_SETS}/{packages}"
+
+
+class _PackageSet(Sandbox):
+    """A :class:`DockerSandbox` whose runs see the package set ``packages`` in place of the
+    package volume, and whose installs go into it (see :meth:`DockerSandbox.package_set`).
+    Every run is a fresh ``exec``: the set is on its ``PYTHONPATH``, nothing else changes."""
+
+    def __init__(self, sandbox: DockerSandbox, packages: str) -> None:
+        self.sandbox = sandbox
+        self.packages = packages
+        self.name = sandbox.name
+
+    def start(self) -> None:
+        self.sandbox.start()
+
+    def close(self) -> None:
+        """Nothing: the sandbox's own :meth:`~DockerSandbox.close` stops its containers."""
+
+    def run(
+        self,
+        files: Mapping[str, str | bytes],
+        command: Sequence[str],
+        timeout: float = 10.0,
+        *,
+        stdin: str | None = None,
+        env: Mapping[str, str] | None = None,
+        network: bool = False,
+        cpu_seconds: float | None = None,
+    ) -> RunResult:
+        return self.sandbox._run(files, command, timeout, stdin, env, network, cpu_seconds, self.packages)
+
+    def install(
+        self, requirements: Sequence[str], timeout: float = 900.0, constraints: Sequence[str] = ()
+    ) -> RunResult:
+        return self.sandbox._install(requirements, timeout, constraints, self.packages)
+
+    def describe(self) -> dict[str, object]:
+        return self.sandbox.describe()
+
+    def package_set(self, name: str) -> Sandbox:
+        return self.sandbox.package_set(name)
+
+    def remove_package_set(self, name: str) -> None:
+        self.sandbox.remove_package_set(name)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sandbox, name)
 
 
 def _outcome(

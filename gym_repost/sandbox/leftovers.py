@@ -1,8 +1,9 @@
-"""Leftovers of crashed runs of the local backend: worker processes, directories and
-cgroups whose host died (``gym-repost sandbox cleanup``)."""
+"""Leftovers of crashed runs of the local backend: worker processes, directories,
+cgroups and package sets whose host died (``gym-repost sandbox cleanup``)."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -14,6 +15,8 @@ from dataclasses import dataclass, field
 
 from gym_repost.sandbox import cgroups
 from gym_repost.sandbox import worker as protocol
+from gym_repost.sandbox.base import PACKAGE_SETS
+from gym_repost.sandbox.config import DEFAULT_PACKAGES_DIR
 from gym_repost.sandbox.identity import identity_alive
 from gym_repost.sandbox.local_worker import DIR_PREFIX, signal_group
 
@@ -30,6 +33,7 @@ class LeftoverReport:
     killed_pids: list[int] = field(default_factory=list)
     removed_dirs: list[str] = field(default_factory=list)
     removed_cgroups: list[str] = field(default_factory=list)
+    removed_package_sets: list[str] = field(default_factory=list)
 
 
 def _marked_processes() -> Iterator[tuple[int, str]]:
@@ -69,15 +73,41 @@ def _remove_dead_cgroups() -> list[str]:
     return removed
 
 
-def cleanup_leftovers(work_root: str | None = None) -> LeftoverReport:
+def _remove_dead_package_sets(packages_dir: str) -> list[str]:
+    """Package sets (see :meth:`LocalSandbox.package_set`) whose ``NAME.owner`` names a host
+    that died: a build killed before it removed its set."""
+    sets = os.path.join(packages_dir, PACKAGE_SETS)
+    removed = []
+    for name in sorted(os.listdir(sets)) if os.path.isdir(sets) else []:
+        if not name.endswith(".owner"):
+            continue
+        try:
+            with open(os.path.join(sets, name), encoding="utf-8") as handle:
+                owner = handle.read().strip()
+        except OSError:
+            continue
+        if identity_alive(owner):
+            continue
+        directory = os.path.join(sets, name.removesuffix(".owner"))
+        shutil.rmtree(directory, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(sets, name))
+        removed.append(directory)
+    return removed
+
+
+def cleanup_leftovers(work_root: str | None = None, packages_dir: str | None = None) -> LeftoverReport:
     """Kill workers and remove directories left behind by hosts that died.
 
     Worker processes are recognised by their argv marker and the identity (pid and start
     time) of their host; directories by the :data:`DIR_PREFIX` name, which embeds the same
-    identity. Anything belonging to a live host is left alone.
+    identity; package sets by the identity their ``.owner`` file holds. Anything belonging to
+    a live host is left alone.
 
     Args:
         work_root: where to look for directories; default: the system temp dir.
+        packages_dir: the package cache whose sets to look at; default: the local
+            sandbox's (``~/.cache/gym-repost/packages``).
     """
     pids = sorted(pid for pid, host in _marked_processes() if not identity_alive(host))
     for pid in pids:
@@ -97,6 +127,14 @@ def cleanup_leftovers(work_root: str | None = None) -> LeftoverReport:
             shutil.rmtree(os.path.join(root, name), ignore_errors=True)
             removed.append(os.path.join(root, name))
     cgroups_removed = _remove_dead_cgroups()
-    if pids or removed or cgroups_removed:
-        logger.info("removed %d leftover sandbox processes and %d directories", len(pids), len(removed))
-    return LeftoverReport(killed_pids=pids, removed_dirs=removed, removed_cgroups=cgroups_removed)
+    sets = _remove_dead_package_sets(os.path.expanduser(packages_dir or DEFAULT_PACKAGES_DIR))
+    if pids or removed or cgroups_removed or sets:
+        logger.info(
+            "removed %d leftover sandbox processes, %d directories and %d package sets",
+            len(pids),
+            len(removed),
+            len(sets),
+        )
+    return LeftoverReport(
+        killed_pids=pids, removed_dirs=removed, removed_cgroups=cgroups_removed, removed_package_sets=sets
+    )

@@ -61,17 +61,20 @@ from gym_repost.sandbox.base import (
     GROUND_TRUTH,
     INSTALL_TARGET,
     OFFLINE_ENV,
+    PACKAGE_SETS,
     PROXY_ENV,
     RunResult,
     Sandbox,
     SandboxLimits,
+    check_package_set,
+    install_files,
     install_limits,
     limit_overrides,
     pip_install_command,
 )
 from gym_repost.sandbox.clock import DIRECTORY as CLOCK_DIRECTORY
 from gym_repost.sandbox.clock import clock_env, clock_library, clock_request
-from gym_repost.sandbox.config import LocalSandboxConfig
+from gym_repost.sandbox.config import DEFAULT_PACKAGES_DIR, LocalSandboxConfig
 from gym_repost.sandbox.identity import host_identity
 from gym_repost.sandbox.local_worker import (
     DIR_PREFIX,
@@ -217,7 +220,7 @@ class LocalSandbox(Sandbox):
     @property
     def packages_dir(self) -> str:
         """Directory of packages installed with :meth:`install`, on every run's path."""
-        return os.path.abspath(os.path.expanduser(self.config.packages_dir or "~/.cache/gym-repost/packages"))
+        return os.path.abspath(os.path.expanduser(self.config.packages_dir or DEFAULT_PACKAGES_DIR))
 
     def start(self) -> None:
         """Start the warm workers (or check that a cold one can start). Idempotent.
@@ -421,6 +424,29 @@ class LocalSandbox(Sandbox):
         """Run ``command`` in a fresh directory holding ``files`` (see :class:`Sandbox`)."""
         return self._run(files, command, timeout, stdin, env, network, cpu_seconds, apart=(), clock=None)
 
+    def package_set(self, name: str) -> Sandbox:
+        """This sandbox with runs that see the package set ``name`` in place of the package
+        cache (see :meth:`Sandbox.package_set`): ``PACKAGES_DIR/.sets/NAME``, made empty now,
+        and ``NAME.owner`` beside it, this process's identity, which ``gym-repost sandbox
+        cleanup`` reads to remove the sets of a build that was killed."""
+        directory = self._set_dir(name)
+        self._prepare_directories()
+        shutil.rmtree(directory, ignore_errors=True)
+        os.makedirs(directory, mode=0o755)
+        with open(directory + ".owner", "w", encoding="utf-8") as handle:
+            handle.write(host_identity())
+        return _View(self, (), None, CANDIDATES, name)
+
+    def remove_package_set(self, name: str) -> None:
+        """Remove the package set ``name`` and what was installed into it."""
+        directory = self._set_dir(name)
+        shutil.rmtree(directory, ignore_errors=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(directory + ".owner")
+
+    def _set_dir(self, name: str) -> str:
+        return os.path.join(self.packages_dir, PACKAGE_SETS, check_package_set(name))
+
     def for_imports(self, packages: Iterable[str]) -> Sandbox:
         """This sandbox, with the runs served by a warm worker of their own that preloaded the
         modules :attr:`~LocalSandboxConfig.preload_apart` names for ``packages`` (started on
@@ -479,6 +505,7 @@ class LocalSandbox(Sandbox):
         apart: tuple[str, ...],
         clock: float | None,
         domain: str = CANDIDATES,
+        packages: str | None = None,
     ) -> RunResult:
         called = time.monotonic()
         if clock is not None:  # the programs the run starts read its clock too
@@ -486,6 +513,8 @@ class LocalSandbox(Sandbox):
         request = build_request(files, command, timeout, stdin, env, limit_overrides(cpu_seconds))
         if clock is not None:  # ... and so does its own process
             request.update(clock_request(clock))
+        if packages is not None:  # the set in place of the package cache
+            request["packages"] = check_package_set(packages)
         if not self._pool.open or os.getpid() != self._owner:
             self.start()
         # from when a worker has the request (not while one starts); its guard may stretch
@@ -506,18 +535,31 @@ class LocalSandbox(Sandbox):
             }
         return result
 
-    def install(self, requirements: Sequence[str], timeout: float = 900.0) -> RunResult:
+    def install(
+        self, requirements: Sequence[str], timeout: float = 900.0, constraints: Sequence[str] = ()
+    ) -> RunResult:
         """``pip install`` into :attr:`packages_dir` with the network on for that run only.
 
         pip runs as the sandbox user into the run directory; on success the host copies
         the result into the package cache (root-owned, without set-id bits), so the
         sandboxed code never gets write access to the cache itself.
         """
-        argv = pip_install_command(requirements)
+        return self._install(requirements, timeout, constraints, None)
+
+    def _install(
+        self, requirements: Sequence[str], timeout: float, constraints: Sequence[str], packages: str | None
+    ) -> RunResult:
+        """:meth:`install`, into the package set ``packages`` when it names one."""
+        destination = self.packages_dir if packages is None else self._set_dir(packages)
+        if packages is not None and not os.path.isdir(destination):
+            raise SandboxError(f"the package set {packages!r} was removed (or never made with package_set())")
+        argv = pip_install_command(requirements, constraints)
         env = {k: v for k, v in os.environ.items() if k.startswith("PIP_") or k in _PIP_ENV}
         limits = install_limits(self.config, timeout)
-        request = build_request({}, argv, timeout, None, env, limits)
+        request = build_request(install_files(constraints), argv, timeout, None, env, limits)
         request["keep"] = True
+        if packages is not None:  # pip, too, sees the set in place of the cache
+            request["packages"] = packages
         self.start()
         deadline = time.monotonic() + WALL_STRETCH * timeout + REPLY_GRACE
         with self._fresh_worker(network=True) as worker:
@@ -525,7 +567,7 @@ class LocalSandbox(Sandbox):
             result = to_result(reply)
             if result.ok:  # the run directory was kept for this
                 source = os.path.join(worker.host_dir, reply["run_dir"], INSTALL_TARGET)
-                _merge_tree(source, self.packages_dir, provided=_provided(self._info.get("views")))
+                _merge_tree(source, destination, provided=_provided(self._info.get("views")))
         return result
 
     def _call_warm_worker(
@@ -848,19 +890,26 @@ class LocalSandbox(Sandbox):
 
 class _View(Sandbox):
     """A :class:`LocalSandbox` as some of its runs see it: the same sandbox (description,
-    limits, package cache), whose runs a warm worker of their own serves when ``modules``
-    names any (code importing heavy modules, see :meth:`LocalSandbox.for_imports`), that
-    read a wall clock ``clock`` seconds ahead when that is given (see
-    :meth:`LocalSandbox.clock_ahead`), served by the workers of trust ``domain`` (see
-    :meth:`LocalSandbox.ground_truth`)."""
+    limits), whose runs a warm worker of their own serves when ``modules`` names any (code
+    importing heavy modules, see :meth:`LocalSandbox.for_imports`), that read a wall clock
+    ``clock`` seconds ahead when that is given (see :meth:`LocalSandbox.clock_ahead`),
+    served by the workers of trust ``domain`` (see :meth:`LocalSandbox.ground_truth`), that
+    see the package set ``packages`` in place of the package cache when that is given, and
+    install into it (see :meth:`LocalSandbox.package_set`)."""
 
     def __init__(
-        self, sandbox: LocalSandbox, modules: tuple[str, ...], clock: float | None, domain: str = CANDIDATES
+        self,
+        sandbox: LocalSandbox,
+        modules: tuple[str, ...],
+        clock: float | None,
+        domain: str = CANDIDATES,
+        packages: str | None = None,
     ) -> None:
         self.sandbox = sandbox
         self.modules = modules
         self.clock = clock
         self.domain = domain
+        self.packages = packages
         self.name = sandbox.name
 
     def start(self) -> None:
@@ -891,10 +940,20 @@ class _View(Sandbox):
             apart=self.modules,
             clock=self.clock,
             domain=self.domain,
+            packages=self.packages,
         )
 
-    def install(self, requirements: Sequence[str], timeout: float = 900.0) -> RunResult:
-        return self.sandbox.install(requirements, timeout)
+    def install(
+        self, requirements: Sequence[str], timeout: float = 900.0, constraints: Sequence[str] = ()
+    ) -> RunResult:
+        return self.sandbox._install(requirements, timeout, constraints, self.packages)
+
+    def package_set(self, name: str) -> Sandbox:
+        self.sandbox.package_set(name)
+        return _View(self.sandbox, self.modules, self.clock, self.domain, name)
+
+    def remove_package_set(self, name: str) -> None:
+        self.sandbox.remove_package_set(name)
 
     def describe(self) -> dict[str, object]:
         return self.sandbox.describe()
@@ -912,9 +971,9 @@ class _View(Sandbox):
     def _with(self, modules: tuple[str, ...], clock: float | None, domain: str) -> Sandbox:
         if (modules, clock, domain) == (self.modules, self.clock, self.domain):
             return self
-        if not modules and clock is None and domain == CANDIDATES:
+        if not modules and clock is None and domain == CANDIDATES and self.packages is None:
             return self.sandbox
-        return _View(self.sandbox, modules, clock, domain)
+        return _View(self.sandbox, modules, clock, domain, self.packages)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.sandbox, name)

@@ -20,9 +20,11 @@ Protocol: each message is a 4-byte big-endian length and a UTF-8 JSON object.
   "views": ...}`` (the site-packages views it found, passed to the sandbox's later workers)
   or ``{"ready": false, "unavailable": true, "error": ...}``.
 * host -> worker: ``{"op": "run", "argv", "files", "bfiles" (base64), "programs",
-  "stdin", "env", "timeout", "keep", "limits"}`` or ``{"op": "exit"}``. ``programs``: the
-  run-directory names of programs the worker holds (its ready message lists them with
-  their SHA-256), written from its own copy: their text need not cross two pipes per run.
+  "stdin", "env", "timeout", "keep", "limits", "packages"}`` or ``{"op": "exit"}``.
+  ``programs``: the run-directory names of programs the worker holds (its ready message
+  lists them with their SHA-256), written from its own copy: their text need not cross two
+  pipes per run. ``packages``: a package set's name, whose directory below the package
+  cache the run sees in place of the cache (``Sandbox.package_set``).
 * worker -> host, per run: ``{"ok": true, "returncode", "stdout", "stderr", "timed_out",
   "duration", "output_truncated", "killed_for", "inprocess", "run_dir"}`` (and, with
   ``"profile"`` in the configuration, ``"phases"``: ``time.monotonic()`` stamps of PID 1
@@ -106,6 +108,9 @@ else:  # inside the worker its siblings are top-level modules (no gym_repost)
 
 MARKER = "--gym-repost-sandbox-worker"
 """argv marker of worker processes (and of their warm run children), for cleanup."""
+PACKAGE_SETS = ".sets"
+"""``base.PACKAGE_SETS``, the package cache's directory of package sets (this module runs
+without the package)."""
 DEFAULT_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 TRASH = ".trash"
 EXIT_HOST_GONE = 3
@@ -200,8 +205,10 @@ class Server:
 
             run_module.set_stamps(mmap.mmap(-1, 16 * len(CHILD_PHASES)))
 
-    def run_environment(self, run_dir: str, caller_env: Message) -> Message:
-        """The scrubbed environment of a run, plus what the caller passed."""
+    def run_environment(self, run_dir: str, caller_env: Message, packages: str | None = None) -> Message:
+        """The scrubbed environment of a run, plus what the caller passed; the package cache
+        last on ``PYTHONPATH``, or the directory of the package set ``packages`` in its place
+        (a name the host checked: no ``/``, no leading dot)."""
         env = {
             "PATH": self.path,
             "HOME": run_dir,
@@ -212,9 +219,14 @@ class Server:
             **self.offline_env,
         }
         env.update(caller_env)
-        if self.packages_dir and os.path.isdir(self.packages_dir):
+        shown = self.packages_dir
+        if shown and packages is not None:
+            if not isinstance(packages, str) or "/" in packages or packages.startswith(".") or not packages:
+                raise ValueError(f"not a package set's name: {packages!r}")
+            shown = os.path.join(shown, PACKAGE_SETS, packages)
+        if shown and os.path.isdir(shown):
             given = caller_env.get("PYTHONPATH")
-            env["PYTHONPATH"] = f"{given}:{self.packages_dir}" if given else self.packages_dir
+            env["PYTHONPATH"] = f"{given}:{shown}" if given else shown
         return env
 
     def drop_privileges(self) -> None:

@@ -246,7 +246,7 @@ class RunJob:
         self.stdin: str | None = request.get("stdin")
         self.timeout = float(request["timeout"])
         self.limits = {**server.limits, **(request.get("limits") or {})}
-        self.env = server.run_environment(run_dir, request.get("env") or {})
+        self.env = server.run_environment(run_dir, request.get("env") or {}, request.get("packages"))
         self.kind, self.target, self.args = plan_command(self.argv, self.env, server.warm)
         self.clock_ahead_ns = int(request.get(CLOCK_REQUEST_KEY) or 0)
         self.stretch = "cpu_seconds" in (request.get("limits") or {})

@@ -338,3 +338,39 @@ def test_the_coverage_report_is_read_as_untrusted_data(upstream: Path, monkeypat
     target = audit_module._Target(_tasks()[0], "k", "esc/core.py", (2, 3), 0, 1, [])
     covering, problem = audit_module._covering(None, repo, [target])  # type: ignore[arg-type]
     assert problem is None and covering == {"k": [["tests/t.py::a", 0.5], ["tests/t.py::c", 1]]}
+
+
+def test_a_task_whose_ground_truth_cannot_run_is_an_audit_error_not_a_clean_task(
+    upstream: Path, tmp_path: Path
+) -> None:
+    """In a package set of its own, an audit starts without the task's requirements. Every
+    submission then fails on the import, known-wrong mutants included, and would count as
+    rejected: a clean task, wrongly. The audit runs the ground truth first, installs what it
+    cannot import, and says when it still fails."""
+    from gym_repost.sandbox.config import LocalSandboxConfig
+    from gym_repost.sandbox.local import LocalSandbox
+
+    needing = WEAK_ESCAPE.replace("def escape(text):", "import escape_helper\n\n\ndef escape(text):", 1)
+    task = build_task(needing, "escape", {"esc/__init__.py": "", "esc/core.py": CORE}, "esc/core.py")
+    repo = ingest(upstream, licenses="any")
+    packages = tmp_path / "packages"
+    asked: list[str] = []
+
+    def install(module: str) -> bool:
+        asked.append(module)
+        (packages / ".sets" / "b-audit" / f"{module}.py").write_text("")
+        return True
+
+    config = LocalSandboxConfig(workers=2, work_root=str(tmp_path), packages_dir=str(packages))
+    with LocalSandbox(config) as sandbox:
+        own = sandbox.package_set("b-audit")
+        (packages / "escape_helper.py").write_text("")  # another build's: not in this set
+        [failed] = audit_tasks(own, [task], repo, mutants=40)
+        assert failed.status == "error" and not failed.mutants
+        assert (
+            failed.detail
+            == "the task's ground truth fails here: missing package escape_helper (pip install escape-helper)"
+        )
+        [audited] = audit_tasks(own, [task], repo, mutants=40, install=install)
+        assert asked == ["escape_helper"]
+        assert audited.status == "audited" and audited.known_wrong and audited.false_accepts

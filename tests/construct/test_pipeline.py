@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import statistics
 import tarfile
@@ -287,3 +288,71 @@ def test_a_repository_whose_own_tests_run_none_says_so_among_its_limits(sandbox:
     _, notes, limits = trace_seeds(sandbox, repo, candidates, PackageInstaller(sandbox))
     assert limits and limits[0].startswith("tracing: the repository's own tests ran no test: ")
     assert "this suite needs a service" in limits[0] and limits[0] in notes
+
+
+def test_what_a_build_keeps_never_depends_on_what_other_builds_installed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A repository's tests may use an optional package (``pytest.importorskip``). When
+    another repository's build had installed it into the shared package cache, this one's
+    tests ran more calls, and its tasks differed: bitmath 2.1.1, built after more-itertools
+    had installed hypothesis, kept 4 of its 9 tasks with other tests than on a fresh
+    machine. Each build now sees only what it installed (a package set of its own)."""
+    from gym_repost.construct import pipeline
+    from gym_repost.sandbox.config import LocalSandboxConfig
+    from gym_repost.sandbox.local import LocalSandbox
+
+    repo = tmp_path / "sizes-1.0"
+    files = {
+        "sizes/__init__.py": textwrap.dedent('''\
+            def describe(n):
+                """A word for how large ``n`` is."""
+                if n > 100:
+                    return "big"
+                if n > 10:
+                    return "medium"
+                return "small"
+            '''),
+        "tests/test_sizes.py": textwrap.dedent("""\
+            import pytest
+            from sizes import describe
+
+            def test_small():
+                assert describe(1) == "small"
+                assert describe(50) == "medium"
+
+            def test_with_the_optional_package():
+                optional = pytest.importorskip("optional_sizes")
+                assert describe(optional.BIG) == "big"
+            """),
+        "LICENSE": MIT,
+    }
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    packages = tmp_path / "packages"
+    config = LocalSandboxConfig(workers=2, work_root=str(tmp_path), packages_dir=str(packages))
+
+    def build_twice() -> tuple[BuildResult, BuildResult]:
+        """On an empty cache, then on one where another build installed the optional package."""
+        (packages / "optional_sizes.py").unlink(missing_ok=True)
+        with LocalSandbox(config) as box:
+            first = _build(repo, box, only=("describe",))
+            (packages / "optional_sizes.py").write_text("BIG = 1000\n")
+            second = _build(repo, box, only=("describe",))
+        return first, second
+
+    fresh, after = build_twice()
+    assert [t.model_dump_json() for t in fresh.tasks] == [t.model_dump_json() for t in after.tasks]
+    assert len(fresh.tasks) == 1 and not fresh.limits
+    assert not list((packages / ".sets").iterdir())  # each build's set is gone with it
+
+    @contextlib.contextmanager
+    def shared(sandbox: Sandbox):  # type: ignore[no-untyped-def]
+        yield sandbox, None
+
+    monkeypatch.setattr(pipeline, "own_packages", shared)  # as before: one cache for every build
+    fresh, after = build_twice()
+    assert [t.model_dump_json() for t in fresh.tasks] != [t.model_dump_json() for t in after.tasks]
+    call = "_gr_outcome(describe, 1000)"  # the optional test's call, traced
+    assert call in after.tasks[0].evaluation.script and call not in fresh.tasks[0].evaluation.script

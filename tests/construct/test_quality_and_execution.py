@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from gym_repost.construct.execution import PackageInstaller, missing_module, run_with_installs
+from gym_repost.construct.execution import PackageInstaller, missing_module, read_constraints, run_with_installs
 from gym_repost.construct.quality import QualityThresholds, check_quality, sanity_checks
+from gym_repost.errors import BuildError
 from gym_repost.sandbox import Sandbox, get_sandbox
+from gym_repost.sandbox.base import CONSTRAINTS_FILE, install_files, pip_install_command
 from gym_repost.task import FunctionTask
 from tests.conftest import build_task
 
@@ -122,3 +124,32 @@ def test_the_repositorys_own_package_is_never_installed(sandbox: Sandbox) -> Non
     installer = PackageInstaller(sandbox, refuse=frozenset({"shopkit"}))
     ok, what = installer.install_for("shopkit")
     assert not ok and "repository's own package" in what
+
+
+def test_a_constraints_file_is_read_as_pins_and_a_bad_line_says_where(tmp_path: Path) -> None:
+    good = tmp_path / "constraints.txt"
+    good.write_text("# test dependencies\nsix==1.16.0\n\nhypothesis==6.170.17  # its examples change\nsix==1.16.0\n")
+    assert read_constraints(good) == ("hypothesis==6.170.17", "six==1.16.0")
+    bad = tmp_path / "bad.txt"
+    bad.write_text("six==1.16.0\nhypothesis>=6\n")
+    with pytest.raises(BuildError, match=r"bad.txt:2: 'hypothesis>=6' is not a pin \(NAME==VERSION\)"):
+        read_constraints(bad)
+    with pytest.raises(BuildError, match="cannot read the constraints file"):
+        read_constraints(tmp_path / "missing.txt")
+    assert pip_install_command(["six"], ("six==1.16.0",))[-3:] == ["-c", CONSTRAINTS_FILE, "six"]
+    assert "-c" not in pip_install_command(["six"])
+    assert install_files(("six==1.16.0",)) == {CONSTRAINTS_FILE: "six==1.16.0\n"} and install_files(()) == {}
+    with pytest.raises(ValueError, match="constraint lines"):
+        install_files(("six==1.16.0\n--index-url http://elsewhere",))
+
+
+@pytest.mark.network
+def test_installs_are_held_to_the_constraints(tmp_path: Path) -> None:
+    """A corpus rebuilt later installs its tests' dependencies at the versions of its first
+    build, not at PyPI's newest (six 1.17.0 is newer than the pin)."""
+    with get_sandbox("local", packages_dir=str(tmp_path / "packages")) as sandbox:
+        own = sandbox.package_set("b-pins")
+        installer = PackageInstaller(own, constraints=("six==1.16.0",))
+        assert installer.provide("six")
+        probe = own.run({}, ["python3", "-c", "import six; print(six.__version__)"])
+        assert probe.stdout == "1.16.0\n", probe

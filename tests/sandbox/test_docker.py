@@ -530,6 +530,39 @@ def test_an_install_never_shadows_the_evaluation_packages_on_docker(client: Any)
 
 
 @pytest.mark.network
+def test_a_package_set_on_docker_shows_its_runs_only_its_own_installs(client: Any) -> None:
+    """A build's runs see its set in place of the package volume: what another build
+    installed into the volume is not on their path, and their installs stay in the set."""
+    volume = f"gym-repost-test-packages-{secrets.token_hex(3)}"
+    probe = {
+        "m.py": "for name in ('whatever', 'six'):\n    try:\n        print(name, __import__(name).__file__)\n"
+        "    except ImportError:\n        print(name, '-')\n"
+    }
+
+    def seen(box: Any) -> dict[str, str]:
+        result = box.run(probe, ["python3", "m.py"])
+        assert result.ok, result
+        return dict(line.split(" ", 1) for line in result.stdout.splitlines())
+
+    try:
+        with DockerSandbox(DockerSandboxConfig(workers=1, packages_volume=volume)) as sb:
+            assert sb.install(["whatever==0.7"], timeout=300).ok
+            own = sb.package_set("b1-build")
+            assert seen(own) == {"whatever": "-", "six": "-"}
+            result = own.install(["six==1.16.0"], timeout=300)
+            assert result.ok, result.stdout[-2000:] + result.stderr[-2000:]
+            assert seen(own) == {"whatever": "-", "six": "/opt/gym-repost/packages/.sets/b1-build/six.py"}
+            assert seen(sb) == {"whatever": "/opt/gym-repost/packages/whatever.py", "six": "-"}
+            sb.package_set("b1-build")  # made again: empty
+            assert seen(own)["six"] == "-"
+            sb.remove_package_set("b1-build")
+            listing = sb.run({}, ["ls", "-A", "/opt/gym-repost/packages/.sets"])
+            assert listing.ok and listing.stdout == "", listing
+    finally:
+        client.volumes.get(volume).remove(force=True)
+
+
+@pytest.mark.network
 def test_network_only_when_asked(sandbox: DockerSandbox) -> None:
     probe = (
         "import socket\ntry:\n    socket.create_connection(('pypi.org', 443), timeout=10).close()\n"
