@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import marshal
+import re
 import secrets
+import threading
 from collections.abc import Sequence
 from importlib.util import MAGIC_NUMBER
 from typing import Any
 
+from gym_repost.analysis.packages import distribution_for
 from gym_repost.errors import CandidateError, TaskError
 from gym_repost.harness import reference_store
 from gym_repost.harness.candidate import (
@@ -78,6 +82,46 @@ CODE_NAME = "_gym_repost_code.bin"
 and bytecode version match, rather than compile the text again (~8 ms for a repository's
 800-line script here)."""
 _REFERENCES = ReferenceCache()
+logger = logging.getLogger(__name__)
+
+_MISSING_MODULE = re.compile(r"No module named '([^']+)'")
+_INSTALLED: dict[tuple[str, str], bool] = {}
+"""Requirements installed by this process, by the sandbox's package cache: each is tried once."""
+_INSTALL_LOCK = threading.Lock()
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def install_requirement(sandbox: Sandbox, task: FunctionTask, report: TestReport) -> bool:
+    """Install the requirement of ``task`` (``evaluation.requirements``) that provides the
+    module its ground truth could not import (``report``), into the sandbox's package cache:
+    a task file built elsewhere runs on a machine whose cache lacks what its build installed.
+    Only a requirement the task names is installed, each once per package cache and process;
+    True when one was installed now."""
+    if report.exception not in ("ModuleNotFoundError", "ImportError") or not task.evaluation.requirements:
+        return False
+    found = _MISSING_MODULE.search(report.message)
+    if found is None:
+        return False
+    module = found.group(1).split(".")[0]
+    named = {_normal(r.split("==")[0].split("[")[0]): r for r in task.evaluation.requirements}
+    requirement = named.get(_normal(distribution_for(module))) or named.get(_normal(module))
+    if requirement is None:
+        return False
+    described = sandbox.describe()
+    cache = str(described.get("packages_dir") or described.get("packages_volume") or sandbox.name)
+    with _INSTALL_LOCK:
+        if (cache, requirement) in _INSTALLED:
+            return False
+        logger.info("installing %s, a requirement of %s, into the sandbox's package cache", requirement, task.name)
+        try:
+            _INSTALLED[(cache, requirement)] = sandbox.install([requirement]).ok
+        except NotImplementedError:
+            _INSTALLED[(cache, requirement)] = False
+        return _INSTALLED[(cache, requirement)]
+
 
 WALL_FACTOR = 3.0
 """A function task's ``timeout`` counts CPU seconds: each process of a harness run may use
@@ -220,6 +264,8 @@ def record_reference(sandbox: Sandbox, task: FunctionTask) -> Reference:
         return Reference(passed=False, report=TestReport.invalid(f"the ground truth: {exc}"))
     truth = sandbox.ground_truth()
     report, first = _harness_run(truth, task, assembled, "reference", None)
+    while not report.passed and install_requirement(truth, task, report):
+        report, first = _harness_run(truth, task, assembled, "reference", None)
     if not report.passed or first is None:
         return Reference(passed=False, report=report)
     ahead = truth.clock_ahead(REFERENCE_CLOCK_AHEAD) or truth

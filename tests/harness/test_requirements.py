@@ -1,0 +1,50 @@
+"""A task file built on another machine runs here: the requirements its build installed are
+installed when its ground truth cannot import them, and nothing else is."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from gym_repost.harness import reference_for, run_function_tests
+from gym_repost.sandbox import get_sandbox
+from tests.conftest import build_task
+
+SCRIPT = textwrap.dedent("""\
+    import whatever
+
+
+    def double(x):
+        return 2 * x
+
+
+    def test_double():
+        for x in (0, 1, 5):
+            assert double(x) == double_new_implementation(x)
+
+
+    if __name__ == "__main__":
+        test_double()
+    """)
+
+
+def _task(requirements: list[str]):  # type: ignore[no-untyped-def]
+    task = build_task(SCRIPT, "double", {"m.py": SCRIPT.split("\n\n\ndef test_double")[0]}, "m.py")
+    return task.model_copy(update={"evaluation": task.evaluation.model_copy(update={"requirements": requirements})})
+
+
+@pytest.mark.network
+def test_a_task_s_requirement_missing_here_is_installed_before_its_reference(tmp_path: Path) -> None:
+    packages = tmp_path / "packages"
+    with get_sandbox("local", packages_dir=str(packages), workers=1) as sandbox:
+        unnamed = reference_for(sandbox, _task([]))  # whatever is not among its requirements
+        assert not unnamed.passed and unnamed.report.exception == "ModuleNotFoundError"
+        assert not (packages / "whatever.py").exists()
+        task = _task(["whatever"])
+        reference = reference_for(sandbox, task)
+        assert reference.passed, reference.report.to_text()
+        assert (packages / "whatever.py").is_file()
+        assert run_function_tests(sandbox, task, task.ground_truth).passed
+        assert not run_function_tests(sandbox, task, task.ground_truth.replace("2 * x", "x + x + 1")).passed
