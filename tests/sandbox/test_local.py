@@ -525,6 +525,10 @@ def test_a_package_set_shows_its_runs_what_was_installed_into_it_and_nothing_els
         assert ahead is not None
         for view in (own, own.ground_truth(), ahead, own.for_imports(["six"])):
             assert _seen(view) == {"optional_mod": "-", "six": "-"}
+        own_dir = packages_dir / ".sets" / "b1-build"
+        for target in (own_dir / "six.py", own_dir.parent / "b1-build.owner", packages_dir / "optional_mod.py"):
+            write = own.run({}, ["python3", "-c", f"open({str(target)!r}, 'w').write('X = 3')"])
+            assert write.returncode == 1 and "Errno" in write.stderr, write  # the code under test cannot plant one
         (packages_dir / ".sets" / "b1-build" / "six.py").write_text("X = 2\n")  # as an install leaves it
         assert _seen(own)["six"] == str(packages_dir / ".sets" / "b1-build" / "six.py")
         assert _seen(own.ground_truth())["six"].endswith("/.sets/b1-build/six.py")
