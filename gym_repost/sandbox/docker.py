@@ -770,7 +770,8 @@ class _PackageSet(Sandbox):
         return self.sandbox._install(requirements, timeout, constraints, self.packages)
 
     def describe(self) -> dict[str, object]:
-        return self.sandbox.describe()
+        """The sandbox's description, with the package set its runs see."""
+        return {**self.sandbox.describe(), "package_set": self.packages}
 
     def package_set(self, name: str) -> Sandbox:
         return self.sandbox.package_set(name)

@@ -956,7 +956,10 @@ class _View(Sandbox):
         self.sandbox.remove_package_set(name)
 
     def describe(self) -> dict[str, object]:
-        return self.sandbox.describe()
+        """The sandbox's description, with the package set its runs see: a reference made
+        there is another sandbox's (``reference_store`` keys by the description)."""
+        described = self.sandbox.describe()
+        return described if self.packages is None else {**described, "package_set": self.packages}
 
     def for_imports(self, packages: Iterable[str]) -> Sandbox:
         return self._with(self.sandbox._apart_modules(packages), self.clock, self.domain)

@@ -48,3 +48,23 @@ def test_a_task_s_requirement_missing_here_is_installed_before_its_reference(tmp
         assert (packages / "whatever.py").is_file()
         assert run_function_tests(sandbox, task, task.ground_truth).passed
         assert not run_function_tests(sandbox, task, task.ground_truth.replace("2 * x", "x + x + 1")).passed
+
+
+@pytest.mark.network
+def test_a_reference_made_in_a_build_s_package_set_is_not_reused_where_the_set_is_gone(tmp_path: Path) -> None:
+    """A build makes its references in its own package set, which holds what the task needs,
+    and removes the set. Evaluated afterwards in the package cache, a correct candidate
+    other than the ground truth failed on the import ("called your function 0 times")
+    against the build's stored reference."""
+    packages = tmp_path / "packages"
+    task = _task(["whatever"])
+    with get_sandbox("local", packages_dir=str(packages), workers=1) as sandbox:
+        own = sandbox.package_set("b-build")
+        (packages / ".sets" / "b-build" / "whatever.py").write_text("")  # what the build installed
+        assert reference_for(own, task).passed
+        assert own.describe()["package_set"] == "b-build" and "package_set" not in sandbox.describe()
+        sandbox.remove_package_set("b-build")
+        right = task.ground_truth.replace("2 * x", "x * 2")
+        report = run_function_tests(sandbox, task, right)
+        assert report.passed, report.to_text()
+        assert (packages / "whatever.py").is_file()  # installed for this evaluation
