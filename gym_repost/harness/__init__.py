@@ -99,8 +99,12 @@ def install_requirement(sandbox: Sandbox, task: FunctionTask, report: TestReport
     module its ground truth could not import (``report``), into the sandbox's package cache:
     a task file built elsewhere runs on a machine whose cache lacks what its build installed.
     Only a requirement the task names is installed, each once per package cache and process;
-    True when one was installed now."""
+    True when one was installed now. Never into a package set: a build's or an audit's
+    installer fills its own set, under its constraints."""
     if report.exception not in ("ModuleNotFoundError", "ImportError") or not task.evaluation.requirements:
+        return False
+    described = sandbox.describe()
+    if described.get("package_set"):
         return False
     found = _MISSING_MODULE.search(report.message)
     if found is None:
@@ -110,7 +114,6 @@ def install_requirement(sandbox: Sandbox, task: FunctionTask, report: TestReport
     requirement = named.get(_normal(distribution_for(module))) or named.get(_normal(module))
     if requirement is None:
         return False
-    described = sandbox.describe()
     cache = str(described.get("packages_dir") or described.get("packages_volume") or sandbox.name)
     with _INSTALL_LOCK:
         if (cache, requirement) in _INSTALLED:

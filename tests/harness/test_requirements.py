@@ -60,6 +60,8 @@ def test_a_reference_made_in_a_build_s_package_set_is_not_reused_where_the_set_i
     task = _task(["whatever"])
     with get_sandbox("local", packages_dir=str(packages), workers=1) as sandbox:
         own = sandbox.package_set("b-build")
+        assert not reference_for(own, task).passed  # a set is filled by its build's installer only
+        assert not (packages / ".sets" / "b-build" / "whatever.py").exists()
         (packages / ".sets" / "b-build" / "whatever.py").write_text("")  # what the build installed
         assert reference_for(own, task).passed
         assert own.describe()["package_set"] == "b-build" and "package_set" not in sandbox.describe()
