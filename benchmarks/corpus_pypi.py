@@ -65,27 +65,6 @@ SOURCES = Path(__file__).resolve().parent / "corpus_pypi.txt"
 CONSTRAINTS = Path(__file__).resolve().parent / "corpus_pypi.constraints.txt"
 
 
-DEFAULT_PACKAGES = "~/.cache/gym-repost/packages"
-"""The local sandbox's package cache where its configuration names none."""
-
-
-def installed_distributions(packages: Path) -> list[str]:
-    """``NAME==VERSION`` of each distribution in the sandbox's package cache, sorted: what the
-    repositories' tests needed and PyPI gave on the day of the build. The lock file pins the
-    repositories, not these: a later build installs the newest release of each, and this
-    list says what to compare when its tasks differ."""
-    found = set()
-    for metadata in packages.glob("*.dist-info/METADATA"):
-        fields = dict(
-            line.split(": ", 1)
-            for line in metadata.read_text(encoding="utf-8", errors="replace").split("\n")[:20]
-            if ": " in line
-        )
-        if fields.get("Name") and fields.get("Version"):
-            found.add(f"{fields['Name']}=={fields['Version']}")
-    return sorted(found, key=str.lower)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--output", type=Path, default=Path("/tmp/corpus/tasks.jsonl"))
@@ -151,7 +130,7 @@ def main() -> None:
         print(audit["markdown"])
     if args.no_record:
         return
-    installed = installed_distributions(Path(sandbox.packages_dir or DEFAULT_PACKAGES).expanduser())
+    installed = result.installed()
     if not args.packages:  # a sample's table stays beside its tasks; its record has the rows
         shutil.copyfile(corpus_paths(args.output)["stats_md"], RESULTS_DIR / f"{args.sources.stem}.stats.md")
         (RESULTS_DIR / f"{args.sources.stem}.installed.txt").write_text(

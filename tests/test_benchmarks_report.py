@@ -106,15 +106,3 @@ def test_two_finished_builds_are_compared_repository_by_repository_and_file_by_f
     second = build("two", [{**task, "ground_truth": "def f(): return 1"}], "other\n")
     rows, files = corpus_identity.compare_builds(corpus_identity.first_build(first, set()), first, second)
     assert rows[0]["identical"] is False and rows[0]["changed"] == ["a/f"] and not any(files.values())
-
-
-def test_the_distributions_a_corpus_build_installed_are_listed_with_their_versions(tmp_path: Path) -> None:
-    from benchmarks.corpus_pypi import installed_distributions
-
-    for name, version in (("Zeta", "2.0"), ("alpha_pkg", "1.0.post1")):
-        info = tmp_path / f"{name}-{version}.dist-info"
-        info.mkdir()
-        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n\nBody: x\n")
-    (tmp_path / "broken-1.dist-info").mkdir()
-    (tmp_path / "broken-1.dist-info" / "METADATA").write_text("not metadata\n")
-    assert installed_distributions(tmp_path) == ["alpha_pkg==1.0.post1", "Zeta==2.0"]

@@ -200,6 +200,7 @@ def merge_units(builds: Sequence[RepositoryBuild]) -> RepositoryBuild:
             "infra_errors": sum(b.statistics.get("infra_errors", 0) for b in builds),
             "audited": audited,
             "limits": list(dict.fromkeys(n for b in builds for n in b.statistics.get("limits") or [])),
+            "installed": sorted({n for b in builds for n in b.statistics.get("installed") or []}, key=str.lower),
             "units": len(builds),
         },
         seconds=sum(b.seconds for b in builds),
@@ -247,6 +248,7 @@ class RepositoryWork:
                 "infra_errors": stats["infra_errors"],
                 "audited": result.audited,
                 "limits": result.all_limits(),
+                "installed": result.installed,
             },
             seconds=time.perf_counter() - started,
             chunk=chunk,
@@ -393,6 +395,12 @@ class CorpusResult:
             for t in r.tasks
             if t.id not in self.duplicates and (split is None or self.split.get(_key(r)) == split)
         ]
+
+    def installed(self) -> list[str]:
+        """``NAME==VERSION`` of what pip installed for the repositories' builds, each in its
+        own package set, sorted: what a constraints file holds the next build to."""
+        found = {pin for r in self.repositories for pin in r.statistics.get("installed") or []}
+        return sorted(found, key=str.lower)
 
     def rows(self) -> list[dict[str, Any]]:
         """One statistics row per repository: size, yield, tests, coverage, kill rate, time, split."""

@@ -31,6 +31,7 @@ from gym_repost.task import FunctionTask
 logger = logging.getLogger(__name__)
 
 _MISSING = re.compile(r"No module named '([^']+)'")
+_PIP_INSTALLED = re.compile(r"^Successfully installed (.+)$", re.M)
 _PIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?==[A-Za-z0-9][A-Za-z0-9.+!_-]*")
 
 
@@ -57,6 +58,13 @@ def read_constraints(path: Path) -> tuple[str, ...]:
             raise BuildError(f"{path}:{number}: {raw.strip()!r} is not a pin (NAME==VERSION)")
         pins.append(line)
     return tuple(sorted(set(pins), key=str.lower))
+
+
+def pip_installed(output: str) -> dict[str, str]:
+    """Name to version of what pip's ``Successfully installed NAME-VERSION ...`` line lists."""
+    found = _PIP_INSTALLED.search(output)
+    pairs = [item.rsplit("-", 1) for item in found.group(1).split()] if found else []
+    return {pair[0]: pair[1] for pair in pairs if len(pair) == 2 and pair[0] and pair[1]}
 
 
 def missing_module(text: str) -> str | None:
@@ -106,7 +114,15 @@ class PackageInstaller:
     """Pins every install is held to (:func:`read_constraints`)."""
     installed: dict[str, str] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+    """Every distribution pip installed for the build (requirements and theirs), by name:
+    its version, as pip's ``Successfully installed`` line gives them."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def pins(self) -> list[str]:
+        """``NAME==VERSION`` of what pip installed for the build, sorted: what a corpus's
+        constraints file holds its next build to."""
+        return [f"{name}=={version}" for name, version in sorted(self.versions.items(), key=lambda n: n[0].lower())]
 
     def provide(self, module: str) -> bool:
         """Install the distribution providing ``module``: True when it is there."""
@@ -125,6 +141,7 @@ class PackageInstaller:
             result = self._install(dist)
             if result.ok:
                 self.installed[dist] = module
+                self.versions.update(pip_installed(result.stdout))
                 return True, f"installed {dist}"
             reason = _pip_error(result)
             self.failed[dist] = reason

@@ -118,6 +118,8 @@ class BuildResult:
     """Limits that cut the tracing of the repository's tests short (its CPU budget, a
     wall-clock safety limit), and an audit gate that could not run: what a corpus reports
     per repository as cut short but not failed (:meth:`all_limits`)."""
+    installed: list[str] = field(default_factory=list)
+    """``NAME==VERSION`` of what pip installed for the build (into its package set)."""
 
     def statistics(self) -> dict[str, Any]:
         """Table 2, the drop table, the stage timings, the wall-clock safety limits that fired
@@ -340,6 +342,7 @@ def build_function_tasks(
             with timer("audit"):
                 _drop_false_acceptors(built, box, settings, installer)
             built.timings = timer.seconds
+        built.installed = installer.pins()
     return built
 
 

@@ -153,3 +153,42 @@ def test_installs_are_held_to_the_constraints(tmp_path: Path) -> None:
         assert installer.provide("six")
         probe = own.run({}, ["python3", "-c", "import six; print(six.__version__)"])
         assert probe.stdout == "1.16.0\n", probe
+        assert installer.pins() == ["six==1.16.0"]
+
+
+def test_what_pip_installed_for_a_build_is_recorded_with_versions_and_added_up_over_a_corpus() -> None:
+    """A build's package set is removed at its end: the versions pip installed into it are
+    recorded from pip's own report, per repository and for the corpus (the constraints of the
+    next build)."""
+    from gym_repost.construct.corpus import CorpusResult, RepositoryBuild, merge_units
+    from gym_repost.construct.execution import pip_installed
+    from gym_repost.sandbox.base import RunResult
+
+    said = "Collecting hypothesis\nSuccessfully installed hypothesis-6.170.17 pytest-lazy-fixtures-1.4.1 "
+    said += "sortedcontainers-2.4.0\n"
+    assert pip_installed(said) == {
+        "hypothesis": "6.170.17",
+        "pytest-lazy-fixtures": "1.4.1",
+        "sortedcontainers": "2.4.0",
+    }
+    assert pip_installed("ERROR: No matching distribution\n") == {}
+
+    class Pip:
+        name = "fake"
+
+        def install(self, requirements, timeout=900.0, constraints=()):  # type: ignore[no-untyped-def]
+            return RunResult(returncode=0, stdout=said, stderr="")
+
+    installer = PackageInstaller(Pip())  # type: ignore[arg-type]
+    assert installer.provide("hypothesis")
+    assert installer.pins() == ["hypothesis==6.170.17", "pytest-lazy-fixtures==1.4.1", "sortedcontainers==2.4.0"]
+
+    first = RepositoryBuild("pypi:a==1", name="a", statistics={"installed": ["six==1.17.0", "Zeta==2"]})
+    second = RepositoryBuild("pypi:b==1", name="b", statistics={"installed": ["six==1.17.0", "attrs==26.1.0"]})
+    corpus = CorpusResult([first, second], duplicates={}, split={})
+    assert corpus.installed() == ["attrs==26.1.0", "six==1.17.0", "Zeta==2"]
+    chunks = [
+        RepositoryBuild("pypi:a==1", name="a", statistics={"installed": ["six==1.17.0"]}, chunk=(0, 2)),
+        RepositoryBuild("pypi:a==1", name="a", statistics={"installed": ["attrs==26.1.0"]}, chunk=(1, 2)),
+    ]
+    assert merge_units(chunks).statistics["installed"] == ["attrs==26.1.0", "six==1.17.0"]
