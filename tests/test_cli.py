@@ -123,7 +123,11 @@ def test_a_malformed_task_line_is_skipped_with_its_location(demo_subset: Path, t
         (["build", "tasks/demo/repo", "-o", "x.jsonl", "--constraints", "absent.txt"], "cannot read the constraints"),
         (
             ["build", "tasks/demo/repo", "--kind", "testfile", "-o", "x.jsonl", "--constraints", "README.md"],
-            "function-task build",
+            "README.md:3:",
+        ),
+        (
+            ["build", "repost-eval:/x", "-o", "x.jsonl", "--constraints", "benchmarks/corpus_pypi.constraints.txt"],
+            "build of a repository",
         ),
         (["audit", "tasks/demo.jsonl", "--upstream", "tasks/demo/repo", "--constraints", "README.md"], "README.md:3:"),
     ],

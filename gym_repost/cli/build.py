@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 from rich.table import Table
@@ -33,6 +33,9 @@ from gym_repost.cli.common import (
     write_json,
 )
 from gym_repost.errors import BuildError
+
+if TYPE_CHECKING:
+    from gym_repost.construct.testfile import TestFileBuildSettings
 
 
 class TaskKind(StrEnum):
@@ -270,17 +273,25 @@ def build(
         raise fail("--builder llm builds function tasks from a repository (DIR, ARCHIVE or pypi:NAME)")
     if executor != "local" and _is_import_source(source):
         raise fail(f"--executor ray builds repositories (DIR, ARCHIVE, pypi:NAME, a source list), not {source}")
-    if constraints is not None and (kind == "testfile" or _is_import_source(source)):
-        raise fail("--constraints holds what a function-task build of a repository installs (DIR, ARCHIVE, pypi:NAME)")
+    if constraints is not None and _is_import_source(source):
+        raise fail("--constraints holds what a build of a repository installs (DIR, ARCHIVE, pypi:NAME)")
+    from gym_repost.construct.execution import read_constraints
+
+    try:
+        pins = read_constraints(constraints) if constraints is not None else ()
+    except BuildError as exc:
+        raise fail(f"--constraints {exc}") from None
     if kind == "testfile":
         if _is_import_source(source):
             raise fail(f"--kind testfile needs a repository (DIR, ARCHIVE or pypi:NAME), not {source}")
+        from gym_repost.construct.testfile import TestFileBuildSettings
+
         _build_testfile(
             source,
             output,
+            settings=TestFileBuildSettings(max_mutants=max_mutants, constraints=pins),
             licenses=licenses,
             max_pairs=max_candidates,
-            max_mutants=max_mutants,
             seed=seed,
             workers=workers,
             sandbox=sandbox,
@@ -301,13 +312,8 @@ def build(
             console.print(table)
         return
     from gym_repost.construct.corpus import is_source_list
-    from gym_repost.construct.execution import read_constraints
     from gym_repost.construct.pipeline import BuildSettings, BuildWork
 
-    try:
-        pins = read_constraints(constraints) if constraints is not None else ()
-    except BuildError as exc:
-        raise fail(f"--constraints {exc}") from None
     settings = BuildSettings(
         split=split.value,
         max_candidates=max_candidates,
@@ -419,9 +425,9 @@ def _build_testfile(
     source: str,
     output: Path,
     *,
+    settings: TestFileBuildSettings,
     licenses: str,
     max_pairs: int,
-    max_mutants: int,
     seed: int,
     workers: int,
     sandbox: str,
@@ -431,7 +437,7 @@ def _build_testfile(
     ray_address: Optional[str],
 ) -> None:
     from gym_repost.construct.ingest import ingest
-    from gym_repost.construct.testfile import TestFileBuildSettings, build_testfile_tasks, mining_summary
+    from gym_repost.construct.testfile import build_testfile_tasks, mining_summary
     from gym_repost.task import save_tasks
 
     repo = ingest(source, licenses=licenses)
@@ -441,7 +447,7 @@ def _build_testfile(
             repo,
             max_pairs=max_pairs,
             seed=seed,
-            settings=TestFileBuildSettings(max_mutants=max_mutants),
+            settings=settings,
             on_pair=lambda _outcome: progress.advance(bar),
             executor=ex,
         )

@@ -30,15 +30,16 @@ import logging
 import posixpath
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from gym_repost.analysis.packages import distribution_for
 from gym_repost.analysis.parsing import parse_python
 from gym_repost.analysis.pytest_files import count_assertions, count_tests
+from gym_repost.construct.execution import PackageInstaller, missing_module, own_packages
 from gym_repost.construct.stages import Drop, SourceRepository
 from gym_repost.executor import Executor, need_sandbox, with_sandbox
-from gym_repost.harness.testfile import TestFileRun, run_test_file
+from gym_repost.harness.testfile import TestFileRun, import_errors, run_test_file, session_problems
 from gym_repost.harness.testfile_scoring import file_runs, metrics_from_run
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.task import (
@@ -56,6 +57,8 @@ _TEST_DIRS = frozenset({"test", "tests", "testing"})
 _SKIP_DIRS = frozenset({"docs", "doc", "examples", "example", "benchmarks", "scripts"})
 _STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
 _DOMINANT = 0.6
+_MAX_INSTALLS = 5
+"""Most distributions a pair's measurement installs (as a function build's ground truth)."""
 _PLUGIN_FIXTURES = {
     "mocker": "pytest_mock",
     "benchmark": "pytest_benchmark.plugin",
@@ -94,6 +97,9 @@ class TestFileBuildSettings:
     timeout: float = 60.0
     test_timeout: float = 10.0
     mutation_timeout: float = 120.0
+    constraints: tuple[str, ...] = ()
+    """Pins (``NAME==VERSION``) every install of the build is held to
+    (:func:`~gym_repost.construct.execution.read_constraints`)."""
 
 
 @dataclass
@@ -295,10 +301,13 @@ def _plugins(tree: ast.Module) -> list[str]:
 
 
 def _requirements(sources: Iterable[str], own: set[str]) -> list[str]:
+    """The distributions the modules ``sources`` import at run time: not the standard
+    library's, not the repository's own (``own``), not pytest, and not what only a type
+    checker imports (``if TYPE_CHECKING:``, such as ``_typeshed``)."""
     names: set[str] = set()
     for text in sources:
         tree = _parse(text)
-        for node in ast.walk(tree) if tree else ():
+        for node in _run_time_nodes(tree) if tree else ():
             if isinstance(node, ast.Import):
                 names.update(a.name.split(".")[0] for a in node.names)
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
@@ -307,13 +316,36 @@ def _requirements(sources: Iterable[str], own: set[str]) -> list[str]:
     return sorted({distribution_for(n) for n in third})
 
 
+def _run_time_nodes(tree: ast.AST) -> Iterator[ast.AST]:
+    """Every node of ``tree`` but the bodies of ``if TYPE_CHECKING:``."""
+    todo = [tree]
+    while todo:
+        node = todo.pop()
+        yield node
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            todo.extend(node.orelse)
+        else:
+            todo.extend(ast.iter_child_nodes(node))
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _own_modules(repo: SourceRepository) -> set[str]:
+    """The top-level names the repository's own modules are imported by."""
+    return {_module_name(p, _import_root(p, repo.files)).split(".")[0] for p in repo.python_files}
+
+
 def make_task(
     repo: SourceRepository, pair: TestFilePair, settings: TestFileBuildSettings, seed: int = 0
 ) -> TestFileTask:
     """The task of a pair, its reference not yet measured."""
     ground_truth = repo.files[pair.test_path]
     tree = _parse(ground_truth) or ast.Module(body=[], type_ignores=[])
-    own = {_module_name(p, _import_root(p, repo.files)).split(".")[0] for p in repo.python_files}
+    own = _own_modules(repo)
     view = {p: t for p, t in repo.files.items() if p != pair.test_path}
     evaluation = TestFileEvaluation(
         test_path=pair.test_path,
@@ -359,15 +391,34 @@ def measure_pair(
 ) -> TestFileTask | Drop:
     """Run the pair's ground truth; the task with its reference, or why it is dropped.
 
+    The run sees a package set of its own (:func:`~gym_repost.construct.execution.own_packages`),
+    empty at first: what a module it imports is missing is installed into it (the
+    distributions the task then requires, held to ``settings.constraints``) and the ground
+    truth run again, so what is kept never depends on what other builds installed.
+
     Raises:
         SandboxError: the sandbox failed (infrastructure).
     """
     task = make_task(repo, pair, settings, seed)
-    run = run_test_file(sandbox, task, task.ground_truth)
+    with own_packages(sandbox) as (box, shared):
+        installer = PackageInstaller(box, refuse=frozenset(_own_modules(repo)), constraints=settings.constraints)
+        run = run_test_file(box, task, task.ground_truth)
+        tried: set[str] = set()
+        while (module := missing_module(import_errors(run))) and module not in tried and len(tried) < _MAX_INSTALLS:
+            tried.add(module)
+            ok, what = installer.install_for(module)
+            logger.info("%s: %s", pair.test_path, what)
+            if not ok:
+                break
+            run = run_test_file(box, task, task.ground_truth)
     metrics = metrics_from_run(run)
     drop = _quality_drop(pair, run, metrics, settings)
     if drop is not None:
         return drop
+    requirements = sorted({*task.evaluation.requirements, *installer.installed})
+    task.evaluation.requirements = task.metadata.external_packages = requirements
+    if shared:
+        task.metadata.notes.append(shared)
     task.reference = metrics
     task.metadata.branch_coverage = metrics.branch_coverage
     task.metadata.checks["ground_truth_mutation_status"] = run.mutation_status
@@ -387,7 +438,9 @@ def _quality_drop(
     pair: TestFilePair, run: TestFileRun, metrics: TestFileMetrics, settings: TestFileBuildSettings
 ) -> Drop | None:
     if not file_runs(run):
-        cause = run.collection_errors[0].message if run.collection_errors else run.message or "no test ran"
+        problems = session_problems(run)  # a conftest.py that failed to load is no collection error
+        cause = run.collection_errors[0].message if run.collection_errors else run.message or " ".join(problems)
+        cause = cause or "no test ran"
         reason = "ground truth timed out" if run.status == "timeout" else "ground truth does not run"
         return Drop(pair.test_path, pair.focal_module, "execution", reason, cause[:300])
     if metrics.pass_rate < settings.min_pass_rate:

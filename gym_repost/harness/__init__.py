@@ -12,14 +12,11 @@ import hashlib
 import json
 import logging
 import marshal
-import re
 import secrets
-import threading
 from collections.abc import Sequence
 from importlib.util import MAGIC_NUMBER
 from typing import Any
 
-from gym_repost.analysis.packages import distribution_for
 from gym_repost.errors import CandidateError, TaskError
 from gym_repost.harness import reference_store
 from gym_repost.harness.candidate import (
@@ -33,6 +30,7 @@ from gym_repost.harness.candidate import (
     strip_tests,
 )
 from gym_repost.harness.function_report import TestReport, parse_run
+from gym_repost.harness.requirements import install_named
 from gym_repost.harness.verdict import (
     MAX_RECORD_CHARS,
     Record,
@@ -84,46 +82,15 @@ and bytecode version match, rather than compile the text again (~8 ms for a repo
 _REFERENCES = ReferenceCache()
 logger = logging.getLogger(__name__)
 
-_MISSING_MODULE = re.compile(r"No module named '([^']+)'")
-_INSTALLED: dict[tuple[str, str], bool] = {}
-"""Requirements installed by this process, by the sandbox's package cache: each is tried once."""
-_INSTALL_LOCK = threading.Lock()
 
-
-def _normal(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def install_requirement(sandbox: Sandbox, task: FunctionTask, report: TestReport) -> bool:
+def install_requirement(sandbox: Sandbox, task: FunctionTask, report: TestReport, done: set[str]) -> bool:
     """Install the requirement of ``task`` (``evaluation.requirements``) that provides the
-    module its ground truth could not import (``report``), into the sandbox's package cache:
-    a task file built elsewhere runs on a machine whose cache lacks what its build installed.
-    Only a requirement the task names is installed, each once per package cache and process;
-    True when one was installed now. Never into a package set: a build's or an audit's
-    installer fills its own set, under its constraints."""
-    if report.exception not in ("ModuleNotFoundError", "ImportError") or not task.evaluation.requirements:
+    module its ground truth could not import (``report``), into the sandbox's package cache;
+    True when the ground truth should run again (see
+    :func:`~gym_repost.harness.requirements.install_named`)."""
+    if report.exception not in ("ModuleNotFoundError", "ImportError"):
         return False
-    described = sandbox.describe()
-    if described.get("package_set"):
-        return False
-    found = _MISSING_MODULE.search(report.message)
-    if found is None:
-        return False
-    module = found.group(1).split(".")[0]
-    named = {_normal(r.split("==")[0].split("[")[0]): r for r in task.evaluation.requirements}
-    requirement = named.get(_normal(distribution_for(module))) or named.get(_normal(module))
-    if requirement is None:
-        return False
-    cache = str(described.get("packages_dir") or described.get("packages_volume") or sandbox.name)
-    with _INSTALL_LOCK:
-        if (cache, requirement) in _INSTALLED:
-            return False
-        logger.info("installing %s, a requirement of %s, into the sandbox's package cache", requirement, task.name)
-        try:
-            _INSTALLED[(cache, requirement)] = sandbox.install([requirement]).ok
-        except NotImplementedError:
-            _INSTALLED[(cache, requirement)] = False
-        return _INSTALLED[(cache, requirement)]
+    return install_named(sandbox, task.evaluation.requirements, report.message, task.name, done)
 
 
 WALL_FACTOR = 3.0
@@ -267,7 +234,8 @@ def record_reference(sandbox: Sandbox, task: FunctionTask) -> Reference:
         return Reference(passed=False, report=TestReport.invalid(f"the ground truth: {exc}"))
     truth = sandbox.ground_truth()
     report, first = _harness_run(truth, task, assembled, "reference", None)
-    while not report.passed and install_requirement(truth, task, report):
+    installed: set[str] = set()
+    while not report.passed and install_requirement(truth, task, report, installed):
         report, first = _harness_run(truth, task, assembled, "reference", None)
     if not report.passed or first is None:
         return Reference(passed=False, report=report)

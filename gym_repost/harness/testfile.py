@@ -32,7 +32,8 @@ from gym_repost.analysis.decoys import Decoy, disguise, generate_decoys
 from gym_repost.analysis.mutation import Mutant, MutationScore, generate_mutants, mutation_score, sample_mutants
 from gym_repost.analysis.parsing import parse_python
 from gym_repost.errors import SandboxError
-from gym_repost.programs.protocol import WALL_STRETCH
+from gym_repost.harness.requirements import install_named
+from gym_repost.programs.protocol import WALL_STRETCH, pytest_problems
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.sandbox.programs import ProgramRun, run_program
 from gym_repost.task import TestFileTask
@@ -391,16 +392,38 @@ def run_test_file(sandbox: Sandbox, task: TestFileTask, test_source: str, *, mut
     budget = WALL_STRETCH * 2 * WALL_FACTOR * spec.timeout + (config["mutation_wall"] if mutants else 0.0) + _GRACE
     # the repository's own test file (the task's ground truth) runs where ground truths do
     box = sandbox.ground_truth() if test_source == task.ground_truth else sandbox
-    run = run_program(
-        box,
-        "testfile",
-        {**task.repository.files, spec.test_path: test_source},
-        config,
-        modules=PROGRAM_MODULES,
-        timeout=budget,
-        token=True,
+    files = {**task.repository.files, spec.test_path: test_source}
+    installed: set[str] = set()
+    while True:
+        run = parse_report(
+            run_program(box, "testfile", files, config, modules=PROGRAM_MODULES, timeout=budget, token=True),
+            mutants,
+            population,
+            variants,
+        )
+        if not install_named(box, spec.requirements, import_errors(run), task.name, installed):
+            return run
+
+
+def session_problems(run: TestFileRun, limit: int = 3) -> list[str]:
+    """Up to ``limit`` lines of the run's pytest output that say why tests could not run (a
+    ``conftest.py`` that failed to load, pytest's internal errors)."""
+    return pytest_problems(run.output, limit)
+
+
+def import_errors(run: TestFileRun) -> str:
+    """What a run says about the imports that failed in it (``No module named ...``, where a
+    missing requirement shows): its message, its collection errors, pytest's output (a
+    ``conftest.py`` that failed to load) and the messages of the tests that did not pass (a
+    module imported inside a test)."""
+    return "\n".join(
+        [
+            run.message,
+            *(f"{e.message}\n{e.longrepr}" for e in run.collection_errors),
+            run.output,
+            *(t.message or "" for t in run.tests if t.outcome in ("failed", "error")),
+        ]
     )
-    return parse_report(run, mutants, population, variants)
 
 
 def _private(sandbox: Sandbox) -> bool:

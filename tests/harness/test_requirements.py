@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 from gym_repost.harness import reference_for, run_function_tests
+from gym_repost.harness.requirements import install_named
 from gym_repost.sandbox import get_sandbox
+from gym_repost.sandbox.base import RunResult
 from tests.conftest import build_task
 
 SCRIPT = textwrap.dedent("""\
@@ -70,3 +72,35 @@ def test_a_reference_made_in_a_build_s_package_set_is_not_reused_where_the_set_i
         report = run_function_tests(sandbox, task, right)
         assert report.passed, report.to_text()
         assert (packages / "whatever.py").is_file()  # installed for this evaluation
+
+
+class _Cache:
+    """A sandbox's package cache as ``install_named`` sees it: installs are counted."""
+
+    def __init__(self, packages_dir: str) -> None:
+        self.packages_dir = packages_dir
+        self.installs: list[str] = []
+
+    def describe(self) -> dict[str, object]:
+        return {"backend": "local", "packages_dir": self.packages_dir}
+
+    def install(self, requirements: list[str]):  # type: ignore[no-untyped-def]
+        self.installs.extend(requirements)
+        return RunResult(returncode=0, stdout="", stderr="")
+
+
+def test_each_evaluation_runs_again_once_for_a_requirement_installed_once(tmp_path: Path) -> None:
+    """Two evaluations at once needing wcwidth: the second found it installed by the first
+    and ran no second time, failing the oracle of one test-file task in seven (prettytable)."""
+    cache = _Cache(str(tmp_path))
+    error = "E   ModuleNotFoundError: No module named 'wcwidth'"
+    first: set[str] = set()
+    second: set[str] = set()
+    assert install_named(cache, ["wcwidth"], error, "a", first)  # type: ignore[arg-type]
+    assert install_named(cache, ["wcwidth"], error, "b", second)  # type: ignore[arg-type]
+    assert cache.installs == ["wcwidth"]
+    # a run that still misses it (or prints the message on purpose) is not run again, nor installs
+    assert not install_named(cache, ["wcwidth"], error, "a", first)  # type: ignore[arg-type]
+    assert not install_named(cache, ["other"], error, "a", set())  # type: ignore[arg-type]
+    assert not install_named(cache, [], error, "a", set())  # type: ignore[arg-type]
+    assert cache.installs == ["wcwidth"]
