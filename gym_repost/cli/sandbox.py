@@ -106,6 +106,26 @@ def _cleanup_containers(all_containers: bool) -> None:
     )
     for name in containers.removed:
         console.print(f"  removed container {name}", highlight=False)
+    _cleanup_docker_package_sets()
+
+
+def _cleanup_docker_package_sets() -> None:
+    """The package sets of killed builds in the docker sandbox's package volume."""
+    from gym_repost.errors import MissingExtraError, SandboxError
+    from gym_repost.sandbox.config import DockerSandboxConfig
+    from gym_repost.sandbox.docker import DockerSandbox
+
+    sandbox = DockerSandbox(DockerSandboxConfig(build_missing=False))
+    try:
+        removed = sandbox.remove_dead_package_sets()
+    except (MissingExtraError, SandboxError) as exc:
+        console.print(f"docker package sets: not checked ({escape(str(exc))})", highlight=False)
+        return
+    finally:
+        sandbox.close()
+    console.print(f"removed {len(removed)} docker package set(s) of killed builds")
+    for name in removed:
+        console.print(f"  removed package set {name}", highlight=False)
 
 
 @sandbox_app.command("build-image")

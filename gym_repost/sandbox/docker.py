@@ -38,6 +38,7 @@ Exit statuses go through ``sh``: a command killed by signal ``N`` has returncode
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -74,6 +75,7 @@ from gym_repost.sandbox.docker_containers import (
     Container,
     ContainerGone,
     connect,
+    owner_gone,
     owner_identity,
     remove_all,
     remove_containers,
@@ -213,15 +215,29 @@ installs a requirement again (``pytest-mock`` brings its own pytest), and the vo
 first on ``PYTHONPATH``, so a copy there would shadow the evaluation packages in every
 later run (the local backend's :func:`~gym_repost.sandbox.local._merge_tree` does the same)."""
 
-_SET_PY = """import os, shutil, sys
+_SET_PY = """import json, os, shutil, sys
 operation, path = sys.argv[1], sys.argv[2]
+if operation == "owners":
+    names = sorted(os.listdir(path)) if os.path.isdir(path) else []
+    owners = {}
+    for name in names:
+        if name.endswith(".owner"):
+            with open(os.path.join(path, name), encoding="utf-8") as handle:
+                owners[name[: -len(".owner")]] = handle.read().strip()
+    print(json.dumps(owners))
+    sys.exit(0)
 shutil.rmtree(path, ignore_errors=True)
 if operation == "make":
     os.makedirs(path, mode=0o755)
     os.chmod(os.path.dirname(path), 0o755)
+    with open(path + ".owner", "w", encoding="utf-8") as handle:
+        handle.write(sys.argv[3])
+elif os.path.exists(path + ".owner"):
+    os.unlink(path + ".owner")
 """
-"""Makes a package set empty in the package volume (``make PATH``) or removes it
-(``remove PATH``), as root."""
+"""Makes a package set empty in the package volume (``make PATH OWNER``: ``PATH.owner``
+names the process that made it), removes it (``remove PATH``), or prints the owner of each
+set of the directory ``PATH`` as JSON (``owners PATH``); as root."""
 
 
 # ---------------------------------------------------------------- the backend
@@ -522,29 +538,38 @@ class DockerSandbox(Sandbox):
         """This sandbox with runs that see the package set ``name`` in place of the package
         volume (see :meth:`Sandbox.package_set`): ``.sets/NAME`` in the volume, made empty
         now by root in a container of its own."""
-        self._in_volume("make", _packages_path(check_package_set(name)))
+        self._in_volume("make", _packages_path(check_package_set(name)), owner_identity())
         return _PackageSet(self, name)
 
     def remove_package_set(self, name: str) -> None:
         """Remove the package set ``name`` from the volume, with what was installed into it."""
         self._in_volume("remove", _packages_path(check_package_set(name)))
 
-    def _in_volume(self, operation: str, path: str) -> None:
+    def remove_dead_package_sets(self) -> list[str]:
+        """Remove the package sets of the volume whose maker died (a build killed before it
+        removed its set: ``gym-repost sandbox cleanup``); their names. Sets of live
+        processes, and of other hosts sharing the daemon, are kept."""
+        owners = json.loads(self._in_volume("owners", f"{PACKAGES_MOUNT}/{PACKAGE_SETS}") or "{}")
+        dead = sorted(name for name, owner in owners.items() if owner_gone(str(owner)))
+        for name in dead:
+            self.remove_package_set(name)
+        return dead
+
+    def _in_volume(self, operation: str, path: str, *args: str) -> str:
         self.start()
         container = self._create_container("install", install=True)
         try:
             result = self._client.containers.get(container.id).exec_run(
-                [IMAGE_PYTHON, "-I", "-c", _SET_PY, operation, path],
+                [IMAGE_PYTHON, "-I", "-c", _SET_PY, operation, path, *args],
                 user="0:0",
                 environment={"PATH": DEFAULT_PATH},
             )
         finally:
             self._remove(container)
+        output = result.output.decode("utf-8", "replace")
         if result.exit_code != 0:
-            raise SandboxError(
-                f"the package set {path} could not be {operation}d in the volume: "
-                + result.output.decode("utf-8", "replace")[-2000:]
-            )
+            raise SandboxError(f"the package set {path} could not be {operation}d in the volume: " + output[-2000:])
+        return output
 
     def _run_in_fresh_container(self, spec: RunSpec, role: str) -> RunResult:
         container = self._create_container(role, network=True)

@@ -134,7 +134,8 @@ class ContainerCleanupReport:
     kept: list[str] = field(default_factory=list)
 
 
-def _owner_gone(owner: str) -> bool:
+def owner_gone(owner: str) -> bool:
+    """The process an owner label or file names (``host:pid:start``) ran on this host and is gone."""
     host, _, identity = owner.partition(":")
     return host == socket.gethostname() and not identity_alive(identity)
 
@@ -155,7 +156,7 @@ def cleanup_containers(*, all_owners: bool = False, docker_host: str | None = No
     for found in client.api.containers(all=True, filters={"label": f"{LABEL}=1"}):
         name = found["Names"][0].lstrip("/") if found.get("Names") else found["Id"][:12]
         owner = (found.get("Labels") or {}).get(OWNER_LABEL, "")
-        if all_owners or _owner_gone(owner):
+        if all_owners or owner_gone(owner):
             if remove_one(client, found["Id"]):
                 removed.append(name)
         else:

@@ -562,6 +562,28 @@ def test_a_package_set_on_docker_shows_its_runs_only_its_own_installs(client: An
         client.volumes.get(volume).remove(force=True)
 
 
+def test_cleanup_removes_the_package_sets_of_killed_builds_from_the_volume(client: Any) -> None:
+    """A build killed before it removed its set left it in the volume for good: each set
+    now names its maker, and the sets of processes that are gone are removed."""
+    import socket
+
+    volume = f"gym-repost-test-packages-{secrets.token_hex(3)}"
+    try:
+        with DockerSandbox(DockerSandboxConfig(workers=1, packages_volume=volume)) as sb:
+            sb.package_set("b1-live")
+            sb._in_volume("make", "/opt/gym-repost/packages/.sets/b2-killed", f"{socket.gethostname()}:999999999:1")
+            sb._in_volume("make", "/opt/gym-repost/packages/.sets/b3-elsewhere", "another-host:999999999:1")
+            assert sb.remove_dead_package_sets() == ["b2-killed"]
+            listing = sb.run({}, ["ls", "-A", "/opt/gym-repost/packages/.sets"])
+            assert listing.stdout.split() == ["b1-live", "b1-live.owner", "b3-elsewhere", "b3-elsewhere.owner"]
+            sb.remove_package_set("b1-live")
+            assert sb.remove_dead_package_sets() == []
+            listing = sb.run({}, ["ls", "-A", "/opt/gym-repost/packages/.sets"])
+            assert listing.stdout.split() == ["b3-elsewhere", "b3-elsewhere.owner"]
+    finally:
+        client.volumes.get(volume).remove(force=True)
+
+
 @pytest.mark.network
 def test_network_only_when_asked(sandbox: DockerSandbox) -> None:
     probe = (
