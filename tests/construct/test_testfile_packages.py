@@ -97,3 +97,37 @@ def test_a_ground_truth_whose_conftest_fails_to_load_is_dropped_with_the_cause(t
         tasks, drops = build_testfile_tasks(ingest(tmp_path / "tiny"), sandbox, workers=1)
     assert tasks == [] and [(d.reason, d.file) for d in drops] == [("ground truth does not run", "tests/test_calc.py")]
     assert "conftest" in drops[0].detail and "gym_repost_no_such_distribution" in drops[0].detail
+
+
+@pytest.mark.network
+def test_a_candidate_that_prints_missing_modules_gets_no_other_install_and_no_endless_reruns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Any run of a test-file task may install a requirement it cannot import; a candidate
+    decides what its run prints. Naming a module the task does not require installs
+    nothing, and naming a required one again and again gets it one install and one run
+    more."""
+    for path, text in REPO.items():
+        (tmp_path / "tiny" / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "tiny" / path).write_text(text)
+    packages = tmp_path / "packages"
+    attack = (
+        "from tiny.calc import twice\n\n\ndef test_unnamed():\n"
+        "    raise ModuleNotFoundError(\"No module named 'six'\")\n\n\ndef test_named():\n"
+        "    raise ModuleNotFoundError(\"No module named 'whatever'\")\n"
+    )
+    with get_sandbox("local", packages_dir=str(packages), workers=1, preload=["pytest", "coverage"]) as sandbox:
+        tasks, _ = build_testfile_tasks(
+            ingest(tmp_path / "tiny"), sandbox, workers=1, settings=TestFileBuildSettings(max_mutants=2)
+        )
+        installs: list[list[str]] = []
+        runs: list[object] = []
+        real_install, real_run = sandbox.install, sandbox.run
+        monkeypatch.setattr(
+            sandbox, "install", lambda reqs, *a, **k: installs.append(list(reqs)) or real_install(reqs, *a, **k)
+        )
+        monkeypatch.setattr(sandbox, "run", lambda *a, **k: runs.append(a) or real_run(*a, **k))
+        run = run_test_file(sandbox, tasks[0], attack, mutate=False)
+    assert installs == [["whatever"]]  # the focal module needs it: installed once, for this task
+    assert len(runs) == 2 and not (packages / "six.py").exists()
+    assert [t.outcome for t in run.tests] == ["error", "error"]
