@@ -438,9 +438,10 @@ def _quality_drop(
     pair: TestFilePair, run: TestFileRun, metrics: TestFileMetrics, settings: TestFileBuildSettings
 ) -> Drop | None:
     if not file_runs(run):
-        problems = session_problems(run)  # a conftest.py that failed to load is no collection error
-        cause = run.collection_errors[0].message if run.collection_errors else run.message or " ".join(problems)
-        cause = cause or "no test ran"
+        # a conftest.py that failed to load, a skipped module or skipped tests: no collection error
+        skips = [f"{t.nodeid} skipped: {t.message}" for t in run.tests if t.outcome == "skipped" and t.message]
+        problems = " ".join([*session_problems(run), *skips[:1]])
+        cause = run.collection_errors[0].message if run.collection_errors else problems or run.message or "no test ran"
         reason = "ground truth timed out" if run.status == "timeout" else "ground truth does not run"
         return Drop(pair.test_path, pair.focal_module, "execution", reason, cause[:300])
     if metrics.pass_rate < settings.min_pass_rate:

@@ -407,21 +407,23 @@ def run_test_file(sandbox: Sandbox, task: TestFileTask, test_source: str, *, mut
 
 def session_problems(run: TestFileRun, limit: int = 3) -> list[str]:
     """Up to ``limit`` lines of the run's pytest output that say why tests could not run (a
-    ``conftest.py`` that failed to load, pytest's internal errors)."""
-    return pytest_problems(run.output, limit)
+    ``conftest.py`` that failed to load, pytest's internal errors), else why they were
+    skipped (a module the file ``pytest.importorskip``s)."""
+    found = pytest_problems(run.output, limit)
+    return found or [line.strip()[:300] for line in run.output.split("\n") if line.startswith("SKIPPED")][:limit]
 
 
 def import_errors(run: TestFileRun) -> str:
     """What a run says about the imports that failed in it (``No module named ...``, where a
     missing requirement shows): its message, its collection errors, pytest's output (a
     ``conftest.py`` that failed to load) and the messages of the tests that did not pass (a
-    module imported inside a test)."""
+    module imported inside a test, or ``pytest.importorskip``ed)."""
     return "\n".join(
         [
             run.message,
             *(f"{e.message}\n{e.longrepr}" for e in run.collection_errors),
             run.output,
-            *(t.message or "" for t in run.tests if t.outcome in ("failed", "error")),
+            *(t.message or "" for t in run.tests if t.outcome in ("failed", "error", "skipped")),
         ]
     )
 

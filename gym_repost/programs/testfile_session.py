@@ -206,6 +206,13 @@ class _Plugin:
         self.reported = False
 
     def pytest_collectreport(self, report):
+        if report.skipped:
+            # why a module was skipped (one it importorskips is missing), in the output the host
+            # reads: pytest's own summary never prints, the session is stopped before it
+            skip = report.longrepr  # (path, line, reason) for a skip
+            reason = skip[2] if isinstance(skip, tuple) and len(skip) == 3 else summary_line(longrepr_text(skip))
+            line = "SKIPPED %s: %s\n" % (report.nodeid, str(reason)[:MESSAGE_CHARS])
+            protocol.write_all(2, line.encode("utf-8", "replace"))
         if report.failed:
             error = {
                 "nodeid": report.nodeid or self.config["test_path"],

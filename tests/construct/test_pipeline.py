@@ -356,3 +356,39 @@ def test_what_a_build_keeps_never_depends_on_what_other_builds_installed(
     assert [t.model_dump_json() for t in fresh.tasks] != [t.model_dump_json() for t in after.tasks]
     call = "_gr_outcome(describe, 1000)"  # the optional test's call, traced
     assert call in after.tasks[0].evaluation.script and call not in fresh.tasks[0].evaluation.script
+
+
+@pytest.mark.network
+def test_a_module_the_tests_importorskip_is_installed_and_their_calls_are_traced(tmp_path: Path) -> None:
+    """A test that ``pytest.importorskip``s a module the build's package set lacks was
+    skipped, and its calls were never traced (bitmath's, commonmark's, Markdown's hypothesis
+    tests); pytest now says why it skips (``-rs``), and the module is installed like one an
+    import needs."""
+    from gym_repost.sandbox.config import LocalSandboxConfig
+    from gym_repost.sandbox.local import LocalSandbox
+
+    repo = tmp_path / "sizes-1.0"
+    files = {
+        "sizes/__init__.py": 'def describe(n):\n    if n > 100:\n        return "big"\n    return "small"\n',
+        "tests/test_sizes.py": textwrap.dedent("""\
+            import pytest
+            from sizes import describe
+
+            def test_small():
+                assert describe(1) == "small"
+
+            def test_with_an_optional_package():
+                pytest.importorskip("whatever")
+                assert describe(1000) == "big"
+            """),
+        "LICENSE": MIT,
+    }
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    config = LocalSandboxConfig(workers=2, work_root=str(tmp_path), packages_dir=str(tmp_path / "packages"))
+    with LocalSandbox(config) as box:
+        built = _build(repo, box, only=("describe",))
+    assert [t.evaluation.requirements for t in built.tasks] == [["whatever"]]
+    assert "_gr_outcome(describe, 1000)" in built.tasks[0].evaluation.script
+    assert [pin.split("==")[0] for pin in built.installed] == ["whatever"]

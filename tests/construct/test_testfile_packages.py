@@ -131,3 +131,38 @@ def test_a_candidate_that_prints_missing_modules_gets_no_other_install_and_no_en
     assert installs == [["whatever"]]  # the focal module needs it: installed once, for this task
     assert len(runs) == 2 and not (packages / "six.py").exists()
     assert [t.outcome for t in run.tests] == ["error", "error"]
+
+
+@pytest.mark.parametrize("where", ["module", "test"])
+def test_a_module_the_test_file_importorskips_is_installed(where: str, tmp_path: Path) -> None:
+    """A test file that ``pytest.importorskip``s a module its set lacks ran no test (the
+    module skipped) or fewer: it is installed like one an import needs. A module-level skip
+    is in the run's output, so a dropped pair says why."""
+    skip = "    pytest.importorskip('{0}')\n" if where == "test" else ""
+    top = "pytest.importorskip('{0}')\n" if where == "module" else ""
+    test = (
+        "import pytest\n"
+        + top
+        + "from tiny.calc import twice\n\n\ndef test_twice():\n"
+        + skip
+        + "    assert twice(2) == 4\n"
+    )
+    kept = {}
+    for module in ("whatever", "gym_repost_no_such_distribution"):
+        files = {
+            **REPO,
+            "src/tiny/calc.py": "def twice(x):\n    return 2 * x\n",
+            "tests/test_calc.py": test.format(module),
+        }
+        root = tmp_path / module
+        for path, text in files.items():
+            (root / "tiny" / path).parent.mkdir(parents=True, exist_ok=True)
+            (root / "tiny" / path).write_text(text)
+        packages = root / "packages"
+        with get_sandbox("local", packages_dir=str(packages), workers=1, preload=["pytest", "coverage"]) as sandbox:
+            kept[module] = build_testfile_tasks(ingest(root / "tiny"), sandbox, workers=1)
+    tasks, drops = kept["whatever"]
+    assert [(t.evaluation.requirements, t.reference.tests, t.reference.passed) for t in tasks] == [(["whatever"], 1, 1)]
+    tasks, drops = kept["gym_repost_no_such_distribution"]
+    assert tasks == [] and [d.reason for d in drops] == ["ground truth does not run"]
+    assert "could not import 'gym_repost_no_such_distribution'" in drops[0].detail

@@ -226,9 +226,13 @@ def local_modules(repo: SourceRepository) -> set[str]:
 
 
 def pytest_arguments(repo: SourceRepository, candidates: Sequence[Candidate]) -> list[str]:
-    """Command-line arguments of the tracing pytest run."""
+    """Command-line arguments of the tracing pytest run (and of the audit's run of the
+    repository's tests). ``-rs`` lists why tests were skipped: a test that
+    ``pytest.importorskip``s a module this sandbox lacks says ``No module named``, and the
+    module is installed like one an import needs."""
     args = [
         "-q",
+        "-rs",
         "-p",
         "no:cacheprovider",
         "-o",
