@@ -25,6 +25,33 @@ def count_assertions(source: str) -> int:
     return sum(isinstance(n, ast.Assert) or _is_unittest_assertion(n) for n in ast.walk(tree))
 
 
+PLUGIN_FIXTURES = {
+    "mocker": "pytest_mock",
+    "benchmark": "pytest_benchmark.plugin",
+    "freezer": "pytest_freezer",
+    "httpserver": "pytest_httpserver",
+}
+"""Fixtures of pytest plugins, by the plugin module that defines them (``-p MODULE``)."""
+PLUGIN_MARKERS = {"asyncio": "pytest_asyncio.plugin", "anyio": "anyio.pytest_plugin", "trio": "pytest_trio.plugin"}
+"""Marks of pytest plugins (``@pytest.mark.asyncio``), by their plugin module."""
+
+
+def plugins_used(tree: ast.AST) -> list[str]:
+    """The plugin modules whose fixtures (an argument of a function) or marks ``tree`` uses."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            found.update(PLUGIN_FIXTURES[a.arg] for a in node.args.args if a.arg in PLUGIN_FIXTURES)
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "mark"
+            and node.attr in PLUGIN_MARKERS
+        ):
+            found.add(PLUGIN_MARKERS[node.attr])
+    return sorted(found)
+
+
 def count_tests(source: str) -> int:
     """Functions and methods named ``test*`` (0 if it does not parse)."""
     try:

@@ -34,7 +34,7 @@ from gym_repost.analysis.parsing import parse_python
 from gym_repost.analysis.source import dedent_code, find_function
 from gym_repost.construct.execution import missing_module
 from gym_repost.construct.stages import SourceRepository
-from gym_repost.construct.testgen.trace import pytest_arguments, source_roots, suite_files, test_files
+from gym_repost.construct.testgen.trace import pytest_arguments, source_roots, suite_files, suite_plugins, test_files
 from gym_repost.harness import run_function_tests
 from gym_repost.harness.validation import failure_cause
 from gym_repost.sandbox.base import Sandbox
@@ -186,7 +186,8 @@ def audit_tasks(
             audits[task.id] = found
         else:
             targets.append(found)
-    covering, problem = _covering(sandbox, repo, targets, install) if targets else ({}, None)
+    plugins = _plugins(repo, install) if targets else []
+    covering, problem = _covering(sandbox, repo, targets, install, plugins) if targets else ({}, None)
     shipped = bool(test_files(repo))
 
     def audit(target: _Target) -> TaskAudit:
@@ -200,7 +201,7 @@ def audit_tasks(
         fails = _ground_truth_fails(sandbox, target.task, install)
         if fails is not None:  # every mutant would fail too, and be counted as rejected
             return TaskAudit(target.task.id, target.task.name, "error", f"the task's ground truth fails here: {fails}")
-        return _audit_target(sandbox, repo, target, tests)
+        return _audit_target(sandbox, repo, target, tests, plugins)
 
     with ThreadPoolExecutor(max(1, workers)) as pool:
         for target, result in zip(targets, pool.map(audit, targets)):
@@ -257,8 +258,22 @@ def _same_code(a: str, b: str) -> bool:
         return False
 
 
+def _plugins(repo: SourceRepository, install: Install | None) -> list[str]:
+    """The pytest plugins the suite uses (:func:`suite_plugins`) that ``install`` provided:
+    both runs of the suite load them (``-p``), so a test that uses their fixtures passes in
+    the coverage run and in the mutants' alike. Without an installer, none: such tests
+    error in both, and cover nothing."""
+    if install is None:
+        return []
+    return [p for p in suite_plugins(repo) if install(p.split(".")[0])]
+
+
 def _covering(
-    sandbox: Sandbox, repo: SourceRepository, targets: list[_Target], install: Install | None = None
+    sandbox: Sandbox,
+    repo: SourceRepository,
+    targets: list[_Target],
+    install: Install | None = None,
+    plugins: Sequence[str] = (),
 ) -> tuple[dict[str, list[list[Any]]], str | None]:
     """The passing upstream tests that run each target's body, with their CPU seconds; or
     ``({}, why)`` when the coverage run failed, or ran no test of a repository that has
@@ -269,6 +284,7 @@ def _covering(
     config = {
         "mode": "cover",
         "args": pytest_arguments(repo, []),
+        "plugins": list(plugins),
         "sys_path": source_roots(repo),
         "files": sorted({t.file for t in targets}),
         "targets": [{"key": t.key, "file": t.file, "first": t.body[0], "last": t.body[1]} for t in targets],
@@ -317,12 +333,15 @@ def _covering(
     return out, None
 
 
-def _audit_target(sandbox: Sandbox, repo: SourceRepository, target: _Target, tests: list[list[Any]]) -> TaskAudit:
+def _audit_target(
+    sandbox: Sandbox, repo: SourceRepository, target: _Target, tests: list[list[Any]], plugins: Sequence[str] = ()
+) -> TaskAudit:
     """Run the target's mutants against its covering tests; submit the known-wrong ones."""
     nodeids = [str(test[0]) for test in tests]
     cpu = CPU_FACTOR * sum(float(test[1]) for test in tests) + CPU_FLOOR
     config = {
         "mode": "kill",
+        "plugins": list(plugins),
         "sys_path": source_roots(repo),
         "budget": TASK_BUDGET,
         "nodeids": nodeids,

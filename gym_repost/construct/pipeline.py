@@ -196,13 +196,20 @@ def trace_seeds(
 ) -> tuple[dict[str, list[Any]], list[str], list[str]]:
     """Inputs the repository's own tests pass to the candidates (run in the sandbox).
 
-    Missing third-party modules are installed and the suite rerun, a bounded number of
-    times. Returns the recorded calls per candidate key, notes, and the limits that cut the
-    tracing short (each also a note: :attr:`BuildResult.limits`).
+    The pytest plugins whose fixtures or marks the suite uses are installed first (the
+    tracer loads what is installed); missing third-party modules are installed and the
+    suite rerun, a bounded number of times. Returns the recorded calls per candidate key,
+    notes, and the limits that cut the tracing short (each also a note:
+    :attr:`BuildResult.limits`).
     """
     from gym_repost.construct.testgen import trace_repository
+    from gym_repost.construct.testgen.trace import suite_plugins
 
     notes: list[str] = []
+    plugins = suite_plugins(repo)
+    if plugins:  # their fixtures are no missing module: installed before the suite runs
+        provided = [p for p in plugins if installer.install_for(p.split(".")[0])[0]]
+        notes.append(f"tracing: installed the pytest plugins {', '.join(provided) or 'none'} of {', '.join(plugins)}")
     result = trace_repository(sandbox, repo, candidates)
     for _ in range(attempts):
         missing = [m for m in result.missing_modules if m not in installer.refuse]

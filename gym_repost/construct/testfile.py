@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from gym_repost.analysis.packages import distribution_for
 from gym_repost.analysis.parsing import parse_python
-from gym_repost.analysis.pytest_files import count_assertions, count_tests
+from gym_repost.analysis.pytest_files import count_assertions, count_tests, plugins_used
 from gym_repost.construct.execution import PackageInstaller, missing_module, own_packages
 from gym_repost.construct.stages import Drop, SourceRepository
 from gym_repost.executor import Executor, need_sandbox, with_sandbox
@@ -59,13 +59,6 @@ _STDLIB = frozenset(sys.stdlib_module_names) | {"__future__"}
 _DOMINANT = 0.6
 _MAX_INSTALLS = 5
 """Most distributions a pair's measurement installs (as a function build's ground truth)."""
-_PLUGIN_FIXTURES = {
-    "mocker": "pytest_mock",
-    "benchmark": "pytest_benchmark.plugin",
-    "freezer": "pytest_freezer",
-    "httpserver": "pytest_httpserver",
-}
-_PLUGIN_MARKERS = {"asyncio": "pytest_asyncio.plugin", "anyio": "anyio.pytest_plugin", "trio": "pytest_trio.plugin"}
 
 
 @dataclass(frozen=True)
@@ -285,21 +278,6 @@ def pair_rank(pair: TestFilePair, seed: int) -> bytes:
     return hashlib.blake2b(f"{seed}\0{pair.test_path}".encode(), digest_size=8).digest()
 
 
-def _plugins(tree: ast.Module) -> list[str]:
-    found: set[str] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            found.update(_PLUGIN_FIXTURES[a.arg] for a in node.args.args if a.arg in _PLUGIN_FIXTURES)
-        elif (
-            isinstance(node, ast.Attribute)
-            and isinstance(node.value, ast.Attribute)
-            and node.value.attr == "mark"
-            and node.attr in _PLUGIN_MARKERS
-        ):
-            found.add(_PLUGIN_MARKERS[node.attr])
-    return sorted(found)
-
-
 def _requirements(sources: Iterable[str], own: set[str]) -> list[str]:
     """The distributions the modules ``sources`` import at run time: not the standard
     library's, not the repository's own (``own``), not pytest, and not what only a type
@@ -354,7 +332,7 @@ def make_task(
         python_path=list(pair.python_path),
         ground_truth=ground_truth,
         requirements=_requirements([ground_truth, repo.files[pair.focal_file]], own),
-        plugins=_plugins(tree),
+        plugins=plugins_used(tree),
         timeout=settings.timeout,
         test_timeout=settings.test_timeout,
         max_mutants=settings.max_mutants,

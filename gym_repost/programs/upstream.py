@@ -54,6 +54,8 @@ def main():
     import pytest  # once, here: each child forked after has it
 
     _BASE_ARGS.extend(protocol.pytest_compat_args(pytest))
+    for name in config.get("plugins") or []:  # what the suite's fixtures need; autoload is off
+        _BASE_ARGS.extend(["-p", name])
     result = cover(config) if config["mode"] == "cover" else kill(config)
     protocol.write_result(result, protocol.read_token(), compress=True)
     os._exit(0)

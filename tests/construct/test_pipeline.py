@@ -392,3 +392,42 @@ def test_a_module_the_tests_importorskip_is_installed_and_their_calls_are_traced
     assert [t.evaluation.requirements for t in built.tasks] == [["whatever"]]
     assert "_gr_outcome(describe, 1000)" in built.tasks[0].evaluation.script
     assert [pin.split("==")[0] for pin in built.installed] == ["whatever"]
+
+
+@pytest.mark.network
+def test_a_suite_using_a_plugin_s_fixture_runs_with_the_plugin_in_the_build_and_in_the_audit(tmp_path: Path) -> None:
+    """A test taking pytest-mock's ``mocker`` errored ("fixture 'mocker' not found") in a
+    build's package set, which never held the plugin: its calls were not traced and the
+    audit found no test covering the target. The plugin is installed first, and the audit's
+    runs of the suite load it."""
+    from gym_repost.construct.audit import audit_tasks
+    from gym_repost.construct.execution import PackageInstaller, own_packages
+    from gym_repost.construct.ingest import ingest
+    from gym_repost.sandbox.config import LocalSandboxConfig
+    from gym_repost.sandbox.local import LocalSandbox
+
+    repo = tmp_path / "sizes-1.0"
+    files = {
+        "sizes/__init__.py": 'def describe(n):\n    if n > 100:\n        return "big"\n    return "small"\n',
+        "tests/test_sizes.py": textwrap.dedent("""\
+            import sizes
+
+            def test_big(mocker):
+                spy = mocker.spy(sizes, "describe")
+                assert sizes.describe(1000) == "big" and sizes.describe(7) == "small"
+                assert spy.call_count == 2
+            """),
+        "LICENSE": MIT,
+    }
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    config = LocalSandboxConfig(workers=2, work_root=str(tmp_path), packages_dir=str(tmp_path / "packages"))
+    with LocalSandbox(config) as box:
+        built = _build(repo, box, only=("describe",))
+        assert "_gr_outcome(describe, 1000)" in built.tasks[0].evaluation.script  # traced
+        assert "pytest-mock" in [pin.split("==")[0] for pin in built.installed]
+        with own_packages(box) as (own, _):
+            audits = audit_tasks(own, built.tasks, ingest(str(repo)), install=PackageInstaller(own).provide)
+    assert [a.status for a in audits] == ["audited"], audits[0].detail
+    assert audits[0].known_wrong and not audits[0].false_accepts

@@ -22,6 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from gym_repost.analysis.parsing import parse_python
+from gym_repost.analysis.pytest_files import plugins_used
 from gym_repost.construct.extract import is_test_path
 from gym_repost.construct.stages import Candidate, SourceRepository
 from gym_repost.sandbox.base import Sandbox
@@ -129,6 +131,20 @@ def test_files(repo: SourceRepository) -> list[str]:
             found.append(path)
         elif fnmatch.fnmatch(name, "test*.py") and (is_test_path(path) or "/" not in path):
             found.append(path)
+    return sorted(found)
+
+
+def suite_plugins(repo: SourceRepository) -> list[str]:
+    """The pytest plugin modules whose fixtures or marks the repository's tests and
+    ``conftest.py`` files use (``mocker``: ``pytest_mock``): what the build installs before
+    it runs them, and what the audit loads (``-p``), since without them those tests error
+    instead of running."""
+    found: set[str] = set()
+    for path in [*test_files(repo), *(p for p in repo.python_files if posixpath.basename(p) == "conftest.py")]:
+        try:
+            found.update(plugins_used(parse_python(repo.files[path])))
+        except (SyntaxError, ValueError):
+            continue
     return sorted(found)
 
 
