@@ -52,6 +52,42 @@ def plugins_used(tree: ast.AST) -> list[str]:
     return sorted(found)
 
 
+_IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+
+
+def _catches_import_errors(handler: ast.ExceptHandler) -> bool:
+    kinds = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return handler.type is None or any(
+        isinstance(k, ast.Name) and k.id in _IMPORT_ERRORS or isinstance(k, ast.Attribute) and k.attr in _IMPORT_ERRORS
+        for k in kinds
+    )
+
+
+def guarded_imports(tree: ast.AST) -> dict[str, list[str]]:
+    """The names the imports of a ``try:`` that catches ``ImportError`` bind, each with the
+    top-level modules of all that ``try``'s imports (the first that fails stops the rest):
+    mccabe's tests bind ``settings`` in ``try: import hypothesmith; from hypothesis import
+    settings`` and use it at module level, so without hypothesmith the module fails with
+    ``NameError: name 'settings' is not defined``, which names no module."""
+    found: dict[str, list[str]] = {}
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Try) or not any(_catches_import_errors(h) for h in node.handlers):
+            continue
+        imports = [n for stmt in node.body for n in ast.walk(stmt) if isinstance(n, (ast.Import, ast.ImportFrom))]
+        modules = sorted(
+            {a.name.split(".")[0] for n in imports if isinstance(n, ast.Import) for a in n.names}
+            | {n.module.split(".")[0] for n in imports if isinstance(n, ast.ImportFrom) and n.module and not n.level}
+        )
+        if not modules:
+            continue
+        for n in imports:
+            for a in n.names:
+                bound = a.asname or (a.name.split(".")[0] if isinstance(n, ast.Import) else a.name)
+                if bound != "*":
+                    found[bound] = sorted({*found.get(bound, []), *modules})
+    return found
+
+
 def count_tests(source: str) -> int:
     """Functions and methods named ``test*`` (0 if it does not parse)."""
     try:

@@ -34,7 +34,14 @@ from gym_repost.analysis.parsing import parse_python
 from gym_repost.analysis.source import dedent_code, find_function
 from gym_repost.construct.execution import missing_module
 from gym_repost.construct.stages import SourceRepository
-from gym_repost.construct.testgen.trace import pytest_arguments, source_roots, suite_files, suite_plugins, test_files
+from gym_repost.construct.testgen.trace import (
+    guarded_modules,
+    pytest_arguments,
+    source_roots,
+    suite_files,
+    suite_plugins,
+    test_files,
+)
 from gym_repost.harness import run_function_tests
 from gym_repost.harness.validation import failure_cause
 from gym_repost.sandbox.base import Sandbox
@@ -304,7 +311,9 @@ def _covering(
             max_chars=MAX_REPORT_CHARS,
         )
         payload = run.payload or {}
-        missing = [m for m in payload.get("missing") or [] if isinstance(m, str) and m not in tried]
+        named = [m for m in payload.get("missing") or [] if isinstance(m, str)]
+        named += guarded_modules(repo, payload.get("undefined"))
+        missing = [m for m in dict.fromkeys(named) if m not in tried]
         if install is None or not missing:
             break
         tried.update(missing)

@@ -16,7 +16,7 @@ import os
 import re
 import secrets
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,10 +67,10 @@ def pip_installed(output: str) -> dict[str, str]:
     return {pair[0]: pair[1] for pair in pairs if len(pair) == 2 and pair[0] and pair[1]}
 
 
-def missing_module(text: str) -> str | None:
-    """The top-level module a ``ModuleNotFoundError`` message names, if any."""
-    found = _MISSING.search(text)
-    return found.group(1).split(".")[0] if found else None
+def missing_module(text: str, tried: Collection[str] = ()) -> str | None:
+    """The first top-level module a ``ModuleNotFoundError`` message names that is not in
+    ``tried``, if any."""
+    return next((m for m in (f.split(".")[0] for f in _MISSING.findall(text)) if m not in tried), None)
 
 
 @contextmanager

@@ -382,7 +382,7 @@ def measure_pair(
         installer = PackageInstaller(box, refuse=frozenset(_own_modules(repo)), constraints=settings.constraints)
         run = run_test_file(box, task, task.ground_truth)
         tried: set[str] = set()
-        while (module := missing_module(import_errors(run))) and module not in tried and len(tried) < _MAX_INSTALLS:
+        while len(tried) < _MAX_INSTALLS and (module := missing_module(import_errors(run, task.ground_truth), tried)):
             tried.add(module)
             ok, what = installer.install_for(module)
             logger.info("%s: %s", pair.test_path, what)

@@ -25,12 +25,14 @@ import ast
 import logging
 import os
 import random
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast, get_args
 
 from gym_repost.analysis.decoys import Decoy, disguise, generate_decoys
 from gym_repost.analysis.mutation import Mutant, MutationScore, generate_mutants, mutation_score, sample_mutants
 from gym_repost.analysis.parsing import parse_python
+from gym_repost.analysis.pytest_files import guarded_imports
 from gym_repost.errors import SandboxError
 from gym_repost.harness.requirements import install_named
 from gym_repost.programs.protocol import WALL_STRETCH, pytest_problems
@@ -401,7 +403,7 @@ def run_test_file(sandbox: Sandbox, task: TestFileTask, test_source: str, *, mut
             population,
             variants,
         )
-        if not install_named(box, spec.requirements, import_errors(run), task.name, installed):
+        if not install_named(box, spec.requirements, import_errors(run, test_source), task.name, installed):
             return run
 
 
@@ -413,19 +415,34 @@ def session_problems(run: TestFileRun, limit: int = 3) -> list[str]:
     return found or [line.strip()[:300] for line in run.output.split("\n") if line.startswith("SKIPPED")][:limit]
 
 
-def import_errors(run: TestFileRun) -> str:
+def import_errors(run: TestFileRun, source: str = "") -> str:
     """What a run says about the imports that failed in it (``No module named ...``, where a
     missing requirement shows): its message, its collection errors, pytest's output (a
     ``conftest.py`` that failed to load) and the messages of the tests that did not pass (a
-    module imported inside a test, or ``pytest.importorskip``ed)."""
+    module imported inside a test, or ``pytest.importorskip``ed). A collection error
+    ``NameError: name 'x' is not defined`` where an import of the test file ``source`` in a
+    ``try:`` that catches ``ImportError`` binds ``x`` says ``No module named`` for that
+    ``try``'s modules (:func:`~gym_repost.analysis.pytest_files.guarded_imports`)."""
+    collection = "\n".join([*(f"{e.message}\n{e.longrepr}" for e in run.collection_errors), run.output])
+    undefined = set(_UNDEFINED.findall(collection))
+    guarded: dict[str, list[str]] = {}
+    if undefined and source:
+        try:
+            guarded = guarded_imports(parse_python(source))
+        except (SyntaxError, ValueError):
+            pass
+    behind = sorted({m for name in undefined for m in guarded.get(name, [])})
     return "\n".join(
         [
             run.message,
-            *(f"{e.message}\n{e.longrepr}" for e in run.collection_errors),
-            run.output,
+            collection,
             *(t.message or "" for t in run.tests if t.outcome in ("failed", "error", "skipped")),
+            *(f"No module named '{m}' (its import in a try left a name undefined)" for m in behind),
         ]
     )
+
+
+_UNDEFINED = re.compile(r"NameError: name '(\w+)' is not defined")
 
 
 def _private(sandbox: Sandbox) -> bool:

@@ -180,6 +180,17 @@ def missing_modules(text):
     return sorted({m.split(".")[0] for m in _MISSING_MODULE.findall(text)})
 
 
+_UNDEFINED = re.compile(r"^ERROR ([^\s:]+\.py)(?:::\S*)? - NameError: name '(\w+)' is not defined", re.M)
+
+
+def undefined_names(text):
+    """``[path, name]`` for each test file whose collection pytest's output says failed on
+    ``NameError: name 'name' is not defined``, sorted: a name an import guarded by ``try:
+    ... except ImportError`` would have bound (mccabe's ``settings``, from hypothesis), whose
+    module the build then installs."""
+    return sorted({(path, name) for path, name in _UNDEFINED.findall(text)})
+
+
 def pytest_problems(text, limit):
     """Up to ``limit`` lines of pytest's output that say why tests could not run: a
     ``conftest.py`` that failed to load and its exception's ``E`` lines, collection errors,

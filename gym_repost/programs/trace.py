@@ -736,6 +736,7 @@ def summary(config, recorder, plugin, code, output, error, cut=None, err_output=
     return {
         "calls": {key: recorder.selected(key, limit) for key in recorder.calls},
         "missing": protocol.missing_modules(output + err_output + (error or "")),
+        "undefined": protocol.undefined_names(output),
         "errors": ([error] if error else []) + errors[:10],
         "tests_run": plugin.tests_run if plugin else 0,
         "tests_failed": plugin.failed if plugin else 0,

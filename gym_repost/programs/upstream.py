@@ -11,9 +11,10 @@ Its configuration and a one-time token come through the protocol of
   indexes into a table of those tests with the CPU seconds each took (a test id is written
   once, however many targets it covers: packaging's parametrized suite covers its targets
   with thousands each): ``{"names": [[nodeid, cpu], ...], "covering": {key: [index, ...]},
-  "tests": n, "errors": [...], "missing": [module, ...]}`` (pytest's error lines, and the
-  modules its tests could not import); ``"error": why`` too when the suite's own code
-  stopped pytest.
+  "tests": n, "errors": [...], "missing": [module, ...], "undefined": [[path, name], ...]}``
+  (pytest's error lines, the modules its tests could not import, and the names whose
+  ``NameError`` failed a test file's collection: :func:`protocol.undefined_names`);
+  ``"error": why`` too when the suite's own code stopped pytest.
 * ``kill``: for each mutant (``mutants``: ``{"id", "file", "start", "end", "replacement"}``,
   a character span of the file's text), the file on disk holds the mutant while a child
   runs ``nodeids`` (the target's covering tests; their files are collected and the rest
@@ -98,8 +99,10 @@ def _cover_child(config, fd):
         sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__
     output = said.getvalue()
     errors, missing = protocol.pytest_problems(output, 6), protocol.missing_modules(output + (stopped or ""))
+    undefined = protocol.undefined_names(output)
     if stopped is not None:
         report = {"error": stopped, "covering": {}, "tests": 0, "errors": errors, "missing": missing}
+        report["undefined"] = undefined
         protocol.write_all(fd, json.dumps(report).encode("utf-8"))
         return
     data = cov.get_data()
@@ -113,6 +116,7 @@ def _cover_child(config, fd):
         covering[target["key"]] = [index.setdefault(n, len(index)) for n in passed]
     table = [[n, round(plugin.cpu.get(n, 0.0), 4)] for n in index]
     report = {"names": table, "covering": covering, "tests": len(plugin.outcomes), "errors": errors, "missing": missing}
+    report["undefined"] = undefined
     protocol.write_all(fd, json.dumps(report).encode("utf-8"))
 
 

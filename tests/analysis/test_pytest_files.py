@@ -7,7 +7,13 @@ import textwrap
 
 import pytest
 
-from gym_repost.analysis.pytest_files import count_assertions, count_tests, disarm_tests, remove_assertions
+from gym_repost.analysis.pytest_files import (
+    count_assertions,
+    count_tests,
+    disarm_tests,
+    guarded_imports,
+    remove_assertions,
+)
 
 SOURCE = textwrap.dedent("""\
     import unittest
@@ -70,3 +76,37 @@ def test_disarmed_tests_cannot_fail() -> None:
     tree = ast.parse(disarmed)
     wrapped = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name.startswith("test")]
     assert all(len(n.body) == 1 and isinstance(n.body[0], ast.Try) for n in wrapped)
+
+
+def test_guarded_imports_name_the_modules_of_their_try() -> None:
+    """mccabe's test module: the names a ``try: ... except ImportError`` imports map to all
+    that ``try``'s modules (the first to fail stops the rest); other ``try`` blocks, relative
+    imports and star imports name nothing."""
+    tree = ast.parse(
+        textwrap.dedent("""\
+            try:
+                from StringIO import StringIO
+            except ImportError:
+                from io import StringIO
+            try:
+                import hypothesmith
+                from hypothesis import HealthCheck, given, settings, strategies as st
+            except ImportError:
+                hypothesmith = None
+            try:
+                import numpy.linalg as la
+                from . import helpers
+                from yaml import *
+            except (ValueError, ModuleNotFoundError):
+                pass
+            try:
+                import simplejson as json
+            except OSError:
+                pass
+            """)
+    )
+    found = guarded_imports(tree)
+    assert found["settings"] == found["st"] == found["hypothesmith"] == ["hypothesis", "hypothesmith"]
+    assert found["StringIO"] == ["StringIO"]
+    assert found["la"] == ["numpy", "yaml"] and found["helpers"] == ["numpy", "yaml"]
+    assert "*" not in found and "json" not in found

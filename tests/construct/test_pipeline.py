@@ -362,7 +362,7 @@ def test_what_a_build_keeps_never_depends_on_what_other_builds_installed(
 def test_a_module_the_tests_importorskip_is_installed_and_their_calls_are_traced(tmp_path: Path) -> None:
     """A test that ``pytest.importorskip``s a module the build's package set lacks was
     skipped, and its calls were never traced (bitmath's, commonmark's, Markdown's hypothesis
-    tests); pytest now says why it skips (``-rs``), and the module is installed like one an
+    tests); pytest now says why it skips (``-rfEs``), and the module is installed like one an
     import needs."""
     from gym_repost.sandbox.config import LocalSandboxConfig
     from gym_repost.sandbox.local import LocalSandbox
@@ -392,6 +392,53 @@ def test_a_module_the_tests_importorskip_is_installed_and_their_calls_are_traced
     assert [t.evaluation.requirements for t in built.tasks] == [["whatever"]]
     assert "_gr_outcome(describe, 1000)" in built.tasks[0].evaluation.script
     assert [pin.split("==")[0] for pin in built.installed] == ["whatever"]
+
+
+@pytest.mark.network
+def test_a_module_whose_failed_import_leaves_a_name_undefined_is_installed_in_the_build_and_the_audit(
+    tmp_path: Path,
+) -> None:
+    """mccabe's tests import hypothesis in a ``try: ... except ImportError`` and use its
+    ``settings`` at module level: in a package set without it, the module failed to
+    collect on ``NameError: name 'settings' is not defined``, which names no module, so
+    nothing was installed, no test ran, and the audit had no coverage run. The ``try``'s
+    modules are installed, in the build and in the audit."""
+    from gym_repost.construct.audit import audit_tasks
+    from gym_repost.construct.execution import PackageInstaller, own_packages
+    from gym_repost.construct.ingest import ingest
+    from gym_repost.sandbox.config import LocalSandboxConfig
+    from gym_repost.sandbox.local import LocalSandbox
+
+    repo = tmp_path / "sizes-1.0"
+    files = {
+        "sizes/__init__.py": 'def describe(n):\n    if n > 100:\n        return "big"\n    return "small"\n',
+        "tests/test_sizes.py": textwrap.dedent("""\
+            try:
+                from whatever import that
+            except ImportError:
+                pass
+
+            from sizes import describe
+
+            SIZE = that + 1000
+
+            def test_sizes():
+                assert describe(1000) == "big" and describe(7) == "small"
+            """),
+        "LICENSE": MIT,
+    }
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    config = LocalSandboxConfig(workers=2, work_root=str(tmp_path), packages_dir=str(tmp_path / "packages"))
+    with LocalSandbox(config) as box:
+        built = _build(repo, box, only=("describe",))
+        assert "_gr_outcome(describe, 1000)" in built.tasks[0].evaluation.script  # traced
+        assert [pin.split("==")[0] for pin in built.installed] == ["whatever"]
+        with own_packages(box) as (own, _):
+            audits = audit_tasks(own, built.tasks, ingest(str(repo)), install=PackageInstaller(own).provide)
+    assert [a.status for a in audits] == ["audited"], audits[0].detail
+    assert audits[0].known_wrong and not audits[0].false_accepts
 
 
 @pytest.mark.network

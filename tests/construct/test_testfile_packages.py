@@ -133,13 +133,19 @@ def test_a_candidate_that_prints_missing_modules_gets_no_other_install_and_no_en
     assert [t.outcome for t in run.tests] == ["error", "error"]
 
 
-@pytest.mark.parametrize("where", ["module", "test"])
+@pytest.mark.parametrize("where", ["module", "test", "guarded"])
 def test_a_module_the_test_file_importorskips_is_installed(where: str, tmp_path: Path) -> None:
     """A test file that ``pytest.importorskip``s a module its set lacks ran no test (the
     module skipped) or fewer: it is installed like one an import needs. A module-level skip
-    is in the run's output, so a dropped pair says why."""
+    is in the run's output, so a dropped pair says why. So is a module imported in a
+    ``try: ... except ImportError`` whose name the file then uses at module level (mccabe's
+    ``settings``): its ``NameError`` names no module; and a later evaluation on an empty
+    package cache installs it as well."""
     skip = "    pytest.importorskip('{0}')\n" if where == "test" else ""
-    top = "pytest.importorskip('{0}')\n" if where == "module" else ""
+    top = {
+        "module": "pytest.importorskip('{0}')\n",
+        "guarded": "try:\n    from {0} import that\nexcept ImportError:\n    pass\nNOTHING = that\n",
+    }.get(where, "")
     test = (
         "import pytest\n"
         + top
@@ -163,6 +169,12 @@ def test_a_module_the_test_file_importorskips_is_installed(where: str, tmp_path:
             kept[module] = build_testfile_tasks(ingest(root / "tiny"), sandbox, workers=1)
     tasks, drops = kept["whatever"]
     assert [(t.evaluation.requirements, t.reference.tests, t.reference.passed) for t in tasks] == [(["whatever"], 1, 1)]
+    if where == "guarded":
+        empty = tmp_path / "fresh-packages"
+        with get_sandbox("local", packages_dir=str(empty), workers=1, preload=["pytest", "coverage"]) as sandbox:
+            run = run_test_file(sandbox, tasks[0], tasks[0].ground_truth, mutate=False)
+        assert [t.outcome for t in run.tests] == ["passed"] and (empty / "whatever.py").exists()
     tasks, drops = kept["gym_repost_no_such_distribution"]
     assert tasks == [] and [d.reason for d in drops] == ["ground truth does not run"]
-    assert "could not import 'gym_repost_no_such_distribution'" in drops[0].detail
+    said = "name 'that' is not defined" if where == "guarded" else "could not import 'gym_repost_no_such_distribution'"
+    assert said in drops[0].detail

@@ -23,7 +23,7 @@ from gym_repost.data.matrix import run_code_against_tests
 from gym_repost.harness import run_function_tests
 from gym_repost.harness.coverage import measure_coverage
 from gym_repost.harness.testfile import run_test_file
-from gym_repost.programs.protocol import END, RESULT, RESULT_COMPRESSED
+from gym_repost.programs.protocol import END, RESULT, RESULT_COMPRESSED, undefined_names
 from gym_repost.sandbox.base import RunResult, Sandbox
 from gym_repost.sandbox.programs import (
     PROTOCOL_NAME,
@@ -329,3 +329,16 @@ def test_explore_round_trip(sandbox: Sandbox) -> None:
     module = "def sign(x):\n    if x > 0:\n        return 1\n    if x < 0:\n        return -1\n    return 0\n"
     generate_tests(recorder, script(module, "sign"), executions=500)
     assert_round_trips(recorder, "explore", {"ok"})
+
+
+def test_undefined_names_are_read_from_the_collection_errors_of_pytest_s_summary() -> None:
+    output = textwrap.dedent("""\
+        E   NameError: name 'ignored' is not defined
+        =========================== short test summary info ============================
+        ERROR test_mccabe.py - NameError: name 'settings' is not defined
+        ERROR tests/test_b.py::test_x - NameError: name 'given' is not defined
+        ERROR tests/test_c.py - ImportError: cannot import name 'x'
+        ERROR test_mccabe.py - NameError: name 'settings' is not defined
+        """)
+    assert undefined_names(output) == [("test_mccabe.py", "settings"), ("tests/test_b.py", "given")]
+    assert undefined_names("no summary") == []

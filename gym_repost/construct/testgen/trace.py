@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gym_repost.analysis.parsing import parse_python
-from gym_repost.analysis.pytest_files import plugins_used
+from gym_repost.analysis.pytest_files import guarded_imports, plugins_used
 from gym_repost.construct.extract import is_test_path
 from gym_repost.construct.stages import Candidate, SourceRepository
 from gym_repost.sandbox.base import Sandbox
@@ -148,6 +148,25 @@ def suite_plugins(repo: SourceRepository) -> list[str]:
     return sorted(found)
 
 
+def guarded_modules(repo: SourceRepository, undefined: Any) -> list[str]:
+    """The third-party modules behind the names whose ``NameError`` failed a test file's
+    collection (``undefined``: ``[[path, name], ...]`` as a run reports them), where an
+    import in a ``try:`` that catches ``ImportError`` binds the name: that ``try``'s modules,
+    one of which this sandbox lacks (:func:`~gym_repost.analysis.pytest_files.guarded_imports`).
+    Missing like a module that says ``No module named``, they are installed as such."""
+    found: set[str] = set()
+    for item in undefined if isinstance(undefined, list) else []:
+        if not (isinstance(item, list) and len(item) == 2 and all(isinstance(part, str) for part in item)):
+            continue
+        path, name = item
+        try:
+            found.update(guarded_imports(parse_python(repo.files[path])).get(name, []))
+        except (KeyError, SyntaxError, ValueError):
+            continue
+    local = local_modules(repo)
+    return sorted(m for m in found if m not in local and m not in sys.stdlib_module_names)
+
+
 NORECURSEDIRS = ("*.egg", ".*", "_darcs", "build", "CVS", "dist", "node_modules", "venv", "{arch}")
 """pytest's ``norecursedirs`` where a repository sets none."""
 
@@ -243,12 +262,14 @@ def local_modules(repo: SourceRepository) -> set[str]:
 
 def pytest_arguments(repo: SourceRepository, candidates: Sequence[Candidate]) -> list[str]:
     """Command-line arguments of the tracing pytest run (and of the audit's run of the
-    repository's tests). ``-rs`` lists why tests were skipped: a test that
+    repository's tests). ``-rfEs`` lists why tests were skipped (a test that
     ``pytest.importorskip``s a module this sandbox lacks says ``No module named``, and the
-    module is installed like one an import needs."""
+    module is installed like one an import needs) besides pytest's default failures and
+    errors: ``-rs`` alone drops the ``ERROR file - NameError: ...`` lines of files that
+    failed to collect, which say why a suite ran no test."""
     args = [
         "-q",
-        "-rs",
+        "-rfEs",
         "-p",
         "no:cacheprovider",
         "-o",
@@ -360,6 +381,7 @@ def _read_result(
 ) -> TraceResult:
     local = local_modules(repo)
     missing = [m for m in data["missing"] if m not in local and m not in sys.stdlib_module_names]
+    missing += [m for m in guarded_modules(repo, data.get("undefined")) if m not in missing]
     calls = {
         c.key: [
             RecordedCall(
