@@ -93,6 +93,9 @@ class DeterministicBuilder(PlannedBuilder):
             yield tool_call("abandon", reason="no sandboxed script", stage="sandboxing")
             return
         yield tool_call("write_script", script=sandboxed.module)
+        if not self._last[1].get("ok"):  # what the tool said, not "no script yet" later
+            yield tool_call("abandon", reason="script not accepted", stage="sandboxing", detail=self._last[0][-300:])
+            return
         yield from self._run_installing("sandboxing", "script does not run as a module")
         for attempt in range(self.settings.attempts):
             generated = self._generate(attempt)
@@ -100,6 +103,9 @@ class DeterministicBuilder(PlannedBuilder):
                 yield tool_call("abandon", reason=generated.reason, stage=generated.stage, detail=generated.detail)
                 return
             yield tool_call("write_script", script=sandboxed.module.rstrip("\n") + "\n\n\n" + generated.code)
+            if not self._last[1].get("ok"):
+                yield tool_call("abandon", reason="script not accepted", stage="tests", detail=self._last[0][-300:])
+                return
             yield from self._run_installing("execution", "ground truth fails")
             yield tool_call("submit")
             if self._data.get("kept"):

@@ -18,6 +18,7 @@ import logging
 from gym_repost.analysis.parsing import parse_python
 from gym_repost.analysis.source import dedent_code, find_function, function_source
 from gym_repost.construct.stages import DependencySlice, Drop, SandboxedScript
+from gym_repost.tools import MAX_ARG_CHARS
 
 log = logging.getLogger(__name__)
 
@@ -61,15 +62,20 @@ def _target_intact(module: str, slice_: DependencySlice) -> str | None:
 def sandbox_script(slice_: DependencySlice) -> SandboxedScript | Drop:
     """Assemble the standalone module of a slice and check it.
 
-    Checks: the module parses and compiles, and the target's text in it is the
-    original's, byte for byte (for a method, inside its class).
+    Checks: the module is no longer than a tool's text argument may be (``write_script``
+    takes it: wcwidth's, with its Unicode tables, is 470,077 characters), it parses and
+    compiles, and the target's text in it is the original's, byte for byte (for a method,
+    inside its class).
 
     Returns:
-        The module, or a :class:`Drop` (stage ``sandboxing``) with reason ``script does
-        not compile`` or ``target altered``.
+        The module, or a :class:`Drop` (stage ``sandboxing``) with reason ``script too
+        long``, ``script does not compile`` or ``target altered``.
     """
     target = slice_.target
     module = assemble_module(slice_)
+    if len(module) > MAX_ARG_CHARS:
+        detail = f"{len(module):,} characters; a build's write_script takes at most {MAX_ARG_CHARS:,}"
+        return Drop(target.file, target.qualname, "sandboxing", "script too long", detail)
     try:
         parse_python(module)
         compile(module, f"<sandboxed {target.key}>", "exec", dont_inherit=True)

@@ -478,3 +478,37 @@ def test_a_suite_using_a_plugin_s_fixture_runs_with_the_plugin_in_the_build_and_
             audits = audit_tasks(own, built.tasks, ingest(str(repo)), install=PackageInstaller(own).provide)
     assert [a.status for a in audits] == ["audited"], audits[0].detail
     assert audits[0].known_wrong and not audits[0].false_accepts
+
+
+def test_a_script_too_long_for_write_script_is_dropped_saying_so(
+    tmp_path: Path, sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """wcwidth's module, with its Unicode tables, is 470,077 characters: ``write_script``
+    refused it, and the drop said "no script yet: call write_script first", the error of
+    the step after. A module over the limit is dropped when it is assembled; a script that
+    the generated tests take over it is dropped with what the tool said."""
+    from gym_repost import tools
+
+    repo = tmp_path / "table"
+    (repo / "table").mkdir(parents=True)
+    (repo / "LICENSE").write_text(MIT)
+    rows = ",\n".join(f"    ({i}, {i * 7 % 1000})" for i in range(tools.MAX_ARG_CHARS // 10))
+    (repo / "table" / "__init__.py").write_text(
+        f"TABLE = (\n{rows},\n)\n\n\ndef width(code):\n    for low, high in TABLE:\n"
+        "        if low <= code <= high:\n            return 2\n    return 1\n"
+    )
+    dropped = _build(repo, sandbox, only=("width",))
+    assert not dropped.tasks
+    [drop] = [d for d in dropped.drops if d.qualname == "width"]
+    assert (drop.stage, drop.reason) == ("sandboxing", "script too long")
+    assert f"a build's write_script takes at most {tools.MAX_ARG_CHARS:,}" in drop.detail
+
+    small = _tiny_repo(tmp_path)
+    whole = _build(small, sandbox, only=("count_vowels",))
+    assert [t.target.qualname for t in whole.tasks] == ["count_vowels"]
+    module = whole.tasks[0].evaluation.script.split("\n\n\ndef test_count_vowels")[0]
+    monkeypatch.setattr(tools, "MAX_ARG_CHARS", len(module) + 100)  # the module fits, not its tests
+    refused = _build(small, sandbox, only=("count_vowels",))
+    [drop] = [d for d in refused.drops if d.qualname == "count_vowels"]
+    assert (drop.stage, drop.reason) == ("tests", "script not accepted")
+    assert f"the limit is {len(module) + 100}" in drop.detail
