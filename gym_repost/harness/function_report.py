@@ -35,6 +35,10 @@ class Assertion(BaseModel):
     source: str
     left: str | None = None
     right: str | None = None
+    equal_again: bool = False
+    """Both sides are evaluated again for the report; True when they were equal then:
+    what the assert compares keeps state between calls, so the values it failed on are
+    not the ones shown."""
 
 
 class TestReport(BaseModel):
@@ -100,6 +104,12 @@ class TestReport(BaseModel):
             if self.assertion.left is not None:
                 parts.append(f"  left side:  {self.assertion.left}")
                 parts.append(f"  right side: {self.assertion.right}")
+                if self.assertion.equal_again:
+                    parts.append(
+                        "  (both sides were evaluated again for this report, and were equal then: what the"
+                        " assert compares keeps state between calls, such as a cache, a counter or a warning"
+                        " issued once; the values it failed on differed)"
+                    )
         if self.frames:
             parts.append(self.traceback_text())
         elif self.stderr.strip():

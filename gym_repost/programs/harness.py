@@ -126,7 +126,9 @@ def _find_assert(path, lineno):
 
 
 def _explain_assert(path, tb_frame, lineno):
-    """The failing assert's source and, for a single comparison, the value of each side."""
+    """The failing assert's source and, for a single comparison, the value of each side,
+    evaluated again: ``equal_again`` when an ``==`` now holds (what it compares keeps state
+    between calls: a cache, a warning issued once; the values at the failure differed)."""
     node = _find_assert(path, lineno)
     if node is None:
         return None
@@ -136,12 +138,19 @@ def _explain_assert(path, tb_frame, lineno):
     test = node.test
     if isinstance(test, ast.Compare) and len(test.comparators) == 1:
         scope_globals, scope_locals = tb_frame.f_globals, dict(tb_frame.f_locals)
+        values = []
         for side, expr in (("left", test.left), ("right", test.comparators[0])):
             try:
                 code = compile(ast.Expression(expr), path, "eval")
-                info[side] = _short_repr(eval(code, scope_globals, scope_locals))
+                values.append(eval(code, scope_globals, scope_locals))
+                info[side] = _short_repr(values[-1])
             except BaseException as exc:
                 info[side] = "<raised %s: %s>" % (type(exc).__name__, str(exc)[:200])
+        if len(values) == 2 and isinstance(test.ops[0], ast.Eq):
+            try:
+                info["equal_again"] = bool(values[0] == values[1])
+            except BaseException:
+                pass
     return info
 
 

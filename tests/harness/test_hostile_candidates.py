@@ -17,6 +17,7 @@ from gym_repost.harness import run_function_tests
 from gym_repost.sandbox import Sandbox, get_sandbox
 from gym_repost.sandbox.conformance import processes_of_uid
 from gym_repost.task import FunctionTask
+from tests.conftest import build_task
 
 HOST_FILE = Path("/tmp/gym-repost-hostile-candidate-was-here")
 
@@ -73,3 +74,40 @@ def test_reports_say_what_happened(one_worker: tuple[Sandbox, int], function_tas
     assert "before the tests finished" in report.to_text()
     report = run_function_tests(sandbox, task, "def score(values, cap=100):\n    return values[10]\n")
     assert report.status == "error" and report.in_candidate and "your code, line 2" in report.to_text()
+
+
+MATCH_VERSION = """\
+_CACHE = {}
+
+
+def match_version(given):
+    if given in _CACHE:
+        return _CACHE[given]
+    _CACHE[given] = "15.1.0"
+    return "15.1"
+"""
+
+
+def test_a_failure_that_depends_on_earlier_calls_is_said_to(one_worker: tuple[Sandbox, int]) -> None:
+    """The report evaluates a failed comparison's two sides again to show them. wcwidth's
+    ``_wcmatch_version`` keeps a cache (``lru_cache``) and warns when it computes: a build's
+    ground truth failed its own test where one side was computed and the other cached, and
+    the drop showed two equal sides of a failed ``==`` (both cached by then) with no word
+    why. Here the first call's result differs from the cached one's."""
+    from gym_repost.construct.testgen.writer import runtime_helpers
+
+    sandbox, _ = one_worker
+    compare = '    assert _gr_outcome(match_version, "") == _gr_outcome(match_version_new_implementation, "")\n'
+    test = "\n\ndef test_match_version():\n" + compare + '\n\nif __name__ == "__main__":\n    test_match_version()\n'
+    task = build_task(
+        MATCH_VERSION + "\n\n" + runtime_helpers() + test, "match_version", {"v.py": MATCH_VERSION}, "v.py"
+    )
+    report = run_function_tests(sandbox, task, task.ground_truth)
+    assert report.status == "failed" and report.assertion is not None, report.to_text()
+    assert report.assertion.left == report.assertion.right and report.assertion.equal_again
+    assert "keeps state between calls" in report.to_text()
+    plain = task.model_copy(deep=True)
+    plain.evaluation.script = plain.evaluation.script.replace(compare, '    assert match_version("1") == "2"\n')
+    report = run_function_tests(sandbox, plain, plain.ground_truth)
+    assert report.assertion is not None and not report.assertion.equal_again, report.to_text()
+    assert "keeps state" not in report.to_text()
