@@ -39,7 +39,10 @@ Decisions worth knowing:
   ``obj`` is not known statically. Other methods are cut from the fragment's text, except
   in classes deriving from classes outside the repository (code there may call any
   method: ``tzinfo.utcoffset``) and in slices whose code reads attributes by computed
-  names (``getattr(obj, "visit_" + kind)``): those keep every method.
+  names (``getattr(obj, "visit_" + kind)``): those keep every method. A class deriving
+  from a collection ABC (``MutableSet``, ``Sequence``, ``Mapping``...; from
+  ``collections.abc`` or ``typing``) keeps the methods that ABC names: without its
+  abstract ones it cannot be instantiated, and its mixins call them.
   Repository base classes are fragments ordered before their subclasses.
 * **Annotations.** In a module with ``from __future__ import annotations`` they are not
   evaluated, so their names are not needed (the script keeps the future import);

@@ -109,10 +109,12 @@ class Collector:
         if isinstance(unit.node, ast.ClassDef):
             self.kept[id(unit)] = set()
             keep_all = self.every_method or self.index.extends_external(unit)
+            template = self.index.template_methods(unit)
             for name, defs in self.index.members(unit).items():
                 self._by_member.setdefault(name, []).append(unit)
                 if (
                     keep_all
+                    or name in template
                     or (name.startswith("__") and name.endswith("__"))
                     or _is_property(defs)
                     or name in self.attr_names

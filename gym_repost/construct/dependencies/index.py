@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from gym_repost.construct.dependencies.resolve import Resolution
 
 from gym_repost.construct.dependencies.names import (
+    COLLECTION_ABC_METHODS,
     FUNCTIONS,
     SCOPES,
     STDLIB,
@@ -139,6 +140,7 @@ class RepositoryIndex:
     _texts: dict[tuple[int, frozenset[str] | None], str] = field(default_factory=dict, repr=False)
     _definitions: dict[tuple[str, str], list[Unit]] = field(default_factory=dict, repr=False)
     _external_bases: dict[int, bool] = field(default_factory=dict, repr=False)
+    _template_methods: dict[int, frozenset[str]] = field(default_factory=dict, repr=False)
     _links: dict[tuple[int, str | None], list[Link]] = field(default_factory=dict, repr=False)
     _resolved: dict[tuple[str, str], Resolution] = field(default_factory=dict, repr=False)
 
@@ -165,17 +167,9 @@ class RepositoryIndex:
         return self._external_bases[key]
 
     def _external_base(self, module: str, base: ast.expr) -> bool:
-        while isinstance(base, ast.Subscript):
-            base = base.value
-        attrs: list[str] = []
-        while isinstance(base, ast.Attribute):
-            attrs.insert(0, base.attr)
-            base = base.value
-        if not isinstance(base, ast.Name):
+        resolution, _ = self._resolve_base(module, base)
+        if resolution is None:
             return False
-        from gym_repost.construct.dependencies.resolve import resolve_reference  # resolution reads the index
-
-        resolution, _ = resolve_reference(self, module, base.id, tuple(attrs))
         if resolution.kind == "external" and resolution.binding is not None:
             return resolution.binding.module.split(".")[0] not in TEMPLATE_FREE_MODULES
         if resolution.kind == "definition":
@@ -185,6 +179,51 @@ class RepositoryIndex:
                 if isinstance(u.node, ast.ClassDef)
             )
         return False
+
+    def _resolve_base(self, module: str, base: ast.expr) -> tuple[Resolution | None, tuple[str, ...]]:
+        """What a base class expression names (``Base``, ``m.Base``, ``Base[T]``), and the
+        attribute chain written after its name; None for another expression."""
+        while isinstance(base, ast.Subscript):
+            base = base.value
+        attrs: list[str] = []
+        while isinstance(base, ast.Attribute):
+            attrs.insert(0, base.attr)
+            base = base.value
+        if not isinstance(base, ast.Name):
+            return None, ()
+        from gym_repost.construct.dependencies.resolve import resolve_reference  # resolution reads the index
+
+        return resolve_reference(self, module, base.id, tuple(attrs))[0], tuple(attrs)
+
+    def template_methods(self, unit: Unit) -> frozenset[str]:
+        """The methods other than dunders that the collection ABCs a class unit derives from
+        (maybe through repository classes) define (:data:`COLLECTION_ABC_METHODS`): ordered-set's
+        ``OrderedSet(MutableSet[T], Sequence[T])`` cannot be instantiated without its
+        ``discard``, which no code of a slice for ``add`` calls."""
+        key = id(unit)
+        if key not in self._template_methods:
+            self._template_methods[key] = frozenset()  # a cycle of bases derives from nothing
+            found: set[str] = set()
+            for base in getattr(unit.node, "bases", []):
+                resolution, attrs = self._resolve_base(unit.module, base)
+                if resolution is None:
+                    continue
+                binding = resolution.binding
+                if resolution.kind == "external" and binding is not None:
+                    named = attrs[-1] if attrs else (binding.attr or binding.local)
+                    if binding.module.split(".")[0] in (
+                        "collections",
+                        "typing",
+                        "typing_extensions",
+                        "_collections_abc",
+                    ):
+                        found |= COLLECTION_ABC_METHODS.get(named, frozenset())
+                elif resolution.kind == "definition":
+                    for u in self.definition_units(resolution.module, resolution.name):
+                        if isinstance(u.node, ast.ClassDef):
+                            found |= self.template_methods(u)
+            self._template_methods[key] = frozenset(found)
+        return self._template_methods[key]
 
     def links(self, unit: Unit, member: str | None) -> list[Link]:
         """The references of a unit (or of one of its methods), resolved."""

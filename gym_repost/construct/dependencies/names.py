@@ -51,8 +51,34 @@ FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 _ATTRIBUTE_FUNCTIONS = frozenset({"getattr", "hasattr", "setattr", "delattr"})
-# base classes from these modules call no methods of their subclasses but dunders
+# base classes from these modules call no methods of their subclasses but dunders, except
+# the collection ABCs (COLLECTION_ABC_METHODS)
 TEMPLATE_FREE_MODULES = frozenset({"typing", "typing_extensions", "abc", "collections"})
+
+
+def _abc_methods() -> dict[str, frozenset[str]]:
+    import collections.abc
+
+    found = {}
+    for name in collections.abc.__all__:
+        kind = getattr(collections.abc, name)
+        methods = {
+            member
+            for klass in kind.__mro__
+            if klass.__module__ in ("collections.abc", "_collections_abc")
+            for member in vars(klass)
+            if not member.startswith("__") and member != "_abc_impl" and not member.startswith(f"_{klass.__name__}__")
+        }
+        if methods:
+            found[name] = frozenset(methods)
+    return found
+
+
+COLLECTION_ABC_METHODS = _abc_methods()
+"""The methods other than dunders that each collection ABC of :mod:`collections.abc` (and
+its :mod:`typing` alias) defines, by the ABC's name: abstract ones a subclass must define
+to be instantiated at all (``MutableSet.add``, ``discard``) and mixins that call the
+subclass's (``MutableSet.remove`` calls ``discard``). A subclass keeps those it defines."""
 
 FragmentKind = Literal["function", "class", "assign", "import", "other"]
 
