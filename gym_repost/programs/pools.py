@@ -16,6 +16,7 @@ import ast
 import dataclasses
 import enum
 import inspect
+import io
 import typing
 from collections.abc import Iterable
 
@@ -168,6 +169,14 @@ MAX_POOL = 40
 
 
 _BAG_CONSTRUCTORS = frozenset(c for _, c in ATTRIBUTE_BAGS.values())
+STREAM_ATTRIBUTES = frozenset(n for n in dir(io.StringIO) if not n.startswith("_")) & frozenset(dir(io.BytesIO))
+"""What a parameter used only through these is read by: a stream (``out.write(...)``)."""
+STREAMS = [
+    "__import__('io').StringIO()",
+    "__import__('io').BytesIO()",
+    "__import__('io').StringIO('a,b\\nc d\\n')",
+    "__import__('io').BytesIO(b'a,b\\nc d\\n')",
+]
 
 
 class Unbuildable(Exception):
@@ -313,6 +322,8 @@ class PoolBuilder:
             groups.append(["'abc def'", "['a', 'abc', 1]", "{'a': 1, 'abc': 2}"])
         if "callable" in tags:
             groups.append(self._callables(usage.arity))
+        if usage.attributes and set(usage.attributes) <= STREAM_ATTRIBUTES:
+            groups.append(list(STREAMS))
         if usage.attributes and depth < 2:
             groups.append(self._namespaces(usage, depth))
         return merge(groups)

@@ -137,6 +137,8 @@ def _gr_state_of_object(value, depth, path):
         )
     if isinstance(value, _GR_FUNCTIONS):
         return ("function", getattr(value, "__name__", "?").replace("_new_implementation", ""))
+    if kind is _gr_io.StringIO or kind is _gr_io.BytesIO:
+        return _gr_stream(value)
     if hasattr(kind, "__next__") and hasattr(kind, "__iter__"):
         return ("iter", _gr_drain(value, depth, path))
     if _gr_is_value_type(kind):
@@ -181,6 +183,14 @@ def _gr_attributes(value):
             except AttributeError:
                 pass
     return found if has_state else None
+
+
+def _gr_stream(value):
+    """An in-memory stream: what it holds and where it stands, read without moving it (as an
+    iterator it showed only the lines after its position: not what a call wrote)."""
+    if value.closed:
+        return (_gr_name(type(value)), "closed")
+    return (_gr_name(type(value)), value.getvalue(), value.tell())
 
 
 def _gr_drain(iterator, depth, path):

@@ -205,6 +205,8 @@ class Serializer:
                 "%s=%s" % (k, self.to_source(v, depth, path)) for k, v in vars(value).items() if k.isidentifier()
             )
             return "__import__(%r).%s(%s)" % (module, kind.__name__, fields)
+        if kind is io.StringIO or kind is io.BytesIO:
+            return self._stream(value)
         if module == "re" and kind.__name__ == "Match":
             return self._match(value, depth, path)
         if module == "re" and kind.__name__ == "Pattern":
@@ -223,6 +225,15 @@ class Serializer:
         if ADDRESS.search(text):
             raise Unrepresentable("a value whose repr names an object by address")
         return text
+
+    def _stream(self, value):
+        """An in-memory stream, as one holding the same text or bytes at the same position
+        (tablib's ``Dbf`` reads and writes the ``BytesIO`` its tests give it)."""
+        if value.closed:
+            raise Unrepresentable("a closed stream")
+        made = "__import__('io').%s(%r)" % (type(value).__name__, value.getvalue())
+        position = value.tell()
+        return made if not position else "(lambda s: (s.seek(%d), s)[1])(%s)" % (position, made)
 
     def _match(self, value, depth, path):
         """A regex match, as the same pattern matched again at the same place."""

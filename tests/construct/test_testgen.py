@@ -10,6 +10,7 @@ import decimal
 import enum
 import functools
 import importlib
+import io
 import operator
 import random
 import re
@@ -165,6 +166,28 @@ def test_outcome_of_a_method_includes_the_instance_state():
     assert runtime._gr_outcome(Counter().add, 2) != runtime._gr_outcome(Counter().add_new_implementation, 2)
 
 
+def _read_to(stream, position):
+    stream.seek(position)
+    return stream
+
+
+def test_an_in_memory_stream_is_compared_by_what_it_holds_and_where_it_stands():
+    """As an iterator, a stream showed only the lines after its position: none after a call
+    wrote to it, so two writers of different text had the same outcome."""
+
+    def write(out, text):
+        out.write(text)
+
+    assert runtime._gr_outcome(write, io.StringIO(), "a") != runtime._gr_outcome(write, io.StringIO(), "b")
+    assert runtime._gr_outcome(write, io.BytesIO(), b"a") == runtime._gr_outcome(write, io.BytesIO(), b"a")
+    assert runtime._gr_state(io.StringIO("ab")) != runtime._gr_state(_read_to(io.StringIO("ab"), 1))
+    held = io.StringIO("ab\ncd")
+    assert runtime._gr_state(held) == ("StringIO", "ab\ncd", 0) and held.tell() == 0  # read, not drained
+    closed = io.BytesIO(b"x")
+    closed.close()
+    assert runtime._gr_state(closed) == ("BytesIO", "closed")
+
+
 def test_build_makes_instances_without_init():
     built = runtime._gr_build(Slotted, {"x": 7})
     assert built.x == 7
@@ -283,6 +306,26 @@ def test_pools_from_defaults_usage_and_constants():
     assert "''" in by_name["sep"]
 
 
+def test_a_parameter_used_only_as_a_stream_is_given_streams():
+    """``out.write(...)``: real in-memory streams are tried, the first before any attribute
+    bag (whose ``write`` is a lambda that writes nothing)."""
+    found = _hints("""
+        def dump(rows, out):
+            for row in rows:
+                out.write(",".join(row) + "\\n")
+            out.flush()
+        """)
+    builder = _builder(constants=found.constants)
+    by_name = {p.name: builder.for_param(p) for p in found.params}
+    assert by_name["out"][0] == pools.STREAMS[0] and set(pools.STREAMS) <= set(by_name["out"])
+    assert not any("StringIO" in v for v in by_name["rows"])
+    mixed = _hints("""
+        def show(item):
+            return item.write(item.label)
+        """)
+    assert not any("StringIO" in v for v in _builder().for_param(mixed.params[0]))
+
+
 def test_mutations_keep_the_call_shape():
     source = mutate.join_input("_gr_build(Box, {'width': 3})", "(1, 'ab', [1, 2])", "{'flag': True}")
     rng = random.Random(0)
@@ -385,6 +428,8 @@ def test_values_are_written_back_as_source_that_rebuilds_them(tmp_path):
         argparse.Namespace(verbose=True),
         collections.deque([1, 2]),
         collections.OrderedDict(a=1),
+        io.StringIO("ab\ncd\n"),
+        _read_to(io.BytesIO(b"abc\ndef"), 3),
         lambda x: x + 1,
         double_it,
     ]

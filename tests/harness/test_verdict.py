@@ -401,3 +401,61 @@ def test_returned_iterators_are_compared_item_by_item(sandbox: Sandbox, body: st
     task = _task(GENERATOR_SCRIPT, "evens")
     report = run_function_tests(sandbox, task, f"def evens(n):\n{body}")
     assert report.passed is passes, report.to_text()[:500]
+
+
+STREAM_SCRIPT = textwrap.dedent('''\
+    import io
+
+
+    def write_rows(rows, out):
+        """Write each row as a comma-separated line; the number of rows written."""
+        count = 0
+        for row in rows:
+            out.write(SEP.join(str(cell) for cell in row) + END)
+            count += 1
+        return count
+
+
+    def test_write_rows():
+        for rows in ([[1, 2], [3]], [], [["a", "b", "c"]]):
+            assert write_rows(rows, STREAM()) == write_rows_new_implementation(rows, STREAM())
+
+
+    if __name__ == "__main__":
+        test_write_rows()
+    ''')
+
+
+@pytest.mark.parametrize("kind", ["text", "bytes"])
+@pytest.mark.parametrize(
+    ("body", "passes"),
+    [
+        ("    return len(rows)\n", False),  # the count, nothing written
+        ("    for r in rows:\n        out.write(SEP.join(str(c) for c in r))\n    return len(rows)\n", False),
+        ("    out.write(SEP * len(rows))\n    return len(rows)\n", False),
+        (
+            "    whole = [SEP.join(str(c) for c in r) + END for r in rows]\n"
+            "    out.write(whole[0][:0].join(whole) if whole else END[:0])\n    return len(rows)\n",
+            True,
+        ),
+    ],
+)
+def test_what_a_call_writes_to_an_in_memory_stream_is_compared(
+    sandbox: Sandbox, kind: str, body: str, passes: bool
+) -> None:
+    """A stream argument (``io.StringIO``, ``io.BytesIO``) was compared as an iterator: the
+    lines after its position, none once a call has written to it; so what the call wrote
+    was never seen, and a candidate returning the right count while writing nothing, or
+    the wrong text, was rewarded. Its whole contents and position are compared."""
+    if kind == "text":
+        names = 'SEP, END, STREAM = ",", "\\n", io.StringIO\n\n\n'
+    else:
+        names = 'SEP, END, STREAM = b",", b"\\n", io.BytesIO\n\n\n'
+    script = STREAM_SCRIPT.replace("def write_rows(", names + "def write_rows(", 1)
+    if kind == "bytes":
+        script = script.replace("str(cell)", "str(cell).encode()")
+        body = body.replace("str(c)", "str(c).encode()")
+    task = _task(script, "write_rows")
+    assert run_function_tests(sandbox, task, task.ground_truth).passed
+    report = run_function_tests(sandbox, task, f"def write_rows(rows, out):\n{body}")
+    assert report.passed is passes, report.to_text()[:500]
