@@ -1019,6 +1019,54 @@ def test_trace_runs_a_suite_laid_out_and_written_as_older_packages_are(sandbox, 
     assert result.calls[target.key] == [RecordedCall(args="([7], [8])", kwargs="{}")]
 
 
+def test_trace_runs_a_suite_that_makes_warnings_errors_with_marks_and_options_of_absent_plugins(sandbox, tmp_path):
+    """``filterwarnings = error`` (python-dateutil's, blinker's, Markdown's) with a mark, an
+    ini option and a ``Test`` class pytest cannot collect that its authors' plugins
+    handled: each warning became an error that stopped the whole suite. They stay
+    warnings; the suite's own warnings are still errors."""
+    module = """
+    def push_all(xs, ys):
+        for y in ys:
+            xs.append(y)
+        return len(xs)
+    """
+    tests = """
+    import warnings
+
+    import pytest
+
+    from solo import push_all
+
+
+    class TestingHelper:
+        def __init__(self, x):
+            self.x = x
+
+
+    @pytest.mark.flaky_on_ci
+    def test_push():
+        assert push_all([7], [8]) == 2
+
+
+    def test_own_warning_is_an_error():
+        with pytest.raises(UserWarning):
+            warnings.warn("the suite's own")
+    """
+    ini = "[pytest]\nfilterwarnings =\n    error\nflaky_reruns = 2\npython_classes = Test*\n"
+    files = {"solo.py": module, "tests/test_solo.py": tests}
+    repo = SourceRepository(
+        name="solo",
+        version="1.2",
+        source=str(tmp_path),
+        root=tmp_path,
+        files={**{k: textwrap.dedent(v) for k, v in files.items()}, "pytest.ini": ini},
+    )
+    target = candidate(repo.files["solo.py"], "push_all", "solo.py")
+    result = trace_repository(sandbox, repo, [target], timeout=60)
+    assert result.tests_run == 2 and result.tests_failed == 0, result.errors
+    assert result.calls[target.key] == [RecordedCall(args="([7], [8])", kwargs="{}")]
+
+
 # ---------------------------------------------------------------- inputs that reach what a target is about
 
 TABLE_ESCAPE = '''
