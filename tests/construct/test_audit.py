@@ -318,6 +318,26 @@ def test_a_suite_that_runs_no_test_leaves_its_tasks_unaudited_and_the_build_says
     assert built.limits[0].startswith("audit: 2 task(s) kept unaudited, the gate could not run: ")
 
 
+@pytest.mark.network
+def test_a_module_the_suite_s_conftest_imports_is_installed_for_the_audit(upstream: Path, tmp_path: Path) -> None:
+    """prettytable's ``conftest.py`` loads a plugin the audit's package set lacked: pytest
+    reports that on its standard error, which the audit did not read, so the suite ran no
+    test and its tasks were reported ``uncovered``. The module is installed and the suite
+    run again."""
+    from gym_repost.construct.execution import PackageInstaller, own_packages
+    from gym_repost.sandbox.config import LocalSandboxConfig
+    from gym_repost.sandbox.local import LocalSandbox
+
+    (upstream / "tests" / "conftest.py").write_text("import whatever  # noqa: F401\n", encoding="utf-8")
+    repo = ingest(upstream, licenses="any")
+    config = LocalSandboxConfig(workers=2, work_root=str(tmp_path), packages_dir=str(tmp_path / "packages"))
+    with LocalSandbox(config) as box, own_packages(box) as (own, _):
+        installer = PackageInstaller(own)
+        weak, strong = audit_tasks(own, _tasks()[:2], repo, mutants=40, install=installer.provide)
+    assert weak.status == strong.status == "audited", (weak.detail, strong.detail)
+    assert [pin.split("==")[0] for pin in installer.installed] == ["whatever"]
+
+
 def test_the_coverage_report_is_read_as_untrusted_data(upstream: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The report comes from a process that ran the repository's code: a malformed entry of
     its table of tests is left out without moving the others, and an index outside the
