@@ -358,19 +358,37 @@ def test_what_a_build_keeps_never_depends_on_what_other_builds_installed(
     assert call in after.tasks[0].evaluation.script and call not in fresh.tasks[0].evaluation.script
 
 
+def _sizes_repo(tmp_path: Path, tests: str) -> Path:
+    """A one-function repository, ``sizes.describe``, whose suite is ``tests``."""
+    repo = tmp_path / "sizes-1.0"
+    files = {
+        "sizes/__init__.py": 'def describe(n):\n    if n > 100:\n        return "big"\n    return "small"\n',
+        "tests/test_sizes.py": tests,
+        "LICENSE": MIT,
+    }
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    return repo
+
+
+def _empty_cache_sandbox(tmp_path: Path) -> Sandbox:
+    """A local sandbox whose package cache starts empty (what a build installs is seen)."""
+    from gym_repost.sandbox.config import LocalSandboxConfig
+    from gym_repost.sandbox.local import LocalSandbox
+
+    return LocalSandbox(LocalSandboxConfig(workers=2, work_root=str(tmp_path), packages_dir=str(tmp_path / "packages")))
+
+
 @pytest.mark.network
 def test_a_module_the_tests_importorskip_is_installed_and_their_calls_are_traced(tmp_path: Path) -> None:
     """A test that ``pytest.importorskip``s a module the build's package set lacks was
     skipped, and its calls were never traced (bitmath's, commonmark's, Markdown's hypothesis
     tests); pytest now says why it skips (``-rfEs``), and the module is installed like one an
     import needs."""
-    from gym_repost.sandbox.config import LocalSandboxConfig
-    from gym_repost.sandbox.local import LocalSandbox
-
-    repo = tmp_path / "sizes-1.0"
-    files = {
-        "sizes/__init__.py": 'def describe(n):\n    if n > 100:\n        return "big"\n    return "small"\n',
-        "tests/test_sizes.py": textwrap.dedent("""\
+    repo = _sizes_repo(
+        tmp_path,
+        textwrap.dedent("""\
             import pytest
             from sizes import describe
 
@@ -381,13 +399,8 @@ def test_a_module_the_tests_importorskip_is_installed_and_their_calls_are_traced
                 pytest.importorskip("whatever")
                 assert describe(1000) == "big"
             """),
-        "LICENSE": MIT,
-    }
-    for name, text in files.items():
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        (repo / name).write_text(text)
-    config = LocalSandboxConfig(workers=2, work_root=str(tmp_path), packages_dir=str(tmp_path / "packages"))
-    with LocalSandbox(config) as box:
+    )
+    with _empty_cache_sandbox(tmp_path) as box:
         built = _build(repo, box, only=("describe",))
     assert [t.evaluation.requirements for t in built.tasks] == [["whatever"]]
     assert "_gr_outcome(describe, 1000)" in built.tasks[0].evaluation.script
@@ -406,13 +419,10 @@ def test_a_module_whose_failed_import_leaves_a_name_undefined_is_installed_in_th
     from gym_repost.construct.audit import audit_tasks
     from gym_repost.construct.execution import PackageInstaller, own_packages
     from gym_repost.construct.ingest import ingest
-    from gym_repost.sandbox.config import LocalSandboxConfig
-    from gym_repost.sandbox.local import LocalSandbox
 
-    repo = tmp_path / "sizes-1.0"
-    files = {
-        "sizes/__init__.py": 'def describe(n):\n    if n > 100:\n        return "big"\n    return "small"\n',
-        "tests/test_sizes.py": textwrap.dedent("""\
+    repo = _sizes_repo(
+        tmp_path,
+        textwrap.dedent("""\
             try:
                 from whatever import that
             except ImportError:
@@ -425,13 +435,8 @@ def test_a_module_whose_failed_import_leaves_a_name_undefined_is_installed_in_th
             def test_sizes():
                 assert describe(1000) == "big" and describe(7) == "small"
             """),
-        "LICENSE": MIT,
-    }
-    for name, text in files.items():
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        (repo / name).write_text(text)
-    config = LocalSandboxConfig(workers=2, work_root=str(tmp_path), packages_dir=str(tmp_path / "packages"))
-    with LocalSandbox(config) as box:
+    )
+    with _empty_cache_sandbox(tmp_path) as box:
         built = _build(repo, box, only=("describe",))
         assert "_gr_outcome(describe, 1000)" in built.tasks[0].evaluation.script  # traced
         assert [pin.split("==")[0] for pin in built.installed] == ["whatever"]
@@ -450,13 +455,10 @@ def test_a_suite_using_a_plugin_s_fixture_runs_with_the_plugin_in_the_build_and_
     from gym_repost.construct.audit import audit_tasks
     from gym_repost.construct.execution import PackageInstaller, own_packages
     from gym_repost.construct.ingest import ingest
-    from gym_repost.sandbox.config import LocalSandboxConfig
-    from gym_repost.sandbox.local import LocalSandbox
 
-    repo = tmp_path / "sizes-1.0"
-    files = {
-        "sizes/__init__.py": 'def describe(n):\n    if n > 100:\n        return "big"\n    return "small"\n',
-        "tests/test_sizes.py": textwrap.dedent("""\
+    repo = _sizes_repo(
+        tmp_path,
+        textwrap.dedent("""\
             import sizes
 
             def test_big(mocker):
@@ -464,13 +466,8 @@ def test_a_suite_using_a_plugin_s_fixture_runs_with_the_plugin_in_the_build_and_
                 assert sizes.describe(1000) == "big" and sizes.describe(7) == "small"
                 assert spy.call_count == 2
             """),
-        "LICENSE": MIT,
-    }
-    for name, text in files.items():
-        (repo / name).parent.mkdir(parents=True, exist_ok=True)
-        (repo / name).write_text(text)
-    config = LocalSandboxConfig(workers=2, work_root=str(tmp_path), packages_dir=str(tmp_path / "packages"))
-    with LocalSandbox(config) as box:
+    )
+    with _empty_cache_sandbox(tmp_path) as box:
         built = _build(repo, box, only=("describe",))
         assert "_gr_outcome(describe, 1000)" in built.tasks[0].evaluation.script  # traced
         assert "pytest-mock" in [pin.split("==")[0] for pin in built.installed]
