@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 
 from gym_repost.analysis.parsing import parse_python
 
@@ -86,6 +87,19 @@ def guarded_imports(tree: ast.AST) -> dict[str, list[str]]:
                 if bound != "*":
                     found[bound] = sorted({*found.get(bound, []), *modules})
     return found
+
+
+def modules_behind(source: str, names: Iterable[str]) -> list[str]:
+    """The modules of the guarded imports (:func:`guarded_imports`) of ``source`` that bind
+    one of ``names``, sorted; [] when it does not parse."""
+    wanted = set(names)
+    if not wanted:
+        return []
+    try:
+        guarded = guarded_imports(parse_python(source))
+    except (SyntaxError, ValueError):
+        return []
+    return sorted({m for name in wanted for m in guarded.get(name, [])})
 
 
 def count_tests(source: str) -> int:

@@ -32,7 +32,7 @@ from typing import Any, Literal, cast, get_args
 from gym_repost.analysis.decoys import Decoy, disguise, generate_decoys
 from gym_repost.analysis.mutation import Mutant, MutationScore, generate_mutants, mutation_score, sample_mutants
 from gym_repost.analysis.parsing import parse_python
-from gym_repost.analysis.pytest_files import guarded_imports
+from gym_repost.analysis.pytest_files import modules_behind
 from gym_repost.errors import SandboxError
 from gym_repost.harness.requirements import install_named
 from gym_repost.programs.protocol import WALL_STRETCH, pytest_problems
@@ -424,14 +424,7 @@ def import_errors(run: TestFileRun, source: str = "") -> str:
     ``try:`` that catches ``ImportError`` binds ``x`` says ``No module named`` for that
     ``try``'s modules (:func:`~gym_repost.analysis.pytest_files.guarded_imports`)."""
     collection = "\n".join([*(f"{e.message}\n{e.longrepr}" for e in run.collection_errors), run.output])
-    undefined = set(_UNDEFINED.findall(collection))
-    guarded: dict[str, list[str]] = {}
-    if undefined and source:
-        try:
-            guarded = guarded_imports(parse_python(source))
-        except (SyntaxError, ValueError):
-            pass
-    behind = sorted({m for name in undefined for m in guarded.get(name, [])})
+    behind = modules_behind(source, _UNDEFINED.findall(collection))
     return "\n".join(
         [
             run.message,

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gym_repost.analysis.parsing import parse_python
-from gym_repost.analysis.pytest_files import guarded_imports, plugins_used
+from gym_repost.analysis.pytest_files import modules_behind, plugins_used
 from gym_repost.construct.extract import is_test_path
 from gym_repost.construct.stages import Candidate, SourceRepository
 from gym_repost.sandbox.base import Sandbox
@@ -156,13 +156,9 @@ def guarded_modules(repo: SourceRepository, undefined: Any) -> list[str]:
     Missing like a module that says ``No module named``, they are installed as such."""
     found: set[str] = set()
     for item in undefined if isinstance(undefined, list) else []:
-        if not (isinstance(item, list) and len(item) == 2 and all(isinstance(part, str) for part in item)):
-            continue
-        path, name = item
-        try:
-            found.update(guarded_imports(parse_python(repo.files[path])).get(name, []))
-        except (KeyError, SyntaxError, ValueError):
-            continue
+        if isinstance(item, list) and len(item) == 2 and all(isinstance(part, str) for part in item):
+            path, name = item
+            found.update(modules_behind(repo.files.get(path, ""), [name]))
     local = local_modules(repo)
     return sorted(m for m in found if m not in local and m not in sys.stdlib_module_names)
 
