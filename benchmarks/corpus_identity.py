@@ -14,17 +14,26 @@ another run of the same command, into another output, with a ``HOME`` of its own
 starts from an empty package cache as a fresh machine does) are compared repository by
 repository, and their task files (tasks, train, eval) byte for byte.
 
+With ``--record FILE`` (a ``corpus_pypi.jsonl``), nothing is built either: the build of
+``--state``, made on any machine at any time, is compared with the latest record of FILE
+that holds digests (``tasks_sha256`` per repository, ``files_sha256`` of the task files),
+repository by repository (those the state holds so far; ``--packages`` for some) and, once
+it is finished, file by file. The two builds need not share a disk.
+
 Usage::
 
     python benchmarks/corpus_identity.py --state /tmp/corpus/tasks.corpus-state \\
         --max-candidates 0 --max-false-accept 0 [--packages NAME,...] [--workers 2] [--no-record]
     python benchmarks/corpus_identity.py --state /tmp/a/tasks.corpus-state \\
         --second /tmp/b/tasks.corpus-state --max-candidates 0 --max-false-accept 0
+    python benchmarks/corpus_identity.py --state /tmp/b/tasks.corpus-state \\
+        --record benchmarks/results/corpus_pypi.jsonl --max-candidates 0 --max-false-accept 0
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import time
@@ -34,7 +43,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import append_record, checkout, machine, now
-from gym_repost.construct.corpus import RepositoryWork, corpus_paths
+from gym_repost.construct.corpus import RepositoryWork, corpus_paths, state_repositories, tasks_digest
 from gym_repost.construct.execution import read_constraints
 from gym_repost.construct.pipeline import BuildSettings
 from gym_repost.sandbox import get_sandbox
@@ -55,8 +64,15 @@ def main() -> None:
     )
     parser.add_argument("--no-record", action="store_true")
     parser.add_argument("--second", type=Path, help="a second finished build's state: compare, build nothing")
+    parser.add_argument("--record", type=Path, help="a corpus_pypi.jsonl: compare with its digests, build nothing")
     args = parser.parse_args()
-    records = first_build(args.state, {n.strip().lower() for n in args.packages.split(",") if n.strip()})
+    names = {n.strip().lower() for n in args.packages.split(",") if n.strip()}
+    if args.record is not None:
+        before, started = machine(), time.perf_counter()
+        compared, same_files, dated = compare_with_record(args.state, args.record, names)
+        report(args, before, started, compared, same_files, {"record": str(args.record), "record_date": dated})
+        return
+    records = first_build(args.state, names)
     if not records:
         raise SystemExit(f"{args.state}: no repository built whole (a split one, or none of --packages)")
     settings = BuildSettings(
@@ -66,7 +82,7 @@ def main() -> None:
         constraints=read_constraints(args.constraints) if str(args.constraints) not in ("", ".") else (),
     )
     before, started = machine(), time.perf_counter()
-    rows = []
+    rows: list[dict[str, Any]] = []
     files: dict[str, bool] = {}
     if args.second is not None:
         rows, files = compare_builds(records, args.state, args.second)
@@ -76,6 +92,18 @@ def main() -> None:
                 again = RepositoryWork(settings)(record["source"], sandbox)
                 rows.append(compare(record, [t.model_dump(mode="json") for t in again.tasks], again.error))
                 print(f"{rows[-1]['repository']}: {'identical' if rows[-1]['identical'] else 'DIFFERENT'}", flush=True)
+    report(args, before, started, rows, files, {"second": str(args.second) if args.second is not None else None})
+
+
+def report(
+    args: argparse.Namespace,
+    before: dict[str, Any],
+    started: float,
+    rows: list[dict[str, Any]],
+    files: dict[str, bool],
+    against: dict[str, Any],
+) -> None:
+    """Print the comparison and append its record (unless ``--no-record``)."""
     different = [r for r in rows if not r["identical"]]
     record = {
         "benchmark": "corpus_identity",
@@ -84,7 +112,7 @@ def main() -> None:
         "checkout": checkout(),
         "load_after": machine()["load_average"],
         "state": str(args.state),
-        "second": str(args.second) if args.second is not None else None,
+        **against,
         "files_identical": files,
         "max_candidates": args.max_candidates,
         "max_false_accept": args.max_false_accept,
@@ -121,6 +149,50 @@ def compare_builds(
         a, b = (corpus_paths(_output(s))[kind] for s in (state, second))
         files[kind] = a.is_file() and b.is_file() and a.read_bytes() == b.read_bytes()
     return rows, files
+
+
+def compare_with_record(
+    state: Path, record_file: Path, names: set[str]
+) -> tuple[list[dict[str, Any]], dict[str, bool], str]:
+    """Each repository of ``state`` (of ``names``, when given) against the digest the latest
+    record of ``record_file`` with digests holds for it; the task files too, when the build
+    is finished and the record has theirs; and that record's date."""
+    found = None
+    for line in record_file.read_text(encoding="utf-8").splitlines():
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        entries = value.get("repositories") if isinstance(value, dict) else None
+        if isinstance(entries, list) and entries and all(isinstance(r, dict) and "tasks_sha256" in r for r in entries):
+            found = value
+    if found is None:
+        raise SystemExit(f"{record_file}: no record holds the digests of its repositories (tasks_sha256)")
+    recorded = {r["source"]: r for r in found["repositories"]}
+    builds = [b for b in state_repositories(state) if not names or b.name.lower() in names]
+    if not builds:
+        raise SystemExit(f"{state}: no repository built whole (or none of --packages)")
+    rows: list[dict[str, Any]] = []
+    for build in builds:
+        row = recorded.get(build.source)
+        digest = tasks_digest(build.tasks)
+        rows.append(
+            {
+                "repository": build.name or build.source,
+                "tasks": len(build.tasks),
+                "identical": row is not None and row["tasks_sha256"] == digest and row.get("error") == build.error,
+                "in_record": row is not None,
+                "recorded_tasks": row.get("built") if row is not None else None,
+            }
+        )
+        print(f"{rows[-1]['repository']}: {'identical' if rows[-1]['identical'] else 'DIFFERENT'}", flush=True)
+    files = {}
+    digests = found.get("files_sha256") or {}
+    if len(builds) == len(recorded) and not names:
+        for kind, digest in digests.items():
+            path = corpus_paths(_output(state))[kind]
+            files[kind] = path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == digest
+    return rows, files, str(found.get("date"))
 
 
 def _output(state: Path) -> Path:

@@ -155,6 +155,10 @@ def main() -> None:
         "drop_reasons": result.drop_reasons(),
         "installed": installed,
         "repositories": result.rows(),
+        "files_sha256": {
+            kind: hashlib.sha256(corpus_paths(args.output)[kind].read_bytes()).hexdigest()
+            for kind in ("tasks", "train", "eval")
+        },
     }
     if cost is not None:
         record["cost"] = cost

@@ -500,6 +500,31 @@ def _mutation_tools(r: Record) -> list[Figure]:
     ]
 
 
+def _audit_speed(r: Record) -> list[Figure]:
+    summary = r.get("summary") or {}
+    own, swap = summary.get("own_runs_cpu_s"), summary.get("swap_cpu_s")
+    figures = [
+        Figure("mutants swapped in, CPU", swap, "s", own, "one run per mutant", cost=True),
+        Figure(
+            "packages, tasks, mutants, swapped",
+            f"{summary.get('packages')}, {summary.get('tasks')}, {summary.get('mutants')}, {summary.get('swapped')}",
+        ),
+        Figure("the same verdict for every mutant", summary.get("same_verdicts")),
+    ]
+    for row in r.get("rows") or []:
+        figures.append(
+            Figure(
+                f"{row.get('package')}: {row.get('tasks')} tasks, CPU",
+                get(row, "swap.cpu_s"),
+                "s",
+                get(row, "own runs.cpu_s"),
+                "one run per mutant",
+                cost=True,
+            )
+        )
+    return figures
+
+
 def _score(result: Any) -> str | None:
     if not isinstance(result, dict):
         return None
@@ -675,6 +700,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             Part("Against mutmut and cosmic-ray", _mutation_tools, has("results.mutmut")),
         ),
     ),
+    Benchmark("audit_speed.py", "audit_speed", (Part("The audit's mutant runs", _audit_speed),)),
     Benchmark("docker_overhead.py", "docker_overhead", (Part("The container pool", _docker),)),
     Benchmark("serve.py", "serve", (Part("Served steps against in-process steps", _serve),)),
     Benchmark("trl_grpo.py", "trl_grpo", (Part("GRPO against `gym-repost serve`", _trl_grpo),)),

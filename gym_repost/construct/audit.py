@@ -12,7 +12,9 @@ builder never saw, the repository's own test suite:
    run against its covering tests in the sandbox, the file on disk holding the mutant
    (mode ``kill``); a mutant those tests reject is *known wrong*;
 3. each known-wrong mutant is submitted to the task as an agent's ``submit`` would be
-   (:func:`~gym_repost.harness.run_function_tests`): one the task rewards is a *false
+   judged (:func:`~gym_repost.harness.run_host_made`: a target's mutants in one batch,
+   each judged as a run of its own; one the batch's CPU limit stopped gets a run of its
+   own, :func:`~gym_repost.harness.run_function_tests`): one the task rewards is a *false
    accept*.
 
 Budgets count work: CPU seconds per mutant (a multiple of its covering tests' own), a CPU
@@ -42,7 +44,7 @@ from gym_repost.construct.testgen.trace import (
     suite_plugins,
     test_files,
 )
-from gym_repost.harness import run_function_tests
+from gym_repost.harness import run_function_tests, run_host_made
 from gym_repost.harness.validation import failure_cause
 from gym_repost.sandbox.base import Sandbox
 from gym_repost.sandbox.programs import WALL_STRETCH, run_program
@@ -101,6 +103,12 @@ class TaskAudit:
     detail: str = ""
     covering_tests: int = 0
     mutants: list[AuditedMutant] = field(default_factory=list)
+    swapped: int = 0
+    """Mutants judged by the covering tests collected once, the target's code swapped for
+    the mutant's (:mod:`gym_repost.programs.upstream`); the rest had runs of their own."""
+    swap_fallback: str | None = None
+    """Why no mutant was swapped in, where the target allowed it (a verdict that disagreed
+    with a run of its own, say)."""
 
     @property
     def known_wrong(self) -> list[AuditedMutant]:
@@ -127,6 +135,8 @@ class TaskAudit:
             "detail": self.detail,
             "covering_tests": self.covering_tests,
             "mutants": len(self.mutants),
+            "swapped": self.swapped,
+            "swap_fallback": self.swap_fallback,
             "known_wrong": len(self.known_wrong),
             "false_accepts": len(self.false_accepts),
             "false_accept_rate": self.false_accept_rate,
@@ -163,6 +173,12 @@ class _Target:
     offset: int
     first_line: int
     mutants: list[Mutant]
+    patch: dict[str, Any] | None = None
+    """``{"qualname", "first", "last"}`` when the kill runs may swap the target's code in
+    tests collected once (:mod:`gym_repost.programs.upstream`, ``patch``)."""
+    body_offset: int = -1
+    """Where the body's first statement starts in the file: a mutant from there on may be
+    swapped in; one before it (a decorator, a default) changes what runs at import."""
 
 
 def audit_tasks(
@@ -176,11 +192,15 @@ def audit_tasks(
     part: Part = "all",
     on_result: Callable[[TaskAudit], None] | None = None,
     install: Install | None = None,
+    one_run_each: bool = False,
 ) -> list[TaskAudit]:
     """Audit ``tasks`` (built from ``repo``) against ``repo``'s own test suite: one coverage
     run of the suite, then each task's mutants (those of ``part``), ``workers`` tasks at a time.
     ``install(module)``: installs what provides a module the suite could not import (a
     :class:`~gym_repost.construct.execution.PackageInstaller`'s), True when it did.
+    ``one_run_each=True``: every mutant has a run of its own against the repository's tests
+    and another as a submission, none swapped into tests collected once or judged in a batch
+    (the baseline of ``benchmarks/audit_speed.py``; the verdicts are the same).
 
     Raises:
         SandboxError: the sandbox failed (infrastructure).
@@ -194,7 +214,7 @@ def audit_tasks(
         else:
             targets.append(found)
     plugins = _plugins(repo, install) if targets else []
-    covering, problem = _covering(sandbox, repo, targets, install, plugins) if targets else ({}, None)
+    covering, problem, at_import = _covering(sandbox, repo, targets, install, plugins) if targets else ({}, None, set())
     shipped = bool(test_files(repo))
 
     def audit(target: _Target) -> TaskAudit:
@@ -208,7 +228,8 @@ def audit_tasks(
         fails = _ground_truth_fails(sandbox, target.task, install)
         if fails is not None:  # every mutant would fail too, and be counted as rejected
             return TaskAudit(target.task.id, target.task.name, "error", f"the task's ground truth fails here: {fails}")
-        return _audit_target(sandbox, repo, target, tests, plugins)
+        swap = not one_run_each and target.key not in at_import
+        return _audit_target(sandbox, repo, target, tests, plugins, patch=swap, batch=not one_run_each)
 
     with ThreadPoolExecutor(max(1, workers)) as pool:
         for target, result in zip(targets, pool.map(audit, targets)):
@@ -255,7 +276,13 @@ def _target(task: FunctionTask, repo: SourceRepository, mutants: int, seed: int,
         return TaskAudit(task.id, task.name, "changed", "the task's ground truth is not the repository's function")
     population = [m for m in generate_mutants(segment, operators=(*OPERATORS, *AUDIT_OPERATORS)) if in_part(m, part)]
     body = (span.def_line + 1, span.end)
-    return _Target(task, task.id, path, body, offset, span.start, sample_mutants(population, mutants, seed))
+    first_statement = span.node.body[0]
+    head = lines[first_statement.lineno - 1].encode("utf-8", "surrogatepass")[: first_statement.col_offset]
+    body_offset = sum(len(line) + 1 for line in lines[: first_statement.lineno - 1])
+    body_offset += len(head.decode("utf-8", "replace"))
+    patch = {"qualname": qualname, "first": span.start, "last": span.end} if "<" not in qualname else None
+    chosen = sample_mutants(population, mutants, seed)
+    return _Target(task, task.id, path, body, offset, span.start, chosen, patch, body_offset)
 
 
 def _same_code(a: str, b: str) -> bool:
@@ -281,13 +308,14 @@ def _covering(
     targets: list[_Target],
     install: Install | None = None,
     plugins: Sequence[str] = (),
-) -> tuple[dict[str, list[list[Any]]], str | None]:
+) -> tuple[dict[str, list[list[Any]]], str | None, set[str]]:
     """The passing upstream tests that run each target's body, with their CPU seconds; or
-    ``({}, why)`` when the coverage run failed, or ran no test of a repository that has
-    some. Modules the tests could not import are installed with ``install`` and the suite
-    run again, a bounded number of times (as tracing does)."""
+    ``({}, why, ...)`` when the coverage run failed, or ran no test of a repository that has
+    some; and the targets whose body ran outside every test (at import or collection time).
+    Modules the tests could not import are installed with ``install`` and the suite run
+    again, a bounded number of times (as tracing does)."""
     if not test_files(repo):
-        return {t.key: [] for t in targets}, None
+        return {t.key: [] for t in targets}, None, set()
     config = {
         "mode": "cover",
         "args": pytest_arguments(repo, []),
@@ -329,7 +357,7 @@ def _covering(
     if problem is not None or not isinstance(covering, dict) or not isinstance(names, list):
         why = str(problem)[:400]
         logger.warning("audit of %s: the coverage run failed (%s)", repo.name, why)
-        return {}, why
+        return {}, why, set()
     table = [
         n if isinstance(n, list) and len(n) == 2 and isinstance(n[0], str) and type(n[1]) in (int, float) else None
         for n in names
@@ -339,13 +367,23 @@ def _covering(
         if isinstance(indexes, list):
             found = [table[i] for i in indexes if type(i) is int and 0 <= i < len(table)]
             out[key] = [n for n in found if n is not None]
-    return out, None
+    at_import = payload.get("at_import")
+    return out, None, {k for k in at_import if isinstance(k, str)} if isinstance(at_import, list) else set()
 
 
 def _audit_target(
-    sandbox: Sandbox, repo: SourceRepository, target: _Target, tests: list[list[Any]], plugins: Sequence[str] = ()
+    sandbox: Sandbox,
+    repo: SourceRepository,
+    target: _Target,
+    tests: list[list[Any]],
+    plugins: Sequence[str] = (),
+    patch: bool = True,
+    batch: bool = True,
 ) -> TaskAudit:
-    """Run the target's mutants against its covering tests; submit the known-wrong ones."""
+    """Run the target's mutants against its covering tests; submit the known-wrong ones.
+    ``patch``: the tests may be collected once and the mutants' code swapped in (the target
+    does not run at import or collection time); otherwise each mutant's run collects them.
+    ``batch``: the submissions are judged in batches; otherwise each in a run of its own."""
     nodeids = [str(test[0]) for test in tests]
     cpu = CPU_FACTOR * sum(float(test[1]) for test in tests) + CPU_FLOOR
     config = {
@@ -363,10 +401,13 @@ def _audit_target(
                 "replacement": m.replacement,
                 "cpu": cpu,
                 "wall": WALL_FACTOR * cpu,
+                "patch": target.offset + m.offset >= target.body_offset,
             }
             for i, m in enumerate(target.mutants)
         ],
     }
+    if patch and target.patch is not None and target.mutants:
+        config["patch"] = target.patch
     run = run_program(
         sandbox,
         "upstream",
@@ -378,6 +419,9 @@ def _audit_target(
     )
     verdicts = (run.payload or {}).get("mutants") if run.completed else None
     audit = TaskAudit(target.task.id, target.task.name, "audited", covering_tests=len(nodeids))
+    swapped, fallback = (run.payload or {}).get("patched"), (run.payload or {}).get("fallback")
+    audit.swapped = swapped if type(swapped) is int else 0
+    audit.swap_fallback = str(fallback)[:300] if fallback is not None and "patch" in config else None
     if not isinstance(verdicts, list) or len(verdicts) != len(target.mutants):
         audit.status, audit.detail = "error", f"the mutant runs failed: {run.problem or 'no verdicts'}"
         return audit
@@ -388,8 +432,15 @@ def _audit_target(
         audited = AuditedMutant(mutant.operator, line, mutant.original, mutant.replacement, upstream)
         by = verdict.get("by") if isinstance(verdict, dict) else None
         audited.killed_by = by if isinstance(by, str) else None
-        if upstream in ("killed", "timeout"):
-            submission = dedent_code(mutant.source)
-            audited.accepted = run_function_tests(sandbox, target.task, submission).passed
         audit.mutants.append(audited)
+    known = [(audited, dedent_code(m.source)) for audited, m in zip(audit.mutants, target.mutants)]
+    known = [(audited, code) for audited, code in known if audited.upstream in ("killed", "timeout")]
+    codes = [code for _, code in known]
+    reports = run_host_made(sandbox, target.task, codes) if batch and codes else [None] * len(codes)
+    for (audited, code), report in zip(known, reports):
+        if report is None or (report.timed_out and not report.passed):
+            # the batch's CPU limit (a multiple of the ground truth's) is not a submission's:
+            # judged as an agent's submit is, in a run of its own
+            report = run_function_tests(sandbox, target.task, code)
+        audited.accepted = report.passed
     return audit

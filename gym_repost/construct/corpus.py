@@ -315,6 +315,41 @@ class CorpusState:
         partial.replace(path)
 
 
+def tasks_digest(tasks: Sequence[FunctionTask]) -> str:
+    """The sha256 of ``tasks`` as a task file holds them (a JSON line each, as
+    :func:`~gym_repost.task.save_tasks` writes them): a repository's build, near-duplicates
+    included, in a form that a record keeps and any later build can be checked against."""
+    digest = hashlib.sha256()
+    for task in tasks:
+        digest.update((task.with_id().model_dump_json() + "\n").encode("utf-8"))
+    return digest.hexdigest()
+
+
+def state_repositories(state: Path) -> list[RepositoryBuild]:
+    """The builds kept in a corpus state (``OUTPUT.corpus-state``), whatever settings and code
+    made them: a split repository's units put back together, sorted by source (a unit
+    missing before the last one kept leaves the repository out; a missing last unit cannot
+    be told from the state, and gives a build that differs from the whole). For comparing
+    two builds, or a build with a record, without building anything."""
+    units: dict[str, list[RepositoryBuild]] = {}
+    for path in sorted((state / "repos").glob("*.json")):
+        try:
+            build = RepositoryBuild.from_json(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError, KeyError) as exc:
+            raise ConfigError(f"{path}: not a corpus state's record of a repository ({exc})") from exc
+        units.setdefault(build.source, []).append(build)
+    found = []
+    for source in sorted(units):
+        parts = sorted(units[source], key=lambda b: b.chunk or (0, 0))
+        size = parts[0].chunk[1] if parts[0].chunk else None
+        whole = [b for b in parts if b.chunk is None]
+        if whole:
+            found.append(whole[0])
+        elif size and [b.chunk[0] for b in parts if b.chunk] == list(range(len(parts))):
+            found.append(merge_units(parts))
+    return found
+
+
 def _shingles(source: str, size: int = 5) -> frozenset[tuple[str, ...]]:
     """Token ``size``-grams of a function's source, layout, comments and docstrings left out."""
     skip = {tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.COMMENT, tokenize.ENDMARKER}
@@ -428,6 +463,7 @@ class CorpusResult:
                     "limits": len(r.statistics.get("limits") or []),
                     "seconds": round(r.seconds, 1),
                     "error": r.error,
+                    "tasks_sha256": tasks_digest(r.tasks),
                 }
             )
         return rows

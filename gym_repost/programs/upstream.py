@@ -11,9 +11,11 @@ Its configuration and a one-time token come through the protocol of
   indexes into a table of those tests with the CPU seconds each took (a test id is written
   once, however many targets it covers: packaging's parametrized suite covers its targets
   with thousands each): ``{"names": [[nodeid, cpu], ...], "covering": {key: [index, ...]},
-  "tests": n, "errors": [...], "missing": [module, ...], "undefined": [[path, name], ...]}``
-  (pytest's error lines, the modules its tests could not import, and the names whose
-  ``NameError`` failed a test file's collection: :func:`protocol.undefined_names`);
+  "tests": n, "errors": [...], "missing": [module, ...], "undefined": [[path, name], ...],
+  "at_import": [key, ...]}``
+  (pytest's error lines, the modules its tests could not import, the names whose
+  ``NameError`` failed a test file's collection: :func:`protocol.undefined_names`, and the
+  targets a line of whose body ran outside every test, at import or collection time);
   ``"error": why`` too when the suite's own code stopped pytest.
 * ``kill``: for each mutant (``mutants``: ``{"id", "file", "start", "end", "replacement"}``,
   a character span of the file's text), the file on disk holds the mutant while a child
@@ -23,12 +25,26 @@ Its configuration and a one-time token come through the protocol of
   its CPU limit (``cpu``) or its wall-clock guard (``wall``, a :class:`~protocol.WallGuard`), ``survived`` when
   every one passes; the file is put back after each. The children fork from this
   process, which imported pytest (never the repository) once. Past ``budget`` CPU seconds
-  over all children, the rest are ``not run``: ``{"mutants": [{"id", "status", "by"}]}``.
+  over all children, the rest are ``not run``: ``{"mutants": [{"id", "status", "by"}],
+  "patched": n, "fallback": why or None}``.
+
+  With ``patch`` (``{"qualname", "first", "last"}``: the target, its lines with decorators),
+  the tests are collected once, in a session child, and each mutant whose ``patch`` flag is
+  set (its change lies inside the body) runs in a child forked from that session after
+  collection, the target's code objects swapped for the mutant's (every function object
+  of the target, aliases and decorators' wrapped ones included), the mutant on disk too:
+  no collection per mutant (a schema of mutants, as mutmut's trampolines are). The host
+  sets it only for a target none of whose body lines ran at import or collection time (the
+  coverage run's empty context), so a collection with the original code sees what one
+  with the mutant would. The first :data:`CROSS_CHECKS` swapped mutants that survived are
+  checked against runs of their own; a disagreement, a session that cannot collect, or a
+  target whose function objects are not found sends the mutants left down the path above.
 
 Nothing here runs a candidate's code: this is the repository's code and its tests, the
 oracle that says which mutants are known to be wrong.
 """
 
+import functools
 import json
 import os
 import select
@@ -106,7 +122,7 @@ def _cover_child(config, fd):
         protocol.write_all(fd, json.dumps(report).encode("utf-8"))
         return
     data = cov.get_data()
-    covering, index = {}, {}
+    covering, index, at_import = {}, {}, []
     for target in config["targets"]:
         by_line = data.contexts_by_lineno(os.path.abspath(target["file"])) or {}
         names = set()
@@ -114,9 +130,11 @@ def _cover_child(config, fd):
             names.update(by_line.get(line, ()))
         passed = sorted(n for n in names if plugin.outcomes.get(n) == "passed")
         covering[target["key"]] = [index.setdefault(n, len(index)) for n in passed]
+        if "" in names:  # a body line ran outside every test: at import or collection
+            at_import.append(target["key"])
     table = [[n, round(plugin.cpu.get(n, 0.0), 4)] for n in index]
     report = {"names": table, "covering": covering, "tests": len(plugin.outcomes), "errors": errors, "missing": missing}
-    report["undefined"] = undefined
+    report["undefined"], report["at_import"] = undefined, at_import
     protocol.write_all(fd, json.dumps(report).encode("utf-8"))
 
 
@@ -144,32 +162,80 @@ class _Outcomes:
 # --------------------------------------------------------------------------- kill
 
 
+CROSS_CHECKS = 2
+"""Swapped mutants that survived checked against runs of their own before the rest are
+trusted. A swap that missed a copy of the target's code makes a mutant survive that a run
+of its own kills; a killed one failed the tests with the mutant's code, as its own run
+would (the target does not run at import or collection time)."""
+SESSION_CPU_PER_MUTANT = 1.0
+"""CPU seconds the session child may use per mutant (its file compiled, the code swapped),
+beside a mutant's own for the collection."""
+
+
 def kill(config):
     """Each mutant's verdict by the covering tests (see the module docstring)."""
-    originals, verdicts, spent = {}, [], 0.0
+    originals = {}
+    for mutant in config["mutants"]:
+        if mutant["file"] not in originals:
+            with open(mutant["file"], "rb") as fh:
+                originals[mutant["file"]] = fh.read()
+    patched, why = {}, None
+    if config.get("patch"):
+        patched, why = _patched_verdicts(config, originals)
+    verdicts, spent, checked = [], 0.0, 0
     for mutant in config["mutants"]:
         if spent >= config["budget"]:
             verdicts.append({"id": mutant["id"], "status": "not run", "by": None})
             continue
-        path = mutant["file"]
-        if path not in originals:
-            with open(path, "rb") as fh:
-                originals[path] = fh.read()
-        text = originals[path].decode("utf-8", "surrogateescape")
-        mutated = text[: mutant["start"]] + mutant["replacement"] + text[mutant["end"] :]
-        _write(path, mutated.encode("utf-8", "surrogateescape"))
-        try:
-            verdict, cpu = _kill_one(config, mutant)
-        finally:
-            _write(path, originals[path])
+        found = patched.get(mutant["id"])
+        if found is not None and not _known_wrong(found[0]) and checked < CROSS_CHECKS:
+            checked += 1
+            own, cpu = _with_mutant(config, mutant, originals)
+            spent += cpu
+            if _known_wrong(own) != _known_wrong(found[0]):
+                patched, why = {}, "a patched verdict disagreed with a run of its own (mutant %s)" % mutant["id"]
+            verdicts.append(own)
+            continue
+        if found is not None:
+            verdict, cpu = found
+        else:
+            verdict, cpu = _with_mutant(config, mutant, originals)
         spent += cpu
         verdicts.append(verdict)
-    return {"mutants": verdicts}
+    used = sum(1 for v in verdicts if v.get("patched"))
+    for verdict in verdicts:
+        verdict.pop("patched", None)
+    return {"mutants": verdicts, "patched": used, "fallback": why}
+
+
+def _known_wrong(verdict):
+    return verdict["status"] in ("killed", "timeout")
+
+
+def _with_mutant(config, mutant, originals):
+    """The mutant's verdict from a run of its own (the file on disk holds it); its CPU seconds."""
+    path = mutant["file"]
+    _write(path, _mutated(originals[path], mutant))
+    try:
+        return _kill_one(config, mutant)
+    finally:
+        _write(path, originals[path])
+
+
+def _mutated(original, mutant):
+    text = original.decode("utf-8", "surrogateescape")
+    mutated = text[: mutant["start"]] + mutant["replacement"] + text[mutant["end"] :]
+    return mutated.encode("utf-8", "surrogateescape")
 
 
 def _kill_one(config, mutant):
     nodeids = config["nodeids"]
     data, status = _in_child(lambda fd: _kill_child(nodeids, fd), mutant["cpu"], mutant["wall"])
+    return _verdict(mutant, data, status)
+
+
+def _verdict(mutant, data, status):
+    """A mutant's verdict from its child's output and end; its CPU seconds."""
     cpu = status[1] if isinstance(status, tuple) else 0.0
     if status[0] == "stopped":
         return {"id": mutant["id"], "status": "timeout", "by": None}, cpu
@@ -181,6 +247,165 @@ def _kill_one(config, mutant):
         return {"id": mutant["id"], "status": "survived", "by": None}, cpu
     by = said.get("failed") if isinstance(said.get("failed"), str) else None
     return {"id": mutant["id"], "status": "killed", "by": by}, cpu
+
+
+# --------------------------------------------------------------------------- patched
+
+
+def _patched_verdicts(config, originals):
+    """``({mutant id: (verdict, cpu)}, why)``: the verdicts of a session that collected the
+    tests once (those of the mutants it could patch, within the budget), and why there are
+    none when it could not run. The files are put back whatever became of the session."""
+    first, count = config["mutants"][0], len(config["mutants"])
+    cpu = first["cpu"] + SESSION_CPU_PER_MUTANT * count  # the collection, then a compile per mutant
+    wall = sum(m["wall"] for m in config["mutants"]) + first["wall"] + SESSION_CPU_PER_MUTANT * count
+    try:
+        data, status = _in_child(lambda fd: _session_child(config, originals, fd), cpu, wall)
+    finally:
+        for path, original in originals.items():
+            _write(path, original)
+    try:
+        said = json.loads(data.decode("utf-8"))
+    except ValueError:
+        said = None
+    if not isinstance(said, dict) or said.get("verdicts") is None:
+        why = said.get("why") if isinstance(said, dict) else None
+        return {}, why or "the session child ended without verdicts (%s %s)" % (status[0], status[2])
+    found = {}
+    for entry in said["verdicts"]:
+        verdict, cpu = entry
+        verdict["patched"] = True
+        found[verdict["id"]] = (verdict, cpu)
+    return found, None
+
+
+def _session_child(config, originals, fd):
+    """Collect the covering tests once; then each patchable mutant in a child of this
+    process (:func:`_run_patched`). Writes ``{"verdicts": [[verdict, cpu], ...]}`` or
+    ``{"why": ...}``."""
+    import pytest
+
+    failed = _FirstFailure()
+    chosen = _Chosen(config["nodeids"])
+    files = list(dict.fromkeys(n.split("::", 1)[0] for n in config["nodeids"]))
+
+    class Loop:
+        @pytest.hookimpl(tryfirst=True)
+        def pytest_runtestloop(self, session):
+            if session.testsfailed or failed.nodeid is not None or chosen.missing or not session.items:
+                said = {"why": "the session did not collect every covering test"}
+            else:
+                said = _run_patched(config, originals, session, failed)
+            protocol.write_all(fd, json.dumps(said).encode("utf-8"))
+            os._exit(0)
+
+    pytest.main([*_BASE_ARGS, "-x", *files], plugins=[failed, chosen, Loop()])
+    protocol.write_all(fd, json.dumps({"why": "pytest ended before running the tests"}).encode("utf-8"))
+    os._exit(0)
+
+
+def _run_patched(config, originals, session, failed):
+    patch = config["patch"]
+    path = config["mutants"][0]["file"]
+    functions = _live_functions(path, patch["qualname"], patch["first"], patch["last"])
+    if not functions:
+        return {"why": "no function object of %s was found" % patch["qualname"]}
+    verdicts, spent = [], 0.0
+    for mutant in config["mutants"]:
+        if spent >= config["budget"]:
+            break
+        if not mutant.get("patch") or mutant["file"] != path:
+            continue
+        mutated = _mutated(originals[path], mutant)
+        swaps = _mutant_code(mutated, path, functions)
+        if swaps is None:
+            continue
+        _write(path, mutated)  # what reads the file (a subprocess, inspect) sees the mutant
+        try:
+            body = functools.partial(_patched_child, session, os.getpid(), failed, swaps)
+            data, status = _in_child(body, mutant["cpu"], mutant["wall"])
+        finally:
+            _write(path, originals[path])
+        verdict, cpu = _verdict(mutant, data, status)
+        spent += cpu
+        verdicts.append([verdict, cpu])
+    return {"verdicts": verdicts}
+
+
+def _live_functions(path, qualname, first, last):
+    """Every function object whose code is the target's (its qualified name, in ``path``,
+    starting within the target's lines): the module's, and the copies and wrapped ones
+    other modules hold."""
+    import gc
+    import types
+
+    real, seen, found = os.path.realpath(path), {}, []
+    name = qualname.rsplit(".", 1)[-1]
+    for obj in gc.get_objects():
+        if type(obj) is not types.FunctionType:
+            continue
+        code = obj.__code__
+        if code.co_name != name or getattr(code, "co_qualname", qualname) != qualname:
+            continue
+        if not first <= code.co_firstlineno <= last:
+            continue
+        filename = code.co_filename
+        if filename not in seen:
+            seen[filename] = os.path.realpath(filename)
+        if seen[filename] == real:
+            found.append(obj)
+    return found
+
+
+def _mutant_code(mutated, path, functions):
+    """``[(function, mutant code)]`` for the mutated file's text, or None when a function's
+    code cannot be swapped (the text does not compile, the code is not found, or its free
+    variables differ)."""
+    try:
+        module = compile(mutated, path, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return None
+    codes = {}
+    pending = [module]
+    while pending:
+        code = pending.pop()
+        codes.setdefault((getattr(code, "co_qualname", code.co_name), code.co_firstlineno), code)
+        pending.extend(c for c in code.co_consts if hasattr(c, "co_code"))
+    swaps = []
+    for function in functions:
+        old = function.__code__
+        new = codes.get((getattr(old, "co_qualname", old.co_name), old.co_firstlineno))
+        if new is None or new.co_freevars != old.co_freevars or new.co_name != old.co_name:
+            return None
+        swaps.append((function, new))
+    return swaps
+
+
+def _patched_child(session, parent, failed, swaps, fd):
+    """Run the collected tests with the target's code swapped, stopping at the first failure."""
+    _die_with(parent)
+    for function, code in swaps:
+        function.__code__ = code
+    items = session.items
+    for i, item in enumerate(items):
+        item.config.hook.pytest_runtest_protocol(item=item, nextitem=items[i + 1] if i + 1 < len(items) else None)
+        if session.shouldfail or session.shouldstop:
+            break
+    protocol.write_all(fd, json.dumps({"failed": failed.nodeid}).encode("utf-8"))
+    os._exit(0 if failed.nodeid is None and failed.ran else 1)
+
+
+def _die_with(parent):
+    """SIGKILL when the session child ``parent`` ends (killed at its limits, say): a mutant's
+    run never outlives the process that holds it to its limits."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # it ended before the call
+        os._exit(70)
 
 
 def _kill_child(nodeids, fd):

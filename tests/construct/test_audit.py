@@ -356,8 +356,9 @@ def test_the_coverage_report_is_read_as_untrusted_data(upstream: Path, monkeypat
     )
     repo = ingest(upstream, licenses="any")
     target = audit_module._Target(_tasks()[0], "k", "esc/core.py", (2, 3), 0, 1, [])
-    covering, problem = audit_module._covering(None, repo, [target])  # type: ignore[arg-type]
+    covering, problem, at_import = audit_module._covering(None, repo, [target])  # type: ignore[arg-type]
     assert problem is None and covering == {"k": [["tests/t.py::a", 0.5], ["tests/t.py::c", 1]]}
+    assert at_import == set()
 
 
 def test_a_task_whose_ground_truth_cannot_run_is_an_audit_error_not_a_clean_task(
@@ -394,3 +395,97 @@ def test_a_task_whose_ground_truth_cannot_run_is_an_audit_error_not_a_clean_task
         [audited] = audit_tasks(own, [task], repo, mutants=40, install=install)
         assert asked == ["escape_helper"]
         assert audited.status == "audited" and audited.known_wrong and audited.false_accepts
+
+
+WRAPPED = textwrap.dedent('''\
+    import functools
+    import types
+
+
+    def logged(function):
+        @functools.wraps(function)
+        def inner(*args):
+            return function(*args)
+
+        return inner
+
+
+    @logged
+    def clamp(x, low, high):
+        """``x`` within ``[low, high]``."""
+        if x < low:
+            return low
+        if x > high:
+            return high
+        return x
+    ''')
+
+SWAP_CASES = {
+    # decorated, and tested through an alias another module holds: the swap reaches both
+    "wrapped-and-aliased": (WRAPPED, "from esc.core import clamp as limit\n", 1, None),
+    # run at import: collecting with the original code would not see the mutant there
+    "run-at-import": (
+        WRAPPED + "\nTABLE = [clamp(x, 0, 10) for x in range(3)]\n",
+        "from esc.core import clamp as limit\n",
+        0,
+        None,
+    ),
+    # a copy of its code under another name, which the swap misses: the cross-check finds out
+    "copied-under-another-name": (
+        WRAPPED.replace("@logged\n", "")
+        + '\n\nlimit = types.FunctionType(clamp.__code__.replace(co_name="limit", co_qualname="limit"), globals())\n',
+        "from esc.core import limit\n",
+        0,
+        "disagreed",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(SWAP_CASES))
+def test_mutants_swapped_into_tests_collected_once_get_the_verdicts_of_runs_of_their_own(
+    sandbox: Sandbox, tmp_path: Path, case: str
+) -> None:
+    """The kill runs collect the covering tests once and swap each mutant's code into the
+    target's function objects, and the known-wrong ones are judged in a batch; every
+    verdict is the one runs of the mutant's own give, and where a swap could differ (the
+    target runs at import, a copy of its code escapes the swap) the mutants have runs of
+    their own."""
+    from gym_repost.construct import audit as audit_module
+
+    core, api, swapped_at_least, fallback = SWAP_CASES[case]
+    tests = "from esc.api import limit\n\n\ndef test_limit():\n" + "".join(
+        f"    assert limit({x}, 0, 10) == {min(max(x, 0), 10)}\n" for x in (-1, 0, 5, 10, 11)
+    )
+    root = tmp_path / "esc-1.0"
+    for path, text in {
+        "esc/__init__.py": "",
+        "esc/core.py": core,
+        "esc/api.py": api,
+        "tests/test_esc.py": tests,
+    }.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text, encoding="utf-8")
+    repo = ingest(root, licenses="any")
+    script = core.split("\n\nTABLE")[0].split("\n\nlimit")[0] + "\n\n" + STRONG_CLAMP.split("\n\n\n", 1)[1]
+    task = build_task(script, "clamp", {"esc/__init__.py": "", "esc/core.py": core}, "esc/core.py")
+    target = audit_module._target(task, repo, 40, 0, "all")
+    assert isinstance(target, audit_module._Target) and len(target.mutants) >= 8
+    covering, problem, at_import = audit_module._covering(sandbox, repo, [target])
+    assert problem is None and covering[target.key]
+    assert (target.key in at_import) == (case == "run-at-import")
+    audits = [
+        audit_module._audit_target(
+            sandbox, repo, target, covering[target.key], patch=target.key not in at_import and fast, batch=fast
+        )
+        for fast in (True, False)
+    ]
+    swapped, own = ([(m.line, m.replacement, m.upstream, m.killed_by, m.accepted) for m in a.mutants] for a in audits)
+    assert swapped == own and any(verdict[2] == "killed" for verdict in own)
+    assert audits[1].swapped == 0
+    if swapped_at_least:
+        assert audits[0].swapped >= len(target.mutants) // 2 and audits[0].swap_fallback is None
+    else:
+        assert audits[0].swapped == 0
+    assert (fallback or "") in (audits[0].swap_fallback or "") and (fallback is None) == (
+        audits[0].swap_fallback is None
+    )

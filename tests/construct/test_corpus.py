@@ -3,6 +3,7 @@ repository, and resuming at the repository level."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import textwrap
@@ -22,7 +23,9 @@ from gym_repost.construct.corpus import (
     plan_units,
     read_sources,
     split_repositories,
+    state_repositories,
     statistics_markdown,
+    tasks_digest,
 )
 from gym_repost.construct.pipeline import BuildResult, BuildSettings, _tracing_limits
 from gym_repost.construct.stages import SourceRepository
@@ -299,6 +302,34 @@ def test_a_repository_split_into_units_gives_the_same_corpus_and_resumes_per_uni
     assert corpus_paths(split)["tasks"].read_bytes() == corpus_paths(whole)["tasks"].read_bytes()
     with pytest.raises(ConfigError, match="chunk size -1"):
         build_corpus(sources, split, settings, LocalExecutor(2, sandbox), chunk_size=-1)
+    _check_against_a_record(tmp_path, reference, whole, split)
+
+
+def _check_against_a_record(tmp_path: Path, reference: CorpusResult, whole: Path, split: Path) -> None:
+    """A build checked against the digests a record of another build holds, with no disk
+    shared: each repository's tasks (a split one's units put back together) and the files."""
+    from benchmarks.corpus_identity import compare_with_record
+
+    record = {"date": "then", "repositories": reference.rows()}
+    record["files_sha256"] = {
+        kind: hashlib.sha256(corpus_paths(whole)[kind].read_bytes()).hexdigest() for kind in ("tasks", "train", "eval")
+    }
+    records = tmp_path / "corpus_pypi.jsonl"
+    records.write_text(json.dumps({"an older record": "without digests"}) + "\n" + json.dumps(record) + "\n")
+    state = corpus_paths(split)["state"]
+    assert [tasks_digest(b.tasks) for b in state_repositories(state)] == [
+        row["tasks_sha256"] for row in sorted(reference.rows(), key=lambda row: row["source"])
+    ]
+    rows, files, dated = compare_with_record(state, records, set())
+    assert [row["identical"] for row in rows] == [True, True] and dated == "then"
+    assert files == {"tasks": True, "train": True, "eval": True}
+    # a repository whose tasks changed is told apart, by name
+    first = next(p for p in (state / "repos").iterdir() if json.loads(p.read_text())["chunk"] is None)
+    changed = json.loads(first.read_text())
+    changed["tasks"][0]["name"] += "-changed"
+    first.write_text(json.dumps(changed))
+    rows, _, _ = compare_with_record(state, records, set())
+    assert sum(row["identical"] for row in rows) == 1 and all(row["in_record"] for row in rows)
 
 
 def test_the_command_line_builds_a_source_list_and_says_which_line_is_bad(tmp_path: Path) -> None:
