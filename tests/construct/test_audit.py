@@ -397,7 +397,8 @@ def test_a_task_whose_ground_truth_cannot_run_is_an_audit_error_not_a_clean_task
         assert audited.status == "audited" and audited.known_wrong and audited.false_accepts
 
 
-WRAPPED = textwrap.dedent('''\
+WRAPPED = (
+    textwrap.dedent("""\
     import functools
     import types
 
@@ -411,14 +412,11 @@ WRAPPED = textwrap.dedent('''\
 
 
     @logged
-    def clamp(x, low, high):
-        """``x`` within ``[low, high]``."""
-        if x < low:
-            return low
-        if x > high:
-            return high
-        return x
-    ''')
+    """)
+    + "def clamp"
+    + CORE.split("\n\n\ndef clamp")[1].split("\n\n\ndef untested")[0]
+    + "\n"
+)
 
 SWAP_CASES = {
     # decorated, and tested through an alias another module holds: the swap reaches both
