@@ -158,12 +158,15 @@ def test_the_bottom_layer_imports_nothing_above_it() -> None:
     assert set(import_graph().get("analysis", {})) <= {"errors"}
 
 
-def test_only_validation_judges_host_made_candidates_in_batches() -> None:
+def test_only_validation_and_the_audit_judge_host_made_candidates_in_batches() -> None:
     """``run_host_made`` runs candidates beside the tests, which a policy's code could fool
-    (tests/harness/test_playback.py shows one that does): no reward path may call it."""
+    (tests/harness/test_playback.py shows one that does): no reward path may call it. Its
+    users judge mutants the host made of the ground truth: ``validate``'s kill rate, and
+    the audit's known-wrong mutants (whose batch verdicts ``benchmarks/audit_speed.py``
+    checks against runs of their own)."""
     users = sorted(
         str(path.relative_to(PACKAGE))
         for path in PACKAGE.rglob("*.py")
         if "run_host_made" in path.read_text("utf-8") and path.name != "__init__.py"
     )
-    assert users == ["harness/validation.py"]
+    assert users == ["construct/audit.py", "harness/validation.py"]
