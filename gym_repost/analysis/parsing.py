@@ -6,7 +6,8 @@ garbage collection running a finalizer), one of them can fail with ``SystemError
 constructor recursion depth mismatch`` (python/cpython#106905). The construction pipeline
 and the data builders parse from worker threads, so every host-side parse goes through
 :func:`parse_python`, which admits one thread at a time. Parsing holds the GIL throughout,
-so the lock costs no parallelism. Code that runs inside the sandbox (``*_main.py``) is
+so the lock costs no parallelism. :func:`ast.literal_eval` of a string parses it too, and
+goes through :func:`literal_eval` here. Code that runs inside the sandbox (``*_main.py``) is
 single-threaded and keeps plain ``ast.parse``, and so do the modules shipped into it
 (``construct/testgen``: ``mutate``, ``pools``, ``selection``, ``strategies``), which must not
 import gym_repost.
@@ -40,3 +41,15 @@ def parse_python(source: str | bytes, filename: str = "<unknown>", mode: str = "
     raise SyntaxError(
         "code nested too deeply to parse (a very long chain of operators or brackets)", (filename, 1, 1, None)
     )
+
+
+def literal_eval(text: str) -> Any:
+    """:func:`ast.literal_eval` of ``text``, its parse one thread at a time (:func:`parse_python`):
+    a plain ``ast.literal_eval`` of a string parses it outside the lock, and one in a worker
+    thread beside another's parse failed a RepoST-Eval validation with ``SystemError: AST
+    constructor recursion depth mismatch``.
+
+    Raises:
+        ValueError, SyntaxError: as ``ast.literal_eval`` (and :func:`parse_python`).
+    """
+    return ast.literal_eval(parse_python(text.lstrip(" \t"), mode="eval"))

@@ -78,7 +78,7 @@ from typing import TYPE_CHECKING
 import tree_sitter
 import tree_sitter_python
 
-from gym_repost.analysis.parsing import parse_python
+from gym_repost.analysis.parsing import literal_eval, parse_python
 from gym_repost.analysis.source import dedent_code
 from gym_repost.construct.stages import Candidate, Drop, SourceRepository
 
@@ -352,7 +352,7 @@ def _docstring(statements: list[tree_sitter.Node]) -> tuple[str | None, tree_sit
     if len(parts) != 1 or parts[0].type not in ("string", "concatenated_string"):
         return None, None
     try:
-        value = ast.literal_eval(_text(parts[0]))
+        value = literal_eval(_text(parts[0]))
     except (ValueError, SyntaxError):
         return None, None
     return (inspect.cleandoc(value), statements[0]) if isinstance(value, str) else (None, None)

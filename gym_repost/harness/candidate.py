@@ -15,7 +15,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
 
-from gym_repost.analysis.parsing import parse_python
+from gym_repost.analysis.parsing import literal_eval, parse_python
 from gym_repost.analysis.source import (
     FunctionSpan,
     dedent_code,
@@ -412,7 +412,7 @@ def _most_common_outcome(calls: list[dict[str, str]]) -> tuple[str | None, str |
         elif call.get("rr") and call.get("g") is None:
             text = call["rr"]
             try:
-                literal = ast.literal_eval(text)
+                literal = literal_eval(text)
             except (ValueError, SyntaxError, MemoryError, RecursionError):
                 continue
             if literal is not None and repr(literal) == text:
