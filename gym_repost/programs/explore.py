@@ -21,7 +21,9 @@ inputs that kill mutants spends at most ``mutant_executions`` more, and the per-
 timer counts the process's CPU time (``ITIMER_PROF``). The wall clock is only a safety
 limit (``wall_limit`` seconds for the whole search, a wall timer per call at
 :data:`WALL_FACTOR` times the CPU limit); when it fires the report says so
-(``stats["wall_clock_limit"]``, ``stats["wall_timeouts"]``) and the host warns.
+(``stats["wall_clock_limit"]``, ``stats["wall_timeouts"]``) and the host warns. A call
+that waits past its wall timer is counted, and :data:`WAITING_CALLS` of them stop a phase
+(``stats["waiting_stop"]``): a target whose calls block ends on counted work too.
 
 In replay mode (``"replay": true``) it only runs the given inputs once each and reports
 their outcome fingerprints (the host compares them across hash seeds).
@@ -67,6 +69,11 @@ that sleeps or blocks uses no CPU time): far above what a loaded machine stretch
 computation by, so that it fires for a call that waits, not for one that computes."""
 WALL_FLOOR = 2.0
 """The least wall-clock safety timer of one call, in seconds."""
+WAITING_CALLS = 4
+"""Calls of one phase (the search, the mutant selection) that wait past their wall-clock
+timer before the phase stops: a count, so that a target whose calls block (on a queue, a
+lock, a thread) stops after the same work on a quiet machine and a busy one, long before
+the phase's wall-clock safety limit would cut it at a point that depends on the load."""
 IMPORT_WALL_FACTOR = 3
 """The module's import gets its CPU-time limit (``import_timeout``) and this many times it on the wall clock."""
 WALL_LIMIT = 120.0
@@ -85,16 +92,23 @@ class WallTimeout(CallTimeout):
 
 
 class SafetyClock:
-    """The wall-clock safety limit of one search: never a budget, reported when it fires.
+    """The wall-clock safety limit of one search: never a budget, reported when it fires;
+    and the count of calls that waited, which is one (:data:`WAITING_CALLS` per phase).
 
-    ``expired(phase)`` records the first phase it stopped in ``stats["wall_clock_limit"]``.
+    ``expired(phase)`` records the first phase the count stopped in ``stats["waiting_stop"]``
+    and the first phase the wall clock stopped in ``stats["wall_clock_limit"]``.
     """
 
-    def __init__(self, seconds, stats):
-        self.seconds, self.stats = seconds, stats
+    def __init__(self, seconds, stats, waiting_calls=WAITING_CALLS):
+        self.seconds, self.stats, self.waiting_calls = seconds, stats, waiting_calls
         self.guard = protocol.WallGuard(seconds)  # stretches while the search computes
+        self.waits_before = {"search": stats["wall_timeouts"]}
 
     def expired(self, phase):
+        waited = self.stats["wall_timeouts"] - self.waits_before.setdefault(phase, self.stats["wall_timeouts"])
+        if waited >= self.waiting_calls:
+            self.stats.setdefault("waiting_stop", phase)
+            return True
         if not self.guard.expired():
             return False
         self.stats.setdefault("wall_clock_limit", phase)
@@ -514,7 +528,7 @@ class SearchBudget:
         ):
             return "stalled"
         if self.clock.expired("search"):
-            return "wall-clock limit"
+            return "waiting calls" if self.explorer.stats.get("waiting_stop") == "search" else "wall-clock limit"
         return None
 
 

@@ -11,6 +11,7 @@ from busy import busy_machine
 from gym_repost.construct.stages import Drop
 from gym_repost.construct.testgen import generate_tests
 from gym_repost.construct.testgen.explore import run_explorer, search_config, search_timeout, wall_clock_notes
+from gym_repost.programs.explore import WAITING_CALLS
 from gym_repost.sandbox.base import Sandbox
 from tests.construct.test_testgen import script
 
@@ -44,6 +45,18 @@ def countdown(n, step=1):
         n -= step
         steps += 1
     return steps
+"""
+
+# a large n waits forever (on an event no one sets): no CPU time passes, only the wall clock
+WAITS = """
+import threading
+
+def waits(n, label="a"):
+    if n > 3:
+        threading.Event().wait()
+    if label == "b":
+        return -n
+    return n
 """
 
 
@@ -86,6 +99,21 @@ def test_the_same_seed_keeps_the_same_inputs_quiet_and_busy(
     else:
         assert stats["search_stop"] in ("stalled", "executions")
         assert stats["mutants"] > 0 and stats["mutant_executions"] > 0
+
+
+def test_calls_that_wait_stop_the_search_after_a_count_not_a_time(sandbox: Sandbox) -> None:
+    options = {"seed": 5, "executions": 400, "call_timeout": 0.05}
+    quiet = search(sandbox, WAITS, "waits", **options)
+    with busy_machine(4):
+        busy = search(sandbox, WAITS, "waits", **options)
+    assert kept(quiet) == kept(busy)
+    stats = quiet["stats"]
+    assert stats["search_stop"] == "waiting calls" and stats["waiting_stop"] == "search"
+    assert "wall_clock_limit" not in stats and "wall_clock_limit" not in busy["stats"]
+    assert WAITING_CALLS <= stats["wall_timeouts"] <= 2 * WAITING_CALLS  # the search's, then the selection's
+    # what it found before it stopped is kept: inputs that return, both branches of the label
+    assert len(quiet["inputs"]) >= 3 and all(i["kind"].startswith("ok:") for i in quiet["inputs"])
+    assert any("'b'" in i["args"] for i in quiet["inputs"])
 
 
 def test_a_different_seed_is_a_different_search(sandbox: Sandbox) -> None:
