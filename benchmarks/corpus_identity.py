@@ -9,10 +9,11 @@ and compares each task's JSON with the first build's. Appends to
 beside other work: what is built must not depend on it), the repositories compared, and
 those whose tasks differ, with the names of the differing tasks.
 
-With ``--second STATE``, nothing is built: two finished corpus builds (the second made by
-another run of the same command, into another output, with a ``HOME`` of its own so that it
-starts from an empty package cache as a fresh machine does) are compared repository by
-repository, and their task files (tasks, train, eval) byte for byte.
+With ``--second STATE``, nothing is built: two corpus builds (the second made by another
+run of the same command, into another output, with a ``HOME`` of its own so that it starts
+from an empty package cache as a fresh machine does) are compared repository by repository
+(those the first holds so far), and their task files (tasks, train, eval) byte for byte once
+either is finished.
 
 With ``--record FILE`` (a ``corpus_pypi.jsonl``), nothing is built either: the build of
 ``--state``, made on any machine at any time, is compared with the latest record of FILE
@@ -63,7 +64,9 @@ def main() -> None:
         help="the first build's pip constraints (default: corpus_pypi.constraints.txt; '' for none)",
     )
     parser.add_argument("--no-record", action="store_true")
-    parser.add_argument("--second", type=Path, help="a second finished build's state: compare, build nothing")
+    parser.add_argument(
+        "--second", type=Path, help="a second build's state: compare, build nothing (task files once both are finished)"
+    )
     parser.add_argument("--record", type=Path, help="a corpus_pypi.jsonl: compare with its digests, build nothing")
     args = parser.parse_args()
     names = {n.strip().lower() for n in args.packages.split(",") if n.strip()}
@@ -125,6 +128,8 @@ def report(
     print(f"{record['identical']} of {len(rows)} repositories identical ({record['tasks_compared']} tasks)")
     if files:
         print("task files identical: " + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in files.items()))
+    else:
+        print("task files not compared: a build is not finished")
     if not args.no_record:
         print(f"recorded in {append_record('corpus_identity', record)}")
 
@@ -144,7 +149,10 @@ def compare_builds(
             row = compare(record, other["tasks"], other.get("error"))
         rows.append(row)
         print(f"{row['repository']}: {'identical' if row['identical'] else 'DIFFERENT'}", flush=True)
-    files = {}
+    files: dict[str, bool] = {}
+    finished = [corpus_paths(_output(s))["tasks"].is_file() for s in (state, second)]
+    if not any(finished):  # both unfinished: their units compared, no files yet
+        return rows, files
     for kind in ("tasks", "train", "eval"):
         a, b = (corpus_paths(_output(s))[kind] for s in (state, second))
         files[kind] = a.is_file() and b.is_file() and a.read_bytes() == b.read_bytes()

@@ -106,3 +106,8 @@ def test_two_finished_builds_are_compared_repository_by_repository_and_file_by_f
     second = build("two", [{**task, "ground_truth": "def f(): return 1"}], "other\n")
     rows, files = corpus_identity.compare_builds(corpus_identity.first_build(first, set()), first, second)
     assert rows[0]["identical"] is False and rows[0]["changed"] == ["a/f"] and not any(files.values())
+    for stem in ("tasks", "tasks.train", "tasks.eval"):  # neither build finished: units only
+        for name in ("one", "two"):
+            (tmp_path / name / f"{stem}.jsonl").unlink()
+    rows, files = corpus_identity.compare_builds(corpus_identity.first_build(first, set()), first, second)
+    assert rows[0]["identical"] is False and files == {}
