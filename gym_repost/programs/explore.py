@@ -22,8 +22,9 @@ timer counts the process's CPU time (``ITIMER_PROF``). The wall clock is only a 
 limit (``wall_limit`` seconds for the whole search, a wall timer per call at
 :data:`WALL_FACTOR` times the CPU limit); when it fires the report says so
 (``stats["wall_clock_limit"]``, ``stats["wall_timeouts"]``) and the host warns. A call
-that waits past its wall timer is counted, and :data:`WAITING_CALLS` of them stop a phase
-(``stats["waiting_stop"]``): a target whose calls block ends on counted work too.
+that waits (neither running nor waiting for a CPU) for :data:`WAIT_SECONDS` or more is
+counted (``stats["waits"]``), and :data:`WAITING_CALLS` of them stop a phase
+(``stats["waiting_stop"]``): a target whose calls sleep or block ends on counted work too.
 
 In replay mode (``"replay": true``) it only runs the given inputs once each and reports
 their outcome fingerprints (the host compares them across hash seeds).
@@ -69,11 +70,14 @@ that sleeps or blocks uses no CPU time): far above what a loaded machine stretch
 computation by, so that it fires for a call that waits, not for one that computes."""
 WALL_FLOOR = 2.0
 """The least wall-clock safety timer of one call, in seconds."""
+WAIT_SECONDS = 1.0
+"""A call that spends this long waiting (its time neither running nor waiting for a CPU,
+so the same on a quiet machine and a busy one) is a waiting call."""
 WAITING_CALLS = 4
-"""Calls of one phase (the search, the mutant selection) that wait past their wall-clock
-timer before the phase stops: a count, so that a target whose calls block (on a queue, a
-lock, a thread) stops after the same work on a quiet machine and a busy one, long before
-the phase's wall-clock safety limit would cut it at a point that depends on the load."""
+"""Waiting calls of one phase (the search, the mutant selection) before the phase stops: a
+count, so that a target whose calls sleep or block (on a queue, a lock, a thread) stops
+after the same work on a quiet machine and a busy one, long before the phase's wall-clock
+safety limit would cut it at a point that depends on the load."""
 IMPORT_WALL_FACTOR = 3
 """The module's import gets its CPU-time limit (``import_timeout``) and this many times it on the wall clock."""
 WALL_LIMIT = 120.0
@@ -93,7 +97,8 @@ class WallTimeout(CallTimeout):
 
 class SafetyClock:
     """The wall-clock safety limit of one search: never a budget, reported when it fires;
-    and the count of calls that waited, which is one (:data:`WAITING_CALLS` per phase).
+    and the count of calls that waited (:func:`waited`), which is a budget: :data:`WAITING_CALLS`
+    of them stop a phase.
 
     ``expired(phase)`` records the first phase the count stopped in ``stats["waiting_stop"]``
     and the first phase the wall clock stopped in ``stats["wall_clock_limit"]``.
@@ -102,11 +107,11 @@ class SafetyClock:
     def __init__(self, seconds, stats, waiting_calls=WAITING_CALLS):
         self.seconds, self.stats, self.waiting_calls = seconds, stats, waiting_calls
         self.guard = protocol.WallGuard(seconds)  # stretches while the search computes
-        self.waits_before = {"search": stats["wall_timeouts"]}
+        self.waits_before = {"search": stats["waits"]}
 
     def expired(self, phase):
-        waited = self.stats["wall_timeouts"] - self.waits_before.setdefault(phase, self.stats["wall_timeouts"])
-        if waited >= self.waiting_calls:
+        count = self.stats["waits"] - self.waits_before.setdefault(phase, self.stats["waits"])
+        if count >= self.waiting_calls:
             self.stats.setdefault("waiting_stop", phase)
             return True
         if not self.guard.expired():
@@ -158,6 +163,17 @@ def _on_wall_timer(signum, frame):
         signal.setitimer(signal.ITIMER_REAL, max(0.01, 0.1 * guard.seconds))
         return
     raise WallTimeout()
+
+
+def waited(guard):
+    """Whether the call ``guard`` was armed for has waited :data:`WAIT_SECONDS` or more (its
+    time since, less the time it was running or runnable)."""
+    if guard is None:
+        return False
+    elapsed = time.monotonic() - guard.started
+    if elapsed < WAIT_SECONDS:
+        return False
+    return elapsed - (protocol.busy_seconds(guard.pid) - guard.busy_at_start) >= WAIT_SECONDS
 
 
 def set_wall_timer(seconds):
@@ -378,6 +394,7 @@ class Explorer:
             "invalid": 0,
             "timeouts": 0,
             "wall_timeouts": 0,
+            "waits": 0,
             "nondeterministic": 0,
             "seeded": 0,
             "mutants": 0,
@@ -409,7 +426,9 @@ class Explorer:
         except Exception as exc:
             trial.error = "observe: %s: %s" % (type(exc).__name__, str(exc)[:100])
         finally:
+            guard = _WALL_GUARD[0]
             set_call_timer(0)
+            self.stats["waits"] += waited(guard)
             trial.duration = time.process_time() - started
         trial.random = random_state is not None and not seeded and random.getstate() != random_state
         if trial.duration > 2 * self.timeout:
