@@ -168,12 +168,9 @@ def _on_wall_timer(signum, frame):
 def waited(guard):
     """Whether the call ``guard`` was armed for has waited :data:`WAIT_SECONDS` or more (its
     time since, less the time it was running or runnable)."""
-    if guard is None:
-        return False
-    elapsed = time.monotonic() - guard.started
-    if elapsed < WAIT_SECONDS:
-        return False
-    return elapsed - (protocol.busy_seconds(guard.pid) - guard.busy_at_start) >= WAIT_SECONDS
+    if guard is None or time.monotonic() - guard.started < WAIT_SECONDS:
+        return False  # too short a call to have waited that long: no /proc read
+    return guard.waited() >= WAIT_SECONDS
 
 
 def set_wall_timer(seconds):

@@ -355,6 +355,12 @@ class WallGuard:
         """Seconds until the guard passes as armed (0 once past it: check :meth:`expired`)."""
         return max(0.0, self.seconds - (time.monotonic() - self.started))
 
+    def waited(self):
+        """Seconds the process has waited since the guard was armed: the time since, less the
+        time it was running or runnable (so a loaded machine does not add to it)."""
+        elapsed = time.monotonic() - self.started
+        return elapsed - (busy_seconds(self.pid) - self.busy_at_start)
+
 
 def over_limit(pid, cpu_limit, guard):
     """Why a running child is to be stopped, None while it is within its limits: past

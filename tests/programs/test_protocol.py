@@ -208,6 +208,7 @@ def test_a_wall_clock_guard_stretches_only_for_a_busy_process() -> None:
         limits = {"cpu": 1000.0, "wall": 0.3}
         assert _over_limit(busy.pid, limits, guards[busy.pid]) is None  # stretched
         assert "wall-clock guard" in (_over_limit(idle.pid, limits, guards[idle.pid]) or "")
+        assert guards[idle.pid].waited() >= 0.5 and guards[busy.pid].waited() < 0.3  # waiting, not queued
         guards[busy.pid].started -= protocol.WALL_STRETCH * 0.3  # beyond the stretched guard
         assert "wall-clock guard" in (_over_limit(busy.pid, limits, guards[busy.pid]) or "")
         assert "CPU limit" in (_over_limit(busy.pid, {"cpu": 0.01, "wall": 1.0}, protocol.WallGuard(60)) or "")
