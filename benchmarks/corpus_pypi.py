@@ -84,7 +84,12 @@ def main() -> None:
         "held-out table gives this threshold only",
     )
     parser.add_argument(
-        "--chunk", type=int, default=0, help="build a package of more candidates than this as units of that many"
+        "--chunk",
+        type=int,
+        default=100,
+        help="build a package of more candidates than this as units of that many (default 100: a killed "
+        "build loses at most the units under way, and a long package does not hold back the others; 0: a "
+        "package per unit)",
     )
     parser.add_argument(
         "--constraints",

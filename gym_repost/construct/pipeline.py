@@ -23,7 +23,7 @@ from gym_repost.construct.quality import QualityThresholds, Split
 from gym_repost.construct.stages import Candidate, DependencySlice, Drop, SandboxedScript, SourceRepository
 from gym_repost.construct.stats import StageTimer, drop_table, table2
 from gym_repost.construct.testgen.explore import SAFETY_NOTE
-from gym_repost.construct.testgen.trace import TraceResult, local_modules, test_files
+from gym_repost.construct.testgen.trace import CALL_BUDGET, TraceResult, local_modules, test_files
 from gym_repost.errors import InfrastructureError
 from gym_repost.executor import LocalExecutor, need_sandbox
 from gym_repost.sandbox.base import Sandbox
@@ -115,8 +115,8 @@ class BuildResult:
     """The exchange log's lines of a build that kept them rather than writing them (one
     run by a Ray actor: the driver writes them, see :class:`~gym_repost.construct.llm_builder.LLMBuildWork`)."""
     limits: list[str] = field(default_factory=list)
-    """Limits that cut the tracing of the repository's tests short (its CPU budget, a
-    wall-clock safety limit), and an audit gate that could not run: what a corpus reports
+    """Limits that cut the tracing of the repository's tests short (its call budget, the
+    CPU-time or the wall-clock safety limit), and an audit gate that could not run: what a corpus reports
     per repository as cut short but not failed (:meth:`all_limits`)."""
     installed: list[str] = field(default_factory=list)
     """``NAME==VERSION`` of what pip installed for the build (into its package set)."""
@@ -243,10 +243,15 @@ def _tracing_limits(result: TraceResult) -> list[str]:
             f"tracing: {SAFETY_NOTE}: {result.wall_stops} test(s) stopped by the wall clock rather than "
             f"by their CPU-time limit; inputs they would have given are missing"
         )
+    if result.budget_limited:
+        notes.append(
+            f"tracing: the call budget ({CALL_BUDGET:,} calls) {stopped}; the inputs recorded until then "
+            f"are kept, those of the rest are missing"
+        )
     if result.cpu_limited:
         notes.append(
-            f"tracing: the run's CPU budget {stopped}{cut}; the inputs recorded until then are kept, "
-            f"those of the rest are missing"
+            f"tracing: the run's CPU-time limit (a safety limit) {stopped}{cut}; the inputs recorded until then "
+            f"are kept, those of the rest are missing, and where it stops varies from run to run"
         )
     if result.timed_out:
         notes.append(

@@ -10,8 +10,10 @@ source at call time (so later mutations do not leak into the record). What canno
 written as source is skipped: see :func:`to_source`. The result is written compressed,
 then the token's line.
 
-The CPU budget is the run's RLIMIT_CPU (less a margin): the suite stops before the next
-test once it is spent, or once the wall clock's deadline (a safety limit) has passed. A
+The budget is a count of the calls the hook sees (``max_events``): the suite stops after
+the test that reaches it, the same test on any machine, or once every target has all the
+calls it may record. The run's RLIMIT_CPU (less a margin) and the wall clock's deadline
+are safety limits: the suite stops before the next test once either is spent. A
 test may overrun its timer (unittest's ``subTest`` swallows the timer's exception): then
 SIGXCPU at the limit itself, or the wall clock a little before the host's timeout, cuts
 the run, and the calls recorded so far are written all the same, with the token and the
@@ -411,8 +413,12 @@ class Recorder:
         self.current_test = ""
         self.stopped = False
         """Set when the run is cut: a test still running records nothing more."""
+        self.events = 0
+        """Calls the hook has seen (every Python call while tracing is on): the tracing
+        budget counts these, work that a loaded machine does not change."""
 
     def trace(self, frame, event, arg):
+        self.events += 1
         code = frame.f_code
         lines = self._resolved.get(code.co_filename, self._UNSEEN)
         if lines is self._UNSEEN:
@@ -574,15 +580,18 @@ def _find_defaults(target, frame):
     return {**positional, **(obj.__kwdefaults__ or {})}
 
 
-def make_plugin(pytest, recorder, deadline, per_test, cpu_limit=float("inf")):
-    """A pytest plugin: tracing, a timer per test, deadlines (wall clock and CPU time),
-    collection timers, counts."""
+def make_plugin(pytest, recorder, deadline, per_test, cpu_limit=float("inf"), max_events=float("inf")):
+    """A pytest plugin: tracing, a timer per test, the budget (``max_events`` calls seen
+    by the hook: counted work), safety limits (CPU time, the wall clock), collection
+    timers, counts."""
 
     class TracePlugin:
         tests_run = 0
         failed = 0
         stopped_by = None
-        """What stopped the suite early: ``"cpu budget"``, ``"deadline"`` (the wall clock's), or None."""
+        """What stopped the suite early: ``"call budget"`` (counted), ``"saturated"`` (every
+        target has the calls it may record), ``"cpu budget"`` or ``"deadline"`` (safety
+        limits: CPU time and the wall clock's), or None."""
 
         @pytest.hookimpl(tryfirst=True)
         def pytest_configure(self, config):
@@ -591,9 +600,20 @@ def make_plugin(pytest, recorder, deadline, per_test, cpu_limit=float("inf")):
         @pytest.hookimpl(hookwrapper=True)
         def pytest_runtest_protocol(self, item, nextitem):
             passed, cpu_left = deadline.expired(), cpu_limit - time.process_time()
-            if passed or cpu_left <= 0:
-                item.session.shouldstop = "the tracing deadline passed"
-                self.stopped_by = self.stopped_by or ("cpu budget" if cpu_left <= 0 else "deadline")
+            why = (
+                "call budget"
+                if recorder.events >= max_events
+                else "saturated"
+                if recorder.saturated()
+                else "cpu budget"
+                if cpu_left <= 0
+                else "deadline"
+                if passed
+                else None
+            )
+            if why is not None:  # this test is the last: pytest stops after it
+                item.session.shouldstop = "the tracing stopped: %s" % why
+                self.stopped_by = self.stopped_by or why
             recorder.current_test = item.nodeid
             if not recorder.saturated():
                 sys.settrace(recorder.trace)
@@ -666,7 +686,12 @@ class TraceRun:
             import pytest
 
             self.plugin = make_plugin(
-                pytest, self.recorder, self.deadline, float(self.config.get("test_timeout", 10)), cpu_deadline()
+                pytest,
+                self.recorder,
+                self.deadline,
+                float(self.config.get("test_timeout", 10)),
+                cpu_deadline(),
+                float(self.config.get("max_events", float("inf"))),
             )
             sys.stdout, sys.stderr = self.captured, self.captured_err
             args = [*protocol.pytest_compat_args(pytest), *self.config["args"]]
@@ -753,6 +778,8 @@ def summary(config, recorder, plugin, code, output, error, cut=None, err_output=
         "tests_failed": plugin.failed if plugin else 0,
         "deadline_hit": stopped_by == "deadline" or cut_by == "deadline",
         "cpu_limit_hit": stopped_by == "cpu budget" or cut_by == "cpu",
+        "budget_hit": stopped_by == "call budget",
+        "events": recorder.events,
         "cut": cut_by is not None,
         "wall_stops": len(_WALL_STOPS),
         "exit_code": code,

@@ -157,9 +157,9 @@ def test_a_repository_whose_suite_a_limit_cut_short_is_reported_not_fatal(tmp_pa
     """A package whose upstream tests explode: the tracer's CPU budget stops them, the build
     goes on with the calls recorded until then, and the corpus table says so. The limits are
     the build's own record, never picked out of its notes by their words."""
-    traced = TraceResult(calls={}, tests_run=7, cpu_limited=True)
+    traced = TraceResult(calls={}, tests_run=7, budget_limited=True)
     budget = _tracing_limits(traced)[0]
-    assert budget.startswith("tracing: the run's CPU budget stopped the repository's tests after 7 test(s)")
+    assert budget.startswith("tracing: the call budget (150,000,000 calls) stopped the repository's tests after 7")
     repo = SourceRepository(name="a", version="1", source="a", root=tmp_path, files={})
     built = BuildResult(
         repo=repo,

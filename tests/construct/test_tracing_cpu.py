@@ -11,8 +11,10 @@ import pytest
 from gym_repost.construct.pipeline import _tracing_limits
 from gym_repost.construct.testgen import TraceResult, trace_repository
 from gym_repost.construct.testgen.explore import SAFETY_NOTE
+from gym_repost.construct.testgen.trace import CALL_BUDGET
 from gym_repost.sandbox import get_sandbox
 from gym_repost.sandbox.base import Sandbox
+from tests.busy import busy_machine
 from tests.construct.test_testgen import GEOMETRY, candidate, repository
 
 pytestmark = pytest.mark.limits  # run again beside CPU burners in CI (.ci/run)
@@ -191,11 +193,48 @@ def test_a_run_still_going_near_its_timeout_is_cut_and_keeps_what_it_recorded(sa
     assert "the wall clock's deadline cut the run during tests/test_cpu.py::test_b_cut" in repo_result.errors[0]
 
 
+COUNTED_TESTS = "from shapes.geometry import push_all\n\ndef work(n):\n    return n\n" + "".join(
+    f"\ndef test_{i:02d}():\n    push_all([{i}], [])\n    [work(n) for n in range(2000)]\n" for i in range(40)
+)
+"""40 tests of 2,000 Python calls each, and little CPU time."""
+
+
+def test_the_call_budget_stops_the_suite_at_the_same_test_on_a_busy_machine(sandbox, tmp_path):
+    """The tracing budget counts the Python calls the hook sees: work, which a loaded machine
+    does not change, so the suite stops after the same test, quiet or beside four burners,
+    and the same inputs are kept (a CPU-time budget stopped more-itertools' suite at test
+    758 of 884 beside other builds, and ran all of it alone)."""
+    whole, _ = _traced(sandbox, tmp_path, COUNTED_TESTS, max_calls_per_target=40)
+    assert whole.tests_run == 40 and whole.events > 40 * 2000 and not whole.budget_limited
+    budget = whole.events // 2
+    quiet, quiet_calls = _traced(sandbox, tmp_path, COUNTED_TESTS, max_calls_per_target=40, max_events=budget)
+    with busy_machine(4):
+        busy, busy_calls = _traced(sandbox, tmp_path, COUNTED_TESTS, max_calls_per_target=40, max_events=budget)
+    assert quiet.budget_limited and not (quiet.cpu_limited or quiet.cut or quiet.timed_out)
+    assert 10 <= quiet.tests_run <= 30  # about half the suite's calls: half its tests
+    assert (busy.tests_run, busy_calls, busy.budget_limited) == (quiet.tests_run, quiet_calls, True)
+    assert quiet_calls == [f"([{i}], [])" for i in range(quiet.tests_run)]
+    note = _tracing_limits(quiet)
+    assert note == [
+        f"tracing: the call budget ({CALL_BUDGET:,} calls) stopped the repository's tests after "
+        f"{quiet.tests_run} test(s); the inputs recorded until then are kept, those of the rest are missing"
+    ]
+
+
+def test_the_suite_stops_once_every_target_has_its_calls(sandbox, tmp_path):
+    # one call kept per target: a pool of three; the test that finds it full is the last
+    result, calls = _traced(sandbox, tmp_path, COUNTED_TESTS, max_calls_per_target=1)
+    assert result.tests_run == 4 and len(calls) == 1
+    assert not (result.budget_limited or result.cpu_limited or result.timed_out)
+    assert _tracing_limits(result) == []  # not a limit: nothing more was to be recorded
+
+
 def test_the_build_says_which_limit_stopped_the_tracing():
     cut_by_cpu = _tracing_limits(TraceResult(calls={}, tests_run=7, cpu_limited=True, cut=True))
     assert cut_by_cpu == [
-        "tracing: the run's CPU budget stopped the repository's tests after 7 test(s) (the last one was cut); "
-        "the inputs recorded until then are kept, those of the rest are missing"
+        "tracing: the run's CPU-time limit (a safety limit) stopped the repository's tests after 7 test(s) "
+        "(the last one was cut); the inputs recorded until then are kept, those of the rest are missing, "
+        "and where it stops varies from run to run"
     ]
     stopped_by_wall = _tracing_limits(TraceResult(calls={}, tests_run=3, timed_out=True))
     assert len(stopped_by_wall) == 1 and SAFETY_NOTE in stopped_by_wall[0]  # listed in --stats' safety_limits

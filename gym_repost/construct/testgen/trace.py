@@ -31,11 +31,19 @@ from gym_repost.sandbox.programs import WALL_STRETCH, run_program
 
 logger = logging.getLogger(__name__)
 
-CPU_BUDGET = 300.0
-"""CPU seconds of one tracing run (more-itertools 11.2.1's suite takes about 86 under the tracer)."""
-WALL_TIMEOUT = 900.0
-"""Wall-clock seconds of one tracing run: a safety limit, three times the CPU budget, so that
-a loaded machine (a third of a core for the run) still meets the budget first."""
+CALL_BUDGET = 150_000_000
+"""Python calls the tracer's hook may see in one run (the budget, counted work: the suite
+stops after the test that spends it, at the same test on any machine and under any load)."""
+CPU_BUDGET = 600.0
+"""CPU seconds of one tracing run: a safety limit for a suite that computes without Python
+calls; the call budget stops a suite of Python tests first (more-itertools 11.2.1's whole
+suite, traced for 100 targets, makes 136 million calls in about 200 CPU seconds). CPU time
+is work, but the same work takes more of it on a busy machine (shared caches and cores):
+the same suite used 300 CPU seconds in 758 of its 884 tests beside other builds. So where
+this limit stops a suite varies from run to run, and the build says so."""
+WALL_TIMEOUT = 1800.0
+"""Wall-clock seconds of one tracing run: a safety limit, three times the CPU limit, so that
+a loaded machine (a third of a core for the run) still meets that first."""
 MAX_RESULT_CHARS = 50_000_000
 """The largest tracer result read (characters of its JSON; it travels compressed)."""
 _CONFIGURATIONS = (
@@ -83,13 +91,16 @@ class TraceResult:
         timed_out: the wall clock's deadline stopped the suite, before a test or (``cut``)
             during one, or the sandbox killed the run (a safety limit: a loaded machine, or
             tests that sleep or wait).
-        cpu_limited: the run's CPU budget stopped the suite, before a test or (``cut``)
+        budget_limited: the call budget (:data:`CALL_BUDGET`, counted) stopped the suite
+            after a test; the calls recorded until then are kept.
+        cpu_limited: the run's CPU-time limit stopped the suite, before a test or (``cut``)
             by SIGXCPU during one; the calls recorded until then are kept.
         cut: the run was cut during a test that overran its own limits (one that swallows
             the timer's exception, as unittest's ``subTest`` does); ``errors`` says which.
         wall_stops: tests stopped by the wall clock's safety limit rather than by their
             CPU-time limit (a loaded machine, or a test that sleeps or waits).
         duration: seconds of the sandbox run.
+        events: Python calls the tracer's hook saw (what the call budget counts).
     """
 
     calls: dict[str, list[RecordedCall]]
@@ -98,10 +109,12 @@ class TraceResult:
     tests_run: int = 0
     tests_failed: int = 0
     timed_out: bool = False
+    budget_limited: bool = False
     cpu_limited: bool = False
     cut: bool = False
     wall_stops: int = 0
     duration: float = 0.0
+    events: int = 0
 
     @property
     def traced(self) -> int:
@@ -304,6 +317,7 @@ def trace_repository(
     max_calls_per_target: int = 40,
     test_timeout: float = 10.0,
     cpu_seconds: float = CPU_BUDGET,
+    max_events: int = CALL_BUDGET,
 ) -> TraceResult:
     """Run the repository's tests once in the sandbox and record the candidates' calls.
 
@@ -319,10 +333,13 @@ def trace_repository(
         max_calls_per_target: most calls kept per candidate (spread over the tests).
         test_timeout: CPU seconds per test before it is interrupted (the wall clock stops
             it only at ``WALL_FACTOR`` times that, a safety limit counted in ``wall_stops``).
-        cpu_seconds: CPU seconds for the whole run (the budget: work, not seconds), its
-            RLIMIT_CPU in place of the sandbox's limit for one evaluation. The suite stops
-            between tests a few seconds before; a test that overruns its own limit up to
-            this one is cut by SIGXCPU (``cpu_limited``, ``cut``).
+        cpu_seconds: CPU seconds for the whole run (a safety limit), its RLIMIT_CPU in
+            place of the sandbox's limit for one evaluation. The suite stops between tests a
+            few seconds before; a test that overruns its own limit up to this one is cut by
+            SIGXCPU (``cpu_limited``, ``cut``).
+        max_events: the budget: Python calls the tracer's hook may see; the suite stops
+            after the test that reaches it (``budget_limited``). A count, so the tests
+            traced are the same in every run, whatever the machine's load.
 
     Raises:
         SandboxError: the sandbox itself failed (infrastructure).
@@ -332,6 +349,7 @@ def trace_repository(
     config = {
         "targets": _targets(candidates),
         "max_calls": max_calls_per_target,
+        "max_events": max_events,
         "test_timeout": test_timeout,
         "deadline": max(5.0, timeout - 15.0),
         "cut": max(5.0, timeout - 5.0),
@@ -397,10 +415,12 @@ def _read_result(
         tests_run=data["tests_run"],
         tests_failed=data["tests_failed"],
         timed_out=data["deadline_hit"],
+        budget_limited=bool(data.get("budget_hit")),
         cpu_limited=bool(data["cpu_limit_hit"]),
         cut=bool(data["cut"]),
         wall_stops=int(data.get("wall_stops", 0)),
         duration=duration,
+        events=int(data.get("events", 0)),
     )
 
 
