@@ -17,8 +17,9 @@ builder never saw, the repository's own test suite:
    own, :func:`~gym_repost.harness.run_function_tests`): one the task rewards is a *false
    accept*.
 
-Budgets count work: CPU seconds per mutant (a multiple of its covering tests' own), a CPU
-budget per task, mutants per task; never the wall clock.
+Budgets count work: CPU seconds per mutant (a multiple of its covering tests' own) and per
+covering test in a mutant's run (a multiple of the test's own), a CPU budget per task,
+mutants per task; never the wall clock. A mutant's run ends at its first failing test.
 """
 
 from __future__ import annotations
@@ -58,6 +59,10 @@ CPU_FACTOR = 10.0
 """A mutant's run may use this many times its covering tests' CPU seconds..."""
 CPU_FLOOR = 5.0
 """... plus this many (pytest's start and the collection of the test files)."""
+TEST_CPU_FLOOR = 3.0
+"""Each covering test, in a mutant's run, may use :data:`CPU_FACTOR` times its own CPU
+seconds plus this many (PIT's per-test timeouts: a factor and a constant): a mutant that
+loops in one test is stopped there, not after the whole run's limit."""
 COVER_CPU = 600.0
 """CPU seconds of the coverage run of the whole upstream suite."""
 TASK_BUDGET = 300.0
@@ -392,6 +397,7 @@ def _audit_target(
         "sys_path": source_roots(repo),
         "budget": TASK_BUDGET,
         "nodeids": nodeids,
+        "test_cpu": {str(test[0]): CPU_FACTOR * float(test[1]) + TEST_CPU_FLOOR for test in tests},
         "mutants": [
             {
                 "id": i,

@@ -21,9 +21,13 @@ Its configuration and a one-time token come through the protocol of
   a character span of the file's text), the file on disk holds the mutant while a child
   runs ``nodeids`` (the target's covering tests; their files are collected and the rest
   deselected, and a test id the mutant's code no longer yields kills it) through pytest,
-  stopping at the first failure: ``killed`` when a test fails or errors, ``timeout`` at
-  its CPU limit (``cpu``) or its wall-clock guard (``wall``, a :class:`~protocol.WallGuard`), ``survived`` when
-  every one passes; the file is put back after each. The children fork from this
+  stopping at the first failure (the child ends there, its traceback never formatted):
+  ``killed`` when a test fails or errors, ``timeout`` at its CPU limit (``cpu``), at a
+  test's own in its call (``test_cpu``: ``{nodeid: seconds}``, a multiple of what the
+  test took, as PIT's per-test timeouts: a mutant that loops in a cheap test is stopped
+  there, not at the sum of every covering test's limit) or at its wall-clock guard (``wall``, a
+  :class:`~protocol.WallGuard`), ``survived`` when every one passes; the file is put back
+  after each. The children fork from this
   process, which imported pytest (never the repository) once. Past ``budget`` CPU seconds
   over all children, the rest are ``not run``: ``{"mutants": [{"id", "status", "by"}],
   "patched": n, "fallback": why or None}``.
@@ -46,8 +50,10 @@ oracle that says which mutants are known to be wrong.
 
 import functools
 import json
+import mmap
 import os
 import select
+import struct
 import sys
 import time
 
@@ -57,7 +63,14 @@ except ImportError:  # in the sandbox, beside the protocol module
     import _gym_repost_protocol as protocol  # type: ignore[no-redef,import-not-found]
 
 _BASE_ARGS = ["-q", "-p", "no:cacheprovider", "-o", "addopts=", "-p", "no:randomly"]
+_KILL_ARGS = ["-x", "--tb=no"]
+"""A kill run needs a failure's test id, not its traceback: formatting one parses the source
+of each frame's file, and a mutant that fails thousands of subtests of a large test file
+(more-itertools' ``test_all_orderings``) spent minutes there."""
 _POLL = 0.02
+_DEADLINE = {"map": None}
+"""In a child of :func:`_in_child`: the shared page through which the running test's CPU
+deadline reaches the parent that holds the child to its limits."""
 
 
 def main():
@@ -229,8 +242,7 @@ def _mutated(original, mutant):
 
 
 def _kill_one(config, mutant):
-    nodeids = config["nodeids"]
-    data, status = _in_child(lambda fd: _kill_child(nodeids, fd), mutant["cpu"], mutant["wall"])
+    data, status = _in_child(lambda fd: _kill_child(config, fd), mutant["cpu"], mutant["wall"])
     return _verdict(mutant, data, status)
 
 
@@ -285,9 +297,10 @@ def _session_child(config, originals, fd):
     ``{"why": ...}``."""
     import pytest
 
-    failed = _FirstFailure()
+    failed = _FirstFailure()  # the collection's; a mutant's child ends at its first failure
     chosen = _Chosen(config["nodeids"])
     files = list(dict.fromkeys(n.split("::", 1)[0] for n in config["nodeids"]))
+    limits = _TestLimits(config.get("test_cpu") or {})
 
     class Loop:
         @pytest.hookimpl(tryfirst=True)
@@ -299,7 +312,7 @@ def _session_child(config, originals, fd):
             protocol.write_all(fd, json.dumps(said).encode("utf-8"))
             os._exit(0)
 
-    pytest.main([*_BASE_ARGS, "-x", *files], plugins=[failed, chosen, Loop()])
+    pytest.main([*_BASE_ARGS, *_KILL_ARGS, *files], plugins=[failed, chosen, limits, Loop()])
     protocol.write_all(fd, json.dumps({"why": "pytest ended before running the tests"}).encode("utf-8"))
     os._exit(0)
 
@@ -384,6 +397,7 @@ def _mutant_code(mutated, path, functions):
 def _patched_child(session, parent, failed, swaps, fd):
     """Run the collected tests with the target's code swapped, stopping at the first failure."""
     _die_with(parent)
+    failed.fd = fd
     for function, code in swaps:
         function.__code__ = code
     items = session.items
@@ -408,13 +422,15 @@ def _die_with(parent):
         os._exit(70)
 
 
-def _kill_child(nodeids, fd):
+def _kill_child(config, fd):
     import pytest
 
-    failed = _FirstFailure()
+    nodeids = config["nodeids"]
+    failed = _FirstFailure(fd)
     chosen = _Chosen(nodeids)
     files = list(dict.fromkeys(n.split("::", 1)[0] for n in nodeids))
-    code = pytest.main([*_BASE_ARGS, "-x", *files], plugins=[failed, chosen])
+    limits = _TestLimits(config.get("test_cpu") or {})
+    code = pytest.main([*_BASE_ARGS, *_KILL_ARGS, *files], plugins=[failed, chosen, limits])
     if failed.nodeid is None and chosen.missing:
         failed.nodeid = "collection"  # the mutant changed which tests there are
     protocol.write_all(fd, json.dumps({"failed": failed.nodeid}).encode("utf-8"))
@@ -433,17 +449,57 @@ class _Chosen:
 
 
 class _FirstFailure:
-    def __init__(self):
-        self.nodeid, self.ran = None, False
+    """The first failing test's id. With ``fd`` (a mutant's child) the child ends at that
+    failure, its verdict written: the tests after it, and the subtests after it in the same
+    test, cannot change it."""
+
+    def __init__(self, fd=None):
+        self.nodeid, self.ran, self.fd = None, False, fd
 
     def pytest_runtest_logreport(self, report):
         self.ran = True
         if report.failed and self.nodeid is None:
-            self.nodeid = report.nodeid
+            self._failed(report.nodeid)
 
     def pytest_collectreport(self, report):
         if report.failed and self.nodeid is None:
-            self.nodeid = report.nodeid or "collection"
+            self._failed(report.nodeid or "collection")
+
+    def _failed(self, nodeid):
+        self.nodeid = nodeid
+        if self.fd is not None:
+            protocol.write_all(self.fd, json.dumps({"failed": nodeid}).encode("utf-8"))
+            os._exit(1)
+
+
+class _TestLimits:
+    """Each test's CPU limit (``{nodeid: seconds}``) as a deadline of the running child's CPU
+    time, which the parent that holds it to its limits reads (:func:`_in_child`). It holds
+    for the test's call (its subtests too), from the end of its setup to the start of its
+    teardown: a module's fixture, which the coverage run may have charged to a test this
+    run deselects, is not the test's to pay."""
+
+    def __init__(self, limits):
+        self.limits = limits
+
+    def pytest_runtest_logreport(self, report):
+        limit = self.limits.get(report.nodeid)
+        if report.when == "setup" and report.passed and limit is not None:
+            _set_deadline(protocol.cpu_seconds(os.getpid()) + float(limit))
+
+    def pytest_runtest_teardown(self, item, nextitem):
+        _set_deadline(0.0)
+
+
+def _set_deadline(seconds):
+    shared = _DEADLINE["map"]
+    if shared is not None:
+        shared[:8] = struct.pack("d", seconds)
+
+
+def _deadline(shared):
+    seconds = struct.unpack("d", shared[:8])[0]
+    return seconds if seconds > 0 else None
 
 
 # --------------------------------------------------------------------------- children
@@ -454,9 +510,11 @@ def _in_child(body, cpu, wall):
     wall-clock guard of ``wall``: what it wrote, and ``("exit", cpu, code)`` or
     ``("stopped", cpu, reason)``."""
     read_fd, write_fd = os.pipe()
+    shared = mmap.mmap(-1, 8)  # the running test's CPU deadline (:class:`_TestLimits`), 0: none
     pid = os.fork()
     if pid == 0:
         try:
+            _DEADLINE["map"] = shared
             os.close(read_fd)
             os.setpgid(0, 0)
             null = os.open(os.devnull, os.O_RDWR)
@@ -475,11 +533,13 @@ def _in_child(body, cpu, wall):
             if not chunk:
                 break
             data += chunk
-        over = protocol.over_limit(pid, cpu, guard)
+        deadline = _deadline(shared)
+        over = protocol.over_limit(pid, cpu if deadline is None else min(cpu, deadline), guard)
         if over is not None:
             break
     protocol.kill_group(pid)
     os.close(read_fd)
+    shared.close()
     _, status, usage = os.wait4(pid, 0)
     used = usage.ru_utime + usage.ru_stime
     if over is not None:

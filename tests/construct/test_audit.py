@@ -487,3 +487,96 @@ def test_mutants_swapped_into_tests_collected_once_get_the_verdicts_of_runs_of_t
     assert (fallback or "") in (audits[0].swap_fallback or "") and (fallback is None) == (
         audits[0].swap_fallback is None
     )
+
+
+def _audit_both_ways(sandbox: Sandbox, root: Path, files: dict[str, str], script: str, mutate=None):
+    """The target ``clamp`` of ``esc/core.py`` audited with its covering tests collected once
+    (swapped mutants) and with runs of their own; ``mutate`` replaces the mutant sample."""
+    from gym_repost.construct import audit as audit_module
+
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text, encoding="utf-8")
+    repo = ingest(root, licenses="any")
+    task = build_task(script, "clamp", {"esc/__init__.py": "", "esc/core.py": files["esc/core.py"]}, "esc/core.py")
+    target = audit_module._target(task, repo, 40, 0, "all")
+    assert isinstance(target, audit_module._Target)
+    if mutate is not None:
+        target.mutants = mutate(target.mutants)
+    covering, problem, at_import = audit_module._covering(sandbox, repo, [target])
+    assert problem is None and covering[target.key] and target.key not in at_import
+    return [
+        audit_module._audit_target(sandbox, repo, target, covering[target.key], patch=fast, batch=fast)
+        for fast in (True, False)
+    ]
+
+
+def test_a_mutant_s_run_ends_at_its_first_failure(sandbox: Sandbox, tmp_path: Path) -> None:
+    """Once a covering test fails the verdict is known: the run ends there, and neither the
+    subtests after it nor their tracebacks are paid for. Here every subtest after a failed
+    one loops, so a run that went on would end at its CPU limit, a timeout."""
+    tests = textwrap.dedent("""\
+        import unittest
+
+        from esc.core import clamp
+
+        FAILED = []
+
+
+        class ClampTests(unittest.TestCase):
+            def test_cases(self):
+                for x in range(-3, 14):
+                    with self.subTest(x=x):
+                        while FAILED:  # only once a case has failed
+                            pass
+                        try:
+                            self.assertEqual(clamp(x, 0, 10), min(max(x, 0), 10))
+                        except AssertionError:
+                            FAILED.append(x)
+                            raise
+        """)
+    files = {"esc/__init__.py": "", "esc/core.py": CORE, "tests/test_esc.py": tests}
+    audits = _audit_both_ways(sandbox, tmp_path / "esc-1.0", files, STRONG_CLAMP)
+    for audit in audits:
+        verdicts = [m.upstream for m in audit.mutants]
+        assert verdicts.count("killed") >= 5 and "timeout" not in verdicts, verdicts
+        assert all(m.killed_by and m.killed_by.endswith("test_cases") for m in audit.mutants if m.upstream == "killed")
+    assert audits[0].swapped >= 5 and audits[1].swapped == 0
+
+
+def test_a_mutant_that_loops_in_a_cheap_test_is_stopped_at_that_test_s_limit(sandbox: Sandbox, tmp_path: Path) -> None:
+    """Each covering test has a CPU limit of its own in a mutant's run (a multiple of what it
+    took, plus :data:`TEST_CPU_FLOOR`), as PIT's per-test timeouts: a mutant that makes a
+    test of a millisecond spin for seconds is a timeout, though the run's limit (a multiple of
+    every covering test's CPU together, an expensive test's among them) would let it pass."""
+    from dataclasses import replace
+
+    from gym_repost.construct.audit import CPU_FACTOR, CPU_FLOOR, TEST_CPU_FLOOR
+
+    tests = textwrap.dedent("""\
+        from esc.core import clamp
+
+
+        def test_cheap():
+            assert clamp(7, 0, 10) == 7
+
+
+        def test_expensive():
+            assert sum(range(3 * 10**7)) > 0
+            assert clamp(5, 0, 10) == 5
+        """)
+    files = {"esc/__init__.py": "", "esc/core.py": CORE, "tests/test_esc.py": tests}
+    spin = "return x if x != 7 or sum(range(3 * 10**8)) > 0 else x"  # seconds of CPU, at 7 only
+
+    def one_spinning_mutant(mutants: list) -> list:
+        last = [m for m in mutants if m.original == "return x"]
+        assert last, [(m.line, m.original) for m in mutants]
+        return [replace(last[0], replacement=spin)]
+
+    script = STRONG_CLAMP.replace("range(-3, 14)", "range(-3, 7)")  # the task's tests: no 7
+    audits = _audit_both_ways(sandbox, tmp_path / "esc-1.0", files, script, one_spinning_mutant)
+    for audit in audits:
+        [mutant] = audit.mutants
+        assert mutant.upstream == "timeout", mutant
+        assert mutant.accepted  # the task's tests never reach the spin: a false accept
+    assert TEST_CPU_FLOOR < CPU_FLOOR and CPU_FACTOR > 1
