@@ -562,11 +562,12 @@ def test_a_mutant_that_loops_in_a_cheap_test_is_stopped_at_that_test_s_limit(san
 
 
         def test_expensive():
-            assert sum(range(3 * 10**7)) > 0
+            assert sum(range(2 * 10**8)) > 0  # seconds of CPU: the run's limit is ten times it
             assert clamp(5, 0, 10) == 5
         """)
     files = {"esc/__init__.py": "", "esc/core.py": CORE, "tests/test_esc.py": tests}
-    spin = "return x if x != 7 or sum(range(3 * 10**8)) > 0 else x"  # seconds of CPU, at 7 only
+    # five times test_expensive's CPU, at 7 only: within the run's limit, far past test_cheap's
+    spin = "return x if x != 7 or sum(range(10**9)) > 0 else x"
 
     def one_spinning_mutant(mutants: list) -> list:
         last = [m for m in mutants if m.original == "return x"]
