@@ -8,6 +8,9 @@ The build is the command line's (``gym-repost build benchmarks/corpus_pypi.txt -
 through :func:`gym_repost.construct.build_corpus`; it resumes at the repository level, so
 pointing ``--output`` at a build made with the same settings records it without building
 again (the per-repository seconds are those of the build that made each repository).
+It prints a line per unit of work as it comes back (the unit, its tasks and candidates,
+and the CPU-hours and hours of the build so far, earlier calls of a resumed build included:
+``STATE/cost.json``).
 Writes ``benchmarks/results/LIST.stats.md`` (the table; LIST: the source list's name,
 ``corpus_pypi`` or ``corpus_pypi33``) and appends the machine,
 the load, the rows and the totals to ``benchmarks/results/corpus_pypi.jsonl``.
@@ -53,7 +56,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import RESULTS_DIR, append_record, checkout, machine, now
 from gym_repost.construct.audit import audit_tasks
-from gym_repost.construct.corpus import CorpusResult, build_corpus, corpus_paths, read_sources, settings_digest
+from gym_repost.construct.corpus import (
+    CorpusResult,
+    RepositoryBuild,
+    Unit,
+    build_corpus,
+    corpus_paths,
+    read_sources,
+    settings_digest,
+)
 from gym_repost.construct.execution import PackageInstaller, own_packages, read_constraints
 from gym_repost.construct.ingest import ingest
 from gym_repost.construct.pipeline import BuildSettings
@@ -118,9 +129,16 @@ def main() -> None:
     started, meter = time.perf_counter(), CpuMeter()
     ledger = CostLedger(corpus_paths(args.output)["state"] / "cost.json", settings_digest(settings), meter, started)
     sandbox = sandbox_config("local", workers=args.workers)
+    progress = Progress(ledger)
     with get_executor(args.executor, workers=args.workers, sandbox=sandbox) as executor:
         result = build_corpus(
-            sources, args.output, settings, executor, chunk_size=args.chunk, on_repository=lambda _b: ledger.add_unit()
+            sources,
+            args.output,
+            settings,
+            executor,
+            chunk_size=args.chunk,
+            on_units=progress.plan,
+            on_repository=progress.unit,
         )
     ledger.save()
     cost = _cost(result, ledger, args) if ledger.complete(result.resumed) else None
@@ -268,6 +286,38 @@ class CostLedger:
     def complete(self, resumed: int) -> bool:
         """Every unit resumed was built by an earlier call this ledger counted."""
         return resumed <= self.prior["units"]
+
+
+class Progress:
+    """A line per unit as it comes back (a build of every candidate runs for hours): which
+    unit, what it kept, and the units, CPU and wall clock of the build so far, resumed
+    calls included."""
+
+    def __init__(self, ledger: CostLedger) -> None:
+        self.ledger, self.total, self.done = ledger, 0, 0
+
+    def plan(self, units: list[Unit]) -> None:
+        self.total = len(units)
+        already = self.ledger.prior["units"]
+        print(f"corpus: {len(units)} units of work ({already} built by earlier calls)", flush=True)
+
+    def unit(self, build: RepositoryBuild) -> None:
+        self.ledger.add_unit()
+        self.done += 1
+        totals = self.ledger.totals()
+        name = build.source.removeprefix("pypi:").split(" ", 1)[0]
+        where = f" #{build.chunk[0]}" if build.chunk is not None else ""
+        table = build.statistics.get("table2", {})
+        what = (
+            f"error: {build.error}"
+            if build.error
+            else f"{len(build.tasks)} tasks of {table.get('candidate functions', '?')} candidates"
+        )
+        print(
+            f"[{totals['units']}/{self.total}] {name}{where}: {what} in {build.seconds:.0f} s"
+            f" | build so far: {totals['cpu_s'] / 3600:.2f} CPU-h, {totals['wall_s'] / 3600:.2f} h",
+            flush=True,
+        )
 
 
 def _usage() -> tuple[float, float]:

@@ -1,0 +1,65 @@
+"""The corpus benchmark's driver: its cost ledger adds up the calls of a build that was
+killed and resumed, and it says after each unit where the build stands."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.corpus_pypi import CostLedger, Progress
+from gym_repost.construct.corpus import RepositoryBuild, Unit
+
+
+class _Meter:
+    def __init__(self) -> None:
+        self.cpu = 0.0
+
+    def used(self) -> float:
+        return self.cpu
+
+
+def _unit_built(source: str, tasks: int, candidates: int, chunk: tuple[int, int] | None = None) -> RepositoryBuild:
+    build = RepositoryBuild(source, statistics={"table2": {"candidate functions": candidates}}, seconds=12.4)
+    build.chunk = chunk
+    build.tasks = [object()] * tasks  # type: ignore[list-item]  # only counted
+    return build
+
+
+def test_a_resumed_build_counts_on_from_the_units_and_cpu_of_its_earlier_calls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "state" / "cost.json"
+    units = [Unit("pypi:alpha==1.0 --hash=sha256:ab", (i, 100)) for i in range(2)] + [Unit("pypi:beta==2.0")]
+
+    meter = _Meter()
+    first = Progress(CostLedger(path, "digest-1", meter, started=0.0))  # type: ignore[arg-type]
+    first.plan(units)
+    meter.cpu = 3600.0
+    first.unit(_unit_built(units[0].source, 7, 100, (0, 100)))
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "corpus: 3 units of work (0 built by earlier calls)"
+    assert out[1].startswith("[1/3] alpha==1.0 #0: 7 tasks of 100 candidates in 12 s | build so far: 1.00 CPU-h")
+    assert json.loads(path.read_text())["units"] == 1
+
+    # killed here; the next call starts its meter at 0 and adds to what the ledger holds
+    meter = _Meter()
+    again = Progress(CostLedger(path, "digest-1", meter, started=0.0))  # type: ignore[arg-type]
+    again.plan(units)
+    meter.cpu = 1800.0
+    again.unit(_unit_built(units[2].source, 0, 0))
+    failed = _unit_built(units[1].source, 0, 0, (1, 100))
+    failed.error = "sandbox failure: no space left"
+    again.unit(failed)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "corpus: 3 units of work (1 built by earlier calls)"
+    assert out[1].startswith("[2/3] beta==2.0: 0 tasks of 0 candidates") and "1.50 CPU-h" in out[1]
+    assert out[2].startswith("[3/3] alpha==1.0 #1: error: sandbox failure: no space left")
+    ledger = json.loads(path.read_text())
+    assert (ledger["units"], ledger["cpu_s"], ledger["calls"]) == (3, 5400.0, 2)
+
+    # other settings or code: a build of its own, counted from nothing
+    other = Progress(CostLedger(path, "digest-2", _Meter(), started=0.0))  # type: ignore[arg-type]
+    other.plan(units)
+    assert capsys.readouterr().out.strip() == "corpus: 3 units of work (0 built by earlier calls)"
