@@ -11,9 +11,12 @@ those whose tasks differ, with the names of the differing tasks.
 
 With ``--second STATE``, nothing is built: two corpus builds (the second made by another
 run of the same command, into another output, with a ``HOME`` of its own so that it starts
-from an empty package cache as a fresh machine does) are compared repository by repository
-(those the first holds so far), and their task files (tasks, train, eval) byte for byte once
-either is finished.
+from an empty package cache as a fresh machine does) are compared unit by unit (a
+repository, or each ``--chunk`` of a split one; those both hold so far, the rest counted as
+pending), and their task files (tasks, train, eval) byte for byte once either is finished.
+A task only one build kept is shown with what each build's audit found for it (known-wrong
+mutants, false accepts, mutants not run within the CPU budget): the first thing to look at
+when builds differ.
 
 With ``--record FILE`` (a ``corpus_pypi.jsonl``), nothing is built either: the build of
 ``--state``, made on any machine at any time, is compared with the latest record of FILE
@@ -44,7 +47,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import append_record, checkout, machine, now
-from gym_repost.construct.corpus import RepositoryWork, corpus_paths, state_repositories, tasks_digest
+from gym_repost.construct.corpus import (
+    RepositoryBuild,
+    RepositoryWork,
+    corpus_paths,
+    state_repositories,
+    tasks_digest,
+)
 from gym_repost.construct.execution import read_constraints
 from gym_repost.construct.pipeline import BuildSettings
 from gym_repost.sandbox import get_sandbox
@@ -75,9 +84,16 @@ def main() -> None:
         compared, same_files, dated = compare_with_record(args.state, args.record, names)
         report(args, before, started, compared, same_files, {"record": str(args.record), "record_date": dated})
         return
+    if args.second is not None:
+        before, started = machine(), time.perf_counter()
+        rows, files, pending = compare_builds(args.state, args.second, names)
+        if not rows and not pending:
+            raise SystemExit(f"{args.state}: no unit built (or none of --packages)")
+        report(args, before, started, rows, files, {"second": str(args.second), "pending_units": pending})
+        return
     records = first_build(args.state, names)
     if not records:
-        raise SystemExit(f"{args.state}: no repository built whole (a split one, or none of --packages)")
+        raise SystemExit(f"{args.state}: no repository built whole (or none of --packages)")
     settings = BuildSettings(
         max_candidates=args.max_candidates,
         workers=args.workers,
@@ -86,16 +102,12 @@ def main() -> None:
     )
     before, started = machine(), time.perf_counter()
     rows: list[dict[str, Any]] = []
-    files: dict[str, bool] = {}
-    if args.second is not None:
-        rows, files = compare_builds(records, args.state, args.second)
-    else:
-        with get_sandbox("local", workers=args.workers) as sandbox:
-            for record in records:
-                again = RepositoryWork(settings)(record["source"], sandbox)
-                rows.append(compare(record, [t.model_dump(mode="json") for t in again.tasks], again.error))
-                print(f"{rows[-1]['repository']}: {'identical' if rows[-1]['identical'] else 'DIFFERENT'}", flush=True)
-    report(args, before, started, rows, files, {"second": str(args.second) if args.second is not None else None})
+    with get_sandbox("local", workers=args.workers) as sandbox:
+        for record in records:
+            again = RepositoryWork(settings)(record["source"], sandbox)
+            rows.append(compare(record, _record(again)))
+            print(f"{rows[-1]['repository']}: {'identical' if rows[-1]['identical'] else 'DIFFERENT'}", flush=True)
+    report(args, before, started, rows, {}, {"second": None})
 
 
 def report(
@@ -125,7 +137,18 @@ def report(
         "different": different,
         "wall_s": round(time.perf_counter() - started, 1),
     }
-    print(f"{record['identical']} of {len(rows)} repositories identical ({record['tasks_compared']} tasks)")
+    for row in different:
+        if "audits" not in row:  # against a record: digests only
+            continue
+        print(
+            f"{row['repository']}: only in the first {row['only_first']}, only in the second "
+            f"{row['only_second']}, changed {row['changed']}"
+        )
+        for name, audit in row["audits"].items():
+            print(f"  {name}: audit of the first build {audit['first']}, of the second {audit['second']}")
+    print(f"{record['identical']} of {len(rows)} compared identical ({record['tasks_compared']} tasks)")
+    if against.get("pending_units"):
+        print(f"{against['pending_units']} units of the first build not built by the second yet")
     if files:
         print("task files identical: " + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in files.items()))
     else:
@@ -135,28 +158,42 @@ def report(
 
 
 def compare_builds(
-    records: list[dict[str, Any]], state: Path, second: Path
-) -> tuple[list[dict[str, Any]], dict[str, bool]]:
-    """Each repository of the first build against the second's record of it (a repository
-    the second lacks differs), and the two builds' task files byte for byte."""
-    others = {r["source"]: r for r in first_build(second, set())}
-    rows = []
-    for record in records:
-        other = others.get(record["source"])
+    state: Path,
+    second: Path,
+    names: set[str] = frozenset(),  # type: ignore[assignment]
+) -> tuple[list[dict[str, Any]], dict[str, bool], int]:
+    """Each unit of the first build (of ``names``, when given) against the second's record
+    of it, the units the first holds that the second has not built yet (pending), and the
+    two builds' task files byte for byte once either is finished."""
+    firsts, others = _units(state, names or set()), _units(second, names or set())
+    rows, pending = [], 0
+    for key, record in firsts.items():
+        other = others.get(key)
         if other is None:
-            row = compare(record, [], "not built by the second build")
-        else:
-            row = compare(record, other["tasks"], other.get("error"))
-        rows.append(row)
-        print(f"{row['repository']}: {'identical' if row['identical'] else 'DIFFERENT'}", flush=True)
+            pending += 1
+            continue
+        rows.append(compare(record, other))
+        print(f"{rows[-1]['repository']}: {'identical' if rows[-1]['identical'] else 'DIFFERENT'}", flush=True)
+    for key in others.keys() - firsts.keys():  # a unit the first build's plan does not have
+        rows.append(compare({"source": key[0], "chunk": others[key].get("chunk"), "tasks": []}, others[key]))
     files: dict[str, bool] = {}
     finished = [corpus_paths(_output(s))["tasks"].is_file() for s in (state, second)]
     if not any(finished):  # both unfinished: their units compared, no files yet
-        return rows, files
+        return rows, files, pending
     for kind in ("tasks", "train", "eval"):
         a, b = (corpus_paths(_output(s))[kind] for s in (state, second))
         files[kind] = a.is_file() and b.is_file() and a.read_bytes() == b.read_bytes()
-    return rows, files
+    return rows, files, pending
+
+
+def _units(state: Path, names: set[str]) -> dict[tuple[str, str], dict[str, Any]]:
+    """A build's unit records (of ``names``, when given) by source and chunk, in that order."""
+    found = {}
+    for path in sorted((state / "repos").glob("*.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        if not names or str(record.get("name", "")).lower() in names:
+            found[(record["source"], json.dumps(record.get("chunk")))] = record
+    return dict(sorted(found.items()))
 
 
 def compare_with_record(
@@ -209,29 +246,42 @@ def _output(state: Path) -> Path:
 
 
 def first_build(state: Path, names: set[str]) -> list[dict[str, Any]]:
-    """The first build's records of whole repositories (of ``names``, when given), in file order."""
-    records = []
-    for path in sorted((state / "repos").glob("*.json")):
-        record = json.loads(path.read_text(encoding="utf-8"))
-        if record.get("chunk") is None and (not names or str(record.get("name", "")).lower() in names):
-            records.append(record)
-    return sorted(records, key=lambda r: r["source"])
+    """The first build's repositories (of ``names``, when given), a split one's units put
+    back together (:func:`state_repositories`), as records, by source."""
+    return [_record(b) for b in state_repositories(state) if not names or b.name.lower() in names]
 
 
-def compare(record: dict[str, Any], tasks: list[dict[str, Any]], error: str | None) -> dict[str, Any]:
-    """One repository: identical, or the names of the tasks only one build has or that differ."""
+def compare(record: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
+    """One unit (or repository) in two builds: identical, or the names of the tasks only one
+    build has or that differ, and what each build's audit found for the tasks only one has."""
     first = {t["id"]: t for t in record["tasks"]}
-    second = {t["id"]: t for t in tasks}
-    names = {t["id"]: t["name"] for t in [*record["tasks"], *tasks]}
+    second = {t["id"]: t for t in other["tasks"]}
+    names = {t["id"]: t["name"] for t in [*record["tasks"], *other["tasks"]]}
     changed = sorted(names[i] for i in first.keys() & second.keys() if _text(first[i]) != _text(second[i]))
+    audits = [_audited(record), _audited(other)]
+    chunk = record.get("chunk")
     return {
-        "repository": record.get("name") or record["source"],
+        "repository": (record.get("name") or record["source"]) + (f" #{chunk[0]}" if chunk else ""),
         "tasks": len(record["tasks"]),
-        "identical": [_text(t) for t in record["tasks"]] == [_text(t) for t in tasks] and error == record.get("error"),
+        "identical": [_text(t) for t in record["tasks"]] == [_text(t) for t in other["tasks"]]
+        and other.get("error") == record.get("error"),
         "only_first": sorted(names[i] for i in first.keys() - second.keys()),
         "only_second": sorted(names[i] for i in second.keys() - first.keys()),
         "changed": changed,
+        "audits": {
+            names[i]: {"first": audits[0].get(i), "second": audits[1].get(i)}
+            for i in sorted(first.keys() ^ second.keys())
+        },
     }
+
+
+def _audited(record: dict[str, Any]) -> dict[str, Any]:
+    return (record.get("statistics") or {}).get("audited") or {}
+
+
+def _record(build: RepositoryBuild) -> dict[str, Any]:
+    """A build made here, in the shape of a state's record."""
+    return {**build.to_json(""), "tasks": [t.model_dump(mode="json") for t in build.tasks]}
 
 
 def _text(task: dict[str, Any]) -> str:

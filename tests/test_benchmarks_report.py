@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from benchmarks import report
 
 
@@ -101,13 +103,56 @@ def test_two_finished_builds_are_compared_repository_by_repository_and_file_by_f
 
     task = {"id": "1", "name": "a/f", "ground_truth": "def f(): pass"}
     first = build("one", [task], "same\n")
-    same, files = corpus_identity.compare_builds(corpus_identity.first_build(first, set()), first, first)
+    same, files, pending = corpus_identity.compare_builds(first, first)
     assert [r["identical"] for r in same] == [True] and files == {"tasks": True, "train": True, "eval": True}
+    assert pending == 0
     second = build("two", [{**task, "ground_truth": "def f(): return 1"}], "other\n")
-    rows, files = corpus_identity.compare_builds(corpus_identity.first_build(first, set()), first, second)
+    rows, files, _ = corpus_identity.compare_builds(first, second)
     assert rows[0]["identical"] is False and rows[0]["changed"] == ["a/f"] and not any(files.values())
     for stem in ("tasks", "tasks.train", "tasks.eval"):  # neither build finished: units only
         for name in ("one", "two"):
             (tmp_path / name / f"{stem}.jsonl").unlink()
-    rows, files = corpus_identity.compare_builds(corpus_identity.first_build(first, set()), first, second)
+    rows, files, _ = corpus_identity.compare_builds(first, second)
     assert rows[0]["identical"] is False and files == {}
+
+
+def test_split_repositories_are_compared_unit_by_unit_and_a_task_one_build_dropped_shows_both_audits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Units of a split repository are compared as they come (the second build's missing
+    ones are pending, not different), and a task only one build kept comes with what each
+    build's audit found: a mutant the CPU budget left unrun in one build and not the other."""
+    from benchmarks import corpus_identity
+
+    def unit(name: str, chunk: int, tasks: list[dict[str, object]], audited: dict[str, object]) -> None:
+        repos = tmp_path / name / "tasks.corpus-state" / "repos"
+        repos.mkdir(parents=True, exist_ok=True)
+        record = {
+            "source": "pypi:b==2",
+            "name": "b",
+            "chunk": [chunk, 100],
+            "error": None,
+            "tasks": tasks,
+            "statistics": {"audited": audited},
+        }
+        (repos / f"b{chunk}.json").write_text(json.dumps(record), encoding="utf-8")
+
+    kept = {"id": "t1", "name": "b/g"}
+    clean = {"status": "audited", "known_wrong": 12, "false_accepts": 0, "not_run": 3}
+    flipped = {"status": "audited", "known_wrong": 13, "false_accepts": 1, "not_run": 2}
+    unit("one", 0, [kept], {"t1": clean})
+    unit("one", 1, [{"id": "t2", "name": "b/h"}], {})
+    unit("two", 0, [], {"t1": flipped})  # the second build's unit 1 is not built yet
+    first, second = (tmp_path / n / "tasks.corpus-state" for n in ("one", "two"))
+    rows, files, pending = corpus_identity.compare_builds(first, second)
+    assert (len(rows), pending, files) == (1, 1, {})
+    assert rows[0]["repository"] == "b #0" and rows[0]["only_first"] == ["b/g"] and not rows[0]["identical"]
+    assert rows[0]["audits"] == {"b/g": {"first": clean, "second": flipped}}
+
+    import argparse
+
+    args = argparse.Namespace(state=first, max_candidates=0, max_false_accept=0.0, no_record=True)
+    corpus_identity.report(args, {"load_average": [0, 0, 0]}, 0.0, rows, files, {"pending_units": pending})
+    out = capsys.readouterr().out
+    assert "b/g: audit of the first build" in out and "'not_run': 2" in out
+    assert "0 of 1 compared identical" in out and "1 units of the first build not built by the second yet" in out
