@@ -17,9 +17,11 @@ builder never saw, the repository's own test suite:
    own, :func:`~gym_repost.harness.run_function_tests`): one the task rewards is a *false
    accept*.
 
-Budgets count work: CPU seconds per mutant (a multiple of its covering tests' own) and per
-covering test in a mutant's run (a multiple of the test's own), a CPU budget per task,
-mutants per task; never the wall clock. A mutant's run ends at its first failing test.
+Budgets count work: mutants per task, and timeouts per task (:data:`MAX_TIMEOUTS`); the
+CPU limits per mutant (a multiple of its covering tests' own) and per covering test in a
+mutant's run (a multiple of the test's own) are verdicts (a timeout is known wrong), ten
+times what the code needs; never the wall clock. A mutant's run ends at its first failing
+test.
 """
 
 from __future__ import annotations
@@ -65,8 +67,13 @@ seconds plus this many (PIT's per-test timeouts: a factor and a constant): a mut
 loops in one test is stopped there, not after the whole run's limit."""
 COVER_CPU = 600.0
 """CPU seconds of the coverage run of the whole upstream suite."""
-TASK_BUDGET = 300.0
-"""CPU seconds of one target's mutant runs together; the rest are ``not run``."""
+MAX_TIMEOUTS = 2
+"""A target's mutants after this many timeouts are ``not run``. A count of verdicts, not of
+CPU seconds: a budget of 300 CPU seconds was spent by one mutant fewer or more on a busy
+machine (the same work takes more CPU time when cores and caches are shared), so two
+builds could audit a task with other mutants and keep other tasks. A target's runs are
+bounded all the same: one per mutant, each within its CPU limit, and at most this many
+at that limit."""
 WALL_FACTOR = 3.0
 INSTALL_ATTEMPTS = 3
 """Times the coverage run is repeated after installing modules its tests could not import."""
@@ -219,7 +226,9 @@ def audit_tasks(
         else:
             targets.append(found)
     plugins = _plugins(repo, install) if targets else []
-    covering, problem, at_import = _covering(sandbox, repo, targets, install, plugins) if targets else ({}, None, set())
+    covering, problem, at_import, collect_cpu = (
+        _covering(sandbox, repo, targets, install, plugins) if targets else ({}, None, set(), None)
+    )
     shipped = bool(test_files(repo))
 
     def audit(target: _Target) -> TaskAudit:
@@ -234,7 +243,9 @@ def audit_tasks(
         if fails is not None:  # every mutant would fail too, and be counted as rejected
             return TaskAudit(target.task.id, target.task.name, "error", f"the task's ground truth fails here: {fails}")
         swap = not one_run_each and target.key not in at_import
-        return _audit_target(sandbox, repo, target, tests, plugins, patch=swap, batch=not one_run_each)
+        return _audit_target(
+            sandbox, repo, target, tests, plugins, patch=swap, batch=not one_run_each, collect_cpu=collect_cpu
+        )
 
     with ThreadPoolExecutor(max(1, workers)) as pool:
         for target, result in zip(targets, pool.map(audit, targets)):
@@ -313,14 +324,15 @@ def _covering(
     targets: list[_Target],
     install: Install | None = None,
     plugins: Sequence[str] = (),
-) -> tuple[dict[str, list[list[Any]]], str | None, set[str]]:
+) -> tuple[dict[str, list[list[Any]]], str | None, set[str], float | None]:
     """The passing upstream tests that run each target's body, with their CPU seconds; or
     ``({}, why, ...)`` when the coverage run failed, or ran no test of a repository that has
-    some; and the targets whose body ran outside every test (at import or collection time).
+    some; the targets whose body ran outside every test (at import or collection time); and
+    the CPU seconds of the run until its collection was done (None: not reported).
     Modules the tests could not import are installed with ``install`` and the suite run
     again, a bounded number of times (as tracing does)."""
     if not test_files(repo):
-        return {t.key: [] for t in targets}, None, set()
+        return {t.key: [] for t in targets}, None, set(), None
     config = {
         "mode": "cover",
         "args": pytest_arguments(repo, []),
@@ -362,7 +374,7 @@ def _covering(
     if problem is not None or not isinstance(covering, dict) or not isinstance(names, list):
         why = str(problem)[:400]
         logger.warning("audit of %s: the coverage run failed (%s)", repo.name, why)
-        return {}, why, set()
+        return {}, why, set(), None
     table = [
         n if isinstance(n, list) and len(n) == 2 and isinstance(n[0], str) and type(n[1]) in (int, float) else None
         for n in names
@@ -373,7 +385,10 @@ def _covering(
             found = [table[i] for i in indexes if type(i) is int and 0 <= i < len(table)]
             out[key] = [n for n in found if n is not None]
     at_import = payload.get("at_import")
-    return out, None, {k for k in at_import if isinstance(k, str)} if isinstance(at_import, list) else set()
+    imported = {k for k in at_import if isinstance(k, str)} if isinstance(at_import, list) else set()
+    collected = payload.get("collect_cpu")
+    collect_cpu = float(collected) if isinstance(collected, (int, float)) and collected >= 0 else None
+    return out, None, imported, collect_cpu
 
 
 def _audit_target(
@@ -384,20 +399,25 @@ def _audit_target(
     plugins: Sequence[str] = (),
     patch: bool = True,
     batch: bool = True,
+    collect_cpu: float | None = None,
 ) -> TaskAudit:
     """Run the target's mutants against its covering tests; submit the known-wrong ones.
     ``patch``: the tests may be collected once and the mutants' code swapped in (the target
     does not run at import or collection time); otherwise each mutant's run collects them.
-    ``batch``: the submissions are judged in batches; otherwise each in a run of its own."""
+    ``batch``: the submissions are judged in batches; otherwise each in a run of its own.
+    ``collect_cpu``: the coverage run's CPU seconds until its collection was done; a
+    mutant's own run may use :data:`CPU_FACTOR` times it plus :data:`TEST_CPU_FLOOR` until
+    its collection is done (a target that runs at import may loop there)."""
     nodeids = [str(test[0]) for test in tests]
     cpu = CPU_FACTOR * sum(float(test[1]) for test in tests) + CPU_FLOOR
     config = {
         "mode": "kill",
         "plugins": list(plugins),
         "sys_path": source_roots(repo),
-        "budget": TASK_BUDGET,
+        "max_timeouts": MAX_TIMEOUTS,
         "nodeids": nodeids,
         "test_cpu": {str(test[0]): CPU_FACTOR * float(test[1]) + TEST_CPU_FLOOR for test in tests},
+        "collect_cpu": CPU_FACTOR * collect_cpu + TEST_CPU_FLOOR if collect_cpu is not None else None,
         "mutants": [
             {
                 "id": i,
@@ -414,14 +434,15 @@ def _audit_target(
     }
     if patch and target.patch is not None and target.mutants:
         config["patch"] = target.patch
+    worst = cpu * (len(target.mutants) + 1)  # every mutant at its limit, and the session's collection
     run = run_program(
         sandbox,
         "upstream",
         suite_files(repo),
         config,
-        timeout=WALL_STRETCH * WALL_FACTOR * (TASK_BUDGET + cpu) + 60.0,
+        timeout=WALL_STRETCH * WALL_FACTOR * worst + 60.0,
         token=True,
-        cpu_seconds=TASK_BUDGET + cpu + 30.0,
+        cpu_seconds=worst + 30.0,
     )
     verdicts = (run.payload or {}).get("mutants") if run.completed else None
     audit = TaskAudit(target.task.id, target.task.name, "audited", covering_tests=len(nodeids))

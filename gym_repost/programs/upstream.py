@@ -12,10 +12,11 @@ Its configuration and a one-time token come through the protocol of
   once, however many targets it covers: packaging's parametrized suite covers its targets
   with thousands each): ``{"names": [[nodeid, cpu], ...], "covering": {key: [index, ...]},
   "tests": n, "errors": [...], "missing": [module, ...], "undefined": [[path, name], ...],
-  "at_import": [key, ...]}``
+  "at_import": [key, ...], "collect_cpu": seconds}``
   (pytest's error lines, the modules its tests could not import, the names whose
   ``NameError`` failed a test file's collection: :func:`protocol.undefined_names`, and the
-  targets a line of whose body ran outside every test, at import or collection time);
+  targets a line of whose body ran outside every test, at import or collection time, and
+  the CPU seconds of the run until its collection was done);
   ``"error": why`` too when the suite's own code stopped pytest.
 * ``kill``: for each mutant (``mutants``: ``{"id", "file", "start", "end", "replacement"}``,
   a character span of the file's text), the file on disk holds the mutant while a child
@@ -25,12 +26,15 @@ Its configuration and a one-time token come through the protocol of
   ``killed`` when a test fails or errors, ``timeout`` at its CPU limit (``cpu``), at a
   test's own in its call (``test_cpu``: ``{nodeid: seconds}``, a multiple of what the
   test took, as PIT's per-test timeouts: a mutant that loops in a cheap test is stopped
-  there, not at the sum of every covering test's limit) or at its wall-clock guard (``wall``, a
+  there, not at the sum of every covering test's limit), at the collection's
+  (``collect_cpu``, a multiple of what the coverage run's took: a mutant of a target that
+  runs at import may loop there) or at its wall-clock guard (``wall``, a
   :class:`~protocol.WallGuard`), ``survived`` when every one passes; the file is put back
   after each. The children fork from this
-  process, which imported pytest (never the repository) once. Past ``budget`` CPU seconds
-  over all children, the rest are ``not run``: ``{"mutants": [{"id", "status", "by"}],
-  "patched": n, "fallback": why or None}``.
+  process, which imported pytest (never the repository) once. Once ``max_timeouts`` mutants
+  ended as timeouts, the rest are ``not run`` (a count of verdicts, not CPU seconds spent:
+  the same work takes more CPU time on a busy machine, and two builds must run the same
+  mutants): ``{"mutants": [{"id", "status", "by"}], "patched": n, "fallback": why or None}``.
 
   With ``patch`` (``{"qualname", "first", "last"}``: the target, its lines with decorators),
   the tests are collected once, in a session child, and each mutant whose ``patch`` flag is
@@ -148,14 +152,19 @@ def _cover_child(config, fd):
     table = [[n, round(plugin.cpu.get(n, 0.0), 4)] for n in index]
     report = {"names": table, "covering": covering, "tests": len(plugin.outcomes), "errors": errors, "missing": missing}
     report["undefined"], report["at_import"] = undefined, at_import
+    report["collect_cpu"] = round(plugin.collect_cpu, 4) if plugin.collect_cpu is not None else None
     protocol.write_all(fd, json.dumps(report).encode("utf-8"))
 
 
 class _Outcomes:
-    """A context per test; each test's outcome and CPU seconds."""
+    """A context per test; each test's outcome and CPU seconds; and the CPU seconds of the
+    run until its collection was done (pytest's start, the conftests, the test files)."""
 
     def __init__(self, cov):
-        self.cov, self.outcomes, self.cpu = cov, {}, {}
+        self.cov, self.outcomes, self.cpu, self.collect_cpu = cov, {}, {}, None
+
+    def pytest_collection_finish(self, session):
+        self.collect_cpu = time.process_time()  # the child's own, from its fork
 
     def pytest_runtest_protocol(self, item, nextitem):
         self.cov.switch_context(item.nodeid)
@@ -195,26 +204,20 @@ def kill(config):
     patched, why = {}, None
     if config.get("patch"):
         patched, why = _patched_verdicts(config, originals)
-    verdicts, spent, checked = [], 0.0, 0
+    verdicts, checked = [], 0
     for mutant in config["mutants"]:
-        if spent >= config["budget"]:
+        if _timeouts(verdicts) >= config["max_timeouts"]:
             verdicts.append({"id": mutant["id"], "status": "not run", "by": None})
             continue
         found = patched.get(mutant["id"])
         if found is not None and not _known_wrong(found[0]) and checked < CROSS_CHECKS:
             checked += 1
-            own, cpu = _with_mutant(config, mutant, originals)
-            spent += cpu
+            own, _cpu = _with_mutant(config, mutant, originals)
             if _known_wrong(own) != _known_wrong(found[0]):
                 patched, why = {}, "a patched verdict disagreed with a run of its own (mutant %s)" % mutant["id"]
             verdicts.append(own)
             continue
-        if found is not None:
-            verdict, cpu = found
-        else:
-            verdict, cpu = _with_mutant(config, mutant, originals)
-        spent += cpu
-        verdicts.append(verdict)
+        verdicts.append(found[0] if found is not None else _with_mutant(config, mutant, originals)[0])
     used = sum(1 for v in verdicts if v.get("patched"))
     for verdict in verdicts:
         verdict.pop("patched", None)
@@ -223,6 +226,10 @@ def kill(config):
 
 def _known_wrong(verdict):
     return verdict["status"] in ("killed", "timeout")
+
+
+def _timeouts(verdicts):
+    return sum(1 for v in verdicts if v["status"] == "timeout")
 
 
 def _with_mutant(config, mutant, originals):
@@ -266,7 +273,7 @@ def _verdict(mutant, data, status):
 
 def _patched_verdicts(config, originals):
     """``({mutant id: (verdict, cpu)}, why)``: the verdicts of a session that collected the
-    tests once (those of the mutants it could patch, within the budget), and why there are
+    tests once (those of the mutants it could patch, up to the count of timeouts), and why there are
     none when it could not run. The files are put back whatever became of the session."""
     first, count = config["mutants"][0], len(config["mutants"])
     cpu = first["cpu"] + SESSION_CPU_PER_MUTANT * count  # the collection, then a compile per mutant
@@ -323,9 +330,9 @@ def _run_patched(config, originals, session, failed):
     functions = _live_functions(path, patch["qualname"], patch["first"], patch["last"])
     if not functions:
         return {"why": "no function object of %s was found" % patch["qualname"]}
-    verdicts, spent = [], 0.0
+    verdicts = []
     for mutant in config["mutants"]:
-        if spent >= config["budget"]:
+        if _timeouts([v for v, _ in verdicts]) >= config["max_timeouts"]:
             break
         if not mutant.get("patch") or mutant["file"] != path:
             continue
@@ -339,9 +346,7 @@ def _run_patched(config, originals, session, failed):
             data, status = _in_child(body, mutant["cpu"], mutant["wall"])
         finally:
             _write(path, originals[path])
-        verdict, cpu = _verdict(mutant, data, status)
-        spent += cpu
-        verdicts.append([verdict, cpu])
+        verdicts.append(list(_verdict(mutant, data, status)))
     return {"verdicts": verdicts}
 
 
@@ -429,7 +434,7 @@ def _kill_child(config, fd):
     failed = _FirstFailure(fd)
     chosen = _Chosen(nodeids)
     files = list(dict.fromkeys(n.split("::", 1)[0] for n in nodeids))
-    limits = _TestLimits(config.get("test_cpu") or {})
+    limits = _TestLimits(config.get("test_cpu") or {}, config.get("collect_cpu"))
     code = pytest.main([*_BASE_ARGS, *_KILL_ARGS, *files], plugins=[failed, chosen, limits])
     if failed.nodeid is None and chosen.missing:
         failed.nodeid = "collection"  # the mutant changed which tests there are
@@ -477,10 +482,18 @@ class _TestLimits:
     time, which the parent that holds it to its limits reads (:func:`_in_child`). It holds
     for the test's call (its subtests too), from the end of its setup to the start of its
     teardown: a module's fixture, which the coverage run may have charged to a test this
-    run deselects, is not the test's to pay."""
+    run deselects, is not the test's to pay. With ``collection`` (a mutant's own run, which
+    imports the mutant), the run until its collection is done has that limit too: a mutant
+    of a target that runs at import and loops there is stopped at it, not at the limit of
+    every covering test together."""
 
-    def __init__(self, limits):
+    def __init__(self, limits, collection=None):
         self.limits = limits
+        if collection:
+            _set_deadline(protocol.cpu_seconds(os.getpid()) + float(collection))
+
+    def pytest_collection_finish(self, session):
+        _set_deadline(0.0)
 
     def pytest_runtest_logreport(self, report):
         limit = self.limits.get(report.nodeid)

@@ -356,7 +356,7 @@ def test_the_coverage_report_is_read_as_untrusted_data(upstream: Path, monkeypat
     )
     repo = ingest(upstream, licenses="any")
     target = audit_module._Target(_tasks()[0], "k", "esc/core.py", (2, 3), 0, 1, [])
-    covering, problem, at_import = audit_module._covering(None, repo, [target])  # type: ignore[arg-type]
+    covering, problem, at_import, _ = audit_module._covering(None, repo, [target])  # type: ignore[arg-type]
     assert problem is None and covering == {"k": [["tests/t.py::a", 0.5], ["tests/t.py::c", 1]]}
     assert at_import == set()
 
@@ -468,7 +468,7 @@ def test_mutants_swapped_into_tests_collected_once_get_the_verdicts_of_runs_of_t
     task = build_task(script, "clamp", {"esc/__init__.py": "", "esc/core.py": core}, "esc/core.py")
     target = audit_module._target(task, repo, 40, 0, "all")
     assert isinstance(target, audit_module._Target) and len(target.mutants) >= 8
-    covering, problem, at_import = audit_module._covering(sandbox, repo, [target])
+    covering, problem, at_import, _ = audit_module._covering(sandbox, repo, [target])
     assert problem is None and covering[target.key]
     assert (target.key in at_import) == (case == "run-at-import")
     audits = [
@@ -503,7 +503,7 @@ def _audit_both_ways(sandbox: Sandbox, root: Path, files: dict[str, str], script
     assert isinstance(target, audit_module._Target)
     if mutate is not None:
         target.mutants = mutate(target.mutants)
-    covering, problem, at_import = audit_module._covering(sandbox, repo, [target])
+    covering, problem, at_import, _ = audit_module._covering(sandbox, repo, [target])
     assert problem is None and covering[target.key] and target.key not in at_import
     return [
         audit_module._audit_target(sandbox, repo, target, covering[target.key], patch=fast, batch=fast)
@@ -581,3 +581,75 @@ def test_a_mutant_that_loops_in_a_cheap_test_is_stopped_at_that_test_s_limit(san
         assert mutant.upstream == "timeout", mutant
         assert mutant.accepted  # the task's tests never reach the spin: a false accept
     assert TEST_CPU_FLOOR < CPU_FLOOR and CPU_FACTOR > 1
+
+
+def test_a_target_s_mutants_after_its_second_timeout_are_not_run_whatever_their_cpu_time(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """The audit's budget per target is a count of timeouts, not of CPU seconds: a CPU
+    budget is spent by one mutant more or fewer on a busy machine, so two builds would
+    audit a task with other mutants. Three looping mutants, then two the tests reject: the
+    third loop and the rest are ``not run``, both ways of running (a budget of 300 CPU
+    seconds ran all five: three runs stopped at their 3-second limits, two killed)."""
+    from dataclasses import replace
+
+    from gym_repost.construct.audit import MAX_TIMEOUTS
+
+    files = {"esc/__init__.py": "", "esc/core.py": CORE, "tests/test_esc.py": UPSTREAM_TESTS}
+    loop = "return x if not any(iter(int, 1)) else x"  # int() is 0: never ends, constant memory
+
+    def loops_then_wrong(mutants: list) -> list:
+        [last] = [m for m in mutants if m.original == "return x"][:1]
+        return [replace(last, replacement=r) for r in (loop, loop, loop, "return x + 1", "return -x")]
+
+    audits = _audit_both_ways(sandbox, tmp_path / "esc-1.0", files, STRONG_CLAMP, loops_then_wrong)
+    assert MAX_TIMEOUTS == 2
+    for audit in audits:
+        assert [m.upstream for m in audit.mutants] == ["timeout", "timeout", "not run", "not run", "not run"]
+        assert audit.record()["known_wrong"] == 2  # the two timeouts; no mutant after them judged
+
+
+def test_a_mutant_that_loops_at_import_is_stopped_at_the_collection_s_limit(sandbox: Sandbox, tmp_path: Path) -> None:
+    """A target that runs at import (more-itertools' ``iter_index``, called by ``sieve`` at
+    the module's top level) has a collection per mutant, and a mutant that loops there was
+    stopped only at the limit of every covering test together (10 times their CPU + 5 s:
+    minutes for more-itertools). The run until its collection is done now has a limit of
+    its own, 10 times what the coverage run's took + 3 s: a mutant that spins at import for
+    eight times an expensive test's CPU (well within the run's limit) is a timeout."""
+    from dataclasses import replace
+
+    from gym_repost.construct import audit as audit_module
+
+    core = CORE + "\n\nDEFAULT = clamp(6, 0, 10)  # at import: the only call with 6\n"
+    tests = textwrap.dedent("""\
+        from esc.core import clamp
+
+
+        def test_cheap():
+            assert clamp(7, 0, 10) == 7
+
+
+        def test_expensive():
+            assert sum(range(2 * 10**8)) > 0  # seconds of CPU: the run's limit is ten times it
+            assert clamp(5, 0, 10) == 5
+        """)
+    files = {"esc/__init__.py": "", "esc/core.py": core, "tests/test_esc.py": tests}
+    root = tmp_path / "esc-1.0"
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text, encoding="utf-8")
+    repo = ingest(root, licenses="any")
+    script = STRONG_CLAMP.replace("range(-3, 14)", "range(-3, 6)")  # the task's tests: no 6
+    task = build_task(script, "clamp", {"esc/__init__.py": "", "esc/core.py": core}, "esc/core.py")
+    target = audit_module._target(task, repo, 40, 0, "all")
+    assert isinstance(target, audit_module._Target)
+    [last] = [m for m in target.mutants if m.original == "return x"][:1]
+    target.mutants = [replace(last, replacement="return x if x != 6 or sum(range(16 * 10**8)) > 0 else x")]
+    covering, problem, at_import, collect_cpu = audit_module._covering(sandbox, repo, [target])
+    assert problem is None and target.key in at_import and len(covering[target.key]) == 2
+    assert collect_cpu is not None and 0 < collect_cpu < 10
+    tests_of_target = covering[target.key]
+    audit = audit_module._audit_target(sandbox, repo, target, tests_of_target, patch=False, collect_cpu=collect_cpu)
+    [mutant] = audit.mutants
+    assert mutant.upstream == "timeout", mutant
+    assert mutant.accepted  # the task's tests never call clamp with 6: a false accept
