@@ -27,6 +27,7 @@ import dis
 import enum
 import inspect
 import io
+import keyword
 import os
 import re
 import resource
@@ -200,12 +201,10 @@ class Serializer:
             return "%s(%s)" % (self.class_source(kind), fields)
         if module == "functools" and kind.__name__ == "partial":
             parts = [self.to_source(value.func, depth, path)] + [self.to_source(a, depth, path) for a in value.args]
-            parts += ["%s=%s" % (k, self.to_source(v, depth, path)) for k, v in value.keywords.items()]
+            parts += self._keywords(value.keywords, depth, path)
             return "__import__('functools').partial(%s)" % ", ".join(parts)
         if (module, kind.__name__) in (("argparse", "Namespace"), ("types", "SimpleNamespace")):
-            fields = ", ".join(
-                "%s=%s" % (k, self.to_source(v, depth, path)) for k, v in vars(value).items() if k.isidentifier()
-            )
+            fields = ", ".join(self._keywords(vars(value), depth, path))
             return "__import__(%r).%s(%s)" % (module, kind.__name__, fields)
         if kind is io.StringIO or kind is io.BytesIO:
             return self._stream(value)
@@ -227,6 +226,18 @@ class Serializer:
         if ADDRESS.search(text):
             raise Unrepresentable("a value whose repr names an object by address")
         return text
+
+    def _keywords(self, mapping, depth, path):
+        """``key=value`` texts of a call's keyword arguments; the keys that cannot be written
+        so (not identifiers, or keywords such as ``class``) in one ``**{...}``."""
+        plain, rest = [], []
+        for k, v in mapping.items():
+            text = self.to_source(v, depth, path)
+            if isinstance(k, str) and k.isidentifier() and not keyword.iskeyword(k):
+                plain.append("%s=%s" % (k, text))
+            else:
+                rest.append("%r: %s" % (k, text))
+        return plain + (["**{%s}" % ", ".join(rest)] if rest else [])
 
     def _stream(self, value):
         """An in-memory stream, as one holding the same text or bytes at the same position

@@ -357,6 +357,30 @@ def test_call_arguments_keeps_text_and_keywords():
     assert call_arguments("()", "{}") == ""
 
 
+def test_a_keyword_argument_named_like_a_python_keyword_is_written_in_a_mapping(tmp_path):
+    """pyparsing 3.2.3: ``with_attribute(**attrs)`` is called with ``class='boo'``; written as
+    ``class='boo'`` the evaluation script did not parse and the candidate was dropped. Such
+    keys (and those the tracer meets in a ``partial``'s keywords or a namespace's fields)
+    go in ``**{...}``."""
+    text = call_arguments("('b',)", "{'class': 'boo', 'x': 1, 'match': 2}")
+    assert text == "'b', x=1, match=2, **{'class': 'boo'}"  # ``match`` is a soft keyword: a name
+    seen = {}
+    exec(f"def f(*args, **kwargs):\n    seen.update(kwargs)\nf({text})", {"seen": seen})
+    assert seen == {"class": "boo", "x": 1, "match": 2}
+
+    serializer = trace_program.Serializer(str(tmp_path))
+    namespace = {name: value for name, value in vars(runtime).items() if name.startswith("_gr_")}
+    for value in (
+        functools.partial(dict, 1, **{"class": "boo", "for": 2, "ok": 3}),
+        types.SimpleNamespace(**{"class": 1, "a b": 2, "ok": 3}),
+        argparse.Namespace(**{"if": True}),
+    ):
+        source = serializer.to_source(value)
+        ast.parse(source, mode="eval")
+        rebuilt = eval(source, dict(namespace))
+        assert runtime._gr_state(rebuilt) == runtime._gr_state(value), source
+
+
 def test_writer_output_calls_both_and_has_a_main_block():
     code = write_tests(
         "add",

@@ -17,6 +17,7 @@ a lambda that receives the instance as an argument. Inputs that needed seeding u
 from __future__ import annotations
 
 import ast
+import keyword
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -51,7 +52,9 @@ def runtime_helpers() -> str:
 def call_arguments(args: str, kwargs: str) -> str:
     """``1, 'a', key=2`` from the sources ``(1, 'a')`` and ``{'key': 2}``.
 
-    Element texts are kept as written; keys that are not identifiers go in ``**{...}``.
+    Element texts are kept as written; keys that cannot be written as ``key=`` (not
+    identifiers, or keywords such as ``class``, which pyparsing's ``with_attribute(**attrs)``
+    is called with) go in ``**{...}``.
 
     Raises:
         ValueError: ``args`` is not a tuple display or ``kwargs`` not a dict display.
@@ -64,13 +67,18 @@ def call_arguments(args: str, kwargs: str) -> str:
     rest = []
     for key, value in zip(kwargs_node.keys, kwargs_node.values):
         text = _segment(kwargs, value)
-        if isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value.isidentifier():
+        if isinstance(key, ast.Constant) and isinstance(key.value, str) and _keyword_name(key.value):
             parts.append(f"{key.value}={text}")
         elif key is not None:
             rest.append(f"{_segment(kwargs, key)}: {text}")
     if rest:
         parts.append("**{" + ", ".join(rest) + "}")
     return ", ".join(parts)
+
+
+def _keyword_name(name: str) -> bool:
+    """``name`` can be written as a keyword argument, ``name=...``."""
+    return name.isidentifier() and not keyword.iskeyword(name)
 
 
 def _segment(source: str, node: ast.AST) -> str:
