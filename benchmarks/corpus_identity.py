@@ -148,7 +148,7 @@ def report(
             print(f"  {name}: audit of the first build {audit['first']}, of the second {audit['second']}")
     print(f"{record['identical']} of {len(rows)} compared identical ({record['tasks_compared']} tasks)")
     if against.get("pending_units"):
-        print(f"{against['pending_units']} units of the first build not built by the second yet")
+        print(f"{against['pending_units']} units built by one of the builds only, so far")
     if files:
         print("task files identical: " + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in files.items()))
     else:
@@ -162,9 +162,9 @@ def compare_builds(
     second: Path,
     names: set[str] = frozenset(),  # type: ignore[assignment]
 ) -> tuple[list[dict[str, Any]], dict[str, bool], int]:
-    """Each unit of the first build (of ``names``, when given) against the second's record
-    of it, the units the first holds that the second has not built yet (pending), and the
-    two builds' task files byte for byte once either is finished."""
+    """Each unit both builds hold (of ``names``, when given) compared, the units only one
+    holds so far (pending), and the two builds' task files byte for byte once either is
+    finished (a unit only one build made then shows as files that differ)."""
     firsts, others = _units(state, names or set()), _units(second, names or set())
     rows, pending = [], 0
     for key, record in firsts.items():
@@ -174,8 +174,7 @@ def compare_builds(
             continue
         rows.append(compare(record, other))
         print(f"{rows[-1]['repository']}: {'identical' if rows[-1]['identical'] else 'DIFFERENT'}", flush=True)
-    for key in others.keys() - firsts.keys():  # a unit the first build's plan does not have
-        rows.append(compare({"source": key[0], "chunk": others[key].get("chunk"), "tasks": []}, others[key]))
+    pending += len(others.keys() - firsts.keys())  # the first build's turn to come (its files say the rest)
     files: dict[str, bool] = {}
     finished = [corpus_paths(_output(s))["tasks"].is_file() for s in (state, second)]
     if not any(finished):  # both unfinished: their units compared, no files yet

@@ -155,4 +155,6 @@ def test_split_repositories_are_compared_unit_by_unit_and_a_task_one_build_dropp
     corpus_identity.report(args, {"load_average": [0, 0, 0]}, 0.0, rows, files, {"pending_units": pending})
     out = capsys.readouterr().out
     assert "b/g: audit of the first build" in out and "'not_run': 2" in out
-    assert "0 of 1 compared identical" in out and "1 units of the first build not built by the second yet" in out
+    assert "0 of 1 compared identical" in out and "1 units built by one of the builds only, so far" in out
+    _, _, pending = corpus_identity.compare_builds(second, first)  # the other way round: pending too
+    assert pending == 1
