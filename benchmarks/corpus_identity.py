@@ -251,27 +251,41 @@ def first_build(state: Path, names: set[str]) -> list[dict[str, Any]]:
 
 
 def compare(record: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
-    """One unit (or repository) in two builds: identical, or the names of the tasks only one
-    build has or that differ, and what each build's audit found for the tasks only one has."""
-    first = {t["id"]: t for t in record["tasks"]}
-    second = {t["id"]: t for t in other["tasks"]}
-    names = {t["id"]: t["name"] for t in [*record["tasks"], *other["tasks"]]}
-    changed = sorted(names[i] for i in first.keys() & second.keys() if _text(first[i]) != _text(second[i]))
+    """One unit (or repository) in two builds: identical, or the tasks only one build has,
+    those both have that differ (with the fields that differ: a task's id is a digest of
+    its content, so tasks are paired by name), and what each build's audit found for them."""
+    firsts, seconds = _by_name(record["tasks"]), _by_name(other["tasks"])
     audits = [_audited(record), _audited(other)]
+    changed = {
+        name: sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+        for name in sorted(firsts.keys() & seconds.keys())
+        if _text(a := firsts[name]) != _text(b := seconds[name])
+    }
+    differing = sorted((firsts.keys() ^ seconds.keys()) | changed.keys())
     chunk = record.get("chunk")
     return {
         "repository": (record.get("name") or record["source"]) + (f" #{chunk[0]}" if chunk else ""),
         "tasks": len(record["tasks"]),
         "identical": [_text(t) for t in record["tasks"]] == [_text(t) for t in other["tasks"]]
         and other.get("error") == record.get("error"),
-        "only_first": sorted(names[i] for i in first.keys() - second.keys()),
-        "only_second": sorted(names[i] for i in second.keys() - first.keys()),
-        "changed": changed,
-        "audits": {
-            names[i]: {"first": audits[0].get(i), "second": audits[1].get(i)}
-            for i in sorted(first.keys() ^ second.keys())
+        "only_first": sorted(firsts.keys() - seconds.keys()),
+        "only_second": sorted(seconds.keys() - firsts.keys()),
+        "changed": [f"{name} ({', '.join(fields)})" for name, fields in changed.items()],
+        "audits": {  # a task one build dropped: its audit there, by the id the other gives it
+            name: {
+                "first": audits[0].get((firsts.get(name) or seconds[name])["id"]),
+                "second": audits[1].get((seconds.get(name) or firsts[name])["id"]),
+            }
+            for name in differing
         },
     }
+
+
+def _by_name(tasks: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Tasks by name; by id when two share a name."""
+    names = [t["name"] for t in tasks]
+    key = "name" if len(set(names)) == len(names) else "id"
+    return {t[key]: t for t in tasks}
 
 
 def _audited(record: dict[str, Any]) -> dict[str, Any]:

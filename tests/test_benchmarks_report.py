@@ -108,7 +108,7 @@ def test_two_finished_builds_are_compared_repository_by_repository_and_file_by_f
     assert pending == 0
     second = build("two", [{**task, "ground_truth": "def f(): return 1"}], "other\n")
     rows, files, _ = corpus_identity.compare_builds(first, second)
-    assert rows[0]["identical"] is False and rows[0]["changed"] == ["a/f"] and not any(files.values())
+    assert rows[0]["identical"] is False and rows[0]["changed"] == ["a/f (ground_truth)"] and not any(files.values())
     for stem in ("tasks", "tasks.train", "tasks.eval"):  # neither build finished: units only
         for name in ("one", "two"):
             (tmp_path / name / f"{stem}.jsonl").unlink()
