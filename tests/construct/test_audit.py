@@ -74,6 +74,21 @@ WEAK_ESCAPE = CORE.split("\n\n\ndef clamp")[0] + textwrap.dedent("""
         test_escape()
     """)
 
+CHEAP_AND_EXPENSIVE_TESTS = textwrap.dedent("""\
+    from esc.core import clamp
+
+
+    def test_cheap():
+        assert clamp(7, 0, 10) == 7
+
+
+    def test_expensive():
+        assert sum(range(2 * 10**8)) > 0  # seconds of CPU: the run's limit is ten times it
+        assert clamp(5, 0, 10) == 5
+    """)
+"""Two covering tests of ``clamp``: one of a millisecond, one of seconds of CPU."""
+
+
 STRONG_CLAMP = (
     "def clamp"
     + CORE.split("\n\n\ndef clamp")[1].split("\n\n\ndef untested")[0]
@@ -553,18 +568,7 @@ def test_a_mutant_that_loops_in_a_cheap_test_is_stopped_at_that_test_s_limit(san
 
     from gym_repost.construct.audit import CPU_FACTOR, CPU_FLOOR, TEST_CPU_FLOOR
 
-    tests = textwrap.dedent("""\
-        from esc.core import clamp
-
-
-        def test_cheap():
-            assert clamp(7, 0, 10) == 7
-
-
-        def test_expensive():
-            assert sum(range(2 * 10**8)) > 0  # seconds of CPU: the run's limit is ten times it
-            assert clamp(5, 0, 10) == 5
-        """)
+    tests = CHEAP_AND_EXPENSIVE_TESTS
     files = {"esc/__init__.py": "", "esc/core.py": CORE, "tests/test_esc.py": tests}
     # five times test_expensive's CPU, at 7 only: within the run's limit, far past test_cheap's
     spin = "return x if x != 7 or sum(range(10**9)) > 0 else x"
@@ -621,18 +625,7 @@ def test_a_mutant_that_loops_at_import_is_stopped_at_the_collection_s_limit(sand
     from gym_repost.construct import audit as audit_module
 
     core = CORE + "\n\nDEFAULT = clamp(6, 0, 10)  # at import: the only call with 6\n"
-    tests = textwrap.dedent("""\
-        from esc.core import clamp
-
-
-        def test_cheap():
-            assert clamp(7, 0, 10) == 7
-
-
-        def test_expensive():
-            assert sum(range(2 * 10**8)) > 0  # seconds of CPU: the run's limit is ten times it
-            assert clamp(5, 0, 10) == 5
-        """)
+    tests = CHEAP_AND_EXPENSIVE_TESTS
     files = {"esc/__init__.py": "", "esc/core.py": core, "tests/test_esc.py": tests}
     root = tmp_path / "esc-1.0"
     for path, text in files.items():
