@@ -47,6 +47,21 @@ def countdown(n, step=1):
     return steps
 """
 
+# which branch a call takes is drawn from the global generator: the arcs reached, and so the
+# inputs kept, follow its draws
+COIN = """
+import random
+
+def coin(items, bias=0.5):
+    if not items:
+        return None
+    if random.random() < bias:
+        return items[0]
+    if random.random() < bias:
+        return items[len(items) // 2]
+    return items[-1]
+"""
+
 # a large n waits (forever on an event no one sets, or a second and a half asleep): no CPU
 # time passes, only the wall clock
 WAITS = """
@@ -203,3 +218,12 @@ def test_a_mutant_kills_by_its_timer_only_when_a_second_run_is_stopped_too(runs:
     original.fingerprint = "same"
     assert selection._kills(original) is kills
     assert explorer.stats["executed"] == len(runs) and not explorer.errors
+
+
+def test_a_target_that_draws_from_the_global_generator_keeps_the_same_inputs_every_search(sandbox: Sandbox) -> None:
+    """Each search is a forked run, whose ``random`` the OS seeded: ``coin``'s calls took
+    other branches in each search, so each kept other inputs (more-itertools'
+    ``_sample_unweighted``: two corpus builds wrote other tests). The explorer seeds it."""
+    runs = [kept(search(sandbox, COIN, "coin", seed=1, executions=300)) for _ in range(3)]
+    assert runs[0] == runs[1] == runs[2]
+    assert len(runs[0][0]) >= 3
