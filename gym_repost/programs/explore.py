@@ -655,7 +655,7 @@ def explore(config):
     explorer = Explorer(target, recorder, config)
     explorer.stats["setup"] = round(time.monotonic() - started, 3)
     clock = SafetyClock(float(config.get("wall_limit", WALL_LIMIT)), explorer.stats)
-    seed_generators(config.get("seed", 0))
+    protocol.seed_generators(config.get("seed", 0))  # a forked run's random: seeded by the OS
     rng = random.Random(config.get("seed", 0))
     builder = pools.PoolBuilder(module.__dict__, target.tree, target.literals, MODULE_NAME)
     seeds = config.get("seeds", [])
@@ -675,18 +675,6 @@ def explore(config):
         target.literals,
     )
     return report(explorer, chosen, generator, started)
-
-
-def seed_generators(seed):
-    """Seed the global generators the target may draw from (``random``'s, numpy's when the
-    module imported it). A forked run starts with ``random`` seeded from the OS: a target
-    that draws from it reached other arcs and gave other results in each search, so two
-    builds kept other inputs (more-itertools' ``_sample_unweighted``). Seeded once, the
-    draws follow the search's runs, which the budget counts."""
-    random.seed(seed)
-    numpy_random = sys.modules.get("numpy.random")
-    if numpy_random is not None and hasattr(numpy_random, "seed"):
-        numpy_random.seed(seed % 2**32)
 
 
 def _import_error(exc):

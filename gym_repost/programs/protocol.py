@@ -7,7 +7,9 @@ described in :mod:`gym_repost.programs`.
 
 import json
 import os
+import random
 import re
+import sys
 import time
 
 MARK = "@@gym-repost@@"
@@ -268,6 +270,31 @@ def write_result(payload, token=None, compress=False, fd=1):
     if token is not None:
         data += (END + token + "\n").encode("utf-8", "surrogatepass")
     write_all(fd, data)
+
+
+def seed_generators(seed=0):
+    """Seed the global generators code may draw from: ``random``'s, and numpy's when it is
+    imported. A run forked from a warm worker starts with ``random`` seeded from the OS
+    (``random`` reseeds itself at fork; the worker reseeds numpy), so code that draws from
+    them, a target or a repository's test, did other things in each run: two builds then
+    kept other inputs, traced other calls, judged other mutants. Seeded, the draws follow
+    the program's own runs."""
+    random.seed(seed)
+    numpy_random = sys.modules.get("numpy.random")
+    if numpy_random is not None and hasattr(numpy_random, "seed"):
+        try:
+            numpy_random.seed(seed % 2**32)
+        except Exception:
+            pass
+
+
+class SeededTests:
+    """A pytest plugin: the global generators seeded before each test (as pytest-randomly
+    does with a fixed seed), so a test's draws do not depend on the tests before it or on
+    the run it is in."""
+
+    def pytest_runtest_setup(self, item):
+        seed_generators(0)
 
 
 def cpu_seconds(pid):

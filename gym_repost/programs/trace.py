@@ -626,6 +626,7 @@ def make_plugin(pytest, recorder, deadline, per_test, cpu_limit=float("inf"), ma
                 item.session.shouldstop = "the tracing stopped: %s" % why
                 self.stopped_by = self.stopped_by or why
             recorder.current_test = item.nodeid
+            protocol.seed_generators(0)  # a test's draws: the same in every run
             if not recorder.saturated():
                 sys.settrace(recorder.trace)
                 threading.settrace(recorder.trace)

@@ -124,7 +124,9 @@ def _cover_child(config, fd):
     sys.stdout = sys.stderr = said  # pytest's report: why a suite ran no test
     cov.start()
     try:
-        pytest.main([*_BASE_ARGS, "--continue-on-collection-errors", *config["args"]], plugins=[plugin])
+        pytest.main(
+            [*_BASE_ARGS, "--continue-on-collection-errors", *config["args"]], plugins=[plugin, protocol.SeededTests()]
+        )
     except BaseException as exc:  # the suite's own code stopped pytest: say how
         stopped = "pytest stopped: %s: %s" % (type(exc).__name__, str(exc)[:300])
     finally:
@@ -319,7 +321,7 @@ def _session_child(config, originals, fd):
             protocol.write_all(fd, json.dumps(said).encode("utf-8"))
             os._exit(0)
 
-    pytest.main([*_BASE_ARGS, *_KILL_ARGS, *files], plugins=[failed, chosen, limits, Loop()])
+    pytest.main([*_BASE_ARGS, *_KILL_ARGS, *files], plugins=[failed, chosen, limits, Loop(), protocol.SeededTests()])
     protocol.write_all(fd, json.dumps({"why": "pytest ended before running the tests"}).encode("utf-8"))
     os._exit(0)
 
@@ -435,7 +437,7 @@ def _kill_child(config, fd):
     chosen = _Chosen(nodeids)
     files = list(dict.fromkeys(n.split("::", 1)[0] for n in nodeids))
     limits = _TestLimits(config.get("test_cpu") or {}, config.get("collect_cpu"))
-    code = pytest.main([*_BASE_ARGS, *_KILL_ARGS, *files], plugins=[failed, chosen, limits])
+    code = pytest.main([*_BASE_ARGS, *_KILL_ARGS, *files], plugins=[failed, chosen, limits, protocol.SeededTests()])
     if failed.nodeid is None and chosen.missing:
         failed.nodeid = "collection"  # the mutant changed which tests there are
     protocol.write_all(fd, json.dumps({"failed": failed.nodeid}).encode("utf-8"))

@@ -646,3 +646,36 @@ def test_a_mutant_that_loops_at_import_is_stopped_at_the_collection_s_limit(sand
     [mutant] = audit.mutants
     assert mutant.upstream == "timeout", mutant
     assert mutant.accepted  # the task's tests never call clamp with 6: a false accept
+
+
+def test_a_test_that_draws_from_random_covers_its_target_in_every_coverage_run(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """A repository's test whose outcome hangs on a draw from the global ``random`` (seeded
+    by the OS in each forked run) passed in one coverage run and failed in another, so two
+    audits judged a target with other covering tests. The global generators are seeded
+    before each test (with 0, the first draw is 0.84)."""
+    from gym_repost.construct import audit as audit_module
+
+    tests = textwrap.dedent("""\
+        import random
+
+        from esc.core import clamp
+
+
+        def test_lucky():
+            assert clamp(5, 0, 10) == 5
+            assert random.random() > 0.5  # half the runs, unseeded
+        """)
+    files = {"esc/__init__.py": "", "esc/core.py": CORE, "tests/test_esc.py": tests}
+    root = tmp_path / "esc-1.0"
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text, encoding="utf-8")
+    repo = ingest(root, licenses="any")
+    task = build_task(STRONG_CLAMP, "clamp", {"esc/__init__.py": "", "esc/core.py": CORE}, "esc/core.py")
+    target = audit_module._target(task, repo, 40, 0, "all")
+    assert isinstance(target, audit_module._Target)
+    for _ in range(4):
+        covering, problem, _, _ = audit_module._covering(sandbox, repo, [target])
+        assert problem is None and [t[0] for t in covering[target.key]] == ["tests/test_esc.py::test_lucky"]

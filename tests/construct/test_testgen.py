@@ -648,6 +648,32 @@ def test_a_property_based_suite_gives_the_same_traced_calls_every_run(tmp_path):
     assert first == second
 
 
+def test_a_suite_that_draws_from_random_gives_the_same_traced_calls_every_run(sandbox, tmp_path):
+    """A test that calls the target with values drawn from the global ``random`` (seeded by
+    the OS in each forked run) traced other calls each build. The tracer seeds the global
+    generators before each test."""
+    repo = repository(
+        tmp_path,
+        {
+            "shapes/__init__.py": "",
+            "shapes/geometry.py": GEOMETRY,
+            "tests/test_drawn.py": """
+            import random
+            from shapes.geometry import push_all
+
+            def test_push_drawn():
+                for _ in range(12):
+                    items = [random.randint(-10**6, 10**6) for _ in range(3)]
+                    assert push_all(list(items), [random.random()]) == 4
+            """,
+        },
+    )
+    target = candidate(repo.files["shapes/geometry.py"], "push_all", "shapes/geometry.py")
+    first, second = (trace_repository(sandbox, repo, [target], timeout=120).calls[target.key] for _ in range(2))
+    assert len(first) >= 3
+    assert first == second
+
+
 def test_trace_reports_missing_modules(sandbox, tmp_path):
     repo = repository(
         tmp_path,
