@@ -504,15 +504,20 @@ def test_mutants_swapped_into_tests_collected_once_get_the_verdicts_of_runs_of_t
     )
 
 
+def _ingested(root: Path, files: dict[str, str]):
+    """The repository of ``files`` written under ``root``, ingested."""
+    for path, text in files.items():
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_text(text, encoding="utf-8")
+    return ingest(root, licenses="any")
+
+
 def _audit_both_ways(sandbox: Sandbox, root: Path, files: dict[str, str], script: str, mutate=None):
     """The target ``clamp`` of ``esc/core.py`` audited with its covering tests collected once
     (swapped mutants) and with runs of their own; ``mutate`` replaces the mutant sample."""
     from gym_repost.construct import audit as audit_module
 
-    for path, text in files.items():
-        (root / path).parent.mkdir(parents=True, exist_ok=True)
-        (root / path).write_text(text, encoding="utf-8")
-    repo = ingest(root, licenses="any")
+    repo = _ingested(root, files)
     task = build_task(script, "clamp", {"esc/__init__.py": "", "esc/core.py": files["esc/core.py"]}, "esc/core.py")
     target = audit_module._target(task, repo, 40, 0, "all")
     assert isinstance(target, audit_module._Target)
@@ -627,11 +632,7 @@ def test_a_mutant_that_loops_at_import_is_stopped_at_the_collection_s_limit(sand
     core = CORE + "\n\nDEFAULT = clamp(6, 0, 10)  # at import: the only call with 6\n"
     tests = CHEAP_AND_EXPENSIVE_TESTS
     files = {"esc/__init__.py": "", "esc/core.py": core, "tests/test_esc.py": tests}
-    root = tmp_path / "esc-1.0"
-    for path, text in files.items():
-        (root / path).parent.mkdir(parents=True, exist_ok=True)
-        (root / path).write_text(text, encoding="utf-8")
-    repo = ingest(root, licenses="any")
+    repo = _ingested(tmp_path / "esc-1.0", files)
     script = STRONG_CLAMP.replace("range(-3, 14)", "range(-3, 6)")  # the task's tests: no 6
     task = build_task(script, "clamp", {"esc/__init__.py": "", "esc/core.py": core}, "esc/core.py")
     target = audit_module._target(task, repo, 40, 0, "all")
@@ -668,11 +669,7 @@ def test_a_test_that_draws_from_random_covers_its_target_in_every_coverage_run(
             assert random.random() > 0.5  # half the runs, unseeded
         """)
     files = {"esc/__init__.py": "", "esc/core.py": CORE, "tests/test_esc.py": tests}
-    root = tmp_path / "esc-1.0"
-    for path, text in files.items():
-        (root / path).parent.mkdir(parents=True, exist_ok=True)
-        (root / path).write_text(text, encoding="utf-8")
-    repo = ingest(root, licenses="any")
+    repo = _ingested(tmp_path / "esc-1.0", files)
     task = build_task(STRONG_CLAMP, "clamp", {"esc/__init__.py": "", "esc/core.py": CORE}, "esc/core.py")
     target = audit_module._target(task, repo, 40, 0, "all")
     assert isinstance(target, audit_module._Target)
