@@ -34,6 +34,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+MAX_TIMEOUT = 7 * 24 * 3600.0
+"""The longest wall-clock timeout a run may have (seconds), on every backend."""
+
 
 @dataclass(frozen=True)
 class RunResult:
@@ -230,6 +233,7 @@ class Sandbox(abc.ABC):
                 the result has ``timed_out=True``. With ``cpu_seconds`` given it is a guard
                 beside that limit: the local sandbox lets a run that computes (or waits for a
                 CPU on a loaded machine) go on past it, up to ``WALL_STRETCH`` (10) times.
+                At most :data:`MAX_TIMEOUT`.
             stdin: text fed to the command's standard input (then closed).
             env: extra environment variables (the rest of the environment is scrubbed).
             network: allow network access for this run (package installs only).

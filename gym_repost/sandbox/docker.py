@@ -55,6 +55,7 @@ from gym_repost.errors import SandboxError, SandboxUnavailableError
 from gym_repost.sandbox.base import (
     CA_ENV,
     INSTALL_TARGET,
+    MAX_TIMEOUT,
     OFFLINE_ENV,
     PACKAGE_SETS,
     PROXY_ENV,
@@ -104,7 +105,6 @@ KILL_AFTER = 1.0
 """Seconds between ``timeout``'s SIGTERM and its SIGKILL."""
 HOST_GRACE = 5.0
 """Seconds past timeout + KILL_AFTER after which the host kills the run itself."""
-MAX_TIMEOUT = 7 * 24 * 3600.0
 _CA_MOUNT = "/etc/gym-repost-ca.crt"
 
 _REAPER = """\

@@ -582,9 +582,9 @@ class LocalSandbox(Sandbox):
                 worker = self._checkout(pool)
             try:
                 reply = worker.call(encode_message(worker.leave_out_programs(request)), time.monotonic() + wait)
-            except SandboxError:
+            except BaseException as exc:  # its state is unknown (failure, Ctrl-C): never back to its slot
                 if served_apart is None:
-                    self._replace(worker, pool)
+                    self._replace(worker, pool, fresh=isinstance(exc, Exception))
                 else:  # the next run that wants one starts another
                     served_apart.pool.replace(worker, self._spawn, self._discard, fresh=False)
                 raise
@@ -760,10 +760,11 @@ class LocalSandbox(Sandbox):
     def _checkin(self, worker: WorkerHandle, pool: WarmPool[WorkerHandle] | None = None) -> None:
         (pool or self._pool).checkin(worker, self._discard)
 
-    def _replace(self, worker: WorkerHandle, pool: WarmPool[WorkerHandle] | None = None) -> None:
-        """Kill a failed worker; put a fresh one (still starting) in its place."""
+    def _replace(self, worker: WorkerHandle, pool: WarmPool[WorkerHandle] | None = None, fresh: bool = True) -> None:
+        """Kill a failed worker; put a fresh one (still starting) in its place, or (not
+        ``fresh``) leave the slot for the next checkout to fill."""
         pool = pool or self._pool
-        pool.replace(worker, lambda: self._spawn(pool=pool), self._discard)
+        pool.replace(worker, lambda: self._spawn(pool=pool), self._discard, fresh=fresh)
 
     def _discard(self, worker: WorkerHandle, graceful: bool = False) -> None:
         self._pool.untrack(worker)

@@ -26,7 +26,7 @@ from typing import Any
 from gym_repost.errors import SandboxError, SandboxUnavailableError
 from gym_repost.sandbox import cgroups
 from gym_repost.sandbox import worker_io as protocol
-from gym_repost.sandbox.base import RunResult, check_relative_path
+from gym_repost.sandbox.base import MAX_TIMEOUT, RunResult, check_relative_path
 from gym_repost.sandbox.identity import UidPool
 from gym_repost.sandbox.programs import program_file, program_source
 from gym_repost.sandbox.worker_run import WORKER_MODULES
@@ -37,7 +37,6 @@ WORKER_DIR = os.path.dirname(os.path.abspath(__file__))
 PROGRAMS_DIR = os.path.join(os.path.dirname(WORKER_DIR), "programs")
 DIR_PREFIX = "gym-repost-sbx-"
 """Name prefix of worker directories: ``gym-repost-sbx-<host pid>-<host start>-<token>``."""
-MAX_TIMEOUT = 7 * 24 * 3600.0
 _UID_RANGE = (200_000, 999_999)
 
 
@@ -114,10 +113,15 @@ SPAWNER = Spawner()
 # ---------------------------------------------------------------- one worker, host side
 
 
+POLL_SLICE = 3600.0
+"""The longest one wait of :func:`_poll_wait` (seconds): ``poll`` takes at most about 24 days
+in milliseconds, and a reply's deadline may be further (ten times a run's timeout)."""
+
+
 def _poll_wait(fd: int, events: int, deadline: float) -> None:
     poller = select.poll()
     poller.register(fd, events)
-    while not poller.poll(max(0.0, deadline - time.monotonic()) * 1000):
+    while not poller.poll(min(max(0.0, deadline - time.monotonic()), POLL_SLICE) * 1000):
         if time.monotonic() >= deadline:
             raise TimeoutError
 

@@ -104,7 +104,8 @@ class WarmPool(Generic[M]):
         """Wait for a slot; an empty one gets a member made by ``create`` (the slot stays
         empty if that fails). ``ready(member)`` may check a member before use: it returns
         the member to use, or None after arranging that slot's refill (try another slot),
-        or raises after replacing it.
+        or raises :class:`SandboxError` after replacing it; any other exception leaves the
+        slot empty (a slot is never lost: a lost one would make checkouts wait forever).
 
         Raises:
             SandboxError: the pool was closed, or a member could not be made or readied.
@@ -130,11 +131,17 @@ class WarmPool(Generic[M]):
             if member is None:
                 try:
                     member = create()
-                except SandboxError:
+                except BaseException:  # the slot stays empty, for the next checkout to fill
                     self._idle.put(None)
                     raise
             if ready is not None:
-                member = ready(member)
+                try:
+                    member = ready(member)
+                except SandboxError:  # ready replaced it
+                    raise
+                except BaseException:  # ready failed otherwise: the slot is the next checkout's to fill
+                    self._idle.put(None)
+                    raise
                 if member is None:
                     continue
             return member

@@ -26,7 +26,7 @@ from typing import Any
 from gym_repost import bounded_json
 from gym_repost.errors import UntrustedDataError
 from gym_repost.programs import protocol
-from gym_repost.sandbox.base import RunResult, Sandbox
+from gym_repost.sandbox.base import MAX_TIMEOUT, RunResult, Sandbox
 
 PREFIX = "_gym_repost_"
 """Prefix of the run-directory names of the programs and their modules."""
@@ -99,7 +99,9 @@ def run_program(
         name: the program, ``gym_repost/programs/{name}.py``.
         files: the run directory's other files.
         config: the configuration (JSON), read by the program's ``protocol.read_config()``.
-        timeout: seconds for the whole run.
+        timeout: seconds for the whole run, at most the sandbox's :data:`MAX_TIMEOUT` (a
+            guard a program's budget makes may be longer: the audit's, of every mutant at its
+            CPU limit; its CPU limits stop it long before).
         token: pass a fresh one-time token after the configuration (``protocol.read_token()``).
         modules: other program modules it imports (``gym_repost/programs/{module}.py``).
         env: extra environment variables.
@@ -114,7 +116,7 @@ def run_program(
     result = sandbox.run(
         shipped,
         ["python3", program_file(name)],
-        timeout=timeout,
+        timeout=min(timeout, MAX_TIMEOUT),
         stdin=program_stdin(config, secret),
         env=env,
         cpu_seconds=cpu_seconds,

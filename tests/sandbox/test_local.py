@@ -21,12 +21,13 @@ import pytest
 
 from gym_repost.errors import SandboxError, SandboxUnavailableError
 from gym_repost.sandbox import get_sandbox, isolation, local
-from gym_repost.sandbox.base import Sandbox
+from gym_repost.sandbox.base import MAX_TIMEOUT, Sandbox
 from gym_repost.sandbox.config import LocalSandboxConfig
 from gym_repost.sandbox.identity import host_identity, start_time
 from gym_repost.sandbox.leftovers import cleanup_leftovers
 from gym_repost.sandbox.local import LocalSandbox
-from gym_repost.sandbox.local_worker import DIR_PREFIX, build_request
+from gym_repost.sandbox.local_worker import DIR_PREFIX, WorkerHandle, build_request
+from gym_repost.sandbox.programs import run_program
 from gym_repost.sandbox.worker import MARKER
 from gym_repost.sandbox.worker_io import Capture, plan_command
 
@@ -318,6 +319,42 @@ def test_a_hung_worker_times_out_on_the_host(work_root: Path, monkeypatch: pytes
         with pytest.raises(SandboxError, match="did not answer"):
             sandbox.run({}, ["python3", "-c", "import time; time.sleep(0.5)"], timeout=0.5)
         assert sandbox.run({}, ["python3", "-c", "print(1)"]).stdout == "1\n"
+    assert marked_processes(work_root) == []
+
+
+def test_a_run_may_have_the_longest_timeout_though_poll_cannot_wait_that_long_at_once(
+    warm_sandbox: LocalSandbox,
+) -> None:
+    # the host waits for the reply up to ten times the timeout: beyond poll's 24 days
+    result = warm_sandbox.run({}, ["python3", "-c", "print(1)"], timeout=MAX_TIMEOUT)
+    assert result.stdout == "1\n"
+    assert run_program(warm_sandbox, "protocol", {}, {}, timeout=100 * MAX_TIMEOUT).result.returncode == 0
+
+
+def test_a_run_that_fails_on_the_host_for_any_reason_gives_its_worker_s_slot_back(
+    work_root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sandbox = LocalSandbox(LocalSandboxConfig(workers=1, work_root=str(work_root)))
+    with sandbox:
+        (first,) = sandbox.worker_pids()
+        calls = {"n": 0}
+        real = WorkerHandle.call
+
+        def bug_once(self: WorkerHandle, request: bytes, deadline: float) -> dict[str, object]:
+            calls["n"] += 1
+            if calls["n"] == 1:
+                raise RuntimeError("a bug on the host, not a sandbox failure")
+            return real(self, request, deadline)
+
+        monkeypatch.setattr(WorkerHandle, "call", bug_once)
+        with pytest.raises(RuntimeError, match="a bug"):
+            sandbox.run({}, ["python3", "-c", "print(1)"])
+        results: list[str] = []  # a lost slot made every later run wait forever
+        later = threading.Thread(target=lambda: results.append(sandbox.run({}, ["python3", "-c", "print(2)"]).stdout))
+        later.start()
+        later.join(300)
+        assert results == ["2\n"]
+        assert sandbox.worker_pids() != [first]  # its state was unknown: replaced, not reused
     assert marked_processes(work_root) == []
 
 

@@ -113,3 +113,27 @@ def test_a_checkout_waits_for_a_slot_and_ready_may_refill_it() -> None:
     pool.checkin(held, maker.destroy)
     fresh = pool.checkout(maker.create, refuse_once)
     assert held.destroyed and fresh is not held and fresh.name == "m2"
+
+
+def test_a_slot_whose_member_could_not_be_made_or_readied_for_any_reason_is_not_lost() -> None:
+    pool: WarmPool[Member] = WarmPool()
+    maker = Maker(pool)
+    pool.new_generation()
+    pool.fill([None])  # an empty slot: the first checkout makes its member
+
+    def broken() -> Member:
+        raise RuntimeError("a bug, not a sandbox failure")
+
+    with pytest.raises(RuntimeError):
+        pool.checkout(broken)
+    made = pool.try_checkout(maker.create)  # the slot is still there: a lost one hangs checkouts
+    assert made is not None and made.name == "m1"
+    pool.checkin(made, maker.destroy)
+
+    def unready(member: Member) -> Member:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        pool.checkout(maker.create, unready)
+    again = pool.try_checkout(maker.create)
+    assert again is not None and again.name == "m2"  # the slot was left empty, and filled anew
