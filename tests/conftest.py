@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from gym_repost.construct.function_task import make_function_task, repository_view
 from gym_repost.llm.scripted_server import ScriptedLLMServer
@@ -22,6 +23,10 @@ ROOT = Path(__file__).resolve().parents[1]
 # References kept on disk (gym_repost.harness.reference_store) start empty in every test
 # session, so a test sees what a first use does; the CLI's subprocesses share them.
 os.environ.setdefault("GYM_REPOST_REFERENCES", tempfile.mkdtemp(prefix="gym-repost-references-"))
+# Hypothesis's timing checks (a deadline per example, "input generation is slow") fail on a
+# loaded 2-core machine though nothing is wrong: examples are counted, not timed.
+settings.register_profile("gym-repost", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("gym-repost")
 REPOST_EVAL_DATA = ROOT.parent / "shared" / "external" / "repost-eval"
 
 FUNCTION_SCRIPT = textwrap.dedent('''\

@@ -157,7 +157,9 @@ def _put(data: dict, place: str, text: str) -> tuple[dict, str]:
     return data, place
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(text=st.text(alphabet=st.characters(exclude_categories=()), max_size=30), place=st.sampled_from(_PLACES))
 def test_any_json_string_loads_or_is_rejected_clearly(
     tmp_path_factory: pytest.TempPathFactory, function_task: FunctionTask, text: str, place: str

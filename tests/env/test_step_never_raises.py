@@ -236,7 +236,9 @@ actions = (
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(action=actions | actions.map(lambda a: json.dumps(a) if not isinstance(a, bytes) else a))
 def test_fuzzed_json_like_actions_never_raise(function_task: FunctionTask, sandbox: Sandbox, action: Any) -> None:
     env = FunctionEnv(function_task, sandbox=sandbox, max_steps=3)
