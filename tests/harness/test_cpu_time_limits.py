@@ -10,7 +10,6 @@ meets no limit until the guard.
 from __future__ import annotations
 
 import textwrap
-import time
 
 import pytest
 
@@ -59,12 +58,10 @@ def churn_task(timeout: float, note: str = "") -> FunctionTask:
 
 def test_an_endless_loop_is_stopped_by_its_cpu_time_and_the_report_says_so(sandbox: Sandbox) -> None:
     task = churn_task(1.0)
-    started = time.monotonic()
     report = run_function_tests(sandbox, task, ENDLESS)
     assert report.status == "timeout" and not report.passed
     assert report.message == "timed out: the CPU time limit (1 s) stopped the run"
     assert "Tests timed out: the CPU time limit (1 s) stopped the run" in report.to_text()
-    assert time.monotonic() - started < WALL_FACTOR * 1.0 + 10
     # a candidate that ignores SIGXCPU is killed at the hard limit, a second later
     report = run_function_tests(sandbox, task, IGNORES_SIGXCPU)
     assert not report.passed and report.status in ("timeout", "error"), report.to_text()
@@ -93,24 +90,26 @@ def test_the_ground_truth_and_a_correct_candidate_pass_under_their_cpu_time(sand
 
 RAISES_ITS_LIMIT = """\
 def churn(n):
-    import resource, signal
+    import resource, signal, time
     signal.signal(signal.SIGXCPU, signal.SIG_IGN)
-    soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
     try:
         resource.setrlimit(resource.RLIMIT_CPU, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
     except (ValueError, OSError):
+        soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
         resource.setrlimit(resource.RLIMIT_CPU, (hard, hard))
-    while True:
+        while True:
+            pass
+    while time.process_time() < 1.5:  # the limit is gone: compute past the timeout, then answer
         pass
+    return sum(i % 7 for i in range(n))
 """
 
 
 def test_a_candidate_cannot_raise_its_cpu_limit(sandbox: Sandbox) -> None:
-    """The attack: ignore SIGXCPU and lift RLIMIT_CPU to compute past the timeout. The hard
-    limit is the kernel's and cannot be raised by the run's unprivileged user: the process
-    is killed there, and the run fails."""
+    """The attack: ignore SIGXCPU and lift RLIMIT_CPU to compute past the timeout, then give
+    the right answer (a pass, had it worked). The hard limit is the kernel's and cannot be
+    raised by the run's unprivileged user: the process is killed there, and the run fails.
+    No wall-clock bound is asserted: the attack, had it worked, shows as a pass."""
     task = churn_task(1.0)
-    started = time.monotonic()
     report = run_function_tests(sandbox, task, RAISES_ITS_LIMIT)
     assert not report.passed and report.status in ("timeout", "error"), report.to_text()
-    assert time.monotonic() - started < WALL_FACTOR * 1.0 + 10
