@@ -737,8 +737,18 @@ class _HostGone(Exception):
     """The host died (or someone sent SIGTERM): clean up behind it."""
 
 
+_host_gone: list[bool] = []
+"""Set once :func:`_raise_host_gone` has raised: the worker is cleaning up behind its host."""
+
+
 def _raise_host_gone(signum: int, frame: object) -> None:
-    raise _HostGone
+    """Raise :class:`_HostGone` at the first SIGTERM only. The host's death can bring more
+    than one (its death signal, a clean-up's), and Python runs a handler between any two
+    instructions: a second raise inside the first one's ``except`` would leave the worker's
+    directory behind."""
+    if not _host_gone:
+        _host_gone.append(True)
+        raise _HostGone
 
 
 def main(argv: list[str]) -> int:

@@ -486,6 +486,45 @@ def test_workers_clean_up_after_a_host_crash(work_root: Path) -> None:
     assert cleanup_leftovers(str(work_root)).killed_pids == []
 
 
+SECOND_NOTICE = """
+import os, signal, sys, threading, time, types
+from gym_repost.sandbox import worker
+
+real = signal.signal
+
+
+def signal_after_another_sigterm(signum, handler):  # the first thing the clean-up calls
+    os.kill(os.getpid(), signal.SIGTERM)  # a second notice while the first is handled
+    return real(signum, handler)
+
+
+worker.signal = types.SimpleNamespace(**{k: getattr(signal, k) for k in dir(signal) if not k.startswith("__")})
+worker.signal.signal = signal_after_another_sigterm
+real(signal.SIGTERM, worker._raise_host_gone)
+server = os.fork()
+if server == 0:  # PID 1 of the worker: killed by the clean-up
+    os.dup2(os.open(os.devnull, os.O_RDWR), 1)
+    os.dup2(1, 2)
+    time.sleep(30)
+    os._exit(0)
+wake_r, _ = os.pipe()
+trash = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)
+threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()  # the host's death signal
+print(worker._outlive_server(server, trash, wake_r) == worker.EXIT_HOST_GONE)
+"""
+
+
+def test_a_second_sigterm_while_the_worker_cleans_up_behind_its_host_changes_nothing(tmp_path: Path) -> None:
+    """The host's death may bring more than one SIGTERM; Python runs the handler between any
+    two instructions, and a second ``_HostGone`` inside the first one's ``except`` left a
+    worker's directory behind (CI: test_workers_clean_up_after_a_host_crash)."""
+    env = {**os.environ, "PYTHONPATH": str(Path(local.__file__).parents[2])}
+    result = subprocess.run(
+        [sys.executable, "-c", SECOND_NOTICE, str(tmp_path)], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0 and result.stdout == "True\n", result.stderr[-2000:]
+
+
 def test_cleanup_leftovers_removes_what_a_killed_worker_left(work_root: Path) -> None:
     dead_host = subprocess.Popen([sys.executable, "-c", "pass"])
     dead_host.wait()
