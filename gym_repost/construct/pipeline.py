@@ -250,8 +250,9 @@ def _tracing_limits(result: TraceResult) -> list[str]:
         )
     if result.cpu_limited:
         notes.append(
-            f"tracing: the run's CPU-time limit (a safety limit) {stopped}{cut}; the inputs recorded until then "
-            f"are kept, those of the rest are missing, and where it stops varies from run to run"
+            f"tracing: the run's CPU-time limit (a safety limit) {stopped}{cut}, {result.cpu_seconds:.0f} CPU "
+            f"seconds and {result.events:,} calls in; the inputs recorded until then are kept, those of the rest "
+            f"are missing, and where it stops varies from run to run"
         )
     if result.timed_out:
         notes.append(

@@ -792,6 +792,7 @@ def summary(config, recorder, plugin, code, output, error, cut=None, err_output=
         "cpu_limit_hit": stopped_by == "cpu budget" or cut_by == "cpu",
         "budget_hit": stopped_by == "call budget",
         "events": recorder.events,
+        "cpu": time.process_time(),
         "cut": cut_by is not None,
         "wall_stops": len(_WALL_STOPS),
         "exit_code": code,

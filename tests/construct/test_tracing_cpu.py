@@ -156,6 +156,7 @@ def test_a_suite_that_needs_more_cpu_than_one_run_of_the_sandbox_completes(sting
     assert (result.tests_run, result.tests_failed, result.errors) == (3, 0, [])
     assert not (result.cpu_limited or result.cut or result.timed_out)
     assert calls == ["([1], [])", "([2], [])", "([], [3])"]
+    assert 1.8 <= result.cpu_seconds < 30  # the run says what it used: the tests' 1.8 s, and pytest's
 
 
 MANY_TESTS = "from shapes.geometry import push_all\nfrom tests.spin import spin\n" + "".join(
@@ -170,6 +171,7 @@ def test_the_suite_stops_between_tests_when_its_own_cpu_budget_is_spent(sandbox,
     result, calls = _traced(sandbox, tmp_path, MANY_TESTS, test_timeout=5.0, cpu_seconds=8, max_calls_per_target=40)
     assert result.cpu_limited and not result.cut and not result.timed_out
     assert 1 <= result.tests_run < 40 and not result.errors
+    assert 6 <= result.cpu_seconds < 8  # stopped between tests, once 6 s were spent, before the kill at 8
     assert calls == [f"([{i}], [])" for i in range(result.tests_run)]
 
 
@@ -230,11 +232,13 @@ def test_the_suite_stops_once_every_target_has_its_calls(sandbox, tmp_path):
 
 
 def test_the_build_says_which_limit_stopped_the_tracing():
-    cut_by_cpu = _tracing_limits(TraceResult(calls={}, tests_run=7, cpu_limited=True, cut=True))
+    cut_by_cpu = _tracing_limits(
+        TraceResult(calls={}, tests_run=7, cpu_limited=True, cut=True, cpu_seconds=1799.6, events=61_234_567)
+    )
     assert cut_by_cpu == [
         "tracing: the run's CPU-time limit (a safety limit) stopped the repository's tests after 7 test(s) "
-        "(the last one was cut); the inputs recorded until then are kept, those of the rest are missing, "
-        "and where it stops varies from run to run"
+        "(the last one was cut), 1800 CPU seconds and 61,234,567 calls in; the inputs recorded until then are "
+        "kept, those of the rest are missing, and where it stops varies from run to run"
     ]
     stopped_by_wall = _tracing_limits(TraceResult(calls={}, tests_run=3, timed_out=True))
     assert len(stopped_by_wall) == 1 and SAFETY_NOTE in stopped_by_wall[0]  # listed in --stats' safety_limits

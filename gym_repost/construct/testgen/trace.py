@@ -34,14 +34,25 @@ logger = logging.getLogger(__name__)
 CALL_BUDGET = 150_000_000
 """Python calls the tracer's hook may see in one run (the budget, counted work: the suite
 stops after the test that spends it, at the same test on any machine and under any load)."""
-CPU_BUDGET = 600.0
-"""CPU seconds of one tracing run: a safety limit for a suite that computes without Python
-calls; the call budget stops a suite of Python tests first (more-itertools 11.2.1's whole
-suite, traced for 100 targets, makes 136 million calls in about 200 CPU seconds). CPU time
-is work, but the same work takes more of it on a busy machine (shared caches and cores):
-the same suite used 300 CPU seconds in 758 of its 884 tests beside other builds. So where
-this limit stops a suite varies from run to run, and the build says so."""
-WALL_TIMEOUT = 1800.0
+CPU_BUDGET = 1800.0
+"""CPU seconds of one tracing run: a safety limit, far above what the suites measured need,
+so that the call budget or the suite's end stops a run first. more-itertools 11.2.1's whole
+suite, traced for 100 targets, makes 136 million calls in about 200 CPU seconds; pyparsing
+3.2.3's 1,916 tests make 67 million in 122 to 135. Yet one corpus build's run of that suite,
+beside another build and CI, reached the limit of 600 s this had at test 1,812, and a run
+just after it did not: CPU time is work, but the same work takes more of it on a busy
+machine (shared caches and cores), so where this limit stops a suite varies from run to run,
+and the build says so, with the CPU time the run used (:attr:`TraceResult.cpu_seconds`)."""
+TEST_CPU_SECONDS = 60.0
+"""CPU seconds a test may run while traced before it is interrupted: a safety limit, four times
+the slowest traced test found in the corpus's suites, so that tests end by themselves. Tracing
+slows a suite (while a trace function is set, Python 3.11 runs every instruction
+unspecialised): pyparsing 3.2.3's ``test_make_compressed_re_random`` takes 4.8 CPU seconds
+untraced and 14.9 under a trace function that does nothing, so the 10 s this had stopped it
+in every build, at a point the machine's load decides, and a test stopped part-way records
+other calls, and leaves the library's state otherwise, than one run to its end (with tests
+stopped at 2.5 s, pyparsing's suite made 93 million calls instead of 67)."""
+WALL_TIMEOUT = 5400.0
 """Wall-clock seconds of one tracing run: a safety limit, three times the CPU limit, so that
 a loaded machine (a third of a core for the run) still meets that first."""
 MAX_RESULT_CHARS = 50_000_000
@@ -101,6 +112,7 @@ class TraceResult:
             CPU-time limit (a loaded machine, or a test that sleeps or waits).
         duration: seconds of the sandbox run.
         events: Python calls the tracer's hook saw (what the call budget counts).
+        cpu_seconds: CPU time the tracing run used (0.0 when it did not say).
     """
 
     calls: dict[str, list[RecordedCall]]
@@ -115,6 +127,7 @@ class TraceResult:
     wall_stops: int = 0
     duration: float = 0.0
     events: int = 0
+    cpu_seconds: float = 0.0
 
     @property
     def traced(self) -> int:
@@ -315,7 +328,7 @@ def trace_repository(
     *,
     timeout: float = WALL_TIMEOUT,
     max_calls_per_target: int = 40,
-    test_timeout: float = 10.0,
+    test_timeout: float = TEST_CPU_SECONDS,
     cpu_seconds: float = CPU_BUDGET,
     max_events: int = CALL_BUDGET,
 ) -> TraceResult:
@@ -421,6 +434,7 @@ def _read_result(
         wall_stops=int(data.get("wall_stops", 0)),
         duration=duration,
         events=int(data.get("events", 0)),
+        cpu_seconds=float(data.get("cpu", 0.0)),
     )
 
 
