@@ -203,14 +203,14 @@ def trace_seeds(
     :attr:`BuildResult.limits`).
     """
     from gym_repost.construct.testgen import trace_repository
-    from gym_repost.construct.testgen.trace import suite_plugins
+    from gym_repost.construct.testgen.trace import suite_plugins, verify_trace
 
     notes: list[str] = []
     plugins = suite_plugins(repo)
     if plugins:  # their fixtures are no missing module: installed before the suite runs
         provided = [p for p in plugins if installer.install_for(p.split(".")[0])[0]]
         notes.append(f"tracing: installed the pytest plugins {', '.join(provided) or 'none'} of {', '.join(plugins)}")
-    result = trace_repository(sandbox, repo, candidates)
+    result = trace_repository(sandbox, repo, candidates, verify=False)
     for _ in range(attempts):
         missing = [m for m in result.missing_modules if m not in installer.refuse]
         if not missing:
@@ -221,7 +221,13 @@ def trace_seeds(
         )
         if not installed:
             break
-        result = trace_repository(sandbox, repo, candidates)
+        result = trace_repository(sandbox, repo, candidates, verify=False)
+    result = verify_trace(sandbox, repo, candidates, result)
+    if result.unsteady:
+        notes.append(
+            f"tracing: {result.unsteady} recorded call(s) dropped: a second run of their tests, in another "
+            f"directory with the clock moved, did not make them (the time, a random draw or a temporary path)"
+        )
     notes.extend(f"tracing: {e}" for e in result.errors[:5])
     limits = _tracing_limits(result)
     if result.tests_run == 0 and test_files(repo):

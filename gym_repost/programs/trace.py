@@ -23,8 +23,10 @@ cut reported (:func:`watch_limits`).
 import ast
 import builtins
 import collections
+import datetime
 import dis
 import enum
+import hashlib
 import inspect
 import io
 import keyword
@@ -33,6 +35,7 @@ import re
 import resource
 import signal
 import sys
+import tempfile
 import textwrap
 import threading
 import time
@@ -63,6 +66,8 @@ VALUE_TYPES = {
 }
 ADDRESS = re.compile(r"\bat 0x[0-9a-fA-F]+")
 """An object's address in a repr: never source, and another every run."""
+TEMPORARY_NAME = re.compile(r"(?<=[/\\])tmp[a-z0-9_]{8}(?![A-Za-z0-9_])")
+"""A path component named by :mod:`tempfile` (``tmp`` and eight random characters)."""
 
 
 class Unrepresentable(Exception):
@@ -110,6 +115,8 @@ class Serializer:
     def __init__(self, root):
         self.root = root
         self._files = {}
+        places = {root, os.path.realpath(root), tempfile.gettempdir()}
+        self._run_places = sorted({p for p in places | {os.path.realpath(p) for p in places} if len(p) > 1})
         self.referenced = {}
         """Repository classes and functions the sources written since it was last emptied
         name: qualified name -> module (the host puts them in the script)."""
@@ -131,6 +138,14 @@ class Serializer:
                 and not name.endswith("_test.py")
             )
         return self._files[path]
+
+    def run_specific(self, text):
+        """Does the source ``text`` name a path that is another in every run: the run's
+        directory (the working directory, ``HOME`` and ``TMPDIR``, with the sandbox's run
+        number in it) or a file :mod:`tempfile` named at random? Written into a task, it
+        would make two builds of the same sdist differ (boltons' ``SpooledBytesIO`` tests
+        pass ``dir=`` a temporary directory) and name a place the task's runs do not have."""
+        return any(place in text for place in self._run_places) or TEMPORARY_NAME.search(text) is not None
 
     def to_source(self, value, depth=0, path=None):
         """Python source that evaluates to a value equal in state to ``value``."""
@@ -218,6 +233,8 @@ class Serializer:
         """A standard-library value; an aware ``datetime`` or ``time`` as the naive one with
         its ``tzinfo`` written as source of its own (its repr names the zone's object by
         address: not source, and another text every run)."""
+        if type(value).__name__ in ("date", "datetime") and abs(value.toordinal() - _clock_day()) <= 1:
+            raise Unrepresentable("a date within a day of the clock's: the current date, another every build")
         zone = getattr(value, "tzinfo", None) if type(value).__name__ in ("datetime", "time") else None
         if zone is not None:
             naive = _value_type_source(value.replace(tzinfo=None), "datetime")
@@ -338,6 +355,12 @@ class Serializer:
         return "_gr_func(%r, %r)" % (source, fn.__name__)
 
 
+def _clock_day():
+    """Today's ordinal by the system clock (``datetime.now()`` reads it in C: the verification
+    run's moved clock, :func:`shift_clock`, does not move it)."""
+    return datetime.datetime.now().toordinal()
+
+
 def _value_type_source(value, module):
     """A standard-library value (``date(...)``, ``Decimal(...)``) with its module imported inline."""
     text = repr(value)
@@ -400,8 +423,12 @@ class Recorder:
 
     _UNSEEN = object()
 
-    def __init__(self, targets, root, max_calls):
+    def __init__(self, targets, root, max_calls, verify=False):
         self.serializer = Serializer(root)
+        self.verify = verify
+        """The verification run (:func:`main`): every call the tests make is recorded, as a
+        digest in :attr:`digests`, with no pool or share to fill."""
+        self.digests = {t["key"]: set() for t in targets}
         self.by_file = {}
         for target in targets:
             path = os.path.realpath(os.path.join(root, target["file"]))
@@ -446,10 +473,15 @@ class Recorder:
 
     def saturated(self):
         """Every target has all the calls it may record: tracing can stop."""
+        if self.verify:
+            return False
         return all(len(self.calls[k]) >= self.pool or self.attempts[k] >= self.max_attempts for k in self.calls)
 
     def record(self, target, frame):
         key = target["key"]
+        if self.verify:
+            self._record_digest(key, target, frame)
+            return
         if (
             self.stopped
             or self.attempts[key] >= self.max_attempts
@@ -473,10 +505,20 @@ class Recorder:
         self.seen[key].add(call)
         self.per_test[(key, self.current_test)] += 1
         if spare:
-            self.reserve[key].append((function, call))
+            self.reserve[key].append((function, self.current_test, call))
             return
-        self.calls[key].append((function, call))
+        self.calls[key].append((function, self.current_test, call))
         self.per_function[(key, function)] += 1
+
+    def _record_digest(self, key, target, frame):
+        if self.stopped or self.attempts[key] >= self.max_attempts:
+            return
+        self.attempts[key] += 1
+        try:
+            call = self.describe(target, frame)
+        except Exception:
+            return
+        self.digests[key].add(call_digest(call[:3]))
 
     def describe(self, target, frame):
         """``(instance, args, kwargs)`` sources of the call starting in ``frame``."""
@@ -512,6 +554,8 @@ class Recorder:
                 kwargs.append((name, self.serializer.to_source(values[name])))
         if varkw:
             kwargs.extend((k, self.serializer.to_source(v)) for k, v in values[varkw].items())
+        if any(self.serializer.run_specific(text) for text in (instance or "", *args, *(v for _, v in kwargs))):
+            raise Unrepresentable("a value naming the run's directory or a temporary file: another path every run")
         return (*_render(instance, args, kwargs), tuple(sorted(self.serializer.referenced.items())))
 
     def defaults(self, target, frame):
@@ -522,18 +566,79 @@ class Recorder:
         return self._defaults[key]
 
     def selected(self, key, limit):
-        """Up to ``limit`` recorded calls, taken round-robin over the test functions that
-        made them (the cases of a parametrized test are one function), then the reserve."""
-        out = []
-        for recorded in (self.calls[key], self.reserve[key]):
-            by_test = collections.OrderedDict()
-            for test, call in list(recorded):  # a copy: a cut run's tests may still be running
-                by_test.setdefault(test, []).append(call)
-            while len(out) < limit and any(by_test.values()):
-                for calls in by_test.values():
-                    if calls and len(out) < limit:
-                        out.append(calls.pop(0))
-        return [{"instance": i, "args": a, "kwargs": k, "names": dict(n)} for i, a, k, n in out]
+        """Up to ``limit`` recorded calls (:func:`select`)."""
+        return select(
+            [(f, _call_dict(c)) for f, _, c in list(self.calls[key])],  # copies: a cut run's
+            [(f, _call_dict(c)) for f, _, c in list(self.reserve[key])],  # tests may still run
+            limit,
+        )
+
+    def recorded(self, key):
+        """Every call recorded for ``key``, the reserve's after: ``[function, test id,
+        call, reserve?]`` (a verification run then tells which to keep: :func:`select`)."""
+        return [
+            [f, t, _call_dict(c), spare]
+            for spare, recorded in ((False, list(self.calls[key])), (True, list(self.reserve[key])))
+            for f, t, c in recorded
+        ]
+
+
+def _call_dict(call):
+    instance, args, kwargs, names = call
+    return {"instance": instance, "args": args, "kwargs": kwargs, "names": dict(names)}
+
+
+def call_digest(call):
+    """A short digest of a call's ``(instance, args, kwargs)`` sources."""
+    return hashlib.sha256(repr(tuple(call)).encode("utf-8", "surrogatepass")).hexdigest()[:20]
+
+
+def select(calls, reserve, limit):
+    """Up to ``limit`` of the recorded ``(test function, call)`` pairs ``calls``, taken
+    round-robin over the test functions that made them (the cases of a parametrized test
+    are one function), then of ``reserve`` likewise."""
+    out = []
+    for recorded in (calls, reserve):
+        by_test = collections.OrderedDict()
+        for test, call in recorded:
+            by_test.setdefault(test, []).append(call)
+        while len(out) < limit and any(by_test.values()):
+            for found in by_test.values():
+                if found and len(out) < limit:
+                    out.append(found.pop(0))
+    return out
+
+
+def shift_clock(seconds):
+    """Move the clock the standard library's Python functions read ``seconds`` ahead: ``time``'s
+    ``time``, ``time_ns``, ``localtime``, ``gmtime``, ``ctime``, ``asctime`` and ``strftime``
+    (without a time given), and with ``time.time`` ``date.today()`` and ``datetime.today()``.
+    The verification run's clock (:func:`main`): a call whose values the clock decides is
+    another call there. (``datetime.now()`` reads the system clock in C; its values differ
+    between the two runs by the time between them, and the serializer refuses dates within a
+    day of it: ``datetime.now().date()`` is the same in both.) Set before the tests are imported, so that a
+    ``from time import time`` gets the moved one; pytest's own timing, imported before,
+    and the monotonic clocks the guards read are left alone."""
+    real_time, real_time_ns = time.time, time.time_ns
+    real_localtime, real_gmtime, real_strftime = time.localtime, time.gmtime, time.strftime
+    real_ctime, real_asctime = time.ctime, time.asctime
+    nanoseconds = int(seconds * 1e9)
+
+    def moved_time():
+        return real_time() + seconds
+
+    def moved_time_ns():
+        return real_time_ns() + nanoseconds
+
+    def moved(seconds_since=None):
+        return moved_time() if seconds_since is None else seconds_since
+
+    time.time, time.time_ns = moved_time, moved_time_ns
+    time.localtime = lambda secs=None: real_localtime(moved(secs))
+    time.gmtime = lambda secs=None: real_gmtime(moved(secs))
+    time.ctime = lambda secs=None: real_ctime(moved(secs))
+    time.asctime = lambda t=None: real_asctime(real_localtime(moved_time()) if t is None else t)
+    time.strftime = lambda fmt, t=None: real_strftime(fmt, real_localtime(moved_time()) if t is None else t)
 
 
 def derandomize_hypothesis(config):
@@ -591,10 +696,10 @@ def _find_defaults(target, frame):
     return {**positional, **(obj.__kwdefaults__ or {})}
 
 
-def make_plugin(pytest, recorder, deadline, per_test, cpu_limit=float("inf"), max_events=float("inf")):
+def make_plugin(pytest, recorder, deadline, per_test, cpu_limit=float("inf"), max_events=float("inf"), only=None):
     """A pytest plugin: tracing, a timer per test, the budget (``max_events`` calls seen
     by the hook: counted work), safety limits (CPU time, the wall clock), collection
-    timers, counts."""
+    timers, counts; ``only``: the set of test ids to run (the others deselected)."""
 
     class TracePlugin:
         tests_run = 0
@@ -607,6 +712,10 @@ def make_plugin(pytest, recorder, deadline, per_test, cpu_limit=float("inf"), ma
         @pytest.hookimpl(tryfirst=True)
         def pytest_configure(self, config):
             derandomize_hypothesis(config)
+
+        def pytest_collection_modifyitems(self, session, config, items):
+            if only is not None:  # the verification run: the tests that recorded calls
+                protocol.keep_only(config, items, only)
 
         @pytest.hookimpl(hookwrapper=True)
         def pytest_runtest_protocol(self, item, nextitem):
@@ -697,6 +806,7 @@ class TraceRun:
         try:
             import pytest
 
+            verify = self.config.get("verify")
             self.plugin = make_plugin(
                 pytest,
                 self.recorder,
@@ -704,7 +814,10 @@ class TraceRun:
                 float(self.config.get("test_timeout", 10)),
                 cpu_deadline(),
                 float(self.config.get("max_events", float("inf"))),
+                set(verify["tests"]) if verify else None,
             )
+            if verify:
+                shift_clock(float(verify["clock_shift"]))
             sys.stdout, sys.stderr = self.captured, self.captured_err
             args = [*protocol.pytest_compat_args(pytest), *self.config["args"]]
             self.code = int(pytest.main(args, plugins=[self.plugin]))
@@ -781,8 +894,11 @@ def summary(config, recorder, plugin, code, output, error, cut=None, err_output=
     errors = protocol.pytest_problems(err_output, 4)
     errors += [line.strip()[:300] for line in output.split("\n") if line.startswith(("ERROR", "INTERNALERROR"))]
     stopped_by = plugin.stopped_by if plugin else None
+    verify = bool(config.get("verify"))
     return {
-        "calls": {key: recorder.selected(key, limit) for key in recorder.calls},
+        "calls": {} if verify else {key: recorder.selected(key, limit) for key in recorder.calls},
+        "pools": {key: recorder.recorded(key) for key in recorder.calls} if config.get("pools") else {},
+        "digests": {key: sorted(found) for key, found in recorder.digests.items()} if verify else {},
         "missing": protocol.missing_modules(output + err_output + (error or "")),
         "undefined": protocol.undefined_names(output),
         "errors": ([error] if error else []) + errors[:10],
@@ -809,7 +925,8 @@ def main():
     root = os.getcwd()
     for extra in reversed([root] + [os.path.join(root, p) for p in config.get("sys_path", [])]):
         sys.path.insert(0, extra)
-    run = TraceRun(token, config, Recorder(config["targets"], root, int(config.get("max_calls", 20))))
+    recorder = Recorder(config["targets"], root, int(config.get("max_calls", 20)), verify=bool(config.get("verify")))
+    run = TraceRun(token, config, recorder)
     signal.signal(signal.SIGPROF, _on_cpu_timer)
     signal.signal(signal.SIGALRM, _on_alarm)
     watch_limits(run.on_limit, run.cut_at)

@@ -674,6 +674,86 @@ def test_a_suite_that_draws_from_random_gives_the_same_traced_calls_every_run(sa
     assert first == second
 
 
+def test_a_path_in_the_run_directory_or_named_by_tempfile_is_not_traced(sandbox, tmp_path):
+    """boltons' ``SpooledBytesIO`` tests pass ``dir=`` a temporary directory: the traced call
+    named ``/sandbox/run-760/tmpilde4xti`` in one build and ``/sandbox/run-0/tmp5wjojt5q`` in
+    the other, so the two task files differed. A call whose values name the run's directory
+    (working directory, ``HOME``, ``TMPDIR``) or a file ``tempfile`` named is not recorded."""
+    repo = repository(
+        tmp_path,
+        {
+            "shapes/__init__.py": "",
+            "shapes/geometry.py": GEOMETRY,
+            "tests/test_places.py": """
+            import os
+            import tempfile
+            from shapes.geometry import Point, push_all
+
+            def test_places(tmp_path):
+                push_all([tempfile.mkdtemp()], [])
+                push_all([], [str(tmp_path / "data.txt")])
+                push_all([os.path.join(os.getcwd(), "x")], [])
+                push_all([Point(os.environ["HOME"], 1)], [])
+                push_all([b"/var/tmp/tmpab_12xyz/f"], [])
+                push_all(["tmp_settings", "/srv/data"], [1])
+            """,
+        },
+    )
+    target = candidate(repo.files["shapes/geometry.py"], "push_all", "shapes/geometry.py")
+    runs = [trace_repository(sandbox, repo, [target], timeout=120) for _ in range(2)]
+    assert runs[0].tests_run == 1 and runs[0].tests_failed == 0
+    first, second = (run.calls[target.key] for run in runs)
+    assert first == second == [RecordedCall(args="(['tmp_settings', '/srv/data'], [1])", kwargs="{}")]
+
+
+def test_a_call_whose_values_the_clock_or_the_os_decides_is_not_traced(sandbox, tmp_path):
+    """Two builds of boltons and funcy traced other calls: ``daterange(date.today(), ...)``,
+    ``is_uuid(uuid4())``, ``format_time(elapsed)``. The calls kept are those a second run of
+    their tests, with the clock moved and another run directory, makes again."""
+    repo = repository(
+        tmp_path,
+        {
+            "shapes/__init__.py": "",
+            "shapes/geometry.py": GEOMETRY,
+            "tests/test_clock.py": """
+            import datetime
+            import os
+            import time
+            import uuid
+            from shapes.geometry import push_all
+
+            def test_clock():
+                started = time.perf_counter()
+                push_all([datetime.date.today()], [])
+                push_all([datetime.datetime.now()], [])
+                push_all([datetime.datetime.now().date() - datetime.timedelta(days=1)], [])
+                push_all([datetime.datetime.now().replace(hour=0, minute=0, second=0, microsecond=0)], [])
+                push_all([datetime.date.today() - datetime.timedelta(days=30)], [])
+                push_all(list(time.localtime()[:3]), [])
+                push_all([int(time.time() // 3600)], [])
+                push_all([str(uuid.uuid4())], [])
+                push_all([os.urandom(4)], [])
+                push_all([time.perf_counter() - started], [])
+                push_all([datetime.date(2015, 12, 25)], [3])
+
+            def test_steady():
+                push_all([1, 2], [3])
+            """,
+        },
+    )
+    target = candidate(repo.files["shapes/geometry.py"], "push_all", "shapes/geometry.py")
+    runs = [trace_repository(sandbox, repo, [target], timeout=120) for _ in range(2)]
+    first, second = (run.calls[target.key] for run in runs)
+    assert first == second
+    assert first == [
+        RecordedCall(args="([__import__('datetime').date(2015, 12, 25)], [3])", kwargs="{}"),
+        RecordedCall(args="([1, 2], [3])", kwargs="{}"),
+    ]
+    assert runs[0].verified and runs[0].unsteady == 6  # the four dates within a day of the clock: never recorded
+    unverified = trace_repository(sandbox, repo, [target], timeout=120, verify=False)
+    assert len(unverified.calls[target.key]) == 8
+
+
 def test_trace_reports_missing_modules(sandbox, tmp_path):
     repo = repository(
         tmp_path,

@@ -19,7 +19,7 @@ import re
 import sys
 import tomllib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gym_repost.analysis.parsing import parse_python
@@ -55,6 +55,9 @@ stopped at 2.5 s, pyparsing's suite made 93 million calls instead of 67)."""
 WALL_TIMEOUT = 5400.0
 """Wall-clock seconds of one tracing run: a safety limit, three times the CPU limit, so that
 a loaded machine (a third of a core for the run) still meets that first."""
+CLOCK_SHIFT = 2.5 * 86400
+"""Seconds the verification run's clock is moved ahead (:func:`verify_trace`): past a day, so
+that ``date.today()`` gives another date at any hour."""
 MAX_RESULT_CHARS = 50_000_000
 """The largest tracer result read (characters of its JSON; it travels compressed)."""
 _CONFIGURATIONS = (
@@ -113,6 +116,14 @@ class TraceResult:
         duration: seconds of the sandbox run.
         events: Python calls the tracer's hook saw (what the call budget counts).
         cpu_seconds: CPU time the tracing run used (0.0 when it did not say).
+        verify_cpu_seconds: CPU time the verification run used.
+        verified: the calls are those a second run of their tests made again
+            (:func:`verify_trace`).
+        unsteady: calls recorded that the verification run did not make again (they held
+            the time, a random draw of the operating system's or a temporary path): dropped.
+        pools: every call recorded, per candidate, before selection (for :func:`verify_trace`).
+        digests: a verification run's digests of the calls it saw, per candidate.
+        max_calls: most calls kept per candidate.
     """
 
     calls: dict[str, list[RecordedCall]]
@@ -128,6 +139,12 @@ class TraceResult:
     duration: float = 0.0
     events: int = 0
     cpu_seconds: float = 0.0
+    verify_cpu_seconds: float = 0.0
+    verified: bool = False
+    unsteady: int = 0
+    pools: dict[str, list[Any]] = field(default_factory=dict, repr=False, compare=False)
+    digests: dict[str, list[str]] = field(default_factory=dict, repr=False, compare=False)
+    max_calls: int = 40
 
     @property
     def traced(self) -> int:
@@ -331,8 +348,10 @@ def trace_repository(
     test_timeout: float = TEST_CPU_SECONDS,
     cpu_seconds: float = CPU_BUDGET,
     max_events: int = CALL_BUDGET,
+    verify: bool = True,
 ) -> TraceResult:
-    """Run the repository's tests once in the sandbox and record the candidates' calls.
+    """Run the repository's tests in the sandbox and record the candidates' calls, then keep
+    those a second run makes again (``verify``: :func:`verify_trace`).
 
     Args:
         sandbox: where the tests run.
@@ -353,15 +372,40 @@ def trace_repository(
         max_events: the budget: Python calls the tracer's hook may see; the suite stops
             after the test that reaches it (``budget_limited``). A count, so the tests
             traced are the same in every run, whatever the machine's load.
+        verify: run the tests that recorded calls again and keep only the calls made again
+            (:func:`verify_trace`); ``False`` for a run whose result decides only what to
+            install before the suite is traced again.
 
     Raises:
         SandboxError: the sandbox itself failed (infrastructure).
     """
     if not candidates or not (test_files(repo) or doctest_files(repo, candidates)):
         return TraceResult(calls={c.key: [] for c in candidates}, errors=["no tests to run"])
-    config = {
+    limits: dict[str, Any] = {
+        "timeout": timeout,
+        "test_timeout": test_timeout,
+        "cpu_seconds": cpu_seconds,
+        "max_events": max_events,
+    }
+    config = _config(repo, candidates, max_calls_per_target, **limits)
+    traced = _run(sandbox, repo, candidates, {**config, "pools": True}, timeout, cpu_seconds)
+    traced.max_calls = max_calls_per_target
+    return verify_trace(sandbox, repo, candidates, traced, **limits) if verify else traced
+
+
+def _config(
+    repo: SourceRepository,
+    candidates: Sequence[Candidate],
+    max_calls: int,
+    *,
+    timeout: float,
+    test_timeout: float,
+    cpu_seconds: float,
+    max_events: int,
+) -> dict[str, Any]:
+    return {
         "targets": _targets(candidates),
-        "max_calls": max_calls_per_target,
+        "max_calls": max_calls,
         "max_events": max_events,
         "test_timeout": test_timeout,
         "deadline": max(5.0, timeout - 15.0),
@@ -369,6 +413,17 @@ def trace_repository(
         "sys_path": source_roots(repo),
         "args": pytest_arguments(repo, candidates),
     }
+
+
+def _run(
+    sandbox: Sandbox,
+    repo: SourceRepository,
+    candidates: Sequence[Candidate],
+    config: dict[str, Any],
+    timeout: float,
+    cpu_seconds: float,
+) -> TraceResult:
+    """One run of the tracer; a result with no calls and the reason when it gave none."""
     run = run_program(
         sandbox,
         "trace",
@@ -393,6 +448,72 @@ def trace_repository(
     return traced
 
 
+def verify_trace(
+    sandbox: Sandbox,
+    repo: SourceRepository,
+    candidates: Sequence[Candidate],
+    traced: TraceResult,
+    *,
+    timeout: float = WALL_TIMEOUT,
+    test_timeout: float = TEST_CPU_SECONDS,
+    cpu_seconds: float = CPU_BUDGET,
+    max_events: int = CALL_BUDGET,
+) -> TraceResult:
+    """``traced`` with only the calls that a second run of the tests that made them makes again.
+
+    A value a test computes from the clock, from the operating system's random source
+    (``uuid4()``, ``os.urandom``) or from a temporary path is another in every run, so two
+    builds of the same sdist traced other calls and made other tasks (boltons' ``daterange``
+    called with ``date.today()``, ``is_uuid`` with ``uuid4()``; funcy's ``format_time`` with
+    an elapsed time). The verification run runs, in another run directory, only the tests
+    that recorded calls, with the clock the standard library's Python functions read moved
+    :data:`CLOCK_SHIFT` ahead (:func:`gym_repost.programs.trace.shift_clock`), and reports
+    the calls it saw; a call it did not see is dropped (counted in ``unsteady``). The calls
+    kept are then chosen as the first run would have (:func:`gym_repost.programs.trace.select`).
+    If the second run gives no result, no call is kept.
+    """
+    from gym_repost.programs.trace import call_digest, select
+
+    tests = sorted({entry[1] for pool in traced.pools.values() for entry in pool})
+    if not tests:
+        return replace(traced, verified=True, pools={})
+    limits: dict[str, Any] = {
+        "timeout": timeout,
+        "test_timeout": test_timeout,
+        "cpu_seconds": cpu_seconds,
+        "max_events": max_events,
+    }
+    config = _config(repo, candidates, traced.max_calls, **limits)
+    config["verify"] = {"tests": tests, "clock_shift": CLOCK_SHIFT}
+    again = _run(sandbox, repo, candidates, config, timeout, cpu_seconds)
+    made = {key: set(found) for key, found in again.digests.items()}
+    calls: dict[str, list[RecordedCall]] = {}
+    unsteady = 0
+    for candidate in candidates:
+        kept: tuple[list[Any], list[Any]] = ([], [])
+        for function, _test, call, spare in traced.pools.get(candidate.key, []):
+            if call_digest((call["instance"], call["args"], call["kwargs"])) in made.get(candidate.key, ()):
+                kept[bool(spare)].append((function, call))
+            else:
+                unsteady += 1
+        calls[candidate.key] = [_recorded(r) for r in select(kept[0], kept[1], traced.max_calls)]
+    return replace(
+        traced,
+        calls=calls,
+        verified=True,
+        unsteady=unsteady,
+        pools={},
+        errors=traced.errors + [f"the verification run: {e}" for e in again.errors[:3]],
+        timed_out=traced.timed_out or again.timed_out,
+        cpu_limited=traced.cpu_limited or again.cpu_limited,
+        budget_limited=traced.budget_limited or again.budget_limited,
+        cut=traced.cut or again.cut,
+        wall_stops=traced.wall_stops + again.wall_stops,
+        duration=traced.duration + again.duration,
+        verify_cpu_seconds=again.cpu_seconds,
+    )
+
+
 def _result(
     data: dict[str, Any] | None, repo: SourceRepository, candidates: Sequence[Candidate], duration: float
 ) -> TraceResult | None:
@@ -409,18 +530,7 @@ def _read_result(
     local = local_modules(repo)
     missing = [m for m in data["missing"] if m not in local and m not in sys.stdlib_module_names]
     missing += [m for m in guarded_modules(repo, data.get("undefined")) if m not in missing]
-    calls = {
-        c.key: [
-            RecordedCall(
-                args=r["args"],
-                kwargs=r["kwargs"],
-                instance=r["instance"],
-                names=tuple(sorted((str(q), str(m)) for q, m in dict(r.get("names") or {}).items())),
-            )
-            for r in data["calls"].get(c.key, [])
-        ]
-        for c in candidates
-    }
+    calls = {c.key: [_recorded(r) for r in data["calls"].get(c.key, [])] for c in candidates}
     return TraceResult(
         calls=calls,
         missing_modules=missing,
@@ -435,6 +545,17 @@ def _read_result(
         duration=duration,
         events=int(data.get("events", 0)),
         cpu_seconds=float(data.get("cpu", 0.0)),
+        pools={str(k): list(v) for k, v in dict(data.get("pools") or {}).items()},
+        digests={str(k): [str(d) for d in v] for k, v in dict(data.get("digests") or {}).items()},
+    )
+
+
+def _recorded(r: dict[str, Any]) -> RecordedCall:
+    return RecordedCall(
+        args=r["args"],
+        kwargs=r["kwargs"],
+        instance=r["instance"],
+        names=tuple(sorted((str(q), str(m)) for q, m in dict(r.get("names") or {}).items())),
     )
 
 
@@ -456,7 +577,8 @@ def trace_with_installs(
         options: passed to :func:`trace_repository`.
     """
     tried: set[str] = set()
-    result = trace_repository(sandbox, repo, candidates, **options)
+    verify = options.pop("verify", True)
+    result = trace_repository(sandbox, repo, candidates, verify=False, **options)
     for _ in range(max_rounds):
         todo = [m for m in result.missing_modules if m not in tried]
         if not todo:
@@ -464,5 +586,8 @@ def trace_with_installs(
         tried.update(todo)
         if not any([install(m) for m in todo]):
             break
-        result = trace_repository(sandbox, repo, candidates, **options)
-    return result
+        result = trace_repository(sandbox, repo, candidates, verify=False, **options)
+    if not verify:
+        return result
+    limits = {k: v for k, v in options.items() if k in ("timeout", "test_timeout", "cpu_seconds", "max_events")}
+    return verify_trace(sandbox, repo, candidates, result, **limits)
