@@ -754,6 +754,31 @@ def test_a_call_whose_values_the_clock_or_the_os_decides_is_not_traced(sandbox, 
     assert len(unverified.calls[target.key]) == 8
 
 
+def test_a_malformed_pool_in_the_tracers_result_gives_no_result(tmp_path):
+    """The result comes from the process that ran the repository's tests: the host checks
+    each recorded call before it keeps any (a malformed result is reported, not raised)."""
+    from gym_repost.construct.testgen.trace import _result
+
+    repo = repository(tmp_path, {"shapes/__init__.py": "", "shapes/geometry.py": GEOMETRY})
+    target = candidate(repo.files["shapes/geometry.py"], "push_all", "shapes/geometry.py")
+    call = {"instance": None, "args": "([1], [2])", "kwargs": "{}", "names": {}}
+    base = {"missing": [], "errors": [], "tests_run": 1, "tests_failed": 0, "deadline_hit": False}
+    base |= {"cpu_limit_hit": False, "cut": False, "calls": {target.key: [call]}}
+    entry = ["test_push", "t.py::test_push", call, False]
+    good = _result({**base, "pools": {target.key: [entry]}}, repo, [target], 0.0)
+    assert good is not None and good.pools[target.key][0][2] == call
+    assert good.calls[target.key] == [RecordedCall(args="([1], [2])", kwargs="{}")]
+    for entry in (
+        ["test_push", "t.py::test_push", {**call, "args": 7}, False],
+        ["test_push", "t.py::test_push", call],
+        ["test_push", None, call, False],
+        ["test_push", "t.py::test_push", call, "no"],
+        ["test_push", "t.py::test_push", "call", False],
+    ):
+        assert _result({**base, "pools": {target.key: [entry]}}, repo, [target], 0.0) is None
+    assert _result({**base, "calls": {target.key: [{**call, "instance": 3}]}}, repo, [target], 0.0) is None
+
+
 def test_trace_reports_missing_modules(sandbox, tmp_path):
     repo = repository(
         tmp_path,

@@ -545,16 +545,33 @@ def _read_result(
         duration=duration,
         events=int(data.get("events", 0)),
         cpu_seconds=float(data.get("cpu", 0.0)),
-        pools={str(k): list(v) for k, v in dict(data.get("pools") or {}).items()},
+        pools=_pools(data.get("pools") or {}),
         digests={str(k): [str(d) for d in v] for k, v in dict(data.get("digests") or {}).items()},
     )
 
 
+def _pools(data: Any) -> dict[str, list[Any]]:
+    """The tracer's pools, checked entry by entry (ValueError: a malformed result; the
+    repository's tests run in the process that wrote it)."""
+    pools: dict[str, list[Any]] = {}
+    for key, entries in dict(data).items():
+        pools[str(key)] = []
+        for function, test, call, spare in entries:
+            if not (isinstance(function, str) and isinstance(test, str) and isinstance(spare, bool)):
+                raise ValueError("a malformed pool entry")
+            _recorded(call)
+            pools[str(key)].append([function, test, call, spare])
+    return pools
+
+
 def _recorded(r: dict[str, Any]) -> RecordedCall:
+    args, kwargs, instance = r["args"], r["kwargs"], r["instance"]
+    if not (isinstance(args, str) and isinstance(kwargs, str) and (instance is None or isinstance(instance, str))):
+        raise ValueError("a malformed call")
     return RecordedCall(
-        args=r["args"],
-        kwargs=r["kwargs"],
-        instance=r["instance"],
+        args=args,
+        kwargs=kwargs,
+        instance=instance,
         names=tuple(sorted((str(q), str(m)) for q, m in dict(r.get("names") or {}).items())),
     )
 
