@@ -43,6 +43,7 @@ import resource
 import signal
 import sys
 import time
+import zlib
 
 try:
     from . import hints, mutate, pools, protocol, runtime, selection, strategies
@@ -377,6 +378,15 @@ def _is_raise_line(exc, path):
     return linecache.getline(path, last.tb_lineno).strip().startswith("raise")
 
 
+def trial_seed(seed, source):
+    """The seed of the global generators for one input's call: the search's seed and the
+    input's source. A call its timer stops has drawn as many numbers as the machine's speed
+    allowed, so a generator carried from call to call gave the calls after it other numbers
+    in each search (more-itertools' ``_sample_unweighted`` on an endless iterator), and
+    they reached other branches; so does anything that ran before it."""
+    return zlib.crc32(source.encode("utf-8", "surrogatepass")) ^ (int(seed) & 0xFFFFFFFF)
+
+
 class Explorer:
     """Runs inputs, keeps the ones that reach something new, and chooses the test's inputs."""
 
@@ -407,6 +417,8 @@ class Explorer:
         self.stats["executed"] += 1
         errors = []
         sink = io.StringIO()
+        if not seeded:  # (a seeded call seeds them itself)
+            protocol.seed_generators(trial_seed(self.config.get("seed", 0), source))
         # CPU time, not wall-clock time: what an input costs must not depend on machine load
         started = time.process_time()
         set_call_timer(self.timeout)

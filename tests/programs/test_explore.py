@@ -62,6 +62,24 @@ def coin(items, bias=0.5):
     return items[-1]
 """
 
+# a negative bias draws from the generator until the call's timer stops it: how many draws
+# that is depends on the machine's speed, and the draws after it followed
+SPINNING_COIN = """
+import random
+
+def spin(items, bias=0.5):
+    if bias < 0:
+        while True:
+            random.random()
+    if not items:
+        return None
+    if random.random() < bias:
+        return items[0]
+    if random.random() < bias:
+        return items[len(items) // 2]
+    return items[-1]
+"""
+
 # a large n waits (forever on an event no one sets, or a second and a half asleep): no CPU
 # time passes, only the wall clock
 WAITS = """
@@ -227,3 +245,14 @@ def test_a_target_that_draws_from_the_global_generator_keeps_the_same_inputs_eve
     runs = [kept(search(sandbox, COIN, "coin", seed=1, executions=300)) for _ in range(3)]
     assert runs[0] == runs[1] == runs[2]
     assert len(runs[0][0]) >= 3
+
+
+def test_an_input_stopped_by_its_timer_changes_nothing_for_the_inputs_after_it(sandbox: Sandbox) -> None:
+    """A call the timer stops drew as many numbers as the machine's speed allowed; the calls
+    after it drew the numbers that followed, so each search took other branches and kept
+    other inputs (more-itertools' ``_sample_unweighted`` on an endless iterator: two corpus
+    builds wrote other tests). Each input's call starts from a generator seeded by its own
+    source."""
+    runs = [search(sandbox, SPINNING_COIN, "spin", seed=1, executions=300, call_timeout=0.05) for _ in range(3)]
+    assert runs[0]["stats"]["timeouts"] >= 2
+    assert kept(runs[0]) == kept(runs[1]) == kept(runs[2])
