@@ -21,8 +21,9 @@ when builds differ.
 With ``--record FILE`` (a ``corpus_pypi.jsonl``), nothing is built either: the build of
 ``--state``, made on any machine at any time, is compared with the latest record of FILE
 that holds digests (``tasks_sha256`` per repository, ``files_sha256`` of the task files),
-repository by repository (those the state holds so far; ``--packages`` for some) and, once
-it is finished, file by file. The two builds need not share a disk.
+repository by repository (those the state holds so far; ``--packages`` for some; each
+against the latest record holding it, so the records of slices of the list, ``corpus_pypi.py
+--packages``, serve together) and, once it is finished, file by file. The two builds need not share a disk.
 
 Usage::
 
@@ -202,6 +203,7 @@ def compare_with_record(
     record of ``record_file`` with digests holds for it; the task files too, when the build
     is finished and the record has theirs; and that record's date."""
     found = None
+    recorded: dict[str, dict[str, Any]] = {}  # each repository's digest in the latest record holding it
     for line in record_file.read_text(encoding="utf-8").splitlines():
         try:
             value = json.loads(line)
@@ -210,9 +212,9 @@ def compare_with_record(
         entries = value.get("repositories") if isinstance(value, dict) else None
         if isinstance(entries, list) and entries and all(isinstance(r, dict) and "tasks_sha256" in r for r in entries):
             found = value
+            recorded.update({r["source"]: r for r in entries})
     if found is None:
         raise SystemExit(f"{record_file}: no record holds the digests of its repositories (tasks_sha256)")
-    recorded = {r["source"]: r for r in found["repositories"]}
     builds = [b for b in state_repositories(state) if not names or b.name.lower() in names]
     if not builds:
         raise SystemExit(f"{state}: no repository built whole (or none of --packages)")
@@ -232,7 +234,7 @@ def compare_with_record(
         print(f"{rows[-1]['repository']}: {'identical' if rows[-1]['identical'] else 'DIFFERENT'}", flush=True)
     files = {}
     digests = found.get("files_sha256") or {}
-    if len(builds) == len(recorded) and not names:
+    if len(builds) == len(found["repositories"]) and not names and found.get("packages") is None:
         for kind, digest in digests.items():
             path = corpus_paths(_output(state))[kind]
             files[kind] = path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == digest

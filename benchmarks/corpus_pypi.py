@@ -61,6 +61,7 @@ from gym_repost.construct.corpus import (
     RepositoryBuild,
     Unit,
     build_corpus,
+    code_digest,
     corpus_paths,
     read_sources,
     settings_digest,
@@ -68,6 +69,7 @@ from gym_repost.construct.corpus import (
 from gym_repost.construct.execution import PackageInstaller, own_packages, read_constraints
 from gym_repost.construct.ingest import ingest
 from gym_repost.construct.pipeline import BuildSettings
+from gym_repost.construct.stats import single_statement
 from gym_repost.construct.testgen.trace import local_modules
 from gym_repost.executor import get_executor
 from gym_repost.sandbox import get_sandbox, sandbox_config
@@ -168,6 +170,8 @@ def main() -> None:
         "packages": [s.removeprefix("pypi:").split(" ", 1)[0] for s in sources] if args.packages else None,
         "max_candidates": args.max_candidates,
         "max_false_accept": threshold,
+        "settings_digest": settings_digest(settings),
+        "code_digest": code_digest(),
         "chunk": args.chunk,
         "constraints": len(pins),
         "workers": args.workers,
@@ -178,6 +182,7 @@ def main() -> None:
         "drop_reasons": result.drop_reasons(),
         "installed": installed,
         "repositories": result.rows(),
+        "facts": repository_facts(result, audit),
         "files_sha256": {
             kind: hashlib.sha256(corpus_paths(args.output)[kind].read_bytes()).hexdigest()
             for kind in ("tasks", "train", "eval")
@@ -342,6 +347,26 @@ def _cost(result: CorpusResult, ledger: CostLedger, args: Any) -> dict[str, Any]
         spent["peak_rss_mib_largest_worker"],
     )
     tasks, repositories = result.totals()["tasks"], len(result.repositories)
+    per_repository = cpu / repositories if repositories else 0.0
+    return {
+        "wall_s": round(wall, 1),
+        "calls": spent["calls"],
+        "cpu_s": round(cpu, 1),
+        "cpu_measured_by": ledger.meter.source,
+        "cores": os.cpu_count() or 1,
+        "tasks": tasks,
+        "tasks_per_cpu_hour": round(tasks / (cpu / 3600), 1) if cpu else None,
+        "cpu_s_per_repository": round(per_repository, 1),
+        "peak_rss_mib_driver": round(driver_rss, 1),
+        "peak_rss_mib_largest_worker": round(worker_rss, 1),
+        "projection": projection(cpu, repositories, tasks),
+    }
+
+
+def projection(cpu_s: float, repositories: int, tasks: int) -> dict[str, Any]:
+    """RepoST-Train's 824 repositories at this per-repository cost: CPU-hours, tasks, and
+    the wall hours on N nodes of this machine's cores at the corpus efficiency
+    ``ray_scaling.py`` measured for Ray against the local executor (at most 1)."""
     cores = os.cpu_count() or 1
     efficiency, source = 1.0, "none recorded: 1 assumed"
     scaling = RESULTS_DIR / "ray_scaling.jsonl"
@@ -350,28 +375,49 @@ def _cost(result: CorpusResult, ledger: CostLedger, args: Any) -> dict[str, Any]
         measured = (last.get("configs", {}).get("ray-2-nodes") or {}).get("corpus_efficiency")
         if isinstance(measured, (int, float)):
             efficiency, source = min(1.0, float(measured)), f"ray_scaling {last.get('date')}: {measured} (capped at 1)"
-    per_repository = cpu / repositories if repositories else 0.0
+    per_repository = cpu_s / repositories if repositories else 0.0
     cpu_hours = REPOST_TRAIN_REPOSITORIES * per_repository / 3600
     return {
-        "wall_s": round(wall, 1),
-        "calls": spent["calls"],
-        "cpu_s": round(cpu, 1),
-        "cpu_measured_by": ledger.meter.source,
-        "cores": cores,
-        "tasks": tasks,
-        "tasks_per_cpu_hour": round(tasks / (cpu / 3600), 1) if cpu else None,
-        "cpu_s_per_repository": round(per_repository, 1),
-        "peak_rss_mib_driver": round(driver_rss, 1),
-        "peak_rss_mib_largest_worker": round(worker_rss, 1),
-        "projection": {
-            "repositories": REPOST_TRAIN_REPOSITORIES,
-            "cpu_hours": round(cpu_hours, 1),
-            "tasks": round(REPOST_TRAIN_REPOSITORIES * tasks / repositories) if repositories else 0,
-            "ray_efficiency": efficiency,
-            "ray_efficiency_source": source,
-            "wall_hours_on_nodes": {str(n): round(cpu_hours / (n * cores * efficiency), 2) for n in PROJECTED_NODES},
-        },
+        "repositories": REPOST_TRAIN_REPOSITORIES,
+        "cpu_hours": round(cpu_hours, 1),
+        "tasks": round(REPOST_TRAIN_REPOSITORIES * tasks / repositories) if repositories else 0,
+        "ray_efficiency": efficiency,
+        "ray_efficiency_source": source,
+        "wall_hours_on_nodes": {str(n): round(cpu_hours / (n * cores * efficiency), 2) for n in PROJECTED_NODES},
     }
+
+
+def repository_facts(result: CorpusResult, audit: dict[str, Any] | None) -> dict[str, Any]:
+    """What a record keeps of each repository's build, beyond its row, for combining the
+    records of slices of the list into the corpus's table (``corpus_slices.py``): its drop
+    reasons, and per task built (near-duplicates included) where its target is, what Table 2
+    counts of it and its held-out audit. No code: tasks are not committed."""
+    held = {row["id"]: row["held_out"] for row in (audit or {}).get("tasks", [])}
+    facts: dict[str, Any] = {}
+    for build in result.repositories:
+        facts[build.source] = {
+            "drops": build.statistics.get("drops") or [],
+            "tasks": [
+                {
+                    "id": task.id,
+                    "name": task.name,
+                    "file": task.provenance.file,
+                    "qualname": task.provenance.qualname,
+                    "tests": task.metadata.num_tests,
+                    "asserts": task.metadata.num_asserts,
+                    "branch_coverage": task.metadata.branch_coverage,
+                    "kill_rate": task.metadata.checks.get("mutant_kill_rate"),
+                    "single_statement": single_statement(task),
+                    "docstring": bool(task.target.docstring),
+                    "method": bool(task.target.class_name),
+                    "held_out": {k: held[task.id][k] for k in ("known_wrong", "false_accepts")}
+                    if task.id in held
+                    else None,
+                }
+                for task in build.tasks
+            ],
+        }
+    return facts
 
 
 THRESHOLDS = (None, 0.1, 0.0)
@@ -411,6 +457,7 @@ def held_out_audit(
                     {
                         "repository": build.name,
                         "task": task.name,
+                        "id": task.id,
                         "build": filtered.get(task.id),
                         "held_out": held[task.id],
                     }

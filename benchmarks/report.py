@@ -384,10 +384,16 @@ def _build(r: Record) -> list[Figure]:
 def _corpus(r: Record) -> list[Figure]:
     totals = r.get("totals") or {}
     percent = {"avg branch coverage", "median mutant kill rate", "yield"}
-    listed = Figure(
-        "source list, candidates per package", f"{r.get('sources')}, {r.get('max_candidates') or 'every one'}"
+    return [_listed(r)] + [Figure(key, value, "%" if key in percent else "") for key, value in totals.items()]
+
+
+def _listed(r: Record) -> Figure:
+    """The list a corpus record built, and whether all of it or a slice (``--packages``)."""
+    packages = r.get("packages")
+    part = "all its packages" if packages is None else f"a slice of {len(packages)} packages"
+    return Figure(
+        "source list (candidates per package)", f"{r.get('sources')}, {part} ({r.get('max_candidates') or 'every one'})"
     )
-    return [listed] + [Figure(key, value, "%" if key in percent else "") for key, value in totals.items()]
 
 
 def _corpus_audit(r: Record) -> list[Figure]:
@@ -416,7 +422,7 @@ def _corpus_cost(r: Record) -> list[Figure]:
     projection = cost.get("projection") or {}
     nodes = projection.get("wall_hours_on_nodes") or {}
     return [
-        Figure("source list, candidates per package", f"{r.get('sources')}, {r.get('max_candidates') or 'every one'}"),
+        _listed(r),
         Figure("repositories, tasks", f"{len(r.get('repositories') or [])}, {cost.get('tasks')}"),
         Figure("wall time of the build", cost.get("wall_s"), "s"),
         Figure("calls of the build (one, or a killed build resumed)", cost.get("calls") or 1, "count"),
@@ -437,6 +443,44 @@ def _corpus_cost(r: Record) -> list[Figure]:
             ", ".join(f"N={n}: {h}" for n, h in nodes.items()),
         ),
     ]
+
+
+def _corpus_slices(r: Record) -> list[Figure]:
+    totals = r.get("totals") or {}
+    identity = r.get("identity") or {}
+    cost = r.get("cost") or {}
+    projection = cost.get("projection") or {}
+    percent = {"avg branch coverage", "median mutant kill rate", "yield", "held-out: false-accept rate"}
+    figures = [
+        Figure("settings digest (code)", f"{r.get('settings_digest')} ({r.get('code_digest')})"),
+        Figure("slices combined", len(r.get("slices") or []), "count"),
+        Figure(
+            "packages built of the list",
+            f"{r.get('built')} of {r.get('packages')}" + ("" if r.get("complete") else " (partial)"),
+        ),
+    ]
+    figures += [Figure(key, value, "%" if key in percent else "") for key, value in totals.items()]
+    figures += [
+        Figure(
+            "repositories built twice: identical of compared",
+            f"{identity.get('identical')} of {identity.get('compared')}",
+        ),
+        Figure("repositories whose builds differ", ", ".join(identity.get("different") or []) or "none"),
+        Figure("CPU time of the slices' builds", cost.get("cpu_s"), "s"),
+        Figure("tasks per CPU-hour", cost.get("tasks_per_cpu_hour"), "count"),
+        Figure(
+            "peak memory: driver, largest sandbox worker (MiB)",
+            f"{cost.get('peak_rss_mib_driver')}, {cost.get('peak_rss_mib_largest_worker')}",
+        ),
+    ]
+    if projection:
+        figures.append(
+            Figure(
+                f"projected to {projection.get('repositories')} repositories: CPU-hours, tasks",
+                f"{projection.get('cpu_hours')}, {projection.get('tasks')}",
+            )
+        )
+    return figures
 
 
 def _corpus_identity(r: Record) -> list[Figure]:
@@ -685,6 +729,21 @@ BENCHMARKS: tuple[Benchmark, ...] = (
             ),
         ),
         files=("corpus_pypi33.stats.md", "corpus_pypi33.audit.md", "corpus_pypi.stats.md"),
+    ),
+    Benchmark(
+        "corpus_slices.py",
+        "corpus_slices",
+        (
+            Part(
+                "The corpus combined from its slices",
+                _corpus_slices,
+                has("totals"),
+                "Slices of the list built on any machines with the same code and settings (one settings "
+                "digest), combined as one build of the whole list: near-duplicates found again over "
+                "every repository in list order, the split made over all of them, a repository built "
+                "by two slices compared digest for digest.",
+            ),
+        ),
     ),
     Benchmark(
         "corpus_identity.py",

@@ -303,6 +303,7 @@ def test_a_repository_split_into_units_gives_the_same_corpus_and_resumes_per_uni
     with pytest.raises(ConfigError, match="chunk size -1"):
         build_corpus(sources, split, settings, LocalExecutor(2, sandbox), chunk_size=-1)
     _check_against_a_record(tmp_path, reference, whole, split)
+    _check_slices_combined(tmp_path, reference, sources, settings, sandbox)
 
 
 def _check_against_a_record(tmp_path: Path, reference: CorpusResult, whole: Path, split: Path) -> None:
@@ -330,6 +331,88 @@ def _check_against_a_record(tmp_path: Path, reference: CorpusResult, whole: Path
     first.write_text(json.dumps(changed))
     rows, _, _ = compare_with_record(state, records, set())
     assert sum(row["identical"] for row in rows) == 1 and all(row["in_record"] for row in rows)
+
+
+HELD = {"known_wrong": 4, "false_accepts": 1}
+
+
+def _check_slices_combined(
+    tmp_path: Path, reference: CorpusResult, sources: list[str], settings: BuildSettings, sandbox: Sandbox
+) -> None:
+    """The list built in slices (a repository each, as on machines that never share a disk),
+    their records combined: the totals, the near-duplicates and the split of one build of the
+    whole list; a repository built again is compared by digest."""
+    from benchmarks.corpus_pypi import repository_facts
+    from benchmarks.corpus_slices import combine, read_slices, target_sources
+
+    def record(source: str, where: str) -> dict[str, object]:
+        output = tmp_path / where / "corpus.jsonl"
+        output.parent.mkdir()
+        result = build_corpus([source], output, settings, LocalExecutor(2, sandbox), eval_fraction=0.5)
+        return {
+            "sources": "list.txt",
+            "packages": [source],
+            "settings_digest": "d1",
+            "repositories": result.rows(),
+            "facts": repository_facts(result, None),
+            "cost": {"cpu_s": 36.0, "wall_s": 20.0, "peak_rss_mib_driver": 100.0, "peak_rss_mib_largest_worker": 90.0},
+        }
+
+    slices = [record(sources[1], "slice-beta"), record(sources[0], "slice-alpha")]  # any order of slices
+    again = record(sources[1], "slice-beta-again")
+    records = tmp_path / "records.jsonl"
+    other = {**again, "settings_digest": "d0"}  # other code: never combined with d1
+    records.write_text("".join(json.dumps(r) + "\n" for r in (other, *slices, again)))
+    chosen = read_slices(records, "list.txt")
+    assert [r["packages"] for r in chosen] == [[sources[1]], [sources[0]], [sources[1]]]
+
+    corpus = combine(chosen, sources, eval_fraction=0.5)
+    ids = [t.id for t in reference.tasks()]
+    assert [t["id"] for r in corpus.repositories for t in r.facts["tasks"]] == ids
+    assert corpus.duplicates == reference.duplicates == {}
+    assert corpus.split == reference.split and not corpus.pending
+    mine, theirs = corpus.totals(), reference.totals()
+    same = [k for k in theirs if k in mine and k != "build seconds (sum over repositories)"]
+    assert len(same) == 18 and {k: mine[k] for k in same} == {k: theirs[k] for k in same}
+    assert corpus.drop_reasons() == reference.drop_reasons()
+    assert corpus.identity() == {"compared": 1, "identical": 1, "tasks_compared": 1, "different": []}
+    assert corpus.cost()["cpu_s"] == 72.0 and corpus.cost()["tasks_per_cpu_hour"] == round(mine["tasks"] / 0.02, 1)
+    audited = repository_facts(reference, {"tasks": [{"id": copied_id, "held_out": HELD} for copied_id in ids]})
+    assert [t["held_out"] for f in audited.values() for t in f["tasks"]] == [HELD] * len(ids)
+    page = corpus.markdown("list.txt")
+    assert "2 of 2 packages built; complete" in page and "| 2 (identical) |" in page
+
+    # a slice whose repository copies another's functions: its tasks are near-duplicates of
+    # the earlier slice's, found from the targets' sources read back (no record holds code)
+    beta = slices[0]
+    copy = {
+        "sources": "list.txt",
+        "settings_digest": "d1",
+        "repositories": [{**beta["repositories"][0], "source": "gamma", "repository": "gamma"}],
+        "facts": {
+            "gamma": {"drops": [], "tasks": [{**t, "id": "g" + t["id"]} for t in beta["facts"][sources[1]]["tasks"]]}
+        },
+    }
+    corpus = combine(
+        [*slices, copy],
+        [*sources, "gamma"],
+        lambda source, tasks: target_sources(sources[1] if source == "gamma" else source, tasks),
+        eval_fraction=0.5,
+    )
+    copied = [t["id"] for t in beta["facts"][sources[1]]["tasks"]]
+    assert corpus.duplicates == {"g" + i: i for i in copied} and len(copied) == 1
+    assert corpus.totals()["tasks"] == theirs["tasks"] and "gamma" not in corpus.split
+
+    # a repository whose second build differs is named; one slice alone is partial
+    changed = {**again, "repositories": [{**again["repositories"][0], "tasks_sha256": "0" * 64}]}
+    corpus = combine([*slices, changed], sources, eval_fraction=0.5)
+    assert corpus.identity()["different"] == [reference.rows()[1]["repository"]]
+    partial = combine(slices[:1], sources, eval_fraction=0.5)
+    assert partial.pending == [sources[0]] and "**partial**: 1 pending" in partial.markdown("list.txt")
+    with pytest.raises(ConfigError, match="not on the list"):
+        combine(slices, sources[:1])
+    with pytest.raises(ConfigError, match="no slice record has settings digest d9"):
+        read_slices(records, "list.txt", "d9")
 
 
 def test_the_command_line_builds_a_source_list_and_says_which_line_is_bad(tmp_path: Path) -> None:
