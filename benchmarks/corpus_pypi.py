@@ -58,6 +58,7 @@ from benchmarks.common import RESULTS_DIR, append_record, checkout, machine, now
 from gym_repost.construct.audit import audit_tasks
 from gym_repost.construct.corpus import (
     CorpusResult,
+    CorpusState,
     RepositoryBuild,
     Unit,
     build_corpus,
@@ -131,7 +132,7 @@ def main() -> None:
     started, meter = time.perf_counter(), CpuMeter()
     ledger = CostLedger(corpus_paths(args.output)["state"] / "cost.json", settings_digest(settings), meter, started)
     sandbox = sandbox_config("local", workers=args.workers)
-    progress = Progress(ledger)
+    progress = Progress(ledger, CorpusState(corpus_paths(args.output)["state"], settings))
     with get_executor(args.executor, workers=args.workers, sandbox=sandbox) as executor:
         result = build_corpus(
             sources,
@@ -296,15 +297,20 @@ class CostLedger:
 class Progress:
     """A line per unit as it comes back (a build of every candidate runs for hours): which
     unit, what it kept, and the units, CPU and wall clock of the build so far, resumed
-    calls included."""
+    calls included. With ``state`` the units of this plan it already holds count as built
+    (a slice of the list, ``--packages``, built into the state of another); without it the
+    ledger's units do."""
 
-    def __init__(self, ledger: CostLedger) -> None:
-        self.ledger, self.total, self.done = ledger, 0, 0
+    def __init__(self, ledger: CostLedger, state: CorpusState | None = None) -> None:
+        self.ledger, self.state, self.total, self.done, self.already = ledger, state, 0, 0, 0
 
     def plan(self, units: list[Unit]) -> None:
         self.total = len(units)
-        already = self.ledger.prior["units"]
-        print(f"corpus: {len(units)} units of work ({already} built by earlier calls)", flush=True)
+        if self.state is None:
+            self.already = self.ledger.prior["units"]
+        else:
+            self.already = sum(self.state.load(u) is not None for u in units)
+        print(f"corpus: {len(units)} units of work ({self.already} built by earlier calls)", flush=True)
 
     def unit(self, build: RepositoryBuild) -> None:
         self.ledger.add_unit()
@@ -319,7 +325,7 @@ class Progress:
             else f"{len(build.tasks)} tasks of {table.get('candidate functions', '?')} candidates"
         )
         print(
-            f"[{totals['units']}/{self.total}] {name}{where}: {what} in {build.seconds:.0f} s"
+            f"[{self.already + self.done}/{self.total}] {name}{where}: {what} in {build.seconds:.0f} s"
             f" | build so far: {totals['cpu_s'] / 3600:.2f} CPU-h, {totals['wall_s'] / 3600:.2f} h",
             flush=True,
         )

@@ -63,3 +63,32 @@ def test_a_resumed_build_counts_on_from_the_units_and_cpu_of_its_earlier_calls(
     other = Progress(CostLedger(path, "digest-2", _Meter(), started=0.0))  # type: ignore[arg-type]
     other.plan(units)
     assert capsys.readouterr().out.strip() == "corpus: 3 units of work (0 built by earlier calls)"
+
+
+def test_a_slice_built_into_the_state_of_another_counts_only_its_own_units(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--packages``: slices of the list built one after another into one state. The ledger
+    holds every unit of the earlier slices; the count is of this slice's units, from the state."""
+    from gym_repost.construct.corpus import CorpusState
+    from gym_repost.construct.pipeline import BuildSettings
+
+    state = CorpusState(tmp_path / "state", BuildSettings(max_candidates=0))
+    earlier = _unit_built("pypi:alpha==1.0", 3, 10)
+    earlier.tasks = []
+    state.save(earlier)
+    ledger = CostLedger(tmp_path / "state" / "cost.json", "digest-1", _Meter(), started=0.0)  # type: ignore[arg-type]
+    ledger.prior["units"] = 4  # the earlier slices: alpha and three units of others
+    slice_units = [Unit("pypi:beta==2.0", (0, 100)), Unit("pypi:beta==2.0", (1, 100))]
+    progress = Progress(ledger, state)
+    progress.plan(slice_units)
+    built = _unit_built("pypi:beta==2.0", 0, 100, (0, 100))
+    built.tasks = []
+    progress.unit(built)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "corpus: 2 units of work (0 built by earlier calls)"
+    assert out[1].startswith("[1/2] beta==2.0 #0: 0 tasks of 100 candidates")
+    state.save(built)
+    again = Progress(ledger, state)
+    again.plan([Unit("pypi:alpha==1.0"), *slice_units])
+    assert capsys.readouterr().out.strip() == "corpus: 3 units of work (2 built by earlier calls)"
