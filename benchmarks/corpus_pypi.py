@@ -152,7 +152,8 @@ def main() -> None:
     thresholds = THRESHOLDS if threshold is None else (threshold,)
     audit = held_out_audit(result, args.output, args.workers, thresholds, pins) if args.audit else None
     if audit is not None:
-        (RESULTS_DIR / f"{args.sources.stem}.audit.md").write_text(audit["markdown"], encoding="utf-8")
+        if not args.packages:  # a slice's audit is in its record; corpus_slices.py adds them up
+            (RESULTS_DIR / f"{args.sources.stem}.audit.md").write_text(audit["markdown"], encoding="utf-8")
         print(audit["markdown"])
     if args.no_record:
         return
