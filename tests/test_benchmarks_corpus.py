@@ -92,3 +92,21 @@ def test_a_slice_built_into_the_state_of_another_counts_only_its_own_units(
     again = Progress(ledger, state)
     again.plan([Unit("pypi:alpha==1.0"), *slice_units])
     assert capsys.readouterr().out.strip() == "corpus: 3 units of work (2 built by earlier calls)"
+
+
+def test_a_slice_of_repositories_an_earlier_record_built_is_a_second_build(tmp_path: Path) -> None:
+    from benchmarks.corpus_pypi import second_build
+
+    records = tmp_path / "corpus_pypi.jsonl"
+    assert not second_build(records, "d1", ["pypi:toolz==1"])  # no records yet
+    earlier = {"settings_digest": "d1", "facts": {"pypi:toolz==1": {}, "pypi:boltons==2": {}}}
+    other_code = {"settings_digest": "d0", "facts": {"pypi:funcy==3": {}}}
+    records.write_text(
+        "\n".join([json.dumps(earlier), "not json", json.dumps(other_code), json.dumps({"totals": {}})]) + "\n",
+        encoding="utf-8",
+    )
+    assert second_build(records, "d1", ["pypi:toolz==1"])
+    assert second_build(records, "d1", ["pypi:boltons==2", "pypi:toolz==1"])
+    assert not second_build(records, "d1", ["pypi:toolz==1", "pypi:funcy==3"])  # funcy: new to d1
+    assert not second_build(records, "d2", ["pypi:toolz==1"])  # other code: a first build
+    assert not second_build(records, "d1", [])

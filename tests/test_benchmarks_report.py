@@ -73,6 +73,31 @@ def test_each_part_reads_the_latest_record_that_holds_it(tmp_path: Path) -> None
     assert "8.00 ms" not in page
 
 
+def test_a_second_build_of_a_corpus_slice_leaves_the_list_s_tables_on_the_build_it_checks(tmp_path: Path) -> None:
+    def record(date: str, tasks: int, **extra: object) -> dict[str, object]:
+        return {
+            "benchmark": "corpus_pypi",
+            "date": date,
+            "sources": "corpus_pypi.txt",
+            "packages": ["toolz==1"] * tasks,
+            "totals": {"tasks": tasks},
+            "cost": {"wall_s": 10.0 * tasks},
+            "audit": {"by_threshold": [{"threshold": 0, "tasks": tasks}]},
+            **extra,
+        }
+
+    slice_ = record("2030-01-01T00:00:00+00:00", 29, second_build=False)
+    again = record("2030-01-02T00:00:00+00:00", 1, second_build=True)
+    _write(tmp_path, "corpus_pypi", slice_, again)
+    page = report.render(tmp_path)
+    section = page.split("## corpus_pypi", 1)[1].split("\n## ", 1)[0]
+    first, second = section.split("### A second build of repositories built before")
+    assert "a slice of 29 packages" in first and "| tasks | 29 |" in first
+    assert "a slice of 1 packages" not in first and "2030-01-02" not in first
+    assert "a slice of 1 packages" in second and "| tasks | 1 |" in second and "2030-01-02" in second
+    assert "Latest `corpus_pypi` record" not in section
+
+
 def test_ratios_say_faster_or_slower_against_the_same_run() -> None:
     assert report.ratio(report.Figure("t", 2.0, "s", 5.0)) == "2.50x faster"
     assert report.ratio(report.Figure("t", 5.0, "s", 2.0)) == "2.50x slower"
