@@ -71,6 +71,20 @@ def summary(times: list[float]) -> dict[str, float]:
     }
 
 
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of ``path``, one a line, in file order; lines that are not one are
+    skipped (a report never refuses a results file for them)."""
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            records.append(value)
+    return records
+
+
 def append_record(name: str, record: dict[str, Any]) -> Path:
     """Append one JSON record to ``benchmarks/results/NAME.jsonl``."""
     RESULTS_DIR.mkdir(parents=True, exist_ok=True)

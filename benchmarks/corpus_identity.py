@@ -47,7 +47,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import append_record, checkout, machine, now
+from benchmarks.common import append_record, checkout, machine, now, read_jsonl
 from gym_repost.construct.corpus import (
     RepositoryBuild,
     RepositoryWork,
@@ -204,12 +204,8 @@ def compare_with_record(
     is finished and the record has theirs; and that record's date."""
     found = None
     recorded: dict[str, dict[str, Any]] = {}  # each repository's digest in the latest record holding it
-    for line in record_file.read_text(encoding="utf-8").splitlines():
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        entries = value.get("repositories") if isinstance(value, dict) else None
+    for value in read_jsonl(record_file):
+        entries = value.get("repositories")
         if isinstance(entries, list) and entries and all(isinstance(r, dict) and "tasks_sha256" in r for r in entries):
             found = value
             recorded.update({r["source"]: r for r in entries})

@@ -54,7 +54,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import RESULTS_DIR, append_record, checkout, machine, now
+from benchmarks.common import RESULTS_DIR, append_record, checkout, machine, now, read_jsonl
 from gym_repost.construct.audit import audit_tasks
 from gym_repost.construct.corpus import (
     CorpusResult,
@@ -434,14 +434,9 @@ def second_build(records: Path, digest: str, sources: list[str]) -> bool:
     compares digest for digest), and ``benchmarks/README.md`` keeps showing the build it
     checks, not this one."""
     built: set[str] = set()
-    if records.exists():
-        for line in records.read_text(encoding="utf-8").splitlines():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # corpus_slices.py says where; a record is never refused for it here
-            if isinstance(record, dict) and record.get("settings_digest") == digest:
-                built.update(record.get("facts") or {})
+    for record in read_jsonl(records) if records.exists() else []:
+        if record.get("settings_digest") == digest:
+            built.update(record.get("facts") or {})
     return bool(sources) and all(source in built for source in sources)
 
 
