@@ -548,6 +548,9 @@ def _in_child(body, cpu, wall):
             if not chunk:
                 break
             data += chunk
+        elif _exited(pid):  # a process it forked may hold the pipe open: read what is there
+            data += _drain(read_fd)
+            break
         deadline = _deadline(shared)
         over = protocol.over_limit(pid, cpu if deadline is None else min(cpu, deadline), guard)
         if over is not None:
@@ -561,6 +564,25 @@ def _in_child(body, cpu, wall):
         return data, ("stopped", used, over)
     code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else -1
     return data, ("exit", used, code)
+
+
+def _exited(pid):
+    """Whether child ``pid`` has exited (it stays unreaped: :func:`os.wait4` reaps it)."""
+    return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+
+def _drain(fd):
+    """What the pipe ``fd`` holds now, read without waiting for its other end to close."""
+    os.set_blocking(fd, False)
+    data = b""
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 20)
+        except BlockingIOError:
+            return data
+        if not chunk:
+            return data
+        data += chunk
 
 
 def _write(path, data):

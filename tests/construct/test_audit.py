@@ -676,3 +676,36 @@ def test_a_test_that_draws_from_random_covers_its_target_in_every_coverage_run(
     for _ in range(4):
         covering, problem, _, _ = audit_module._covering(sandbox, repo, [target])
         assert problem is None and [t[0] for t in covering[target.key]] == ["tests/test_esc.py::test_lucky"]
+
+
+@pytest.mark.timeout(600)
+def test_a_process_a_test_forks_and_leaves_blocked_does_not_hold_the_coverage_run(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """humanfriendly's spinner test forks a process that blocks on a pipe and outlives the
+    test run, holding the report pipe's write end: the coverage run waited for the pipe to
+    close until its wall-clock guard, 30 minutes of nothing. Once the run's own process has
+    exited its report is whole: it is read, and the leftover process killed with the group."""
+    from gym_repost.construct import audit as audit_module
+
+    tests = textwrap.dedent("""\
+        import os
+
+        from esc.core import clamp
+
+
+        def test_clamp_with_a_helper_left_behind():
+            if os.fork() == 0:  # a helper that waits forever on a pipe nobody writes to
+                read_end, _ = os.pipe()
+                os.read(read_end, 1)
+                os._exit(0)
+            assert clamp(5, 0, 10) == 5
+        """)
+    files = {"esc/__init__.py": "", "esc/core.py": CORE, "tests/test_esc.py": tests}
+    repo = _ingested(tmp_path / "esc-1.0", files)
+    task = build_task(STRONG_CLAMP, "clamp", {"esc/__init__.py": "", "esc/core.py": CORE}, "esc/core.py")
+    target = audit_module._target(task, repo, 40, 0, "all")
+    assert isinstance(target, audit_module._Target)
+    covering, problem, _, _ = audit_module._covering(sandbox, repo, [target])
+    assert problem is None
+    assert [t[0] for t in covering[target.key]] == ["tests/test_esc.py::test_clamp_with_a_helper_left_behind"]
