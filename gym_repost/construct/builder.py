@@ -135,7 +135,7 @@ class DeterministicBuilder(PlannedBuilder):
 
     def _generate(self, attempt: int) -> GeneratedTests | Drop:
         from gym_repost.construct.testgen import generate_tests
-        from gym_repost.construct.testgen.explore import SAFETY_NOTE
+        from gym_repost.construct.testgen.explore import SAFETY_NOTES
 
         ctx = self.context
         assert ctx.sandboxed is not None
@@ -149,7 +149,7 @@ class DeterministicBuilder(PlannedBuilder):
         )
         if isinstance(generated, GeneratedTests):
             self.safety_limits += generated.safety_limits
-        elif SAFETY_NOTE in generated.detail:
+        elif any(note in generated.detail for note in SAFETY_NOTES):
             self.safety_limits.append(generated.detail)
         return generated
 

@@ -14,14 +14,18 @@ classes, then distinct results; each chosen input is run twice more and kept onl
 its outcome does not change (seeding ``random`` when that makes it stable).
 
 Budgets count work, never seconds, so that the same seed keeps the same inputs on a quiet
-machine and a loaded one: the search stops after ``executions`` runs of the target (or
-when it is complete, or, once the strategies' pools are spent, after :data:`STALL_SHARE`
-of them in a row reach nothing new), the choice of
-inputs that kill mutants spends at most ``mutant_executions`` more, and the per-call
-timer counts the process's CPU time (``ITIMER_PROF``). The wall clock is only a safety
-limit (``wall_limit`` seconds for the whole search, a wall timer per call at
-:data:`WALL_FACTOR` times the CPU limit); when it fires the report says so
-(``stats["wall_clock_limit"]``, ``stats["wall_timeouts"]``) and the host warns. A call
+machine and a loaded one, a fast one and a slow one: the search stops after ``executions``
+runs of the target or once those runs have made ``calls`` Python calls (counted by the
+profiler hook, :class:`CallCounter`), or when it is complete, or, once the strategies'
+pools are spent, after :data:`STALL_SHARE` of its runs in a row reach nothing new; the
+choice of inputs that kill mutants spends at most ``mutant_executions`` runs and ``calls``
+calls more; and the per-call timer counts the process's CPU time (``ITIMER_PROF``). The
+process's CPU-time limit (the host's) is a safety net far above what the counted budgets
+spend: a target whose runs are costly stops on its count of calls, the same on every
+machine, not on that limit, where it would stop on a slower machine and not on a faster one.
+The wall clock is only a safety limit too (``wall_limit`` seconds for the whole search, a
+wall timer per call at :data:`WALL_FACTOR` times the CPU limit); when it fires the report
+says so (``stats["wall_clock_limit"]``, ``stats["wall_timeouts"]``) and the host warns. A call
 that waits (neither running nor waiting for a CPU) for :data:`WAIT_SECONDS` or more is
 counted (``stats["waits"]``), and :data:`WAITING_CALLS` of them stop a phase
 (``stats["waiting_stop"]``): a target whose calls sleep or block ends on counted work too.
@@ -46,6 +50,11 @@ import time
 import zlib
 
 try:
+    import _lsprof
+except ImportError:  # an interpreter without the profiler: runs count no calls
+    _lsprof = None  # type: ignore[assignment]
+
+try:
     from . import hints, mutate, pools, protocol, runtime, selection, strategies
 except ImportError:  # in the sandbox, shipped as top-level modules
     import _gym_repost_hints as hints  # type: ignore[no-redef,import-not-found]
@@ -59,6 +68,16 @@ except ImportError:  # in the sandbox, shipped as top-level modules
 MODULE_NAME = "_gr_target_module"
 EXECUTIONS = 2000
 """Default budget of the search: runs of the target (and, again, of the mutant selection)."""
+CALLS = 20_000_000
+"""Default budget of the search in Python calls its runs of the target make (and, again, of
+the mutant selection): some 20 CPU seconds at this machine's million calls a second; it
+binds for a target whose runs are costly, which ``executions`` alone would let spend
+minutes of CPU time, and stops it at the same run on every machine."""
+TIMEOUT_CALLS = 500_000
+"""The Python calls a run its per-call timer stopped counts in the budget, whatever it made:
+about what a run makes in the timer's half-second of CPU time on the machine it was
+measured on; how many it made depends on the machine's speed and load, which must not move
+where the search stops."""
 STALL_SHARE = 0.25
 """Once the strategies' pools are spent, the search stops after this share of its budget
 of runs in a row that reach nothing new."""
@@ -121,6 +140,50 @@ class SafetyClock:
         return True
 
 
+class CallCounter:
+    """The Python calls of one run, counted by the C profiler hook (``_lsprof``, the one
+    behind ``cProfile``; C functions not counted, some 2% of a run's time): the work the run
+    does, the same on every machine. The calls of the explorer's own code and of coverage.py
+    (``machinery``: files and directories) are not counted: how many arcs coverage.py hands
+    over after a run varies by one now and then, and with it the calls that read them.
+    Without the profiler every run counts 0 calls, and only the budgets of runs bind."""
+
+    def __init__(self, machinery=()):
+        self.profiler = _lsprof.Profiler(builtins=False, subcalls=False) if _lsprof is not None else None
+        self.machinery = tuple(machinery)
+        self.counted = {}  # code object -> counted or not
+
+    def start(self):
+        if self.profiler is not None:
+            self.profiler.enable()
+
+    def stop(self):
+        """Stop counting; the calls since :meth:`start` (and forget them)."""
+        if self.profiler is None:
+            return 0
+        self.profiler.disable()
+        try:
+            return sum(entry.callcount for entry in self.profiler.getstats() if self._counts(entry.code))
+        finally:
+            self.profiler.clear()
+
+    def _counts(self, code):
+        counts = self.counted.get(code)
+        if counts is None:
+            filename = getattr(code, "co_filename", "")
+            counts = self.counted[code] = not filename.startswith(self.machinery)
+        return counts
+
+
+def machinery_files():
+    """Where the explorer's own code and coverage.py's are (not counted by :class:`CallCounter`)."""
+    files = [__file__] + [m.__file__ for m in (hints, mutate, pools, protocol, runtime, selection, strategies)]
+    coverage = sys.modules.get("coverage")
+    if coverage is not None:
+        files.append(os.path.dirname(coverage.__file__) + os.sep)
+    return sorted(set(files) | {os.path.abspath(f) + (os.sep if f.endswith(os.sep) else "") for f in files})
+
+
 class Trial:
     """One input run against the ground truth."""
 
@@ -133,6 +196,7 @@ class Trial:
         "fingerprint",
         "deliberate",
         "duration",
+        "calls",
         "seeded",
         "random",
     )
@@ -141,6 +205,7 @@ class Trial:
         self.source, self.origin, self.error = source, origin, error
         self.arcs, self.kind, self.fingerprint = frozenset(), "", ""
         self.deliberate, self.duration, self.seeded, self.random = True, 0.0, False, False
+        self.calls = 0
 
     @property
     def raised(self):
@@ -398,6 +463,7 @@ class Explorer:
         self.covered, self.classes, self.prints = set(), set(), set()
         self.stats = {
             "executed": 0,
+            "calls": 0,
             "invalid": 0,
             "timeouts": 0,
             "wall_timeouts": 0,
@@ -410,6 +476,7 @@ class Explorer:
         self.build_errors = {}
         self.slow = []
         self.path = os.path.abspath(target.module.__file__)
+        self.counter = CallCounter(machinery_files())
 
     def execute(self, source, origin, seeded=False):
         """Run one input; a :class:`Trial` (with ``error`` set when it is unusable)."""
@@ -419,11 +486,12 @@ class Explorer:
         sink = io.StringIO()
         if not seeded:  # (a seeded call seeds them itself)
             protocol.seed_generators(trial_seed(self.config.get("seed", 0), source))
+        random_state = random.getstate() if self.config.get("may_be_random") else None
         # CPU time, not wall-clock time: what an input costs must not depend on machine load
         started = time.process_time()
         set_call_timer(self.timeout)
-        random_state = random.getstate() if self.config.get("may_be_random") else None
         try:
+            self.counter.start()
             with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
                 state = self._run(trial, seeded, errors)
                 if trial.error is None:
@@ -437,6 +505,11 @@ class Explorer:
         finally:
             guard = _WALL_GUARD[0]
             set_call_timer(0)
+            counted = self.counter.stop()
+            # how far a run its timer stopped got depends on the machine's speed: it counts
+            # a fixed number of calls, so that the runs after it are the same on every machine
+            trial.calls = TIMEOUT_CALLS if trial.error == "timeout" else counted
+            self.stats["calls"] += trial.calls
             self.stats["waits"] += waited(guard)
             trial.duration = time.process_time() - started
         trial.random = random_state is not None and not seeded and random.getstate() != random_state
@@ -524,13 +597,15 @@ class Explorer:
 
 
 class SearchBudget:
-    """What the search may spend, in runs of the target and inputs generated (never seconds)."""
+    """What the search may spend, in runs of the target, the Python calls they make, and
+    inputs generated (never seconds)."""
 
-    def __init__(self, explorer, executions, clock):
+    def __init__(self, explorer, executions, clock, calls=CALLS):
         self.explorer, self.clock = explorer, clock
-        self.executions = executions
+        self.executions, self.calls = executions, calls
         self.stall = max(1, int(STALL_SHARE * executions))
         self.start = explorer.stats["executed"]
+        self.calls_start = explorer.stats["calls"]
         self.tries = 0
         self.runs_without_news = self.tries_without_news = 0
 
@@ -549,6 +624,8 @@ class SearchBudget:
             return "complete"
         if self.explorer.stats["executed"] - self.start >= self.executions:
             return "executions"
+        if self.explorer.stats["calls"] - self.calls_start >= self.calls:
+            return "calls"
         if self.tries >= TRIES_PER_EXECUTION * self.executions:
             return "tries"
         if generator.varied and (
@@ -575,6 +652,7 @@ def search(explorer, generator, seeds, rng, budget, max_inputs):
         if stop is not None:
             explorer.stats["search_stop"] = stop
             explorer.stats["search_executions"] = explorer.stats["executed"]
+            explorer.stats["search_calls"] = explorer.stats["calls"]
             return
         mutating = explorer.kept and rng.random() < (0.5 if generator.varied else 0.2)
         if mutating:
@@ -628,6 +706,7 @@ def report(explorer, chosen, generator, started):
         "build_errors": sorted(set(explorer.build_errors.values()))[:5],
         "slow": sorted(explorer.slow, reverse=True)[:5],
         "elapsed": round(time.monotonic() - started, 3),
+        "cpu_seconds": round(time.process_time(), 3),
     }
 
 
@@ -673,8 +752,9 @@ def explore(config):
     seeds = config.get("seeds", [])
     generator = strategies.Strategies(target, builder, seeds, rng)
     executions = int(config.get("executions", EXECUTIONS))
+    calls = int(config.get("calls", CALLS))
     max_inputs = int(config.get("max_inputs", 12))
-    search(explorer, generator, seeds, rng, SearchBudget(explorer, executions, clock), max_inputs)
+    search(explorer, generator, seeds, rng, SearchBudget(explorer, executions, clock, calls), max_inputs)
     mutants = selection.Mutants(target, config.get("mutants", []), config["start_line"])
     chosen = selection.select(
         explorer,
@@ -685,6 +765,7 @@ def explore(config):
         rng,
         strategies.replacement_values(generator),
         target.literals,
+        mutant_calls=int(config.get("mutant_calls", calls)),
     )
     return report(explorer, chosen, generator, started)
 

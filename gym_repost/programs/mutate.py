@@ -18,7 +18,7 @@ import ast
 import copy
 import math
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 LITERAL_SHARE = 0.3
@@ -166,37 +166,42 @@ def mutate(
         return None
 
 
-def substitutions(source: str, literals: Sequence[str]) -> list[str]:
+def substitutions(source: str, literals: Sequence[str]) -> Iterator[str]:
     """Every input made by putting one literal in one place of ``source``, in order: each
     value node (outermost first) replaced by each literal of its kind (a number written as
     a string for a numeric string), and each sequence with each literal appended.
 
     The deterministic first round of a hunt for a mutant: a literal of the mutated line
-    in place of an argument is often what tells it apart.
+    in place of an argument is often what tells it apart. Made one at a time, as the hunt
+    takes them, each by putting the literal in the parsed input and taking it out again
+    once written: one input of a large instance (a table and its rows) has thousands of
+    places, and a copy of the input per place made the hunt cost minutes of CPU time.
     """
     tree = ast.parse(source, mode="eval").body
     if not isinstance(tree, ast.Tuple):
-        return []
+        return
     values = [(src, v) for src in literals if (v := _literal(src)) is not _NOT_LITERAL]
-    out: dict[str, None] = {}
+    seen = {ast.unparse(tree)}
     for parent, field, index in mutable_nodes(tree):
         node = _child(parent, field, index)
         for replacement in _substitutes(node, values):
-            copy_tree = copy.deepcopy(tree)
-            target = _same_node(copy_tree, tree, node)
-            if target is None:
-                continue
-            holder, name, position = target
-            if position is None:
-                setattr(holder, name, replacement)
-            else:
-                getattr(holder, name)[position] = replacement
+            _put(parent, field, index, replacement)
             try:
-                out.setdefault(ast.unparse(copy_tree))
+                written = ast.unparse(tree)
             except (ValueError, RecursionError):
                 continue
-    out.pop(ast.unparse(tree), None)
-    return list(out)
+            finally:
+                _put(parent, field, index, node)
+            if written not in seen:
+                seen.add(written)
+                yield written
+
+
+def _put(parent: ast.AST, field: str, index: int | None, node: ast.AST) -> None:
+    if index is None:
+        setattr(parent, field, node)
+    else:
+        getattr(parent, field)[index] = node
 
 
 def _substitutes(node: ast.AST, values: list[tuple[str, object]]) -> list[ast.expr]:
@@ -218,14 +223,6 @@ def _substitutes(node: ast.AST, values: list[tuple[str, object]]) -> list[ast.ex
             if literal is not None:
                 found.append(type(node)(elts=[*node.elts, literal], ctx=ast.Load()))
     return [f for f in found if f is not None]
-
-
-def _same_node(copy_tree: ast.AST, tree: ast.AST, node: ast.AST) -> tuple[ast.AST, str, int | None] | None:
-    """Where the copy holds the counterpart of ``node`` of ``tree``."""
-    for (parent, field, index), (twin, _, _) in zip(mutable_nodes(tree), mutable_nodes(copy_tree)):  # type: ignore[arg-type]
-        if _child(parent, field, index) is node:
-            return twin, field, index
-    return None
 
 
 def with_literal(node: ast.AST, rng: random.Random, literals: Sequence[str]) -> ast.expr | None:

@@ -43,8 +43,9 @@ SWEPT_INPUTS = 3
 MUTANT_FLOOR = 0.25
 """CPU seconds a mutant's run may take beyond ten times the slowest input's (a timer that
 stops a mutant kills it: too tight a one kills mutants a busy machine only slowed)."""
-SLOW_CALL = 0.2
-"""CPU seconds above which an input is too slow to be tried against mutants or chosen for diversity."""
+SLOW_CALLS = 200_000
+"""Python calls above which a run is too slow an input to be tried against mutants or
+chosen for diversity (a count, not its CPU time: the same inputs on every machine)."""
 
 
 class Mutants:
@@ -90,6 +91,8 @@ class Selection:
         self.chosen, self.covered, self.classes, self.prints = [], set(), set(), set()
         self.rejected = set()
         self.pool = sorted(explorer.trials, key=lambda t: t.rank())
+        self.spend_until, self.calls_until, self.clock = float("inf"), None, None
+        """The runs (and calls) counted in ``explorer.stats`` at which :meth:`by_mutants` stops."""
 
     @property
     def full(self):
@@ -120,18 +123,20 @@ class Selection:
                 return
             self.take(best)
 
-    def by_mutants(self, mutants, executions, clock=None, literals=()):
+    def by_mutants(self, mutants, executions, clock=None, literals=(), calls=None):
         """For each mutant, the first input (chosen ones first) whose outcome it changes;
         then the surviving mutants are hunted (:meth:`_hunt`), round after round.
 
         Spends at most ``executions`` runs of the target (stability checks of the inputs
-        taken included); ``clock`` (a ``SafetyClock``) may stop it early, and records that.
+        taken included) and ``calls`` Python calls in them (None: no limit); ``clock`` (a
+        ``SafetyClock``) may stop it early, and records that.
         ``literals``: sources of the target's literals, put into hunted inputs.
         """
         explorer = self.explorer
         self.spend_until = explorer.stats["executed"] + executions
+        self.calls_until = None if calls is None else explorer.stats["calls"] + calls
         self.clock = clock
-        useful = [t for t in self.pool if t.deliberate and t not in self.chosen and t.duration < SLOW_CALL]
+        useful = [t for t in self.pool if t.deliberate and t not in self.chosen and not _slow(t)]
         saved = explorer.timeout
         explorer.timeout = min(saved, MUTANT_FLOOR + 10 * max([t.duration for t in self.chosen + useful] or [0.01]))
         survivors = []
@@ -178,9 +183,11 @@ class Selection:
         return len(self.chosen) >= self.max_inputs + KILLER_SLOTS
 
     def _spent(self):
-        """The budget of runs is spent (or the wall-clock safety limit fired)."""
-        if self.explorer.stats["executed"] >= self.spend_until:
-            self.explorer.stats.setdefault("mutant_budget_spent", True)
+        """The budget of runs or of calls is spent (or the wall-clock safety limit fired)."""
+        stats = self.explorer.stats
+        runs = stats["executed"] >= self.spend_until
+        if runs or (self.calls_until is not None and stats["calls"] >= self.calls_until):
+            stats.setdefault("mutant_budget_spent", "runs" if runs else "calls")
             return True
         return self.clock is not None and self.clock.expired("mutant selection")
 
@@ -207,7 +214,14 @@ class Selection:
         explorer = self.explorer
         near = list(near)
         weighted = near * max(1, len(literals) // max(1, len(near))) + list(literals)
-        swept = [s for t in order[:SWEPT_INPUTS] for s in mutate.substitutions(t.source, near)] if near else []
+        # the first ``tries`` of them, made as they are taken
+        swept = (
+            []
+            if not near
+            else list(
+                itertools.islice((s for t in order[:SWEPT_INPUTS] for s in mutate.substitutions(t.source, near)), tries)
+            )
+        )
         for attempt in range(tries):
             if self._spent():
                 return None
@@ -219,7 +233,7 @@ class Selection:
             if source is None:
                 continue
             original = explorer.execute(source, "search")
-            if original.error is not None or not original.deliberate or original.duration > SLOW_CALL:
+            if original.error is not None or not original.deliberate or _slow(original):
                 continue
             with mutants.swapped(replacement):
                 if self._kills(original):
@@ -250,13 +264,13 @@ class Selection:
         for trial in self.pool:
             if len(self.chosen) >= self.max_inputs + extra:
                 return
-            if trial.origin == "traced" and trial.deliberate and trial.duration < SLOW_CALL:
+            if trial.origin == "traced" and trial.deliberate and not _slow(trial):
                 if trial.fingerprint not in self.prints:
                     self.take(trial, extra=extra)
 
     def by_diversity(self):
         """Distinct results: first one per way of calling (arguments given), then shortest first."""
-        usable = [t for t in self.pool if t.deliberate and t.duration < SLOW_CALL]
+        usable = [t for t in self.pool if t.deliberate and not _slow(t)]
         shapes = set()
         for trial in sorted(usable, key=lambda t: (ORIGIN_RANK.get(t.origin, 3), t.raised, -len(t.arcs))):
             shape = _call_shape(trial.source)
@@ -271,6 +285,11 @@ class Selection:
                 self.take(trial)
 
 
+def _slow(trial):
+    """The input's run made more than :data:`SLOW_CALLS` Python calls."""
+    return trial.calls > SLOW_CALLS
+
+
 def _call_shape(source):
     """How an input calls the target: number of positional arguments and keyword names."""
     node = ast.parse(source, mode="eval").body
@@ -280,17 +299,26 @@ def _call_shape(source):
 
 
 def select(
-    explorer, max_inputs, mutants=None, mutant_executions=2000, clock=None, rng=None, replacements=(), literals=()
+    explorer,
+    max_inputs,
+    mutants=None,
+    mutant_executions=2000,
+    clock=None,
+    rng=None,
+    replacements=(),
+    literals=(),
+    mutant_calls=None,
 ):
     """Choose the test's inputs: arcs, then mutants killed, outcome classes, distinct results.
 
-    ``mutant_executions``: runs of the target the mutants may cost; ``clock``: the
-    search's wall-clock safety limit; ``literals``: the target's (see :meth:`Selection.by_mutants`).
+    ``mutant_executions``, ``mutant_calls``: runs of the target the mutants may cost and
+    Python calls in them; ``clock``: the search's wall-clock safety limit; ``literals``: the
+    target's (see :meth:`Selection.by_mutants`).
     """
     selection = Selection(explorer, max_inputs, rng, replacements)
     if mutants is not None and mutants.entries:
         selection.by_arcs(max_inputs - min(MUTANT_SLOTS, len(mutants.entries)))
-        selection.by_mutants(mutants, mutant_executions, clock, literals)
+        selection.by_mutants(mutants, mutant_executions, clock, literals, mutant_calls)
     selection.by_arcs()
     selection.by_outcome_classes()
     selection.by_diversity()

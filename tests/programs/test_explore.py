@@ -9,9 +9,17 @@ import pytest
 from busy import busy_machine
 
 from gym_repost.construct.stages import Drop
+from gym_repost.construct.testgen import explore as testgen_explore
 from gym_repost.construct.testgen import generate_tests
-from gym_repost.construct.testgen.explore import run_explorer, search_config, search_timeout, wall_clock_notes
-from gym_repost.programs.explore import WAITING_CALLS
+from gym_repost.construct.testgen.explore import (
+    CPU_SAFETY_NOTE,
+    SAFETY_NOTES,
+    run_explorer,
+    search_config,
+    search_timeout,
+    wall_clock_notes,
+)
+from gym_repost.programs.explore import TIMEOUT_CALLS, WAITING_CALLS
 from gym_repost.sandbox.base import Sandbox
 from tests.construct.test_testgen import script
 
@@ -96,12 +104,48 @@ def waits(n, label="a"):
     return n
 """
 
+# every run renders a table of 100 rows cell by cell, some 1,700 Python calls: runs that
+# cost, whose number the budget of calls bounds; 12345 rows render until the call's timer
+# stops them, after as many calls as the machine's speed allows
+COSTLY = """
+def _cell(value, width):
+    return str(value).rjust(min(width, 12))
+
+def render(rows, width=4):
+    count = 10**8 if rows == int("12345") else 100
+    total = 0
+    for r in range(count):
+        total += len("|".join(_cell(r * c, width) for c in range(8)))
+    if width > 6:
+        return "wide"
+    if width < 0:
+        return "narrow"
+    if total < 0:  # never: the search cannot complete
+        return None
+    return total
+"""
+
+# each run sums ten million numbers in C: CPU time that makes no Python call, which only
+# the CPU-time safety limit bounds
+C_BOUND = """
+def spend(n, scale=1):
+    total = sum(range(10_000_000))
+    if n > 3:
+        return total
+    if scale < 0:
+        return -total
+    return n
+"""
+
 
 def search(sandbox: Sandbox, module: str, qualname: str, **options: Any) -> dict[str, Any]:
     call_timeout = options.pop("call_timeout", None)
+    calls = options.pop("calls", None)
     config = search_config(script(module, qualname), **options)
     if call_timeout is not None:
         config["call_timeout"] = call_timeout
+    if calls is not None:
+        config["calls"] = config["mutant_calls"] = calls
     found = run_explorer(sandbox, script(module, qualname).module, config, timeout=search_timeout(config))
     assert found.get("ok"), found
     return found
@@ -184,6 +228,61 @@ def test_test_generation_reports_a_search_the_wall_clock_cut_short(
     said = result.detail if isinstance(result, Drop) else " ".join(result.safety_limits)
     assert "wall-clock safety limit: it stopped the search during search" in said
     assert any("wall-clock safety limit" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+
+
+def test_the_budget_of_calls_stops_a_search_whose_runs_cost(sandbox: Sandbox) -> None:
+    """prettytable's ``paginate`` renders a table page by page: 600 runs spent two minutes
+    of CPU time, and the sandbox's 60-second CPU limit killed the explorer on one build and
+    not on another ('test generation failed: exit -24'). The count of Python calls the runs
+    make stops such a search, on every machine at the same run."""
+    options = {"seed": 2, "executions": 5000, "calls": 3_000_000}
+    quiet = search(sandbox, COSTLY, "render", **options)
+    with busy_machine(4):
+        busy = search(sandbox, COSTLY, "render", **options)
+    assert kept(quiet) == kept(busy)
+    stats = quiet["stats"]
+    assert stats["search_stop"] == "calls" and stats["search_executions"] < 1000  # not the budget of runs
+    assert 3_000_000 <= stats["search_calls"] < 3_000_000 + TIMEOUT_CALLS  # the run that crossed it is the last
+    # runs their timer stopped (12345 rows, mutants that never end) counted TIMEOUT_CALLS
+    # each, however far they got
+    assert stats["timeouts"] > 0
+    assert stats["mutant_budget_spent"] == "calls"
+    assert stats["calls"] - stats["search_calls"] < 3_000_000 + TIMEOUT_CALLS
+    assert len(quiet["inputs"]) >= 3
+
+
+def test_a_search_the_cpu_limit_stops_is_dropped_as_a_limit(sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search whose CPU time runs out before its counted budgets do (work in C calls the
+    count does not see) is not 'test generation failed': it is dropped with a reason and a
+    note that name the safety limit, which the build lists among the limits that fired."""
+    monkeypatch.setattr(testgen_explore, "CPU_LIMIT", 2.0)
+    config = search_config(script(C_BOUND, "spend"), executions=10**5)
+    found = run_explorer(sandbox, script(C_BOUND, "spend").module, config, timeout=search_timeout(config))
+    assert found["ok"] is False and found["kind"] == "cpu limit"
+    assert found["error"].startswith(f"{CPU_SAFETY_NOTE}: the explorer used its 2 s of CPU time")
+    dropped = generate_tests(sandbox, script(C_BOUND, "spend"), executions=10**5)
+    assert isinstance(dropped, Drop) and dropped.reason == "search over its CPU limit"
+    assert dropped.detail.startswith(CPU_SAFETY_NOTE)
+    assert any(note in dropped.detail for note in SAFETY_NOTES)  # what the builder lists as a limit
+
+
+def test_an_input_whose_run_makes_too_many_calls_is_not_chosen() -> None:
+    """Inputs too slow to be chosen were those over 0.2 s of CPU time: an input near it was
+    chosen on one machine and not on another. They are those over SLOW_CALLS calls."""
+    from gym_repost.programs.explore import Trial
+    from gym_repost.programs.selection import SLOW_CALLS, Selection
+
+    trials = []
+    for n, calls in enumerate([SLOW_CALLS + 1, SLOW_CALLS, 10]):
+        trial = Trial(f"(None, ({n},), {{}})", "search")
+        trial.kind, trial.fingerprint, trial.calls = "ok:int", str(n), calls
+        trials.append(trial)
+    explorer = _Runs()
+    explorer.trials = trials
+    explorer.stable = lambda trial: True  # type: ignore[attr-defined]
+    selection = Selection(explorer, 4)
+    selection.by_diversity()
+    assert selection.chosen == trials[1:]
 
 
 # an int argument is a file descriptor to open(): the search tries 0, 1, 2... and each call

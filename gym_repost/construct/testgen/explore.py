@@ -8,16 +8,20 @@ processes is not a property an equivalent implementation must share); writes the
 (:mod:`~gym_repost.construct.testgen.writer`); and checks that it passes with the ground
 truth and fails with a do-nothing candidate. Nothing of the repository runs on the host.
 
-The search's budget counts runs of the target (``executions``), never seconds, so that
-the same seed gives the same test on a quiet machine and on a loaded one. The wall clock
-is only a safety limit (``wall_limit``); when it fires the result's notes say so and a
-warning is logged, because then the test may differ from an unloaded run's.
+The search's budget counts runs of the target (``executions``) and the Python calls they
+make (:data:`CALLS_PER_EXECUTION` per run of the budget), never seconds, so that the same
+seed gives the same test on a quiet machine and a loaded one, a fast one and a slow one.
+The wall clock and the run's CPU time are only safety limits (``wall_limit``,
+:data:`CPU_LIMIT`), far above what the counted budgets spend; when one fires the result's
+notes (or the drop's detail) say so and a warning is logged, because then the test may
+differ from another machine's.
 """
 
 from __future__ import annotations
 
 import ast
 import logging
+import signal
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, replace
@@ -46,12 +50,24 @@ MAX_MUTANTS = 60
 """Mutants of the target the search uses to choose inputs that tell them apart."""
 EXECUTIONS = 2000
 """Default budget of one search, in runs of the target (see :func:`generate_tests`)."""
+CALLS_PER_EXECUTION = 10_000
+"""The search's budget of Python calls, per run of its budget of runs (20 million for the
+default): what stops the search of a target whose runs are costly, on every machine alike."""
+CPU_LIMIT = 300.0
+"""The explorer's CPU-time safety limit, in seconds (RLIMIT_CPU): far above what its
+counted budgets let a search spend (20 million calls for the search and as many for the
+mutants: some 40 CPU seconds on the machine it was measured on); a search it stops is
+dropped with a note that names it (:data:`CPU_SAFETY_NOTE`), as a limit, not a failure."""
 WALL_LIMIT = 120.0
 """Default wall-clock safety limit of one search, in seconds (reported when it fires)."""
 SAFETY_NOTE = "wall-clock safety limit"
 """How every note about a wall-clock safety limit that fired begins."""
+CPU_SAFETY_NOTE = "CPU-time safety limit"
+"""How the note about the explorer's CPU-time safety limit (:data:`CPU_LIMIT`) begins."""
+SAFETY_NOTES = (SAFETY_NOTE, CPU_SAFETY_NOTE)
+"""What a note about a safety limit that fired holds (one of these)."""
 SANDBOX_GRACE = 90.0
-"""Seconds the sandbox run of the explorer gets beyond its safety limit (the module's
+"""Seconds the sandbox run of the explorer gets beyond its safety limits (the module's
 import, at most 60 seconds, and the report)."""
 
 
@@ -60,7 +76,8 @@ def run_explorer(
 ) -> dict[str, Any]:
     """Run the explorer (:mod:`gym_repost.programs.explore`) on ``module`` with ``config``; its JSON report.
 
-    A run that ends without a report gives ``{"ok": False, "kind": "crash", ...}``.
+    A run that ends without a report gives ``{"ok": False, "kind": "crash", ...}``; one
+    its CPU-time safety limit (:data:`CPU_LIMIT`) stopped, ``"kind": "cpu limit"``.
     """
     run = run_program(
         sandbox,
@@ -71,10 +88,18 @@ def run_explorer(
         token=True,
         modules=EXPLORER_MODULES,
         env=env,
+        cpu_seconds=CPU_LIMIT,
     )
     if run.completed and run.payload is not None:
         return run.payload
     result = run.result
+    if result.returncode == -signal.SIGXCPU and not result.timed_out:
+        return {
+            "ok": False,
+            "kind": "cpu limit",
+            "error": f"{CPU_SAFETY_NOTE}: the explorer used its {CPU_LIMIT:g} s of CPU time before its "
+            f"counted budgets ran out; another machine may have finished the search",
+        }
     why = "timed out" if result.timed_out else f"exit {result.returncode}"
     return {
         "ok": False,
@@ -101,8 +126,9 @@ def generate_tests(
         script: the sandboxed module holding the target.
         seeds: inputs recorded from the repository's tests (:func:`~.trace.trace_repository`).
         executions: the search's budget, in runs of the target: the search stops after
-            this many (or once every branch is reached, or after a quarter of them in a row
-            reach nothing new), and telling mutants apart may spend as many again.
+            this many, or once they have made :data:`CALLS_PER_EXECUTION` Python calls per
+            run of the budget (or once every branch is reached, or after a quarter of them in
+            a row reach nothing new), and telling mutants apart may spend as much again.
         seed: seed of the search's random choices (same seed, same inputs, whatever the load).
         min_assertions: fewer usable inputs than this drops the candidate.
         max_inputs: the test's size in assertions; inputs that tell mutants apart may add
@@ -114,7 +140,7 @@ def generate_tests(
     Returns:
         :class:`GeneratedTests`, or a :class:`Drop` at stage ``tests`` whose reason is one
         of: ``target not in script``, ``async target``, ``module does not import``,
-        ``test generation failed``, ``inputs cannot be built``, ``non-deterministic``,
+        ``test generation failed``, ``search over its CPU limit``, ``inputs cannot be built``, ``non-deterministic``,
         ``too few inputs``, ``no input returns normally``, ``tests fail on the ground truth``,
         ``tests accept a do-nothing candidate``.
 
@@ -164,6 +190,8 @@ def search_config(
         "end_line": span.end,
         "executions": executions,
         "mutant_executions": executions,
+        "calls": CALLS_PER_EXECUTION * executions,
+        "mutant_calls": CALLS_PER_EXECUTION * executions,
         "wall_limit": wall_limit,
         "seed": seed,
         "max_inputs": max_inputs,
@@ -174,8 +202,9 @@ def search_config(
 
 
 def search_timeout(config: dict[str, Any]) -> float:
-    """Seconds the sandbox gives one search: its wall-clock safety limit and a grace period."""
-    return float(config.get("wall_limit", WALL_LIMIT)) + SANDBOX_GRACE
+    """Seconds the sandbox gives one search: the larger of its safety limits (wall clock,
+    CPU time) and a grace period."""
+    return max(float(config.get("wall_limit", WALL_LIMIT)), CPU_LIMIT) + SANDBOX_GRACE
 
 
 def target_mutants(source: str, seed: int) -> list[dict[str, Any]]:
@@ -338,9 +367,11 @@ def _too_few(
 
 def _failed(script: SandboxedScript, found: dict[str, Any]) -> Drop:
     kind = found.get("kind")
-    reason = {"import": "module does not import", "target": "target not in script"}.get(
-        kind or "", "test generation failed"
-    )
+    reason = {
+        "import": "module does not import",
+        "target": "target not in script",
+        "cpu limit": "search over its CPU limit",
+    }.get(kind or "", "test generation failed")
     return _drop(script, reason, found.get("error", ""))
 
 
