@@ -107,7 +107,7 @@ def main() -> None:
         for record in records:
             again = RepositoryWork(settings)(record["source"], sandbox)
             rows.append(compare(record, _record(again)))
-            print(f"{rows[-1]['repository']}: {'identical' if rows[-1]['identical'] else 'DIFFERENT'}", flush=True)
+            print(_said(rows[-1]), flush=True)
     report(args, before, started, rows, {}, {"second": None})
 
 
@@ -119,7 +119,10 @@ def report(
     files: dict[str, bool],
     against: dict[str, Any],
 ) -> None:
-    """Print the comparison and append its record (unless ``--no-record``)."""
+    """Print the comparison and append its record (unless ``--no-record``). A repository no
+    record holds (``in_record`` False) is listed apart, not counted as compared."""
+    unrecorded = [r["repository"] for r in rows if not r.get("in_record", True)]
+    rows = [r for r in rows if r.get("in_record", True)]
     different = [r for r in rows if not r["identical"]]
     record = {
         "benchmark": "corpus_identity",
@@ -136,6 +139,7 @@ def report(
         "identical": len(rows) - len(different),
         "tasks_compared": sum(r["tasks"] for r in rows),
         "different": different,
+        "in_no_record": unrecorded,
         "wall_s": round(time.perf_counter() - started, 1),
     }
     for row in different:
@@ -148,6 +152,8 @@ def report(
         for name, audit in row["audits"].items():
             print(f"  {name}: audit of the first build {audit['first']}, of the second {audit['second']}")
     print(f"{record['identical']} of {len(rows)} compared identical ({record['tasks_compared']} tasks)")
+    if unrecorded:
+        print(f"{len(unrecorded)} built here that no record holds, not compared: {', '.join(unrecorded)}")
     if against.get("pending_units"):
         print(f"{against['pending_units']} units built by one of the builds only, so far")
     if files:
@@ -174,7 +180,7 @@ def compare_builds(
             pending += 1
             continue
         rows.append(compare(record, other))
-        print(f"{rows[-1]['repository']}: {'identical' if rows[-1]['identical'] else 'DIFFERENT'}", flush=True)
+        print(_said(rows[-1]), flush=True)
     pending += len(others.keys() - firsts.keys())  # the first build's turn to come (its files say the rest)
     files: dict[str, bool] = {}
     finished = [corpus_paths(_output(s))["tasks"].is_file() for s in (state, second)]
@@ -227,7 +233,7 @@ def compare_with_record(
                 "recorded_tasks": row.get("built") if row is not None else None,
             }
         )
-        print(f"{rows[-1]['repository']}: {'identical' if rows[-1]['identical'] else 'DIFFERENT'}", flush=True)
+        print(_said(rows[-1]), flush=True)
     files = {}
     digests = found.get("files_sha256") or {}
     if len(builds) == len(found["repositories"]) and not names and found.get("packages") is None:
@@ -235,6 +241,13 @@ def compare_with_record(
             path = corpus_paths(_output(state))[kind]
             files[kind] = path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == digest
     return rows, files, str(found.get("date"))
+
+
+def _said(row: dict[str, Any]) -> str:
+    """One repository's line of the comparison."""
+    if not row.get("in_record", True):
+        return f"{row['repository']}: in no record (not compared)"
+    return f"{row['repository']}: {'identical' if row['identical'] else 'DIFFERENT'}"
 
 
 def _output(state: Path) -> Path:

@@ -331,6 +331,11 @@ def _check_against_a_record(tmp_path: Path, reference: CorpusResult, whole: Path
     first.write_text(json.dumps(changed))
     rows, _, _ = compare_with_record(state, records, set())
     assert sum(row["identical"] for row in rows) == 1 and all(row["in_record"] for row in rows)
+    # a repository no record holds is not compared (nor counted as different)
+    record["repositories"] = [r for r in record["repositories"] if r["source"] != changed["source"]]
+    records.write_text(json.dumps(record) + "\n")
+    rows, _, _ = compare_with_record(state, records, set())
+    assert sorted((row["identical"], row["in_record"]) for row in rows) == [(False, False), (True, True)]
 
 
 HELD = {"known_wrong": 4, "false_accepts": 1}
