@@ -30,6 +30,17 @@ that waits (neither running nor waiting for a CPU) for :data:`WAIT_SECONDS` or m
 counted (``stats["waits"]``), and :data:`WAITING_CALLS` of them stop a phase
 (``stats["waiting_stop"]``): a target whose calls sleep or block ends on counted work too.
 
+A run that computes in C code without returning to the interpreter (an endless iterator a
+mutant made: ``chain.from_iterable(map(repeat, count(), repeat(0)))``) is beyond the reach
+of its timer, whose handler runs between bytecodes. So the search runs in a child process
+(:func:`supervise`) and every run gets the process's CPU-time limit lowered to
+:data:`HANG_SECONDS` above what it has used (:class:`HangGuard`); a run that hangs is killed
+there, and the search starts again in a new child that counts that run (its input, on the
+same mutant) as one its timer stopped, without running it: the outcome a faster machine
+that finished it would have recorded, as every run past its timer does. The search is
+deterministic, so the new child reaches the same point; the hangs cost their CPU seconds
+and the runs before them again, all within the process's CPU-time limit.
+
 In replay mode (``"replay": true``) it only runs the given inputs once each and reports
 their outcome fingerprints (the host compares them across hash seeds).
 """
@@ -41,6 +52,8 @@ import importlib.util
 import io
 import json
 import linecache
+import math
+import mmap
 import os
 import random
 import resource
@@ -102,6 +115,15 @@ IMPORT_WALL_FACTOR = 3
 """The module's import gets its CPU-time limit (``import_timeout``) and this many times it on the wall clock."""
 WALL_LIMIT = 120.0
 """Default safety limit of one whole search, in wall-clock seconds."""
+HANG_SECONDS = 10
+"""CPU seconds one run may use before its process is killed as hung (RLIMIT_CPU, whole
+seconds): twenty times the per-call timer, which stops every run that returns to the
+interpreter; only a run stuck in C code gets this far (see :class:`HangGuard`)."""
+MAX_HANGS = 50
+"""Runs that hung a search may count before it is given up (``kind`` ``"hung"``); the
+process's CPU-time limit binds first for all but the shortest searches."""
+HANG_KEY_SIZE = 20
+"""Bytes of the key of the run in progress (a SHA-1 digest) in the supervisor's shared page."""
 MAX_KEPT_TRIALS = 3000
 LITERALS = 80
 """Most literals of the target (its own constants first) the search puts into inputs."""
@@ -173,6 +195,52 @@ class CallCounter:
             filename = getattr(code, "co_filename", "")
             counts = self.counted[code] = not filename.startswith(self.machinery)
         return counts
+
+
+class HangGuard:
+    """Lowers the process's CPU-time limit (RLIMIT_CPU) around each run to
+    :data:`HANG_SECONDS` above what the process has used, and leaves the key of the run in
+    progress in the page it shares with :func:`supervise` (``shared``): a run stuck in C
+    code is killed by SIGXCPU there, and the supervisor reads which one it was.
+
+    ``hung``: keys of runs that hung in an earlier child: :meth:`hung` says to count them as
+    stopped by their timer, unrun. ``limit``: the (soft, hard) CPU-time limit of the whole
+    child, restored after each run. Without ``shared`` (a search run in-process) it does
+    nothing, and no run counts as hung.
+    """
+
+    def __init__(self, shared=None, hung=(), limit=None, seconds=HANG_SECONDS):
+        self.shared, self.known = shared, frozenset(hung)
+        self.limit = limit if limit is not None else resource.getrlimit(resource.RLIMIT_CPU)
+        self.seconds = max(1, int(seconds))
+        self.armed = False
+
+    @staticmethod
+    def key(source, variant):
+        """The key of a run: its input, and which mutant (if any) was swapped in."""
+        return hashlib.sha1(("%s\0%s" % (variant, source)).encode("utf-8", "surrogatepass")).digest()
+
+    def hung(self, key):
+        return key in self.known
+
+    def arm(self, key):
+        if self.shared is None:
+            return
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        soft, hard = self.limit
+        per_run = math.ceil(usage.ru_utime + usage.ru_stime) + self.seconds
+        if soft != resource.RLIM_INFINITY and per_run >= soft:
+            return  # the child's own limit comes first: a search over it, not a hang
+        self.shared[:HANG_KEY_SIZE] = key
+        self.shared[HANG_KEY_SIZE] = 1
+        resource.setrlimit(resource.RLIMIT_CPU, (per_run, hard))
+        self.armed = True
+
+    def disarm(self):
+        if self.armed:
+            resource.setrlimit(resource.RLIMIT_CPU, self.limit)
+            self.shared[HANG_KEY_SIZE] = 0
+            self.armed = False
 
 
 def machinery_files():
@@ -345,6 +413,7 @@ class Target:
     def __init__(self, module, config):
         self.module, self.config = module, config
         self.name = config["name"]
+        self.variant = ""  # which mutant is swapped in ("": none; see selection.Mutants)
         self.owner = self._owner()
         self.kind = self._kind()
         text = open(module.__file__, encoding="utf-8").read()
@@ -455,7 +524,7 @@ def trial_seed(seed, source):
 class Explorer:
     """Runs inputs, keeps the ones that reach something new, and chooses the test's inputs."""
 
-    def __init__(self, target, recorder, config):
+    def __init__(self, target, recorder, config, guard=None):
         self.target, self.recorder, self.config = target, recorder, config
         self.namespace = target.module.__dict__
         self.timeout = float(config.get("call_timeout", 0.5))
@@ -477,11 +546,15 @@ class Explorer:
         self.slow = []
         self.path = os.path.abspath(target.module.__file__)
         self.counter = CallCounter(machinery_files())
+        self.guard = HangGuard(None) if guard is None else guard
 
     def execute(self, source, origin, seeded=False):
         """Run one input; a :class:`Trial` (with ``error`` set when it is unusable)."""
         trial = Trial(source, origin)
         self.stats["executed"] += 1
+        key = HangGuard.key(source, self.target.variant) if self.guard.shared is not None else None
+        if key is not None and self.guard.hung(key):
+            return self._hung(trial)
         errors = []
         sink = io.StringIO()
         if not seeded:  # (a seeded call seeds them itself)
@@ -489,6 +562,8 @@ class Explorer:
         random_state = random.getstate() if self.config.get("may_be_random") else None
         # CPU time, not wall-clock time: what an input costs must not depend on machine load
         started = time.process_time()
+        if key is not None:
+            self.guard.arm(key)
         set_call_timer(self.timeout)
         try:
             self.counter.start()
@@ -505,6 +580,7 @@ class Explorer:
         finally:
             guard = _WALL_GUARD[0]
             set_call_timer(0)
+            self.guard.disarm()
             counted = self.counter.stop()
             # how far a run its timer stopped got depends on the machine's speed: it counts
             # a fixed number of calls, so that the runs after it are the same on every machine
@@ -515,6 +591,16 @@ class Explorer:
         trial.random = random_state is not None and not seeded and random.getstate() != random_state
         if trial.duration > 2 * self.timeout:
             self.slow.append((round(trial.duration, 2), source[:120]))
+        return trial
+
+    def _hung(self, trial):
+        """A run that hung in an earlier child (:class:`HangGuard`): counted as one its timer
+        stopped, as a machine that finished it would have, and not run again."""
+        trial.error = "timeout"
+        trial.calls, trial.duration = TIMEOUT_CALLS, self.timeout
+        self.stats["timeouts"] += 1
+        self.stats["calls"] += TIMEOUT_CALLS
+        self.stats["hung_runs"] = self.stats.get("hung_runs", 0) + 1
         return trial
 
     def _run(self, trial, seeded, errors):
@@ -720,8 +806,10 @@ def replay(explorer, config):
     return {"ok": True, "fingerprints": prints}
 
 
-def explore(config):
-    """Load the module, search, choose: the report (``ok`` False with ``kind`` on failure)."""
+def explore(config, guard=None):
+    """Load the module, search, choose: the report (``ok`` False with ``kind`` on failure).
+
+    ``guard``: the :class:`HangGuard` of a search :func:`supervise` runs (None in-process)."""
     started = time.monotonic()
     limit = float(config.get("import_timeout", 20.0))
     set_call_timer(limit)
@@ -738,12 +826,14 @@ def explore(config):
     except (LookupError, AttributeError, SyntaxError) as exc:
         return {"ok": False, "kind": "target", "error": "%s: %s" % (type(exc).__name__, str(exc)[:300])}
     if config.get("replay"):
-        return replay(Explorer(target, None, config), config)
+        return replay(Explorer(target, None, config, guard), config)
     try:
         recorder = ArcRecorder(module.__file__, config["start_line"], config["end_line"])
     except ImportError:
         recorder = None
-    explorer = Explorer(target, recorder, config)
+    explorer = Explorer(target, recorder, config, guard)
+    if guard is not None and guard.known:
+        explorer.stats["hangs"] = len(guard.known)
     explorer.stats["setup"] = round(time.monotonic() - started, 3)
     clock = SafetyClock(float(config.get("wall_limit", WALL_LIMIT)), explorer.stats)
     protocol.seed_generators(config.get("seed", 0))  # a forked run's random: seeded by the OS
@@ -791,6 +881,66 @@ def limit_memory(megabytes):
             pass
 
 
+def _safely(config, guard):
+    """:func:`explore`, with any failure and an unserialisable report as a report."""
+    try:
+        result = explore(config, guard)
+    except BaseException as exc:
+        result = {"ok": False, "kind": "crash", "error": "%s: %s" % (type(exc).__name__, str(exc)[:300])}
+    try:
+        json.dumps(result)
+    except (TypeError, ValueError) as exc:
+        result = {"ok": False, "kind": "crash", "error": "report: %s" % exc}
+    return result
+
+
+def _cpu_used(usage):
+    return usage.ru_utime + usage.ru_stime
+
+
+def supervise(config, token, result_fd):
+    """Run the search in a child process, again after a run of it hung (:class:`HangGuard`),
+    until one child writes the report; never returns.
+
+    Each child gets the CPU-time limit the children before it left (the process's is the
+    whole search's); one that the limit itself stopped, or that died otherwise, ends this
+    process the same way (SIGXCPU: the host reports ``"cpu limit"``).
+    """
+    shared = mmap.mmap(-1, mmap.PAGESIZE)  # anonymous and shared: the children write, this reads
+    soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    seconds = int(config.get("hang_seconds", HANG_SECONDS))
+    most = int(config.get("max_hangs", MAX_HANGS))
+    hung = []
+    while True:
+        spent = _cpu_used(resource.getrusage(resource.RUSAGE_SELF)) + _cpu_used(
+            resource.getrusage(resource.RUSAGE_CHILDREN)
+        )
+        left = soft if soft == resource.RLIM_INFINITY else max(1, math.floor(soft - spent))
+        shared[HANG_KEY_SIZE] = 0
+        pid = os.fork()
+        if pid == 0:
+            try:
+                resource.setrlimit(resource.RLIMIT_CPU, (left, hard))
+                result = _safely(config, HangGuard(shared, hung, (left, hard), seconds))
+                protocol.write_result(result, token, fd=result_fd)
+            finally:
+                os._exit(0)
+        _, status = os.waitpid(pid, 0)
+        if os.WIFEXITED(status):
+            os._exit(os.WEXITSTATUS(status))  # its report written (or, with a nonzero status, not)
+        signum = os.WTERMSIG(status)
+        if signum == signal.SIGXCPU and shared[HANG_KEY_SIZE] == 1:
+            hung.append(bytes(shared[:HANG_KEY_SIZE]))
+            if len(hung) < most:
+                continue
+            error = "%d runs of the target hung in C code (each stopped after %d CPU seconds)" % (len(hung), seconds)
+            protocol.write_result({"ok": False, "kind": "hung", "error": error}, token, fd=result_fd)
+            os._exit(0)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        os._exit(128 + signum)
+
+
 def main():
     config = protocol.read_config(token=True)
     token = protocol.read_token()
@@ -799,15 +949,9 @@ def main():
     signal.signal(signal.SIGALRM, _on_wall_timer)
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 3000))
     limit_memory(int(config.get("memory_mb", 1536)))
-    try:
-        result = explore(config)
-    except BaseException as exc:
-        result = {"ok": False, "kind": "crash", "error": "%s: %s" % (type(exc).__name__, str(exc)[:300])}
-    try:
-        json.dumps(result)
-    except (TypeError, ValueError) as exc:
-        result = {"ok": False, "kind": "crash", "error": "report: %s" % exc}
-    protocol.write_result(result, token, fd=result_fd)
+    if hasattr(os, "fork") and config.get("supervised", True):
+        supervise(config, token, result_fd)
+    protocol.write_result(_safely(config, None), token, fd=result_fd)
     os._exit(0)
 
 

@@ -53,7 +53,8 @@ class Mutants:
 
     def __init__(self, target, items, start_line):
         self.target, self.entries = target, []
-        for item in items:
+        self.labels = {}  # id of a replacement -> which mutant it is (the target's ``variant``)
+        for number, item in enumerate(items):
             namespace = {}
             try:
                 exec(compile(item["source"], "<mutant>", "exec"), target.module.__dict__, namespace)
@@ -61,12 +62,15 @@ class Mutants:
                 continue
             if target.name in namespace:
                 self.entries.append((start_line + item["line"] - 1, namespace[target.name]))
+                self.labels[id(namespace[target.name])] = "mutant %d" % number
 
     @contextlib.contextmanager
     def swapped(self, replacement):
-        """The target's binding (in its module or class) replaced for the duration."""
+        """The target's binding (in its module or class) replaced for the duration, and the
+        target's ``variant`` naming the mutant (a run's key: see ``explore.HangGuard``)."""
         holder = self.target.owner
         name = self.target.name
+        variant, self.target.variant = self.target.variant, self.labels.get(id(replacement), "mutant")
         if holder is None:
             original = self.target.module.__dict__[name]
             self.target.module.__dict__[name] = replacement
@@ -76,6 +80,7 @@ class Mutants:
         try:
             yield
         finally:
+            self.target.variant = variant
             if holder is None:
                 self.target.module.__dict__[name] = original
             else:

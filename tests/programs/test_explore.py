@@ -141,7 +141,10 @@ def spend(n, scale=1):
 def search(sandbox: Sandbox, module: str, qualname: str, **options: Any) -> dict[str, Any]:
     call_timeout = options.pop("call_timeout", None)
     calls = options.pop("calls", None)
+    hang_seconds = options.pop("hang_seconds", None)
     config = search_config(script(module, qualname), **options)
+    if hang_seconds is not None:
+        config["hang_seconds"] = hang_seconds
     if call_timeout is not None:
         config["call_timeout"] = call_timeout
     if calls is not None:
@@ -355,3 +358,63 @@ def test_an_input_stopped_by_its_timer_changes_nothing_for_the_inputs_after_it(s
     runs = [search(sandbox, SPINNING_COIN, "spin", seed=1, executions=300, call_timeout=0.05) for _ in range(3)]
     assert runs[0]["stats"]["timeouts"] >= 2
     assert kept(runs[0]) == kept(runs[1]) == kept(runs[2])
+
+
+ENDLESS = """
+from itertools import chain, count, repeat
+
+def first_at(start, times=1):
+    if times < 0:
+        raise ValueError("times must not be negative")
+    return next(chain.from_iterable(map(repeat, count(start), repeat(times))))
+"""
+"""``times=0``: an endless loop in C (``chain`` skips empty ``repeat`` objects forever),
+which no timer whose handler runs between bytecodes stops."""
+
+SPREAD = """
+from itertools import chain, count, repeat
+
+def spread(items, times=2):
+    if times < 1:
+        return []
+    out = []
+    for item in items:
+        out.extend(repeat(item, times))
+    return out
+"""
+SPREAD_HANGS = "def spread(items, times=2):\n    return list(chain.from_iterable(map(repeat, count(), repeat(0))))\n"
+
+
+def test_an_input_that_hangs_in_c_code_counts_as_stopped_by_its_timer(sandbox: Sandbox) -> None:
+    """A run stuck in C code kills its process (its CPU-time limit, lowered around each
+    run) and the search starts again in a new one that counts that input as stopped by
+    its timer: the search ends with a report, not at the CPU safety limit 300 s later,
+    and the same inputs every time."""
+    first = search(sandbox, ENDLESS, "first_at", hang_seconds=1)
+    stats = first["stats"]
+    assert stats["hangs"] >= 1 and stats["hung_runs"] >= stats["hangs"]
+    assert stats["timeouts"] >= stats["hung_runs"]
+    assert first["cpu_seconds"] < 60
+    assert all("times=0" not in str(i["kwargs"]) and i["args"][1:2] != ["0"] for i in first["inputs"])
+    assert len(first["inputs"]) >= 3
+    assert kept(search(sandbox, ENDLESS, "first_at", hang_seconds=1)) == kept(first)
+
+
+def test_a_mutant_that_hangs_in_c_code_is_told_apart_by_the_input_it_hangs_on(sandbox: Sandbox) -> None:
+    target = script(SPREAD, "spread")
+    config = search_config(target)
+    config["hang_seconds"] = 1
+    config["mutants"] = [{"line": 5, "source": SPREAD_HANGS}]
+    found = run_explorer(sandbox, target.module, config, timeout=search_timeout(config))
+    assert found.get("ok"), found
+    stats = found["stats"]
+    assert stats["hangs"] == 1 and stats["mutants"] == 1 and stats["mutants_killed"] == 1
+    assert stats["hung_runs"] == 2  # the killer's run and the run that confirms a timer's kill
+
+
+def test_a_search_whose_runs_keep_hanging_is_given_up(sandbox: Sandbox) -> None:
+    config = search_config(script(ENDLESS, "first_at"))
+    config.update(hang_seconds=1, max_hangs=1)
+    found = run_explorer(sandbox, script(ENDLESS, "first_at").module, config, timeout=search_timeout(config))
+    assert found["ok"] is False and found["kind"] == "hung"
+    assert found["error"] == "1 runs of the target hung in C code (each stopped after 1 CPU seconds)"

@@ -140,7 +140,8 @@ def generate_tests(
     Returns:
         :class:`GeneratedTests`, or a :class:`Drop` at stage ``tests`` whose reason is one
         of: ``target not in script``, ``async target``, ``module does not import``,
-        ``test generation failed``, ``search over its CPU limit``, ``inputs cannot be built``, ``non-deterministic``,
+        ``test generation failed``, ``search over its CPU limit``, ``target hangs in C code``,
+        ``inputs cannot be built``, ``non-deterministic``,
         ``too few inputs``, ``no input returns normally``, ``tests fail on the ground truth``,
         ``tests accept a do-nothing candidate``.
 
@@ -371,6 +372,7 @@ def _failed(script: SandboxedScript, found: dict[str, Any]) -> Drop:
         "import": "module does not import",
         "target": "target not in script",
         "cpu limit": "search over its CPU limit",
+        "hung": "target hangs in C code",
     }.get(kind or "", "test generation failed")
     return _drop(script, reason, found.get("error", ""))
 
