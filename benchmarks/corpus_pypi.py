@@ -144,7 +144,8 @@ def main() -> None:
             on_repository=progress.unit,
         )
     ledger.save()
-    cost = _cost(result, ledger, args) if ledger.complete(result.resumed) else None
+    spent = ledger.totals()
+    cost = _cost(result, ledger, args, spent) if ledger.complete(result.resumed) else None
     meter.close()
     totals = result.totals()
     for key, value in totals.items():
@@ -197,6 +198,8 @@ def main() -> None:
     if audit is not None:
         record["audit"] = {k: v for k, v in audit.items() if k != "markdown"}
     print(f"recorded in {append_record('corpus_pypi', record)}")
+    if cost is not None:
+        ledger.mark_recorded(spent)
 
 
 REPOST_TRAIN_REPOSITORIES = 824
@@ -255,7 +258,16 @@ class CpuMeter:
 class CostLedger:
     """The cost of a build that runs in several calls (killed, then resumed): CPU and wall
     seconds, units built and peak memory, added up over the calls in ``STATE/cost.json``
-    after each unit. Other settings or code (another digest) start it afresh."""
+    after each unit. Other settings or code (another digest) start it afresh.
+
+    Slices recorded one after another from one state (``--packages A``, then ``--packages
+    B``) each record what was spent since the record before (:meth:`since_recorded`,
+    :meth:`mark_recorded`): summed over the records, as ``corpus_slices.py`` does, every
+    CPU-second counts once (the whole ledger in each record counted the first slice's CPU
+    in every later one). A slice killed part-way and not recorded leaves its CPU to the
+    next record of that state."""
+
+    COUNTED = ("cpu_s", "wall_s", "units", "calls")
 
     def __init__(self, path: Path, digest: str, meter: CpuMeter, started: float) -> None:
         self.path, self.digest, self.meter, self.started = path, digest, meter, started
@@ -265,7 +277,8 @@ class CostLedger:
             prior = {}
         if prior.get("digest") != digest:
             prior = {}
-        self.prior = {k: prior.get(k, 0) for k in ("cpu_s", "wall_s", "units", "calls")}
+        self.prior = {k: prior.get(k, 0) for k in self.COUNTED}
+        self.recorded = {k: (prior.get("recorded") or {}).get(k, 0) for k in self.COUNTED}
         self.prior_rss = (prior.get("peak_rss_mib_driver", 0.0), prior.get("peak_rss_mib_largest_worker", 0.0))
         self.units = 0
 
@@ -283,7 +296,24 @@ class CostLedger:
             "calls": self.prior["calls"] + 1,
             "peak_rss_mib_driver": max(self.prior_rss[0], driver),
             "peak_rss_mib_largest_worker": max(self.prior_rss[1], worker),
+            "recorded": dict(self.recorded),
         }
+
+    def since_recorded(self, totals: dict[str, Any]) -> dict[str, Any]:
+        """``totals`` (:meth:`totals`) less what the state's earlier records counted (peak
+        memory: the build's)."""
+        return {**totals, **{k: totals[k] - self.recorded[k] for k in self.COUNTED}}
+
+    def mark_recorded(self, totals: dict[str, Any]) -> None:
+        """A record counted ``totals`` (:meth:`totals` when its cost was taken): the next
+        record of this state counts from there."""
+        self.recorded = {k: totals[k] for k in self.COUNTED}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        saved = json.loads(self.path.read_text("utf-8")) if self.path.exists() else dict(totals)
+        saved["recorded"] = dict(self.recorded)
+        partial = self.path.with_suffix(".partial")
+        partial.write_text(json.dumps(saved), encoding="utf-8")
+        partial.replace(self.path)
 
     def save(self) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -339,7 +369,7 @@ def _usage() -> tuple[float, float]:
     return me.ru_maxrss / 1024, children.ru_maxrss / 1024
 
 
-def _cost(result: CorpusResult, ledger: CostLedger, args: Any) -> dict[str, Any] | None:
+def _cost(result: CorpusResult, ledger: CostLedger, args: Any, totals: dict[str, Any]) -> dict[str, Any] | None:
     """Tasks per CPU-hour, peak memory, and the projection to RepoST-Train's 824 repositories
     on N nodes of this machine's cores, at the corpus efficiency ``ray_scaling.py`` measured
     for Ray against the local executor (at most 1). Over every call of a build the ledger
@@ -347,7 +377,7 @@ def _cost(result: CorpusResult, ledger: CostLedger, args: Any) -> dict[str, Any]
     process's children."""
     if args.executor != "local":
         return None
-    spent = ledger.totals()
+    spent = ledger.since_recorded(totals)
     cpu, wall, driver_rss, worker_rss = (
         spent["cpu_s"],
         spent["wall_s"],

@@ -13,6 +13,8 @@ from gym_repost.construct.corpus import RepositoryBuild, Unit
 
 
 class _Meter:
+    source = "a test's meter"
+
     def __init__(self) -> None:
         self.cpu = 0.0
 
@@ -110,3 +112,41 @@ def test_a_slice_of_repositories_an_earlier_record_built_is_a_second_build(tmp_p
     assert not second_build(records, "d1", ["pypi:toolz==1", "pypi:funcy==3"])  # funcy: new to d1
     assert not second_build(records, "d2", ["pypi:toolz==1"])  # other code: a first build
     assert not second_build(records, "d1", [])
+
+
+def test_slices_recorded_one_after_another_from_one_state_count_each_cpu_second_once(tmp_path: Path) -> None:
+    """Two slices built and recorded from one state: the second record's cost is what was
+    spent since the first was recorded, so the records add up to the ledger (each record
+    held the whole ledger, and the first slice's CPU was counted again in every later one)."""
+    from benchmarks.corpus_pypi import _cost
+
+    path = tmp_path / "state" / "cost.json"
+    args = type("Args", (), {"executor": "local"})()
+    result = type("Result", (), {"totals": lambda self: {"tasks": 10}, "repositories": [object()]})()
+
+    meter = _Meter()
+    ledger = CostLedger(path, "digest-1", meter, started=0.0)  # type: ignore[arg-type]
+    meter.cpu = 3600.0
+    ledger.add_unit()
+    spent = ledger.totals()
+    first = _cost(result, ledger, args, spent)  # type: ignore[arg-type]
+    ledger.mark_recorded(spent)
+
+    meter = _Meter()  # the second slice: another call, its meter from 0
+    ledger = CostLedger(path, "digest-1", meter, started=0.0)  # type: ignore[arg-type]
+    meter.cpu = 1800.0
+    ledger.add_unit()
+    ledger.add_unit()
+    spent = ledger.totals()
+    second = _cost(result, ledger, args, spent)  # type: ignore[arg-type]
+    assert first is not None and second is not None
+    assert (first["cpu_s"], second["cpu_s"]) == (3600.0, 1800.0)
+    assert first["cpu_s"] + second["cpu_s"] == spent["cpu_s"] == 5400.0
+    assert second["tasks_per_cpu_hour"] == 20.0
+    assert second["calls"] == 1
+    ledger.mark_recorded(spent)
+    saved = json.loads(path.read_text())
+    assert {k: saved["recorded"][k] for k in ("cpu_s", "units", "calls")} == {"cpu_s": 5400.0, "units": 3, "calls": 2}
+
+    # other code: nothing recorded yet
+    assert CostLedger(path, "digest-2", _Meter(), started=0.0).recorded["cpu_s"] == 0  # type: ignore[arg-type]
