@@ -20,8 +20,11 @@ builder never saw, the repository's own test suite:
 Budgets count work: mutants per task, and timeouts per task (:data:`MAX_TIMEOUTS`); the
 CPU limits per mutant (a multiple of its covering tests' own) and per covering test in a
 mutant's run (a multiple of the test's own) are verdicts (a timeout is known wrong), ten
-times what the code needs; never the wall clock. A mutant's run ends at its first failing
-test.
+times what the code needs; never the wall clock. A test's own is what it took in a run of
+the original code made just before the mutants', alike and untraced (the coverage run's
+tracing slows a test by a factor that hangs on the machine's load: a mutant ten times
+slower than the code was a timeout in one build and survived in another). A mutant's run
+ends at its first failing test.
 """
 
 from __future__ import annotations
@@ -121,6 +124,11 @@ class TaskAudit:
     swap_fallback: str | None = None
     """Why no mutant was swapped in, where the target allowed it (a verdict that disagreed
     with a run of its own, say)."""
+    calibration: str | None = None
+    """What the original code's run of the covering tests, whose CPU seconds set the
+    mutants' limits, said when it was not clean: covering tests it left out (they fail or
+    are not collected with the original code, run alone), or why the coverage run's limits
+    stood (None: every covering test passed and was timed)."""
 
     @property
     def known_wrong(self) -> list[AuditedMutant]:
@@ -149,6 +157,7 @@ class TaskAudit:
             "mutants": len(self.mutants),
             "swapped": self.swapped,
             "swap_fallback": self.swap_fallback,
+            "calibration": self.calibration,
             "known_wrong": len(self.known_wrong),
             "false_accepts": len(self.false_accepts),
             "false_accept_rate": self.false_accept_rate,
@@ -301,6 +310,22 @@ def _target(task: FunctionTask, repo: SourceRepository, mutants: int, seed: int,
     return _Target(task, task.id, path, body, offset, span.start, chosen, patch, body_offset)
 
 
+def _calibration_note(report: Any) -> str | None:
+    """:attr:`TaskAudit.calibration` from the kill run's report of the original code's run
+    (untrusted data: only its strings and counts are read)."""
+    if not isinstance(report, dict):
+        return None
+    why = report.get("why")
+    if isinstance(why, str):
+        return why[:300]
+    count, named = report.get("left_out_count"), report.get("left_out")
+    if type(count) is not int or count <= 0:
+        return None
+    names = [n for n in named if isinstance(n, str)][:3] if isinstance(named, list) else []
+    shown = ", ".join(n[:120] for n in names) + (", ..." if count > len(names) else "")
+    return f"{count} covering tests left out (they fail with the original code, run alone): {shown}"[:300]
+
+
 def _same_code(a: str, b: str) -> bool:
     try:
         return ast.dump(parse_python(a)) == ast.dump(parse_python(b))
@@ -415,6 +440,7 @@ def _audit_target(
         "plugins": list(plugins),
         "sys_path": source_roots(repo),
         "max_timeouts": MAX_TIMEOUTS,
+        "calibrate": {"factor": CPU_FACTOR, "floor": TEST_CPU_FLOOR},
         "nodeids": nodeids,
         "test_cpu": {str(test[0]): CPU_FACTOR * float(test[1]) + TEST_CPU_FLOOR for test in tests},
         "collect_cpu": CPU_FACTOR * collect_cpu + TEST_CPU_FLOOR if collect_cpu is not None else None,
@@ -434,7 +460,7 @@ def _audit_target(
     }
     if patch and target.patch is not None and target.mutants:
         config["patch"] = target.patch
-    worst = cpu * (len(target.mutants) + 1)  # every mutant at its limit, and the session's collection
+    worst = cpu * (len(target.mutants) + 2)  # every mutant at its limit, the original's run, the session's collection
     run = run_program(
         sandbox,
         "upstream",
@@ -449,6 +475,7 @@ def _audit_target(
     swapped, fallback = (run.payload or {}).get("patched"), (run.payload or {}).get("fallback")
     audit.swapped = swapped if type(swapped) is int else 0
     audit.swap_fallback = str(fallback)[:300] if fallback is not None and "patch" in config else None
+    audit.calibration = _calibration_note((run.payload or {}).get("calibration"))
     if not isinstance(verdicts, list) or len(verdicts) != len(target.mutants):
         audit.status, audit.detail = "error", f"the mutant runs failed: {run.problem or 'no verdicts'}"
         return audit

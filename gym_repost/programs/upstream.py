@@ -34,7 +34,15 @@ Its configuration and a one-time token come through the protocol of
   process, which imported pytest (never the repository) once. Once ``max_timeouts`` mutants
   ended as timeouts, the rest are ``not run`` (a count of verdicts, not CPU seconds spent:
   the same work takes more CPU time on a busy machine, and two builds must run the same
-  mutants): ``{"mutants": [{"id", "status", "by"}], "patched": n, "fallback": why or None}``.
+  mutants): ``{"mutants": [{"id", "status", "by"}], "patched": n, "fallback": why or None,
+  "calibration": report or None}``.
+
+  With ``calibrate`` (``{"factor", "floor"}``) the covering tests first run once with the
+  original code, like a mutant's run but to the end: each test's limit (and the
+  collection's) becomes ``factor`` times what it took there plus ``floor``, and the tests
+  that fail or are not collected that way are left out (:func:`_calibrated`; the report:
+  ``{"why", "left_out", "left_out_count"}``). The host's ``test_cpu``, measured under
+  coverage.py's tracing, is then only the limit of that run.
 
   With ``patch`` (``{"qualname", "first", "last"}``: the target, its lines with decorators),
   the tests are collected once, in a session child, and each mutant whose ``patch`` flag is
@@ -191,6 +199,8 @@ CROSS_CHECKS = 2
 trusted. A swap that missed a copy of the target's code makes a mutant survive that a run
 of its own kills; a killed one failed the tests with the mutant's code, as its own run
 would (the target does not run at import or collection time)."""
+MAX_LEFT_OUT = 20
+"""Ids of covering tests left out by the calibration (:func:`_calibrated`) named in its report."""
 SESSION_CPU_PER_MUTANT = 1.0
 """CPU seconds the session child may use per mutant (its file compiled, the code swapped),
 beside a mutant's own for the collection."""
@@ -203,6 +213,10 @@ def kill(config):
         if mutant["file"] not in originals:
             with open(mutant["file"], "rb") as fh:
                 originals[mutant["file"]] = fh.read()
+    config, calibration = _calibrated(config)
+    if not config["nodeids"]:  # no covering test passes with the original code, run alone
+        verdicts = [{"id": m["id"], "status": "not run", "by": None} for m in config["mutants"]]
+        return {"mutants": verdicts, "patched": 0, "fallback": None, "calibration": calibration}
     patched, why = {}, None
     if config.get("patch"):
         patched, why = _patched_verdicts(config, originals)
@@ -223,7 +237,95 @@ def kill(config):
     used = sum(1 for v in verdicts if v.get("patched"))
     for verdict in verdicts:
         verdict.pop("patched", None)
-    return {"mutants": verdicts, "patched": used, "fallback": why}
+    return {"mutants": verdicts, "patched": used, "fallback": why, "calibration": calibration}
+
+
+def _calibrated(config):
+    """``(config, report)``: the limits of the mutants' runs measured against the original
+    code's own run of the covering tests (``calibrate``: ``{"factor", "floor"}``), and what
+    that run said. Each test's limit becomes ``factor`` times the CPU seconds it took there,
+    plus ``floor``, and so does the collection's; tests that fail or are not collected with
+    the original code, run alone, are left out (each mutant would be "killed" by them).
+
+    The coverage run's CPU seconds are no baseline for a verdict: coverage.py's tracing
+    makes a test several times slower (more-itertools' ``test_large``: 3.8 s traced, 0.65
+    s not), by a factor that varies with the load of the machine then, so a mutant ten
+    times slower than the test was a timeout in one build and survived in another. The
+    original's run is a run like a mutant's, without tracing, in the same process moments
+    before: a ratio of two runs made alike. Without ``calibrate``, or when that run fails
+    (``report["why"]``), the host's limits stand."""
+    settings = config.get("calibrate")
+    if not settings or not config["mutants"]:
+        return config, None
+    first = config["mutants"][0]
+    data, status = _in_child(lambda fd: _calibration_child(config, fd), first["cpu"], first["wall"])
+    try:
+        said = json.loads(data.decode("utf-8"))
+    except ValueError:
+        said = None
+    if status[0] != "exit" or status[2] != 0 or not isinstance(said, dict):
+        ended = "was stopped (%s)" % status[2] if status[0] == "stopped" else "exited %s" % status[2]
+        why = "the original code's run of the covering tests %s" % ended
+        return config, {"why": why, "left_out": [], "left_out_count": 0}
+    if said.get("collection"):  # every mutant's run would fail there: none can be judged
+        why = "the covering tests' files do not collect with the original code: %s" % said["collection"]
+        return dict(config, nodeids=[]), {"why": why, "left_out": [], "left_out_count": len(config["nodeids"])}
+    timed, bad = said.get("cpu") or {}, set(said.get("failed") or []) | set(said.get("missing") or [])
+    nodeids = [n for n in config["nodeids"] if n not in bad]
+    factor, floor = float(settings["factor"]), float(settings["floor"])
+    limits = dict(config.get("test_cpu") or {})
+    limits.update({n: factor * float(timed[n]) + floor for n in nodeids if n in timed})
+    config = dict(config, nodeids=nodeids, test_cpu=limits)
+    if config.get("collect_cpu") is not None and said.get("collect") is not None:
+        config["collect_cpu"] = factor * float(said["collect"]) + floor
+    left_out = sorted(bad)
+    return config, {"why": None, "left_out": left_out[:MAX_LEFT_OUT], "left_out_count": len(left_out)}
+
+
+def _calibration_child(config, fd):
+    """The covering tests with the original code, every one (no first failure ends it),
+    held to the host's limits: each test's CPU seconds, those that failed or were not
+    collected, and the CPU seconds of the collection."""
+    import pytest
+
+    chosen = _Chosen(config["nodeids"])
+    files = list(dict.fromkeys(n.split("::", 1)[0] for n in config["nodeids"]))
+    limits = _TestLimits(config.get("test_cpu") or {}, config.get("collect_cpu"))
+    timing = _Timing()
+    pytest.main([*_BASE_ARGS, "--tb=no", *files], plugins=[chosen, limits, timing, protocol.SeededTests()])
+    said = {"cpu": timing.cpu, "failed": sorted(timing.failed), "missing": chosen.missing, "collect": timing.collect}
+    said["collection"] = timing.collection
+    protocol.write_all(fd, json.dumps(said).encode("utf-8"))
+    os._exit(0)
+
+
+class _Timing:
+    """Each test's CPU seconds over the span its limit holds in a mutant's run
+    (:class:`_TestLimits`: from the end of its setup to the start of its teardown), the
+    tests that failed, the CPU seconds until the collection was done, and the first file
+    that failed to collect."""
+
+    def __init__(self):
+        self.cpu, self.failed, self.collect, self._started = {}, set(), None, None
+        self.collection = None
+
+    def pytest_collectreport(self, report):
+        if report.failed and self.collection is None:
+            self.collection = report.nodeid or "collection"
+
+    def pytest_collection_finish(self, session):
+        self.collect = time.process_time()  # the child's own, from its fork
+
+    def pytest_runtest_logreport(self, report):
+        if report.failed:
+            self.failed.add(report.nodeid)
+        if report.when == "setup" and report.passed:
+            self._started = time.process_time()
+
+    def pytest_runtest_teardown(self, item, nextitem):
+        if self._started is not None:
+            self.cpu[item.nodeid] = time.process_time() - self._started
+            self._started = None
 
 
 def _known_wrong(verdict):

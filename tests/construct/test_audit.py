@@ -709,3 +709,105 @@ def test_a_process_a_test_forks_and_leaves_blocked_does_not_hold_the_coverage_ru
     covering, problem, _, _ = audit_module._covering(sandbox, repo, [target])
     assert problem is None
     assert [t[0] for t in covering[target.key]] == ["tests/test_esc.py::test_clamp_with_a_helper_left_behind"]
+
+
+SPIN = textwrap.dedent('''\
+
+
+    def spin(n):
+        """Pure-Python work: coverage.py's tracing slows it several times."""
+        total = 0
+        for i in range(n):
+            total += i
+        return total
+    ''')
+SPINS = 3 * 10**6
+"""Iterations of :data:`SPIN`'s loop in the upstream test: a fraction of a CPU second."""
+
+
+def test_a_mutant_s_limits_come_from_a_run_of_the_original_code_not_from_the_traced_coverage_run(
+    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """more-itertools' ``polynomial_from_roots`` with its ``convolve`` arguments swapped is
+    right and a hundred times slower on ``test_large``: a timeout in one build, survived in
+    another. The limit was ten times the test's CPU in the coverage run, where tracing made
+    it 6 times slower (3.8 s, 0.65 s untraced), by a factor that hangs on the machine's
+    load. The limits now come from the original code's run of the covering tests, made as
+    a mutant's is, just before: a mutant 20 times slower than the code is a timeout, where
+    ten times the traced test let it pass. (The floor is lowered so the test is cheap.)"""
+    import time
+    from dataclasses import replace
+
+    from gym_repost.construct import audit as audit_module
+
+    monkeypatch.setattr(audit_module, "TEST_CPU_FLOOR", 0.2)
+    core = CORE + SPIN
+    tests = f"from esc.core import clamp, spin\n\n\ndef test_heavy():\n    assert spin({SPINS}) > 0\n"
+    tests += "    assert clamp(5.5, 0, 10) == 5.5\n"
+    files = {"esc/__init__.py": "", "esc/core.py": core, "tests/test_esc.py": tests}
+    repo = _ingested(tmp_path / "esc-1.0", files)
+    task = build_task(STRONG_CLAMP, "clamp", {"esc/__init__.py": "", "esc/core.py": core}, "esc/core.py")
+    target = audit_module._target(task, repo, 40, 0, "all")
+    assert isinstance(target, audit_module._Target)
+    [last] = [m for m in target.mutants if m.original == "return x"][:1]
+    slow = f"return x if x != 5.5 or spin({20 * SPINS}) > 0 else x"  # right, 20 times the test's work
+    target.mutants = [replace(last, replacement=slow), replace(last, replacement="return x + 1")]
+    covering, problem, _, _ = audit_module._covering(sandbox, repo, [target])
+    assert problem is None
+    [[nodeid, traced]] = covering[target.key]
+    started = time.process_time()
+    exec(compile(SPIN, "spin", "exec"), namespace := {})
+    namespace["spin"](SPINS)
+    untraced = time.process_time() - started
+    # the old limit, ten times the traced test (4.5 times the untraced here), let the mutant pass
+    assert audit_module.CPU_FACTOR * traced + audit_module.TEST_CPU_FLOOR > 20 * untraced, (traced, untraced)
+    for fast in (True, False):
+        audit = audit_module._audit_target(sandbox, repo, target, covering[target.key], patch=fast, batch=fast)
+        assert [m.upstream for m in audit.mutants] == ["timeout", "killed"], audit
+        assert audit.calibration is None and audit.mutants[1].killed_by == nodeid
+
+
+def test_a_covering_test_that_fails_when_run_alone_is_left_out_not_a_killer_of_every_mutant(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    """A mutant's run runs the target's covering tests only. One that passed in the whole
+    suite because an earlier test set things up fails alone, and it failed every mutant's
+    run: each was "known wrong", right ones too, and a task that rewarded a right one was
+    dropped for a false accept. The original code's run finds such tests; they are left
+    out, named in the audit, and the mutants are judged by the rest."""
+    from gym_repost.construct import audit as audit_module
+
+    tests = textwrap.dedent("""\
+        from esc.core import clamp
+
+        READY = []
+
+
+        def test_setup():
+            READY.append(True)
+
+
+        def test_after_setup():
+            assert READY  # passes only after test_setup, which covers nothing of clamp
+            assert clamp(5, 0, 10) == 5
+
+
+        def test_clamp():
+            assert clamp(-1, 0, 10) == 0
+            assert clamp(11, 0, 10) == 10
+            assert clamp(10, 0, 10) == 10
+        """)
+    files = {"esc/__init__.py": "", "esc/core.py": CORE, "tests/test_esc.py": tests}
+    repo = _ingested(tmp_path / "esc-1.0", files)
+    task = build_task(STRONG_CLAMP, "clamp", {"esc/__init__.py": "", "esc/core.py": CORE}, "esc/core.py")
+    target = audit_module._target(task, repo, 40, 0, "all")
+    assert isinstance(target, audit_module._Target)
+    covering, problem, _, _ = audit_module._covering(sandbox, repo, [target])
+    assert problem is None and len(covering[target.key]) == 2
+    for fast in (True, False):
+        audit = audit_module._audit_target(sandbox, repo, target, covering[target.key], patch=fast, batch=fast)
+        assert "1 covering tests left out" in (audit.calibration or "") and "test_after_setup" in audit.calibration
+        killers = {m.killed_by for m in audit.mutants if m.upstream == "killed"}
+        assert killers == {"tests/test_esc.py::test_clamp"}, killers
+        assert any(m.upstream == "survived" for m in audit.mutants)  # test_clamp never tries 5
+        assert audit.record()["calibration"] == audit.calibration
