@@ -41,6 +41,9 @@ that finished it would have recorded, as every run past its timer does. The sear
 deterministic, so the new child reaches the same point; the hangs cost their CPU seconds
 and the runs before them again, all within the process's CPU-time limit.
 
+What a run writes in the working directory is undone after it (:class:`WorkingDirectory`):
+every run finds the directory as the module's import left it, whatever ran before.
+
 In replay mode (``"replay": true``) it only runs the given inputs once each and reports
 their outcome fingerprints (the host compares them across hash seeds).
 """
@@ -57,7 +60,9 @@ import mmap
 import os
 import random
 import resource
+import shutil
 import signal
+import stat
 import sys
 import time
 import zlib
@@ -124,6 +129,9 @@ MAX_HANGS = 50
 process's CPU-time limit binds first for all but the shortest searches."""
 HANG_KEY_SIZE = 20
 """Bytes of the key of the run in progress (a SHA-1 digest) in the supervisor's shared page."""
+MAX_SNAPSHOT_BYTES = 64 * 2**20
+"""Bytes of the working directory's files :class:`WorkingDirectory` keeps to put back (the
+explorer's modules and the target's script: kilobytes); beyond, files are not rewritten."""
 MAX_KEPT_TRIALS = 3000
 LITERALS = 80
 """Most literals of the target (its own constants first) the search puts into inputs."""
@@ -281,6 +289,99 @@ class Trial:
 
     def rank(self):
         return (selection.ORIGIN_RANK.get(self.origin, 3), self.raised, len(self.source))
+
+
+class WorkingDirectory:
+    """The working directory as it was, put back after each run: what a run wrote there
+    (files, directories, a ``chdir``) does not reach the runs after it. python-fsutil's
+    ``copy_dir_content('', 0)`` copies the directory into a new ``0`` inside it, so each
+    such run copied twice what the one before did, until a run reached its per-call timer:
+    which run that was hung on the CPU's speed, and three builds chose three sets of inputs.
+    Each run now sees the directory the final test's first call sees (after the import)."""
+
+    def __init__(self, root=None, max_bytes=MAX_SNAPSHOT_BYTES):
+        self.root = os.path.abspath(root or os.getcwd())
+        self.dirs, self.files, self.links = {""}, {}, {}
+        kept = 0
+        for dirpath, dirnames, filenames in os.walk(self.root):
+            here = os.path.relpath(dirpath, self.root)
+            here = "" if here == "." else here
+            for name in list(dirnames):
+                path = os.path.join(dirpath, name)
+                if os.path.islink(path):
+                    self.links[os.path.join(here, name)] = os.readlink(path)
+                    dirnames.remove(name)
+                else:
+                    self.dirs.add(os.path.join(here, name))
+            for name in filenames:
+                path, rel = os.path.join(dirpath, name), os.path.join(here, name)
+                info = os.lstat(path)
+                if stat.S_ISLNK(info.st_mode):
+                    self.links[rel] = os.readlink(path)
+                    continue
+                data = None
+                if stat.S_ISREG(info.st_mode) and kept + info.st_size <= max_bytes:
+                    with open(path, "rb") as fh:
+                        data = fh.read()
+                    kept += len(data)
+                self.files[rel] = (data, stat.S_IMODE(info.st_mode), info.st_size, info.st_mtime_ns)
+
+    def restore(self):
+        """Put the directory back: what is new goes, what changed or went is written again."""
+        try:
+            os.chdir(self.root)
+        except OSError:
+            os.makedirs(self.root, exist_ok=True)
+            os.chdir(self.root)
+        for dirpath, dirnames, filenames in os.walk(self.root):
+            here = os.path.relpath(dirpath, self.root)
+            here = "" if here == "." else here
+            for name in list(dirnames):
+                rel, path = os.path.join(here, name), os.path.join(dirpath, name)
+                if os.path.islink(path) or rel not in self.dirs:
+                    _remove(path)
+                    dirnames.remove(name)
+            for name in filenames:
+                rel, path = os.path.join(here, name), os.path.join(dirpath, name)
+                if rel not in self.files or os.path.islink(path) != (rel in self.links):
+                    _remove(path)
+        for rel in sorted(self.dirs):
+            os.makedirs(os.path.join(self.root, rel), exist_ok=True)
+        for rel, target in self.links.items():
+            path = os.path.join(self.root, rel)
+            if not os.path.islink(path) or os.readlink(path) != target:
+                _remove(path)
+                os.symlink(target, path)
+        for rel, (data, mode, size, mtime) in self.files.items():
+            path = os.path.join(self.root, rel)
+            try:
+                info = os.lstat(path)
+                same = (info.st_size, info.st_mtime_ns, stat.S_IMODE(info.st_mode)) == (size, mtime, mode)
+            except OSError:
+                same = False
+            if same or data is None:
+                continue
+            _remove(path)
+            with open(path, "wb") as fh:
+                fh.write(data)
+            os.chmod(path, mode)
+            os.utime(path, ns=(mtime, mtime))
+
+
+def _remove(path):
+    """Remove a file, link or directory tree, whatever its permissions say."""
+
+    def writable(function, name, exc_info):
+        with contextlib.suppress(OSError):
+            os.chmod(os.path.dirname(name), 0o700)
+            os.chmod(name, 0o700)
+            function(name)
+
+    with contextlib.suppress(OSError):
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, onerror=writable)
+        else:
+            os.unlink(path)
 
 
 def _on_cpu_timer(signum, frame):
@@ -524,8 +625,9 @@ def trial_seed(seed, source):
 class Explorer:
     """Runs inputs, keeps the ones that reach something new, and chooses the test's inputs."""
 
-    def __init__(self, target, recorder, config, guard=None):
+    def __init__(self, target, recorder, config, guard=None, workdir=None):
         self.target, self.recorder, self.config = target, recorder, config
+        self.workdir = workdir
         self.namespace = target.module.__dict__
         self.timeout = float(config.get("call_timeout", 0.5))
         self.trials, self.kept = [], []
@@ -588,6 +690,8 @@ class Explorer:
             self.stats["calls"] += trial.calls
             self.stats["waits"] += waited(guard)
             trial.duration = time.process_time() - started
+        if self.workdir is not None:
+            self.workdir.restore()
         trial.random = random_state is not None and not seeded and random.getstate() != random_state
         if trial.duration > 2 * self.timeout:
             self.slow.append((round(trial.duration, 2), source[:120]))
@@ -806,11 +910,15 @@ def replay(explorer, config):
     return {"ok": True, "fingerprints": prints}
 
 
-def explore(config, guard=None):
+def explore(config, guard=None, before=None):
     """Load the module, search, choose: the report (``ok`` False with ``kind`` on failure).
 
-    ``guard``: the :class:`HangGuard` of a search :func:`supervise` runs (None in-process)."""
+    ``guard``: the :class:`HangGuard` of a search :func:`supervise` runs (None in-process);
+    ``before``: the working directory before the module was imported, put back first (what
+    a run that hung in an earlier child left there goes)."""
     started = time.monotonic()
+    if before is not None:
+        before.restore()
     limit = float(config.get("import_timeout", 20.0))
     set_call_timer(limit)
     set_wall_timer(IMPORT_WALL_FACTOR * limit)
@@ -825,13 +933,14 @@ def explore(config, guard=None):
         target = Target(module, config)
     except (LookupError, AttributeError, SyntaxError) as exc:
         return {"ok": False, "kind": "target", "error": "%s: %s" % (type(exc).__name__, str(exc)[:300])}
+    workdir = WorkingDirectory()  # as the import left it: what the final test's calls find
     if config.get("replay"):
-        return replay(Explorer(target, None, config, guard), config)
+        return replay(Explorer(target, None, config, guard, workdir), config)
     try:
         recorder = ArcRecorder(module.__file__, config["start_line"], config["end_line"])
     except ImportError:
         recorder = None
-    explorer = Explorer(target, recorder, config, guard)
+    explorer = Explorer(target, recorder, config, guard, workdir)
     if guard is not None and guard.known:
         explorer.stats["hangs"] = len(guard.known)
     explorer.stats["setup"] = round(time.monotonic() - started, 3)
@@ -881,10 +990,10 @@ def limit_memory(megabytes):
             pass
 
 
-def _safely(config, guard):
+def _safely(config, guard, before=None):
     """:func:`explore`, with any failure and an unserialisable report as a report."""
     try:
-        result = explore(config, guard)
+        result = explore(config, guard, before)
     except BaseException as exc:
         result = {"ok": False, "kind": "crash", "error": "%s: %s" % (type(exc).__name__, str(exc)[:300])}
     try:
@@ -911,6 +1020,7 @@ def supervise(config, token, result_fd):
     seconds = int(config.get("hang_seconds", HANG_SECONDS))
     most = int(config.get("max_hangs", MAX_HANGS))
     hung = []
+    before = WorkingDirectory()
     while True:
         spent = _cpu_used(resource.getrusage(resource.RUSAGE_SELF)) + _cpu_used(
             resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -921,7 +1031,7 @@ def supervise(config, token, result_fd):
         if pid == 0:
             try:
                 resource.setrlimit(resource.RLIMIT_CPU, (left, hard))
-                result = _safely(config, HangGuard(shared, hung, (left, hard), seconds))
+                result = _safely(config, HangGuard(shared, hung, (left, hard), seconds), before)
                 protocol.write_result(result, token, fd=result_fd)
             finally:
                 os._exit(0)

@@ -418,3 +418,32 @@ def test_a_search_whose_runs_keep_hanging_is_given_up(sandbox: Sandbox) -> None:
     found = run_explorer(sandbox, script(ENDLESS, "first_at").module, config, timeout=search_timeout(config))
     assert found["ok"] is False and found["kind"] == "hung"
     assert found["error"] == "1 runs of the target hung in C code (each stopped after 1 CPU seconds)"
+
+
+NESTS = '''
+import os
+
+
+def nest(name):
+    """Make ``made/<name>``: a directory of the working directory no earlier call made."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError("not a name")
+    if os.path.exists("made"):
+        raise RuntimeError("an earlier call made it")
+    os.makedirs(os.path.join("made", name))
+    return name.upper()
+'''
+
+
+def test_what_a_run_writes_in_the_working_directory_does_not_reach_the_runs_after_it(sandbox: Sandbox) -> None:
+    """python-fsutil's ``copy_dir_content('', 0)`` copies the working directory into a new
+    ``0`` inside it: each such run copied twice what the one before had, until one reached
+    its per-call timer, and which one that was hung on the CPU's speed (three builds, three
+    sets of inputs). The directory is put back after each run, so every run finds it as the
+    import left it, as the final test's first call does: no run of ``nest`` finds ``made``,
+    and no second run of a chosen input sees another outcome than its first."""
+    found = search(sandbox, NESTS, "nest", executions=300)
+    kinds = {i["kind"] for i in found["inputs"]}
+    assert "ok:str" in kinds and "raised:RuntimeError" not in kinds, kinds
+    assert found["stats"]["nondeterministic"] == 0
+    assert kept(search(sandbox, NESTS, "nest", executions=300)) == kept(found)
