@@ -592,18 +592,21 @@ def test_a_mutant_that_loops_in_a_cheap_test_is_stopped_at_that_test_s_limit(san
     assert TEST_CPU_FLOOR < CPU_FLOOR and CPU_FACTOR > 1
 
 
-def test_a_target_s_mutants_after_its_second_timeout_are_not_run_whatever_their_cpu_time(
-    sandbox: Sandbox, tmp_path: Path
+def test_a_target_s_mutants_after_its_last_allowed_timeout_are_not_run_whatever_their_cpu_time(
+    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The audit's budget per target is a count of timeouts, not of CPU seconds: a CPU
     budget is spent by one mutant more or fewer on a busy machine, so two builds would
-    audit a task with other mutants. Three looping mutants, then two the tests reject: the
-    third loop and the rest are ``not run``, both ways of running (a budget of 300 CPU
-    seconds ran all five: three runs stopped at their 3-second limits, two killed)."""
+    audit a task with other mutants. With a budget of two timeouts (the default is
+    :data:`MAX_TIMEOUTS`; two keeps this test's loops few), three looping mutants, then two
+    the tests reject: the third loop and the rest are ``not run``, both ways of running (a
+    budget of 300 CPU seconds ran all five: three runs stopped at their 3-second limits,
+    two killed)."""
     from dataclasses import replace
 
-    from gym_repost.construct.audit import MAX_TIMEOUTS
+    from gym_repost.construct import audit as audit_module
 
+    monkeypatch.setattr(audit_module, "MAX_TIMEOUTS", 2)
     files = {"esc/__init__.py": "", "esc/core.py": CORE, "tests/test_esc.py": UPSTREAM_TESTS}
     loop = "return x if not any(iter(int, 1)) else x"  # int() is 0: never ends, constant memory
 
@@ -612,7 +615,6 @@ def test_a_target_s_mutants_after_its_second_timeout_are_not_run_whatever_their_
         return [replace(last, replacement=r) for r in (loop, loop, loop, "return x + 1", "return -x")]
 
     audits = _audit_both_ways(sandbox, tmp_path / "esc-1.0", files, STRONG_CLAMP, loops_then_wrong)
-    assert MAX_TIMEOUTS == 2
     for audit in audits:
         assert [m.upstream for m in audit.mutants] == ["timeout", "timeout", "not run", "not run", "not run"]
         assert audit.record()["known_wrong"] == 2  # the two timeouts; no mutant after them judged
