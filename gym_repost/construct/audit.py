@@ -18,9 +18,9 @@ builder never saw, the repository's own test suite:
    accept*.
 
 Budgets count work: mutants per task, and timeouts per task (:data:`MAX_TIMEOUTS`); the
-CPU limits per mutant (a multiple of its covering tests' own) and per covering test in a
-mutant's run (a multiple of the test's own) are verdicts (a timeout is known wrong), ten
-times what the code needs; never the wall clock. A test's own is what it took in a run of
+CPU limits per covering test in a mutant's run (a multiple of the test's own) and per
+mutant (a multiple of all of them) are verdicts (a timeout is known wrong), ten times
+what the code needs; never the wall clock. A test's own is what it took in a run of
 the original code made just before the mutants', alike and untraced (the coverage run's
 tracing slows a test by a factor that hangs on the machine's load: a mutant ten times
 slower than the code was a timeout in one build and survived in another). A mutant's run
@@ -61,9 +61,9 @@ logger = logging.getLogger(__name__)
 MUTANTS = 30
 """Mutants of a target tried by default (a reproducible sample of all of them)."""
 CPU_FACTOR = 10.0
-"""A mutant's run may use this many times its covering tests' CPU seconds..."""
+"""A mutant's run may use this many times the original code's run of its covering tests..."""
 CPU_FLOOR = 5.0
-"""... plus this many (pytest's start and the collection of the test files)."""
+"""... plus this many (pytest's start)."""
 TEST_CPU_FLOOR = 3.0
 """Each covering test, in a mutant's run, may use :data:`CPU_FACTOR` times its own CPU
 seconds plus this many (PIT's per-test timeouts: a factor and a constant): a mutant that
@@ -437,16 +437,18 @@ def _audit_target(
     mutant's own run may use :data:`CPU_FACTOR` times it plus :data:`TEST_CPU_FLOOR` until
     its collection is done (a target that runs at import may loop there)."""
     nodeids = [str(test[0]) for test in tests]
-    cpu = CPU_FACTOR * sum(float(test[1]) for test in tests) + CPU_FLOOR
+    test_cpu = {str(test[0]): CPU_FACTOR * float(test[1]) + TEST_CPU_FLOOR for test in tests}
+    collect_limit = CPU_FACTOR * collect_cpu + TEST_CPU_FLOOR if collect_cpu is not None else None
+    cpu = CPU_FACTOR * (sum(float(test[1]) for test in tests) + (collect_cpu or 0.0)) + CPU_FLOOR
     config = {
         "mode": "kill",
         "plugins": list(plugins),
         "sys_path": source_roots(repo),
         "max_timeouts": MAX_TIMEOUTS,
-        "calibrate": {"factor": CPU_FACTOR, "floor": TEST_CPU_FLOOR},
+        "calibrate": {"factor": CPU_FACTOR, "floor": TEST_CPU_FLOOR, "start": CPU_FLOOR},
         "nodeids": nodeids,
-        "test_cpu": {str(test[0]): CPU_FACTOR * float(test[1]) + TEST_CPU_FLOOR for test in tests},
-        "collect_cpu": CPU_FACTOR * collect_cpu + TEST_CPU_FLOOR if collect_cpu is not None else None,
+        "test_cpu": test_cpu,
+        "collect_cpu": collect_limit,
         "mutants": [
             {
                 "id": i,
@@ -463,7 +465,9 @@ def _audit_target(
     }
     if patch and target.patch is not None and target.mutants:
         config["patch"] = target.patch
-    worst = cpu * (len(target.mutants) + 2)  # every mutant at its limit, the original's run, the session's collection
+    # every mutant at its limit, the original's run, the session's collection; twice that, as
+    # the calibrated limits (untraced) exceed these (traced) when the machine got busier since
+    worst = 2 * cpu * (len(target.mutants) + 2)
     run = run_program(
         sandbox,
         "upstream",

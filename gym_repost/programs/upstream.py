@@ -37,12 +37,13 @@ Its configuration and a one-time token come through the protocol of
   mutants): ``{"mutants": [{"id", "status", "by"}], "patched": n, "fallback": why or None,
   "calibration": report or None}``.
 
-  With ``calibrate`` (``{"factor", "floor"}``) the covering tests first run once with the
-  original code, like a mutant's run but to the end: each test's limit (and the
-  collection's) becomes ``factor`` times what it took there plus ``floor``, and the tests
-  that fail or are not collected that way are left out (:func:`_calibrated`; the report:
-  ``{"why", "left_out", "left_out_count"}``). The host's ``test_cpu``, measured under
-  coverage.py's tracing, is then only the limit of that run.
+  With ``calibrate`` (``{"factor", "floor", "start"}``) the covering tests first run once
+  with the original code, like a mutant's run but to the end: each test's limit (and the
+  collection's) becomes ``factor`` times what it took there plus ``floor``, a mutant's
+  whole run's ``factor`` times that run's plus ``start``, and the tests that fail or are not collected
+  that way are left out (:func:`_calibrated`; the report: ``{"why", "left_out",
+  "left_out_count"}``). The host's limits, measured under coverage.py's tracing, are then
+  only those of that run.
 
   With ``patch`` (``{"qualname", "first", "last"}``: the target, its lines with decorators),
   the tests are collected once, in a session child, and each mutant whose ``patch`` flag is
@@ -244,8 +245,10 @@ def _calibrated(config):
     """``(config, report)``: the limits of the mutants' runs measured against the original
     code's own run of the covering tests (``calibrate``: ``{"factor", "floor"}``), and what
     that run said. Each test's limit becomes ``factor`` times the CPU seconds it took there,
-    plus ``floor``, and so does the collection's; tests that fail or are not collected with
-    the original code, run alone, are left out (each mutant would be "killed" by them).
+    plus ``floor``, and so does the collection's; a mutant's whole run may use ``factor``
+    times the whole run's (its collection and kept tests) plus ``start``; tests that fail
+    or are not collected with the original code, run alone, are left out (each mutant
+    would be "killed" by them).
 
     The coverage run's CPU seconds are no baseline for a verdict: coverage.py's tracing
     makes a test several times slower (more-itertools' ``test_large``: 3.8 s traced, 0.65
@@ -278,6 +281,12 @@ def _calibrated(config):
     config = dict(config, nodeids=nodeids, test_cpu=limits)
     if config.get("collect_cpu") is not None and said.get("collect") is not None:
         config["collect_cpu"] = factor * float(said["collect"]) + floor
+    # the whole run's limit, a backstop above the tests' own, measured the same way: from the
+    # traced run it bound first for a mutant a few seconds slower in each of many cheap tests
+    # on one machine and not on another
+    spent = sum(float(timed[n]) for n in nodeids if n in timed) + float(said.get("collect") or 0.0)
+    whole = factor * spent + float(settings.get("start", 0.0))
+    config["mutants"] = [dict(m, cpu=whole, wall=float(m["wall"]) * whole / float(m["cpu"])) for m in config["mutants"]]
     left_out = sorted(bad)
     return config, {"why": None, "left_out": left_out[:MAX_LEFT_OUT], "left_out_count": len(left_out)}
 

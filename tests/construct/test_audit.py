@@ -769,6 +769,52 @@ def test_a_mutant_s_limits_come_from_a_run_of_the_original_code_not_from_the_tra
         assert audit.calibration is None and audit.mutants[1].killed_by == nodeid
 
 
+def test_a_mutant_s_whole_run_limit_comes_from_the_original_code_s_run_too(
+    sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above the per-test limits a mutant's whole run had a backstop, ten times the covering
+    tests' CPU seconds in the traced coverage run: a mutant a few times slower in each of
+    several cheap tests stayed within each test's limit and reached that one, or not, as the
+    coverage run had been fast or slow. It is now ten times the original code's run of
+    the tests, untraced, as theirs are, so the verdict is the same whatever the coverage run took:
+    here a right mutant five times slower in each of four tests survives, whether the
+    coverage run measured the tests as they are or four times faster (floors lowered so the
+    test is cheap)."""
+    import time
+    from dataclasses import replace
+
+    from gym_repost.construct import audit as audit_module
+
+    monkeypatch.setattr(audit_module, "TEST_CPU_FLOOR", 0.2)
+    monkeypatch.setattr(audit_module, "CPU_FLOOR", 0.2)
+    core = CORE + SPIN
+    tests = "from esc.core import clamp, spin\n"
+    for i in range(4):
+        tests += f"\n\ndef test_{i}():\n    assert spin({SPINS}) > 0\n    assert clamp(5.5, 0, 10) == 5.5\n"
+    files = {"esc/__init__.py": "", "esc/core.py": core, "tests/test_esc.py": tests}
+    repo = _ingested(tmp_path / "esc-1.0", files)
+    task = build_task(STRONG_CLAMP, "clamp", {"esc/__init__.py": "", "esc/core.py": core}, "esc/core.py")
+    target = audit_module._target(task, repo, 40, 0, "all")
+    assert isinstance(target, audit_module._Target)
+    [last] = [m for m in target.mutants if m.original == "return x"][:1]
+    slow = f"return x if x != 5.5 or spin({4 * SPINS}) > 0 else x"  # right, five times each test's work
+    target.mutants = [replace(last, replacement=slow), replace(last, replacement="return x + 1")]
+    covering, problem, _, _ = audit_module._covering(sandbox, repo, [target])
+    assert problem is None and len(covering[target.key]) == 4
+    started = time.process_time()
+    exec(compile(SPIN, "spin", "exec"), namespace := {})
+    namespace["spin"](SPINS)
+    untraced = time.process_time() - started
+    faster = [[nodeid, untraced / 4] for nodeid, _ in covering[target.key]]
+    # the old backstop with the faster coverage run: ten times its four tests, under the mutant's run
+    assert audit_module.CPU_FACTOR * 4 * (untraced / 4) + audit_module.CPU_FLOOR < 4 * 5 * untraced
+    for measured in (covering[target.key], faster):
+        for fast in (True, False):
+            audit = audit_module._audit_target(sandbox, repo, target, measured, patch=fast, batch=fast)
+            assert [m.upstream for m in audit.mutants] == ["survived", "killed"], audit
+            assert audit.calibration is None
+
+
 def test_a_covering_test_that_fails_when_run_alone_is_left_out_not_a_killer_of_every_mutant(
     sandbox: Sandbox, tmp_path: Path
 ) -> None:
