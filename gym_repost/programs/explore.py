@@ -297,11 +297,13 @@ class WorkingDirectory:
     ``copy_dir_content('', 0)`` copies the directory into a new ``0`` inside it, so each
     such run copied twice what the one before did, until a run reached its per-call timer:
     which run that was hung on the CPU's speed, and three builds chose three sets of inputs.
-    Each run now sees the directory the final test's first call sees (after the import)."""
+    Each run now sees the directory the final test's first call sees (after the import),
+    its directories' permission bits too (``set_permissions('', 0)`` left the next run, and
+    the putting back, no way into it)."""
 
     def __init__(self, root=None, max_bytes=MAX_SNAPSHOT_BYTES):
         self.root = os.path.abspath(root or os.getcwd())
-        self.dirs, self.files, self.links = {""}, {}, {}
+        self.dirs, self.files, self.links = {"": stat.S_IMODE(os.stat(self.root).st_mode)}, {}, {}
         kept = 0
         for dirpath, dirnames, filenames in os.walk(self.root):
             here = os.path.relpath(dirpath, self.root)
@@ -312,7 +314,7 @@ class WorkingDirectory:
                     self.links[os.path.join(here, name)] = os.readlink(path)
                     dirnames.remove(name)
                 else:
-                    self.dirs.add(os.path.join(here, name))
+                    self.dirs[os.path.join(here, name)] = stat.S_IMODE(os.lstat(path).st_mode)
             for name in filenames:
                 path, rel = os.path.join(dirpath, name), os.path.join(here, name)
                 info = os.lstat(path)
@@ -328,6 +330,7 @@ class WorkingDirectory:
 
     def restore(self):
         """Put the directory back: what is new goes, what changed or went is written again."""
+        self._modes()  # first, so that each directory can be read and written
         try:
             os.chdir(self.root)
         except OSError:
@@ -347,6 +350,7 @@ class WorkingDirectory:
                     _remove(path)
         for rel in sorted(self.dirs):
             os.makedirs(os.path.join(self.root, rel), exist_ok=True)
+        self._modes()
         for rel, target in self.links.items():
             path = os.path.join(self.root, rel)
             if not os.path.islink(path) or os.readlink(path) != target:
@@ -367,15 +371,29 @@ class WorkingDirectory:
             os.chmod(path, mode)
             os.utime(path, ns=(mtime, mtime))
 
+    def _modes(self):
+        """Each directory that is there gets its permission bits back, outermost first."""
+        for rel in sorted(self.dirs):
+            path = os.path.join(self.root, rel)
+            with contextlib.suppress(OSError):
+                info = os.lstat(path)
+                if stat.S_ISDIR(info.st_mode) and stat.S_IMODE(info.st_mode) != self.dirs[rel]:
+                    os.chmod(path, self.dirs[rel])
+
 
 def _remove(path):
     """Remove a file, link or directory tree, whatever its permissions say."""
+    opened = set()
 
     def writable(function, name, exc_info):
         with contextlib.suppress(OSError):
             os.chmod(os.path.dirname(name), 0o700)
             os.chmod(name, 0o700)
-            function(name)
+            if function in (os.rmdir, os.remove, os.unlink):
+                function(name)
+            elif name not in opened:  # a directory that could not be opened or listed: once more
+                opened.add(name)
+                shutil.rmtree(name, onerror=writable)
 
     with contextlib.suppress(OSError):
         if os.path.isdir(path) and not os.path.islink(path):

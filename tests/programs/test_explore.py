@@ -447,3 +447,36 @@ def test_what_a_run_writes_in_the_working_directory_does_not_reach_the_runs_afte
     assert "ok:str" in kinds and "raised:RuntimeError" not in kinds, kinds
     assert found["stats"]["nondeterministic"] == 0
     assert kept(search(sandbox, NESTS, "nest", executions=300)) == kept(found)
+
+
+LOCKS = '''
+import os
+import stat
+
+START = stat.S_IMODE(os.stat(".").st_mode), stat.S_IMODE(os.stat("sub").st_mode) if os.path.isdir("sub") else None
+
+
+def lock(mode):
+    """Set the permission bits of the working directory and of its ``sub``."""
+    if not isinstance(mode, int) or not 0 <= mode <= 0o777:
+        raise ValueError("not a mode")
+    now = stat.S_IMODE(os.stat(".").st_mode), stat.S_IMODE(os.stat("sub").st_mode) if os.path.isdir("sub") else None
+    if now != START:
+        raise RuntimeError("an earlier call changed them")
+    os.makedirs("sub", exist_ok=True)
+    os.chmod("sub", mode)
+    os.chmod(".", mode)
+    return mode
+'''
+
+
+def test_a_run_that_takes_away_the_working_directory_s_permissions_does_not_stop_the_search(sandbox: Sandbox) -> None:
+    """python-fsutil's ``set_permissions('', 0)`` took every permission away from the working
+    directory, and putting it back after the run failed there: the search ended with
+    "PermissionError: Permission denied" and the candidate was dropped as "test generation
+    failed". Each directory's permission bits are put back first, so every run finds them
+    as the import left them."""
+    found = search(sandbox, LOCKS, "lock", executions=200)
+    kinds = {i["kind"] for i in found["inputs"]}
+    assert "ok:int" in kinds and "raised:RuntimeError" not in kinds, kinds
+    assert found["stats"]["nondeterministic"] == 0
