@@ -9,6 +9,7 @@ START..END, and how the script ended (or ``{"error": ...}`` without coverage.py)
 import json
 import os
 import runpy
+import stat
 import sys
 
 try:
@@ -31,6 +32,9 @@ def main():
 
     builtins.__gym_repost_record__ = lambda code_under_test: code_under_test  # measured, not recorded
     cov = coverage.Coverage(branch=True, data_file=None, include=[script])
+    cwd, mode = os.getcwd(), os.stat(".").st_mode
+    with open(script, "rb") as fh:
+        source = fh.read()
     outcome = "passed"
     cov.start()
     try:
@@ -40,7 +44,8 @@ def main():
     except BaseException as exc:
         outcome = "%s: %s" % (type(exc).__name__, str(exc)[:300])
     cov.stop()
-    report_file = os.path.join(os.getcwd(), ".coverage.json")
+    _put_back(cwd, mode, script, source)
+    report_file = os.path.join(cwd, ".coverage.json")
     cov.json_report(outfile=report_file, include=[script])
     with open(report_file, encoding="utf-8") as fh:
         files = json.load(fh)["files"]
@@ -62,6 +67,27 @@ def main():
         pass
     protocol.write_result(result)
     os._exit(0)
+
+
+def _put_back(cwd, mode, script, source):
+    """The working directory and the script as they were before the run, as far as the
+    report needs them: a target that empties its working directory (python-fsutil's
+    ``delete_dir_content('')``) took the script's source, which the report reads, and the
+    measurement ended without a result."""
+    os.makedirs(cwd, exist_ok=True)
+    try:
+        os.chmod(cwd, stat.S_IMODE(mode))
+    except OSError:
+        pass
+    os.chdir(cwd)
+    try:
+        with open(script, "rb") as fh:
+            same = fh.read() == source
+    except OSError:
+        same = False
+    if not same:
+        with open(script, "wb") as fh:
+            fh.write(source)
 
 
 if __name__ == "__main__":

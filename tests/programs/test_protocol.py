@@ -294,6 +294,40 @@ def test_coverage_round_trip(sandbox: Sandbox, function_task: FunctionTask) -> N
     assert_round_trips(recorder, "coverage", {"outcome", "executed_lines", "missing_branches"})
 
 
+WIPE = """\
+import os
+import shutil
+
+
+def wipe(keep):
+    \"\"\"Remove every entry of the working directory; give back ``keep``.\"\"\"
+    for name in sorted(os.listdir(".")):
+        if os.path.isdir(name):
+            shutil.rmtree(name)
+        else:
+            os.remove(name)
+    return keep
+"""
+
+
+def test_coverage_is_measured_when_the_tests_empty_their_working_directory(sandbox: Sandbox) -> None:
+    """python-fsutil's ``delete_dir_content('')`` empties the working directory, the
+    evaluation script with it, and coverage.py's report, which reads the script's source,
+    failed: the candidate was dropped as an infrastructure error ("coverage measurement
+    ... produced no result"). The script is put back before the report."""
+    from tests.conftest import build_task
+
+    script = WIPE + (
+        "\n\ndef test_wipe():\n"
+        "    assert wipe(1) == wipe_new_implementation(1)\n"
+        "    assert wipe(0) == wipe_new_implementation(0)\n"
+        "\n\nif __name__ == '__main__':\n    test_wipe()\n"
+    )
+    task = build_task(script, "wipe", {"tiny/__init__.py": "", "tiny/wipe.py": WIPE}, "tiny/wipe.py")
+    measured = measure_coverage(sandbox, task)
+    assert measured.outcome == "passed" and measured.line_coverage > 0.5, measured
+
+
 def test_matrix_round_trip(sandbox: Sandbox, function_task: FunctionTask) -> None:
     recorder = RecordingSandbox(sandbox)
     suite = TestSuite(("assert score([1, 2, 3], 100) == 60", "assert score([]) == 1"))
