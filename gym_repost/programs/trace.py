@@ -745,11 +745,15 @@ def make_plugin(pytest, recorder, deadline, per_test, cpu_limit=float("inf"), ma
                 yield
             finally:
                 signal.setitimer(signal.ITIMER_PROF, 0)
+                # counted here: a timer that fired after the test's body, on the way back to
+                # this wrapper, skipped a count made after the ``finally``, and a test that
+                # had recorded calls was not among the tests run (now and then, on a suite
+                # stopped by its CPU budget)
+                self.tests_run += 1
                 _arm_wall_timer(0)
                 sys.settrace(None)
                 threading.settrace(None)
                 recorder.current_test = ""
-            self.tests_run += 1
 
         def pytest_runtest_logreport(self, report):
             if report.failed:
