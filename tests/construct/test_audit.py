@@ -727,6 +727,26 @@ SPINS = 3 * 10**6
 """Iterations of :data:`SPIN`'s loop in the upstream test: a fraction of a CPU second."""
 
 
+def _slow_and_wrong(tmp_path: Path, tests: str, spins: int):
+    """The repository of ``clamp`` and ``spin`` with the upstream ``tests``, and the target
+    ``clamp`` with two mutants: a right one that spins ``spins`` times on ``clamp(5.5, ...)``,
+    and a wrong one."""
+    from dataclasses import replace
+
+    from gym_repost.construct import audit as audit_module
+
+    core = CORE + SPIN
+    files = {"esc/__init__.py": "", "esc/core.py": core, "tests/test_esc.py": tests}
+    repo = _ingested(tmp_path / "esc-1.0", files)
+    task = build_task(STRONG_CLAMP, "clamp", {"esc/__init__.py": "", "esc/core.py": core}, "esc/core.py")
+    target = audit_module._target(task, repo, 40, 0, "all")
+    assert isinstance(target, audit_module._Target)
+    [last] = [m for m in target.mutants if m.original == "return x"][:1]
+    slow = f"return x if x != 5.5 or spin({spins}) > 0 else x"
+    target.mutants = [replace(last, replacement=slow), replace(last, replacement="return x + 1")]
+    return repo, target
+
+
 def test_a_mutant_s_limits_come_from_a_run_of_the_original_code_not_from_the_traced_coverage_run(
     sandbox: Sandbox, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -738,22 +758,13 @@ def test_a_mutant_s_limits_come_from_a_run_of_the_original_code_not_from_the_tra
     a mutant's is, just before: a mutant 20 times slower than the code is a timeout, where
     ten times the traced test let it pass. (The floor is lowered so the test is cheap.)"""
     import time
-    from dataclasses import replace
 
     from gym_repost.construct import audit as audit_module
 
     monkeypatch.setattr(audit_module, "TEST_CPU_FLOOR", 0.2)
-    core = CORE + SPIN
     tests = f"from esc.core import clamp, spin\n\n\ndef test_heavy():\n    assert spin({SPINS}) > 0\n"
     tests += "    assert clamp(5.5, 0, 10) == 5.5\n"
-    files = {"esc/__init__.py": "", "esc/core.py": core, "tests/test_esc.py": tests}
-    repo = _ingested(tmp_path / "esc-1.0", files)
-    task = build_task(STRONG_CLAMP, "clamp", {"esc/__init__.py": "", "esc/core.py": core}, "esc/core.py")
-    target = audit_module._target(task, repo, 40, 0, "all")
-    assert isinstance(target, audit_module._Target)
-    [last] = [m for m in target.mutants if m.original == "return x"][:1]
-    slow = f"return x if x != 5.5 or spin({20 * SPINS}) > 0 else x"  # right, 20 times the test's work
-    target.mutants = [replace(last, replacement=slow), replace(last, replacement="return x + 1")]
+    repo, target = _slow_and_wrong(tmp_path, tests, 20 * SPINS)  # right, 20 times the test's work
     covering, problem, _, _ = audit_module._covering(sandbox, repo, [target])
     assert problem is None
     [[nodeid, traced]] = covering[target.key]
@@ -781,24 +792,15 @@ def test_a_mutant_s_whole_run_limit_comes_from_the_original_code_s_run_too(
     coverage run measured the tests as they are or four times faster (floors lowered so the
     test is cheap)."""
     import time
-    from dataclasses import replace
 
     from gym_repost.construct import audit as audit_module
 
     monkeypatch.setattr(audit_module, "TEST_CPU_FLOOR", 0.2)
     monkeypatch.setattr(audit_module, "CPU_FLOOR", 0.2)
-    core = CORE + SPIN
     tests = "from esc.core import clamp, spin\n"
     for i in range(4):
         tests += f"\n\ndef test_{i}():\n    assert spin({SPINS}) > 0\n    assert clamp(5.5, 0, 10) == 5.5\n"
-    files = {"esc/__init__.py": "", "esc/core.py": core, "tests/test_esc.py": tests}
-    repo = _ingested(tmp_path / "esc-1.0", files)
-    task = build_task(STRONG_CLAMP, "clamp", {"esc/__init__.py": "", "esc/core.py": core}, "esc/core.py")
-    target = audit_module._target(task, repo, 40, 0, "all")
-    assert isinstance(target, audit_module._Target)
-    [last] = [m for m in target.mutants if m.original == "return x"][:1]
-    slow = f"return x if x != 5.5 or spin({4 * SPINS}) > 0 else x"  # right, five times each test's work
-    target.mutants = [replace(last, replacement=slow), replace(last, replacement="return x + 1")]
+    repo, target = _slow_and_wrong(tmp_path, tests, 4 * SPINS)  # right, five times each test's work
     covering, problem, _, _ = audit_module._covering(sandbox, repo, [target])
     assert problem is None and len(covering[target.key]) == 4
     started = time.process_time()
